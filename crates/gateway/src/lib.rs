@@ -1,0 +1,1 @@
+//! `gateway`: event loops that own sockets.

@@ -1,0 +1,1 @@
+//! `load`: flood, msggen, drone/fleet, the friends graph generator and bench scenarios.

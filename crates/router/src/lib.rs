@@ -1,0 +1,1 @@
+//! `router`: presence, the subscription index, fan-out planning and history rings. Pure data structures, no IO.

@@ -1,0 +1,1 @@
+//! `store`: durable subscriptions behind one trait (SQLite embedded default, PostgreSQL, memory).
