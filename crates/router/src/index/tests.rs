@@ -1,0 +1,148 @@
+//! Index tests against a `BTreeSet` model, with a tiny deterministic PRNG so the
+//! router crate keeps no dependencies.
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn model_subscribers(model: &BTreeSet<(u64, u64)>, subject: u64) -> Vec<u64> {
+    model
+        .range((subject, 0)..=(subject, u64::MAX))
+        .map(|&(_, u)| u)
+        .collect()
+}
+
+fn check(
+    index: &SubscriptionIndex,
+    model: &BTreeSet<(u64, u64)>,
+    subjects: impl Iterator<Item = u64>,
+) {
+    assert_eq!(index.edge_count(), model.len() as u64);
+    for s in subjects {
+        assert_eq!(
+            index.subscribers(s),
+            model_subscribers(model, s),
+            "subject {s}"
+        );
+        assert_eq!(index.degree(s), model_subscribers(model, s).len());
+    }
+}
+
+#[test]
+fn from_edges_sorts_and_dedups_any_order() {
+    let edges = [(5, 1), (3, 1), (5, 1), (2, 7), (1, 1), (9, 0)];
+    let idx = SubscriptionIndex::from_edges(edges);
+    assert_eq!(idx.edge_count(), 5);
+    assert_eq!(idx.subscribers(1), vec![1, 3, 5]);
+    assert_eq!(idx.subscribers(7), vec![2]);
+    assert_eq!(idx.subscribers(0), vec![9]);
+    assert!(idx.subscribers(2).is_empty());
+    assert!(idx.subscribers(u64::MAX).is_empty());
+    assert!(idx.contains(3, 1) && !idx.contains(1, 3));
+}
+
+#[test]
+fn sorted_stream_and_unsorted_stream_build_the_same_index() {
+    let mut rng = XorShift(7);
+    let mut model = BTreeSet::new();
+    for _ in 0..20_000 {
+        model.insert((rng.below(500), rng.below(3000)));
+    }
+    let mut sorted = SubscriptionIndex::builder();
+    for &(subject, subscriber) in &model {
+        sorted.push(subscriber, subject);
+    }
+    let sorted = sorted.build();
+    let unsorted = SubscriptionIndex::from_edges(model.iter().rev().map(|&(s, u)| (u, s)));
+    check(&sorted, &model, 0..510);
+    check(&unsorted, &model, 0..510);
+    assert_eq!(sorted.memory_bytes(), unsorted.memory_bytes());
+}
+
+#[test]
+fn sparse_and_wide_ids_work() {
+    let big = u64::MAX - 3;
+    let edges = vec![
+        (big, 1),
+        (1, big),
+        (2, big),
+        (u64::from(u32::MAX) + 1, 1 << 40),
+        (7, 1 << 40),
+    ];
+    let idx = SubscriptionIndex::from_edges(edges.clone());
+    let model: BTreeSet<(u64, u64)> = edges.iter().map(|&(u, s)| (s, u)).collect();
+    check(&idx, &model, [1, big, 1 << 40, 0, 2].into_iter());
+}
+
+#[test]
+fn live_changes_match_the_model_across_compactions() {
+    let mut rng = XorShift(99);
+    let mut model = BTreeSet::new();
+    for _ in 0..5_000 {
+        model.insert((rng.below(300), rng.below(2000)));
+    }
+    let mut idx = SubscriptionIndex::from_edges(model.iter().map(|&(s, u)| (u, s)));
+    for round in 0..30_000 {
+        let (s, u) = (rng.below(320), rng.below(2000));
+        if rng.below(2) == 0 {
+            assert_eq!(
+                idx.insert(u, s),
+                model.insert((s, u)),
+                "insert round {round}"
+            );
+        } else {
+            assert_eq!(
+                idx.remove(u, s),
+                model.remove(&(s, u)),
+                "remove round {round}"
+            );
+        }
+        assert_eq!(idx.contains(u, s), model.contains(&(s, u)));
+    }
+    assert!(
+        idx.counters().2 > 0,
+        "the delta should have been compacted at least once"
+    );
+    check(&idx, &model, 0..330);
+    idx.compact();
+    assert_eq!(idx.delta_len(), 0);
+    check(&idx, &model, 0..330);
+}
+
+#[test]
+fn remove_then_readd_a_base_edge() {
+    let mut idx = SubscriptionIndex::from_edges([(1, 10), (2, 10)]);
+    assert!(idx.remove(1, 10));
+    assert!(!idx.remove(1, 10));
+    assert_eq!(idx.subscribers(10), vec![2]);
+    assert!(idx.insert(1, 10));
+    assert!(!idx.insert(1, 10));
+    assert_eq!(idx.delta_len(), 0);
+    assert_eq!(idx.subscribers(10), vec![1, 2]);
+    assert!(idx.insert(0, 10));
+    assert_eq!(idx.subscribers(10), vec![0, 1, 2]);
+    assert_eq!(idx.max_degree_subject(), Some((10, 3)));
+}
+
+#[test]
+fn dense_ids_cost_about_four_bytes_per_edge() {
+    // 10k subjects × 20 subscribers with ids < 2^32: u32 targets + dense offsets.
+    let idx = SubscriptionIndex::from_edges(
+        (0..10_000u64).flat_map(|s| (0..20u64).map(move |k| (s * 7 + k, s))),
+    );
+    let per_edge = idx.memory_bytes() as f64 / idx.edge_count() as f64;
+    assert!(per_edge < 4.6, "{per_edge} bytes per edge");
+}

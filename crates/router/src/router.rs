@@ -1,0 +1,298 @@
+//! [`Router`]: presence + subscription index + history, driven by `handle_*`
+//! inputs from the gateway. A publish resolves `{subject} ∪ subscribers(subject)`
+//! to online connections and hands each one to the caller's closure as
+//! `(ConnRef, seq)`; the router allocates nothing per delivery (history rings grow
+//! amortised, and an `Arc` clone per recipient user is an atomic increment).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::hash::IdMap;
+use crate::history::Ring;
+use crate::presence::UserState;
+use crate::{
+    ConnRef, HistoryRead, Message, PublishCounts, RouterConfig, RouterStats, SubjectId,
+    SubscriptionIndex, UserId,
+};
+
+/// `compact()` shrinks a map whose capacity exceeds this many times its length.
+pub const SHRINK_SLACK: usize = 4;
+
+/// Presence, subscriptions and history of one router.
+pub struct Router {
+    config: RouterConfig,
+    index: SubscriptionIndex,
+    /// Users with a connection or with live history; nobody else has an entry.
+    users: IdMap<UserState>,
+    /// (went offline at, user) in logout order; checked lazily by `handle_tick`.
+    expiry: VecDeque<(Instant, UserId)>,
+    users_online: u64,
+    connections: u64,
+    messages_in: u64,
+    deliveries: u64,
+    users_with_history: u64,
+}
+
+impl Router {
+    pub fn new(config: RouterConfig, index: SubscriptionIndex) -> Router {
+        Router {
+            config,
+            index,
+            users: IdMap::default(),
+            expiry: VecDeque::new(),
+            users_online: 0,
+            connections: 0,
+            messages_in: 0,
+            deliveries: 0,
+            users_with_history: 0,
+        }
+    }
+
+    /// A connection of `user` opened. Logging the same `conn` twice is a no-op.
+    pub fn handle_login(&mut self, user: UserId, conn: ConnRef) {
+        let state = self.users.entry(user).or_default();
+        let was_offline = state.conns.is_empty();
+        if !state.conns.add(conn) {
+            return;
+        }
+        self.connections += 1;
+        if was_offline {
+            self.users_online += 1;
+            if let Some(ring) = &mut state.ring {
+                ring.offline_since = None;
+            }
+        }
+    }
+
+    /// A connection of `user` closed. The user's history is kept for
+    /// `history_ttl` after their last connection goes.
+    pub fn handle_logout(&mut self, user: UserId, conn: ConnRef, now: Instant) {
+        let Some(state) = self.users.get_mut(&user) else {
+            return;
+        };
+        if !state.conns.remove(conn) {
+            return;
+        }
+        self.connections -= 1;
+        if !state.conns.is_empty() {
+            return;
+        }
+        self.users_online -= 1;
+        match &mut state.ring {
+            Some(ring) if !self.config.history_ttl.is_zero() => {
+                ring.offline_since = Some(now);
+                self.expiry.push_back((now, user));
+            }
+            _ => self.forget(user),
+        }
+    }
+
+    fn forget(&mut self, user: UserId) {
+        if let Some(state) = self.users.remove(&user) {
+            if state.ring.is_some() {
+                self.users_with_history -= 1;
+            }
+        }
+    }
+
+    /// Delivers `msg` to `{msg.subject} ∪ subscribers(msg.subject)`; see the crate doc.
+    pub fn handle_publish(
+        &mut self,
+        msg: Arc<Message>,
+        now: Instant,
+        deliver: &mut impl FnMut(ConnRef, u64),
+    ) -> PublishCounts {
+        self.messages_in += 1;
+        let subject = msg.subject;
+        let mut fan = Fanout {
+            users: &mut self.users,
+            msg: &msg,
+            capacity: self.config.history,
+            ttl: self.config.history_ttl,
+            now,
+            counts: PublishCounts::default(),
+            new_rings: 0,
+            expired: 0,
+        };
+        fan.reach(subject, deliver);
+        self.index.for_each_subscriber(subject, |u| {
+            // A user who follows themself was reached above.
+            if u != subject {
+                fan.reach(u, deliver);
+            }
+        });
+        let (counts, new_rings, expired) = (fan.counts, fan.new_rings, fan.expired);
+        self.users_with_history += new_rings;
+        self.deliveries += u64::from(counts.connections);
+        if expired > 0 {
+            // Offline users whose history outlived the ttl: let the tick drop them now.
+            self.handle_tick(now);
+        }
+        counts
+    }
+
+    /// Messages for `user` with seq > `since` still kept; see [`HistoryRead`].
+    pub fn history_since(&self, user: UserId, since: u64) -> HistoryRead {
+        match self.users.get(&user).and_then(|s| s.ring.as_deref()) {
+            Some(ring) => {
+                let (messages, gap) = ring.since(since);
+                HistoryRead {
+                    messages,
+                    last: ring.last(),
+                    gap,
+                }
+            }
+            None => HistoryRead {
+                messages: Vec::new(),
+                last: 0,
+                gap: since > 0,
+            },
+        }
+    }
+
+    /// The user's current sequence number (0 if the router holds no state for them).
+    pub fn last_seq(&self, user: UserId) -> u64 {
+        self.users.get(&user).map_or(0, UserState::last_seq)
+    }
+
+    /// Adds `subscriber` → `subject` to the index; true if new.
+    pub fn subscribe(&mut self, subscriber: UserId, subject: SubjectId) -> bool {
+        self.index.insert(subscriber, subject)
+    }
+
+    /// Removes `subscriber` → `subject` from the index; true if it existed.
+    pub fn unsubscribe(&mut self, subscriber: UserId, subject: SubjectId) -> bool {
+        self.index.remove(subscriber, subject)
+    }
+
+    /// Subscribers of `subject`, sorted.
+    pub fn subscribers(&self, subject: SubjectId) -> Vec<UserId> {
+        self.index.subscribers(subject)
+    }
+
+    pub fn index(&self) -> &SubscriptionIndex {
+        &self.index
+    }
+
+    /// Online connections of `user` (empty if offline).
+    pub fn connections_of(&self, user: UserId) -> &[ConnRef] {
+        self.users.get(&user).map_or(&[], |s| s.conns.as_slice())
+    }
+
+    /// Drops the history of users offline for `history_ttl` or longer.
+    pub fn handle_tick(&mut self, now: Instant) {
+        let ttl = self.config.history_ttl;
+        while let Some(&(at, user)) = self.expiry.front() {
+            if now.saturating_duration_since(at) < ttl {
+                break;
+            }
+            self.expiry.pop_front();
+            // The entry may be stale: the user came back, or left again later (a
+            // newer entry then covers them).
+            let expired = self.users.get(&user).is_some_and(|s| {
+                s.conns.is_empty()
+                    && s.ring
+                        .as_ref()
+                        .and_then(|r| r.offline_since)
+                        .is_some_and(|t| now.saturating_duration_since(t) >= ttl)
+            });
+            if expired {
+                self.forget(user);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> RouterStats {
+        RouterStats {
+            users_online: self.users_online,
+            connections: self.connections,
+            subscriptions: self.index.edge_count(),
+            messages_in: self.messages_in,
+            deliveries: self.deliveries,
+            users_with_history: self.users_with_history,
+        }
+    }
+
+    /// Heap bytes held by presence and history (not the index), an estimate:
+    /// map slots at their real size plus one control byte each, and every ring.
+    pub fn presence_bytes(&self) -> usize {
+        let slots = self.users.capacity() * (std::mem::size_of::<(UserId, UserState)>() + 1);
+        let rings: usize = self
+            .users
+            .values()
+            .filter_map(|s| s.ring.as_ref())
+            .map(|r| r.heap_bytes())
+            .sum();
+        let many: usize = self
+            .users
+            .values()
+            .map(|s| match &s.conns {
+                crate::presence::Conns::Many(v) => 24 + v.capacity() * 8,
+                _ => 0,
+            })
+            .sum();
+        slots + rings + many + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
+    }
+
+    /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.
+    pub fn compact(&mut self) {
+        if self.users.capacity() > SHRINK_SLACK * self.users.len().max(16) {
+            self.users.shrink_to_fit();
+        }
+        if self.expiry.capacity() > SHRINK_SLACK * self.expiry.len().max(16) {
+            self.expiry.shrink_to_fit();
+        }
+    }
+}
+
+/// Per-publish state, split from `Router` so the index can be borrowed while
+/// presence is mutated.
+struct Fanout<'a> {
+    users: &'a mut IdMap<UserState>,
+    msg: &'a Arc<Message>,
+    capacity: usize,
+    ttl: std::time::Duration,
+    now: Instant,
+    counts: PublishCounts,
+    new_rings: u64,
+    expired: u64,
+}
+
+impl Fanout<'_> {
+    #[inline]
+    fn reach(&mut self, user: UserId, deliver: &mut impl FnMut(ConnRef, u64)) {
+        let Some(state) = self.users.get_mut(&user) else {
+            return;
+        };
+        let ring = match &mut state.ring {
+            Some(ring) => {
+                if ring
+                    .offline_since
+                    .is_some_and(|t| self.now.saturating_duration_since(t) >= self.ttl)
+                {
+                    // History already outlived the user; the tick will drop it.
+                    self.expired += 1;
+                    return;
+                }
+                ring
+            }
+            None => {
+                self.new_rings += 1;
+                state.ring.insert(Box::new(Ring::new()))
+            }
+        };
+        let seq = ring.push(self.msg, self.capacity);
+        let conns = state.conns.as_slice();
+        if !conns.is_empty() {
+            self.counts.users += 1;
+            self.counts.connections += conns.len() as u32;
+            for &c in conns {
+                deliver(c, seq);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
