@@ -1,1 +1,65 @@
-//! `wire`: HTTP/1.1 request heads and response encoders (chunked, SSE, long-poll, WebSocket). Sans-IO: bytes in, bytes out.
+//! `wire`: myriad's sans-IO HTTP/1.1 codec — request heads, routing, request
+//! bodies, and the response encoders of every transport (chunked streaming, SSE,
+//! long-poll, WebSocket). Bytes in, bytes out: no sockets, no clock, no runtime,
+//! so every parser is fuzzable and every answer is checked byte for byte.
+//!
+//! Not here: connection state, timeouts and write queues (the gateway), who
+//! receives what (the router).
+//!
+//! # Layout
+//!
+//! | module | concept |
+//! |---|---|
+//! | `head` | request heads: [`parse_head`] → [`RequestHead`] or [`HeadError`] (status) |
+//! | `route` | [`route`]: which endpoint a head asks for |
+//! | `body` | [`BodyDecoder`]: Content-Length / chunked bodies, incremental |
+//! | `batch` | [`parse_batch`]: NDJSON batch publish bodies |
+//! | `edges` | [`parse_edges`]: "A B" edge lists for bulk subscriptions |
+//! | `response` | complete responses and error answers |
+//! | `stream` | chunked streaming (A1) |
+//! | `sse` | Server-Sent Events (A2) |
+//! | `poll` | long-poll JSON bodies (A3) |
+//! | `ws` | WebSocket handshake, frames, fragmentation state (A4) |
+//!
+//! # Client-visible failures
+//!
+//! | error | answer |
+//! |---|---|
+//! | [`HeadError`] | 400 malformed / bad framing / bad upgrade, 417 Expect, 431 too large, 501 Transfer-Encoding, 505 version; then close |
+//! | [`RouteError`] | 404, 405 (+ `Allow`), 400 bad id, 426 (+ `Upgrade`) |
+//! | [`BodyError`] | 413 too large, 400 malformed chunked; then close |
+//! | [`BatchError`], [`EdgeError`] | 400, message names the line |
+//! | [`WsError`] | close 1002 protocol error, 1007 invalid UTF-8, 1009 too big |
+//!
+//! Hand-rolled chunked decoding and WebSocket framing are deliberate: the gateway
+//! keeps no per-connection buffers (≤ 256 B per idle connection) and parses from a
+//! per-loop scratch buffer, so decoders must resume at any byte with tiny state.
+
+mod batch;
+mod body;
+mod edges;
+mod head;
+mod poll;
+mod response;
+mod route;
+mod sse;
+mod stream;
+mod ws;
+
+pub use batch::{parse_batch, BatchError, BatchItem};
+pub use body::{BodyDecoder, BodyError, MAX_CHUNK_EXT, MAX_TRAILER};
+pub use edges::{parse_edges, EdgeError};
+pub use head::{
+    parse_head, BodyKind, HeadError, Limits, Method, RequestHead, WsUpgrade, DEFAULT_MAX_HEAD,
+    DEFAULT_MAX_HEADERS,
+};
+pub use poll::poll_body;
+pub use response::{error_response, reason_phrase, response, CONTINUE_100};
+pub use route::{route, Route, RouteError, Transport};
+pub use sse::{sse_data, sse_gap, sse_head, sse_id, SSE_HEARTBEAT};
+pub use stream::{chunk, stream_head, welcome_chunk, STREAM_END, STREAM_HEARTBEAT};
+pub use ws::{
+    is_valid_close_code, parse_ws_frame, ws_accept_key, ws_binary_frame, ws_client_frame, ws_close,
+    ws_handshake_response, ws_ping, ws_pong, ws_text_frame, Opcode, WsError, WsFrame,
+    WsMessageState, MAX_CONTROL_PAYLOAD,
+};

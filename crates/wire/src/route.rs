@@ -1,0 +1,251 @@
+//! Routing: which endpoint a parsed [`RequestHead`] asks for. Pure, no state.
+//!
+//! This module does not check auth, bodies or limits; it only maps method + path
+//! (+ the transport hints of the head) to a [`Route`] or a [`RouteError`].
+//!
+//! Path rules: ids are canonical u64 decimals (`0`, `42`; not `01`, `-1`, `+1`, empty,
+//! or past `u64::MAX`), answered 400 otherwise. A trailing slash is a different
+//! path (404), except that `/sub/` is `/sub/<empty id>` (400).
+//!
+//! `HEAD` is answered 405 on every route, with `Allow` naming the real methods:
+//! the streaming routes have no meaningful head-only answer, and none of the API
+//! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
+
+use crate::head::{Method, RequestHead};
+
+/// How a subscription is delivered.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Transport {
+    /// HTTP/1.1 chunked streaming (A1).
+    Stream,
+    /// Server-Sent Events (A2).
+    Sse,
+    /// WebSocket (A4).
+    WebSocket,
+}
+
+/// An endpoint of the gateway.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Route {
+    /// `GET /sub/<id>`, `/test/<id>`, `/sse/<id>`, `/ws/<id>`.
+    Subscribe { user: u64, transport: Transport },
+    /// `GET /poll/<id>?since=<seq>`.
+    Poll { user: u64, since: Option<u64> },
+    /// `POST /pub/<id>`.
+    Publish { subject: u64 },
+    /// `POST /pub` (NDJSON body).
+    PublishBatch,
+    /// `PUT /subscriptions/<subscriber>/<subject>`.
+    SubscriptionPut { subscriber: u64, subject: u64 },
+    /// `DELETE /subscriptions/<subscriber>/<subject>`.
+    SubscriptionDelete { subscriber: u64, subject: u64 },
+    /// `POST /subscriptions` ("A B" lines).
+    SubscriptionsBulk,
+    /// `GET /subscribers/<subject>`.
+    Subscribers { subject: u64 },
+    /// `GET /subscriptions/<subscriber>`.
+    Subscriptions { subscriber: u64 },
+    /// `GET /stats`.
+    Stats,
+    /// `GET /healthz`.
+    Health,
+}
+
+/// Why no route matched; see [`RouteError::status`] and [`RouteError::headers`].
+#[derive(thiserror::Error, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RouteError {
+    #[error("not found")]
+    NotFound,
+    /// The path exists; `allow` is the value for the `Allow` header.
+    #[error("method not allowed (allowed: {allow})")]
+    MethodNotAllowed { allow: &'static str },
+    /// An id in the path, or the `since` sequence number, is not a canonical u64.
+    #[error("invalid id or sequence number (want a decimal u64 without leading zeros)")]
+    BadId,
+    /// `/ws/<id>` without a valid WebSocket upgrade.
+    #[error("WebSocket upgrade required")]
+    UpgradeRequired,
+}
+
+impl RouteError {
+    /// The HTTP status to answer with.
+    pub fn status(&self) -> u16 {
+        match self {
+            RouteError::NotFound => 404,
+            RouteError::MethodNotAllowed { .. } => 405,
+            RouteError::BadId => 400,
+            RouteError::UpgradeRequired => 426,
+        }
+    }
+
+    /// Headers the response must carry (RFC 9110 15.5.6 `Allow` for 405,
+    /// 15.5.22 `Upgrade` for 426).
+    pub fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            RouteError::MethodNotAllowed { allow: GET } => &[("Allow", GET)],
+            RouteError::MethodNotAllowed { allow: POST } => &[("Allow", POST)],
+            RouteError::MethodNotAllowed { allow: PUT_DELETE } => &[("Allow", PUT_DELETE)],
+            // Only this module builds the variant, always with one of the constants.
+            RouteError::MethodNotAllowed { .. } => &[],
+            RouteError::UpgradeRequired => &[
+                ("Upgrade", "websocket"),
+                ("Connection", "Upgrade"),
+                ("Sec-WebSocket-Version", "13"),
+            ],
+            RouteError::NotFound | RouteError::BadId => &[],
+        }
+    }
+}
+
+const GET: &str = "GET";
+const POST: &str = "POST";
+const PUT_DELETE: &str = "PUT, DELETE";
+
+/// Maps a head to its endpoint.
+pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
+    let rest = head.path.strip_prefix('/').ok_or(RouteError::NotFound)?;
+    let mut segs = rest.split('/');
+    // `split` always yields at least one item.
+    let first = segs.next().unwrap_or_default();
+    let second = segs.next();
+    let third = segs.next();
+    if segs.next().is_some() {
+        return Err(RouteError::NotFound);
+    }
+    let m = head.method;
+    match (first, second, third) {
+        ("sub" | "test", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            let user = parse_id(id)?;
+            let transport = if head.websocket.is_some() {
+                Transport::WebSocket
+            } else if head.accept_event_stream {
+                Transport::Sse
+            } else {
+                Transport::Stream
+            };
+            Ok(Route::Subscribe { user, transport })
+        }
+        ("sse", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            let user = parse_id(id)?;
+            Ok(Route::Subscribe {
+                user,
+                transport: Transport::Sse,
+            })
+        }
+        ("ws", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            let user = parse_id(id)?;
+            if head.websocket.is_none() {
+                return Err(RouteError::UpgradeRequired);
+            }
+            Ok(Route::Subscribe {
+                user,
+                transport: Transport::WebSocket,
+            })
+        }
+        ("poll", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            let user = parse_id(id)?;
+            let since = parse_since(head.query.as_deref())?;
+            Ok(Route::Poll { user, since })
+        }
+        ("pub", None, None) => {
+            need(m, Method::Post, POST)?;
+            Ok(Route::PublishBatch)
+        }
+        ("pub", Some(id), None) => {
+            need(m, Method::Post, POST)?;
+            Ok(Route::Publish {
+                subject: parse_id(id)?,
+            })
+        }
+        ("subscriptions", None, None) => {
+            need(m, Method::Post, POST)?;
+            Ok(Route::SubscriptionsBulk)
+        }
+        ("subscriptions", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            Ok(Route::Subscriptions {
+                subscriber: parse_id(id)?,
+            })
+        }
+        ("subscriptions", Some(a), Some(b)) => {
+            let put = match m {
+                Method::Put => true,
+                Method::Delete => false,
+                _ => return Err(RouteError::MethodNotAllowed { allow: PUT_DELETE }),
+            };
+            let (subscriber, subject) = (parse_id(a)?, parse_id(b)?);
+            Ok(if put {
+                Route::SubscriptionPut {
+                    subscriber,
+                    subject,
+                }
+            } else {
+                Route::SubscriptionDelete {
+                    subscriber,
+                    subject,
+                }
+            })
+        }
+        ("subscribers", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            Ok(Route::Subscribers {
+                subject: parse_id(id)?,
+            })
+        }
+        ("stats", None, None) => {
+            need(m, Method::Get, GET)?;
+            Ok(Route::Stats)
+        }
+        ("healthz", None, None) => {
+            need(m, Method::Get, GET)?;
+            Ok(Route::Health)
+        }
+        _ => Err(RouteError::NotFound),
+    }
+}
+
+fn need(got: Method, want: Method, allow: &'static str) -> Result<(), RouteError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(RouteError::MethodNotAllowed { allow })
+    }
+}
+
+/// Canonical decimal u64: digits only, no leading zero unless the id is `0`.
+pub(crate) fn parse_canonical_u64(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.is_empty() || (b.len() > 1 && b[0] == b'0') || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn parse_id(s: &str) -> Result<u64, RouteError> {
+    parse_canonical_u64(s).ok_or(RouteError::BadId)
+}
+
+/// `since=<seq>` from the query; other parameters are ignored, a repeated or
+/// malformed `since` is an error.
+fn parse_since(query: Option<&str>) -> Result<Option<u64>, RouteError> {
+    let mut since = None;
+    for pair in query.unwrap_or_default().split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k != "since" {
+            continue;
+        }
+        if since.is_some() {
+            return Err(RouteError::BadId);
+        }
+        since = Some(parse_canonical_u64(v).ok_or(RouteError::BadId)?);
+    }
+    Ok(since)
+}
+
+#[cfg(test)]
+#[path = "route_tests.rs"]
+mod tests;

@@ -1,0 +1,175 @@
+//! Unit tests for `route`.
+
+use super::*;
+use crate::head::{parse_head, Limits};
+
+fn req(method: &str, target: &str, extra: &str) -> RequestHead {
+    let buf = format!("{method} {target} HTTP/1.1\r\n{extra}\r\n");
+    parse_head(buf.as_bytes(), &Limits::default())
+        .unwrap()
+        .unwrap()
+        .0
+}
+
+fn r(method: &str, target: &str) -> Result<Route, RouteError> {
+    route(&req(method, target, ""))
+}
+
+const WS: &str = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+
+#[test]
+fn subscribe_transports() {
+    let sub = |user, transport| Ok(Route::Subscribe { user, transport });
+    assert_eq!(r("GET", "/sub/42"), sub(42, Transport::Stream));
+    assert_eq!(r("GET", "/test/7"), sub(7, Transport::Stream));
+    assert_eq!(
+        route(&req("GET", "/sub/1", "Accept: text/event-stream\r\n")),
+        sub(1, Transport::Sse)
+    );
+    assert_eq!(
+        route(&req("GET", "/test/1", WS)),
+        sub(1, Transport::WebSocket)
+    );
+    assert_eq!(r("GET", "/sse/0"), sub(0, Transport::Sse));
+    assert_eq!(
+        route(&req("GET", "/ws/9", WS)),
+        sub(9, Transport::WebSocket)
+    );
+    assert_eq!(r("GET", "/ws/9"), Err(RouteError::UpgradeRequired));
+    assert_eq!(
+        r("GET", "/sub/18446744073709551615"),
+        sub(u64::MAX, Transport::Stream)
+    );
+}
+
+#[test]
+fn api_routes() {
+    assert_eq!(
+        r("GET", "/poll/3"),
+        Ok(Route::Poll {
+            user: 3,
+            since: None
+        })
+    );
+    assert_eq!(
+        r("GET", "/poll/3?since=10"),
+        Ok(Route::Poll {
+            user: 3,
+            since: Some(10)
+        })
+    );
+    assert_eq!(
+        r("GET", "/poll/3?x=1&since=0&y"),
+        Ok(Route::Poll {
+            user: 3,
+            since: Some(0)
+        })
+    );
+    assert_eq!(r("POST", "/pub/5"), Ok(Route::Publish { subject: 5 }));
+    assert_eq!(r("POST", "/pub"), Ok(Route::PublishBatch));
+    assert_eq!(
+        r("PUT", "/subscriptions/1/2"),
+        Ok(Route::SubscriptionPut {
+            subscriber: 1,
+            subject: 2
+        })
+    );
+    assert_eq!(
+        r("DELETE", "/subscriptions/1/2"),
+        Ok(Route::SubscriptionDelete {
+            subscriber: 1,
+            subject: 2
+        })
+    );
+    assert_eq!(r("POST", "/subscriptions"), Ok(Route::SubscriptionsBulk));
+    assert_eq!(
+        r("GET", "/subscribers/8"),
+        Ok(Route::Subscribers { subject: 8 })
+    );
+    assert_eq!(
+        r("GET", "/subscriptions/8"),
+        Ok(Route::Subscriptions { subscriber: 8 })
+    );
+    assert_eq!(r("GET", "/stats"), Ok(Route::Stats));
+    assert_eq!(r("GET", "/healthz"), Ok(Route::Health));
+    assert_eq!(r("GET", "/healthz?verbose"), Ok(Route::Health));
+}
+
+#[test]
+fn bad_ids() {
+    for id in [
+        "01",
+        "00",
+        "",
+        "-1",
+        "+1",
+        "18446744073709551616",
+        "1a",
+        "%31",
+        "1.0",
+    ] {
+        let target = format!("/sub/{id}");
+        assert_eq!(r("GET", &target), Err(RouteError::BadId), "{target}");
+    }
+    assert_eq!(r("PUT", "/subscriptions/1/01"), Err(RouteError::BadId));
+    assert_eq!(r("GET", "/poll/1?since=x"), Err(RouteError::BadId));
+    assert_eq!(r("GET", "/poll/1?since="), Err(RouteError::BadId));
+    assert_eq!(r("GET", "/poll/1?since=1&since=2"), Err(RouteError::BadId));
+}
+
+#[test]
+fn not_found() {
+    for t in [
+        "/",
+        "/sub",
+        "/sub/1/",
+        "/stats/",
+        "/sub/1/2",
+        "/nope/1",
+        "/pub/1/2",
+        "/subscriptions/1/2/3",
+        "//sub/1",
+        "*",
+    ] {
+        let got = if t == "*" {
+            r("OPTIONS", t)
+        } else {
+            r("GET", t)
+        };
+        assert_eq!(got.map_err(|e| e.status()), Err(404), "{t}");
+    }
+}
+
+#[test]
+fn methods_not_allowed() {
+    let allow = |allow| Err(RouteError::MethodNotAllowed { allow });
+    assert_eq!(r("POST", "/sub/1"), allow("GET"));
+    assert_eq!(r("HEAD", "/stats"), allow("GET"));
+    assert_eq!(r("HEAD", "/sub/1"), allow("GET"));
+    assert_eq!(r("GET", "/pub/1"), allow("POST"));
+    assert_eq!(r("GET", "/pub"), allow("POST"));
+    assert_eq!(r("GET", "/subscriptions"), allow("POST"));
+    assert_eq!(r("GET", "/subscriptions/1/2"), allow("PUT, DELETE"));
+    assert_eq!(r("POST", "/subscriptions/1"), allow("GET"));
+    assert_eq!(r("PATCH", "/healthz"), allow("GET"));
+}
+
+#[test]
+fn statuses_and_headers() {
+    assert_eq!(RouteError::NotFound.status(), 404);
+    assert_eq!(RouteError::BadId.status(), 400);
+    assert_eq!(RouteError::UpgradeRequired.status(), 426);
+    let e = RouteError::MethodNotAllowed {
+        allow: "PUT, DELETE",
+    };
+    assert_eq!(e.status(), 405);
+    assert_eq!(e.headers(), &[("Allow", "PUT, DELETE")]);
+    assert_eq!(
+        RouteError::MethodNotAllowed { allow: "GET" }.headers(),
+        &[("Allow", "GET")]
+    );
+    assert!(RouteError::UpgradeRequired
+        .headers()
+        .contains(&("Upgrade", "websocket")));
+    assert!(RouteError::NotFound.headers().is_empty());
+}

@@ -1,0 +1,79 @@
+//! HTTP/1.1 chunked streaming (A1): the response head, one chunk per message,
+//! heartbeats and the terminator. Encoded once per message and shared.
+//!
+//! Not here: deciding when to send them (the gateway's timing wheel does).
+
+use std::io::Write as _;
+
+/// The response head of a chunked stream.
+pub fn stream_head() -> Vec<u8> {
+    b"HTTP/1.1 200 OK\r\n\
+      Content-Type: text/plain; charset=utf-8\r\n\
+      Transfer-Encoding: chunked\r\n\
+      Cache-Control: no-cache\r\n\
+      X-Accel-Buffering: no\r\n\
+      \r\n"
+        .to_vec()
+}
+
+/// One chunk: `<hex len>\r\n<payload>\r\n`. An empty payload yields no bytes at
+/// all, because an empty chunk would end the stream.
+pub fn chunk(payload: &[u8]) -> Vec<u8> {
+    if payload.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(payload.len() + 20);
+    // Writing into a Vec cannot fail.
+    write!(out, "{:x}\r\n", payload.len()).expect("Vec write");
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The first chunk of a stream, naming the connected user: `welcome <id>\n`.
+pub fn welcome_chunk(user: u64) -> Vec<u8> {
+    chunk(format!("welcome {user}\n").as_bytes())
+}
+
+/// A heartbeat chunk carrying one newline (non-empty: an empty chunk ends the stream).
+pub const STREAM_HEARTBEAT: &[u8] = b"1\r\n\n\r\n";
+/// The last chunk, ending a stream (no trailers).
+pub const STREAM_END: &[u8] = b"0\r\n\r\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body::BodyDecoder;
+    use crate::head::BodyKind;
+
+    #[test]
+    fn head_is_chunked_200() {
+        let h = String::from_utf8(stream_head()).unwrap();
+        assert!(h.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(h.contains("\r\nTransfer-Encoding: chunked\r\n"));
+        assert!(h.contains("\r\nContent-Type: text/plain; charset=utf-8\r\n"));
+        assert!(h.contains("\r\nCache-Control: no-cache\r\n"));
+        assert!(h.ends_with("\r\n\r\n"));
+        assert!(!h.contains("Content-Length"));
+    }
+
+    #[test]
+    fn chunks_are_hex_framed() {
+        assert_eq!(chunk(b"hello"), b"5\r\nhello\r\n");
+        assert_eq!(chunk(&[b'x'; 255])[..4], *b"ff\r\n");
+        assert_eq!(chunk(b""), b"");
+        assert_eq!(welcome_chunk(42), b"b\r\nwelcome 42\n\r\n");
+    }
+
+    #[test]
+    fn a_stream_decodes_with_our_own_chunked_decoder() {
+        let mut s = welcome_chunk(7);
+        s.extend_from_slice(STREAM_HEARTBEAT);
+        s.extend_from_slice(&chunk(b"msg"));
+        s.extend_from_slice(STREAM_END);
+        let mut out = Vec::new();
+        let mut d = BodyDecoder::new(BodyKind::Chunked, 1 << 20);
+        assert_eq!(d.handle_bytes(&s, &mut out), Ok((s.len(), true)));
+        assert_eq!(out, b"welcome 7\n\nmsg");
+    }
+}
