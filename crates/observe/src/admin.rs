@@ -1,0 +1,134 @@
+//! The admin listener: a tiny_http server on its own thread serving
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/metrics` | Prometheus text format 0.0.4 |
+//! | `/healthz` | `200 ok` while the process runs |
+//! | `/stats` | JSON: `{"sample": Sample, "extra": {...}, "processes": [Sample, ...]}` |
+//! | `/history` | JSON array of the recent samples, oldest first |
+//! | `/` | the live dashboard (self-contained HTML + JS polling `/stats`) |
+//!
+//! It is not on the hot path: one thread, requests answered in turn. It does not
+//! sample anything itself; it reads what the sampler left in [`Shared`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use tiny_http::{Header, Method, Response, Server};
+
+use crate::monitor::Shared;
+use crate::prometheus;
+
+/// The dashboard page, embedded so the binary needs no files and no network.
+const DASHBOARD_HTML: &str = include_str!("dashboard.html");
+
+/// A running admin listener; dropping it stops and joins its thread.
+pub(crate) struct Admin {
+    pub(crate) addr: SocketAddr,
+    server: Arc<Server>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Admin {
+    pub(crate) fn start(addr: SocketAddr, shared: Arc<Shared>) -> anyhow::Result<Admin> {
+        let server = Server::http(addr)
+            .map_err(|e| anyhow::anyhow!("cannot bind the admin address {addr}: {e}"))?;
+        let server = Arc::new(server);
+        let bound = server
+            .server_addr()
+            .to_ip()
+            .context("admin listener is not on an IP address")?;
+        tracing::info!(
+            "admin listening on http://{bound}/ (dashboard), /metrics (Prometheus), /healthz, /stats, /history"
+        );
+        let srv = server.clone();
+        let thread = std::thread::Builder::new()
+            .name("observe-admin".into())
+            .spawn(move || {
+                // Ends when Admin::drop calls unblock().
+                for req in srv.incoming_requests() {
+                    let path = req.url().split('?').next().unwrap_or("/").to_string();
+                    let res = if *req.method() != Method::Get && *req.method() != Method::Head {
+                        text(405, "method not allowed\n").with_header(header("Allow", "GET, HEAD"))
+                    } else {
+                        route(&path, &shared)
+                    };
+                    if let Err(e) = req.respond(res) {
+                        tracing::debug!(error = %e, "admin response not delivered");
+                    }
+                }
+            })
+            .context("cannot spawn the admin thread")?;
+        Ok(Admin {
+            addr: bound,
+            server,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn header(name: &str, value: &str) -> Header {
+    // Both are fixed ASCII strings from this file, so the header is always valid.
+    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header is valid")
+}
+
+fn text(status: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
+    Response::from_string(body)
+        .with_status_code(status)
+        .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+}
+
+fn json(v: &serde_json::Value) -> Response<std::io::Cursor<Vec<u8>>> {
+    Response::from_string(v.to_string())
+        .with_header(header("Content-Type", "application/json"))
+        .with_header(header("Cache-Control", "no-store"))
+}
+
+/// The `/stats` document.
+pub(crate) fn stats_json(shared: &Shared) -> serde_json::Value {
+    let sample = shared.latest();
+    // A sample always serialises: it has only numbers and options of numbers.
+    let s = serde_json::to_value(&sample).expect("Sample serialises");
+    serde_json::json!({
+        "sample": s,
+        "extra": (shared.extra)(),
+        "processes": [s],
+    })
+}
+
+fn route(path: &str, shared: &Shared) -> Response<std::io::Cursor<Vec<u8>>> {
+    match path {
+        "/" | "/index.html" => Response::from_string(DASHBOARD_HTML)
+            .with_header(header("Content-Type", "text/html; charset=utf-8"))
+            .with_header(header("Cache-Control", "no-store")),
+        "/metrics" => {
+            let body = prometheus::render(&shared.latest(), &shared.metrics, &(shared.extra)());
+            Response::from_string(body)
+                .with_header(header("Content-Type", prometheus::CONTENT_TYPE))
+        }
+        "/healthz" => text(200, "ok\n"),
+        "/stats" => json(&stats_json(shared)),
+        "/history" => {
+            let h = shared.history.lock().unwrap_or_else(|p| p.into_inner());
+            let v: Vec<&crate::Sample> = h.iter().collect();
+            // Samples always serialise (numbers only).
+            json(&serde_json::to_value(v).expect("Sample serialises"))
+        }
+        "/favicon.ico" => Response::from_string("").with_status_code(204),
+        _ => text(
+            404,
+            "not found: try /, /metrics, /healthz, /stats, /history\n",
+        ),
+    }
+}

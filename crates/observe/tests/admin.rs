@@ -1,0 +1,89 @@
+//! The admin listener over a real TCP connection, fed by real `LoopMetrics` increments.
+
+mod common;
+
+use std::sync::atomic::Ordering::Relaxed;
+
+#[test]
+fn metrics_healthz_stats_history_and_dashboard() {
+    let fed = common::fed_monitor(4);
+    let addr = fed.monitor.admin_addr().expect("admin bound");
+    assert_ne!(addr.port(), 0);
+    common::wait_for_traffic(&fed.monitor);
+
+    let (status, _, body) = common::get(addr, "/healthz");
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    let (status, head, body) = common::get(addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let conns = fed
+        .metrics
+        .loops
+        .iter()
+        .map(|l| l.connections.load(Relaxed))
+        .sum::<u64>();
+    assert!(conns > 0);
+    for needle in [
+        "# HELP process_resident_memory_bytes ",
+        "# TYPE process_resident_memory_bytes gauge",
+        "# TYPE myriad_connections gauge",
+        "# TYPE myriad_deliveries_total counter",
+        "# TYPE myriad_loop_lag_seconds summary",
+        "myriad_loop_lag_seconds{quantile=\"0.9\"} ",
+        "myriad_loop_lag_seconds_count ",
+        "myriad_router_subjects 12",
+    ] {
+        assert!(
+            body.contains(needle),
+            "{needle} missing in /metrics:\n{body}"
+        );
+    }
+    let line = body
+        .lines()
+        .find(|l| l.starts_with("myriad_connections "))
+        .unwrap();
+    let v: u64 = line.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(v >= conns, "myriad_connections {v} < {conns} seen before");
+
+    let (status, head, body) = common::get(addr, "/stats");
+    assert_eq!(status, 200);
+    assert!(head.to_ascii_lowercase().contains("application/json"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["extra"]["router"]["subscriptions"], 34);
+    assert_eq!(v["sample"]["pid"], std::process::id());
+    assert_eq!(v["sample"]["loops"], 2);
+    assert!(v["sample"]["connections"].as_u64().unwrap() > 0);
+    assert!(v["sample"]["messages_out_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["sample"]["lag_p90_us"].as_u64().unwrap() >= 200);
+    assert!(v["sample"]["rss_bytes"].as_u64().unwrap() > 0);
+    assert!(v["sample"]["machine"]["mem_total_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["processes"].as_array().unwrap().len(), 1);
+
+    let (status, _, body) = common::get(addr, "/history");
+    assert_eq!(status, 200);
+    let h: Vec<observe::Sample> = serde_json::from_str(&body).unwrap();
+    assert!(h.len() >= 2 && h.windows(2).all(|w| w[0].time < w[1].time));
+
+    let (status, head, body) = common::get(addr, "/");
+    assert_eq!(status, 200);
+    assert!(head.contains("text/html"));
+    assert!(body.contains("<canvas") && body.contains("/stats"));
+    assert!(
+        !body.contains("http://") && !body.contains("https://"),
+        "dashboard must not load anything external"
+    );
+
+    assert_eq!(common::get(addr, "/nope").0, 404);
+
+    fed.feeder.join().unwrap();
+    drop(fed.monitor);
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "admin port still open after drop"
+    );
+}
