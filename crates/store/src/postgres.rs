@@ -1,0 +1,256 @@
+//! The PostgreSQL backend (`postgres://...`), the shared store for several hosts
+//! (SPEC E3). One row per edge with a primary key (subject, subscriber) and a
+//! mirror index (subscriber, subject); batches go through `unnest` arrays and bulk
+//! loads through `COPY`. Uses the blocking `postgres` client: no async runtime.
+//!
+//! The URL may carry `schema=NAME` (letters, digits, `_`), which this crate strips
+//! before connecting: the table lives in that schema (created if missing), so
+//! parallel test runs do not collide.
+
+use std::io::Write;
+
+use postgres::{Client, NoTls};
+
+use crate::bulk::SortedEdges;
+use crate::{from_sql, to_sql, Store, StoreError};
+
+/// Bytes of COPY text buffered before a write to the server.
+pub const COPY_CHUNK: usize = 1 << 20;
+/// `maintenance_work_mem` for rebuilding the keys after a bulk load.
+pub const BULK_INDEX_MEMORY: &str = "512MB";
+
+/// A subscription store in a PostgreSQL schema.
+pub struct PgStore {
+    client: Client,
+    /// Quoted schema name.
+    schema: String,
+}
+
+/// Splits `schema=NAME` out of a connection URL; returns (url without it, schema).
+fn split_schema(url: &str) -> Result<(String, String), StoreError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), "public".to_string()));
+    };
+    let mut schema = "public".to_string();
+    let mut rest = Vec::new();
+    for param in query.split('&') {
+        match param.strip_prefix("schema=") {
+            Some(name) => schema = name.to_string(),
+            None => rest.push(param),
+        }
+    }
+    if schema.is_empty()
+        || !schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(StoreError::BadUrl(format!(
+            "{url} (schema must be letters, digits and _)"
+        )));
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, schema))
+}
+
+impl PgStore {
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let (conn_url, schema) = split_schema(url)?;
+        let client =
+            Client::connect(&conn_url, NoTls).map_err(|source| StoreError::PostgresConnect {
+                url: conn_url.clone(),
+                source,
+            })?;
+        let mut store = PgStore {
+            client,
+            schema: format!("\"{schema}\""),
+        };
+        let s = &store.schema;
+        store.client.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {s};
+             CREATE TABLE IF NOT EXISTS {s}.subscriptions (
+                 subject BIGINT NOT NULL, subscriber BIGINT NOT NULL,
+                 CONSTRAINT subscriptions_pkey PRIMARY KEY (subject, subscriber));
+             CREATE INDEX IF NOT EXISTS subscriptions_by_subscriber ON {s}.subscriptions (subscriber, subject);"
+        ))?;
+        Ok(store)
+    }
+
+    fn table(&self) -> String {
+        format!("{}.subscriptions", self.schema)
+    }
+
+    /// Streams sorted edges as COPY text into `target`.
+    fn copy_into(
+        tx: &mut postgres::Transaction<'_>,
+        target: &str,
+        sorted: &SortedEdges,
+    ) -> Result<(), StoreError> {
+        let mut writer = tx.copy_in(&format!("COPY {target} (subject, subscriber) FROM STDIN"))?;
+        let mut buf: Vec<u8> = Vec::with_capacity(COPY_CHUNK + 64);
+        sorted.try_for_each_group(|subject, members| {
+            for &subscriber in members {
+                // Signed text, matching the bit-cast BIGINT columns.
+                writeln!(buf, "{}\t{}", to_sql(subject), to_sql(subscriber))?;
+                if buf.len() >= COPY_CHUNK {
+                    writer.write_all(&buf)?;
+                    buf.clear();
+                }
+            }
+            Ok::<(), StoreError>(())
+        })?;
+        writer.write_all(&buf)?;
+        writer.finish()?;
+        Ok(())
+    }
+}
+
+fn columns(edges: &[(u64, u64)]) -> (Vec<i64>, Vec<i64>) {
+    edges
+        .iter()
+        .map(|&(subscriber, subject)| (to_sql(subject), to_sql(subscriber)))
+        .unzip()
+}
+
+fn sorted_u64(rows: Vec<postgres::Row>) -> Vec<u64> {
+    let mut out: Vec<u64> = rows.iter().map(|r| from_sql(r.get(0))).collect();
+    // Ids at or above 2^63 are negative in SQL and sort first there.
+    out.sort_unstable();
+    out
+}
+
+impl Store for PgStore {
+    fn add(&mut self, edges: &[(u64, u64)]) -> Result<usize, StoreError> {
+        let (subjects, subscribers) = columns(edges);
+        let n = self.client.execute(
+            &format!(
+                "INSERT INTO {} (subject, subscriber) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING",
+                self.table()
+            ),
+            &[&subjects, &subscribers],
+        )?;
+        Ok(n as usize)
+    }
+
+    fn remove(&mut self, edges: &[(u64, u64)]) -> Result<usize, StoreError> {
+        let (subjects, subscribers) = columns(edges);
+        let n = self.client.execute(
+            &format!(
+                "DELETE FROM {} t USING unnest($1::bigint[], $2::bigint[]) AS d(subject, subscriber)
+                 WHERE t.subject = d.subject AND t.subscriber = d.subscriber",
+                self.table()
+            ),
+            &[&subjects, &subscribers],
+        )?;
+        Ok(n as usize)
+    }
+
+    fn subscribers(&mut self, subject: u64) -> Result<Vec<u64>, StoreError> {
+        let sql = format!("SELECT subscriber FROM {} WHERE subject = $1", self.table());
+        Ok(sorted_u64(self.client.query(&sql, &[&to_sql(subject)])?))
+    }
+
+    fn subscriptions(&mut self, subscriber: u64) -> Result<Vec<u64>, StoreError> {
+        let sql = format!("SELECT subject FROM {} WHERE subscriber = $1", self.table());
+        Ok(sorted_u64(self.client.query(&sql, &[&to_sql(subscriber)])?))
+    }
+
+    fn for_each_edge(&mut self, f: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
+        use std::io::BufRead;
+        let sql = format!(
+            "COPY (SELECT subject, subscriber FROM {} ORDER BY subject, subscriber) TO STDOUT",
+            self.table()
+        );
+        let reader = std::io::BufReader::with_capacity(COPY_CHUNK, self.client.copy_out(&sql)?);
+        let mut n = 0u64;
+        for line in reader.split(b'\n') {
+            let line = line?;
+            let bad = || {
+                StoreError::Corrupt(format!(
+                    "postgres COPY line {:?}",
+                    String::from_utf8_lossy(&line)
+                ))
+            };
+            let text = std::str::from_utf8(&line).map_err(|_| bad())?;
+            let (a, b) = text.split_once('\t').ok_or_else(bad)?;
+            let subject: i64 = a.parse().map_err(|_| bad())?;
+            let subscriber: i64 = b.parse().map_err(|_| bad())?;
+            f(from_sql(subscriber), from_sql(subject));
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn bulk_load(
+        &mut self,
+        edges: &mut dyn Iterator<Item = (u64, u64)>,
+        progress: &dyn Fn(u64),
+    ) -> Result<u64, StoreError> {
+        let sorted = SortedEdges::by_subject(edges, progress);
+        let empty = self.edge_count()? == 0;
+        let (table, schema) = (self.table(), self.schema.clone());
+        let mut tx = self.client.transaction()?;
+        tx.batch_execute(&format!(
+            "SET LOCAL maintenance_work_mem = '{BULK_INDEX_MEMORY}'"
+        ))?;
+        let n = if empty {
+            // Loading into an empty table without keys and building them after is
+            // several times faster than maintaining two B-trees row by row. The
+            // edges are already distinct, so the key cannot fail.
+            tx.batch_execute(&format!(
+                "ALTER TABLE {table} DROP CONSTRAINT subscriptions_pkey;
+                 DROP INDEX {schema}.subscriptions_by_subscriber;"
+            ))?;
+            PgStore::copy_into(&mut tx, &table, &sorted)?;
+            tx.batch_execute(&format!(
+                "ALTER TABLE {table} ADD CONSTRAINT subscriptions_pkey PRIMARY KEY (subject, subscriber);
+                 CREATE INDEX subscriptions_by_subscriber ON {table} (subscriber, subject);"
+            ))?;
+            sorted.len() as u64
+        } else {
+            tx.batch_execute("CREATE TEMP TABLE myriad_staging (subject BIGINT, subscriber BIGINT) ON COMMIT DROP")?;
+            PgStore::copy_into(&mut tx, "myriad_staging", &sorted)?;
+            tx.execute(
+                &format!("INSERT INTO {table} SELECT * FROM myriad_staging ON CONFLICT DO NOTHING"),
+                &[],
+            )?
+        };
+        tx.commit()?;
+        // Fresh statistics and visibility map, so the index build at start can scan in key order.
+        self.client
+            .batch_execute(&format!("VACUUM ANALYZE {table}"))?;
+        Ok(n)
+    }
+
+    fn edge_count(&mut self) -> Result<u64, StoreError> {
+        let row = self
+            .client
+            .query_one(&format!("SELECT count(*) FROM {}", self.table()), &[])?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_param_is_split_out() {
+        let (u, s) =
+            split_schema("postgres://postgres@127.0.0.1:5432/test?schema=t_1&connect_timeout=3")
+                .expect("valid");
+        assert_eq!(
+            (u.as_str(), s.as_str()),
+            (
+                "postgres://postgres@127.0.0.1:5432/test?connect_timeout=3",
+                "t_1"
+            )
+        );
+        let (u, s) = split_schema("postgres://h/db").expect("valid");
+        assert_eq!((u.as_str(), s.as_str()), ("postgres://h/db", "public"));
+        assert!(split_schema("postgres://h/db?schema=a;drop").is_err());
+    }
+}

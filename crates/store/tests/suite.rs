@@ -1,0 +1,212 @@
+//! One behaviour suite run against every backend: memory, SQLite (a temp file) and
+//! a real PostgreSQL on 127.0.0.1:5432 (user postgres, db test), each test in its
+//! own schema so parallel runs do not collide.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use store::{Store, StoreError};
+
+const PG_BASE: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A store plus whatever must outlive it (temp dir) or be cleaned after (schema).
+struct Harness {
+    store: Box<dyn Store>,
+    _dir: Option<tempfile::TempDir>,
+    pg_schema: Option<String>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(schema) = &self.pg_schema {
+            if let Ok(mut c) = ::postgres::Client::connect(PG_BASE, ::postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+            }
+        }
+    }
+}
+
+fn memory() -> Harness {
+    Harness {
+        store: store::open("memory").expect("memory store"),
+        _dir: None,
+        pg_schema: None,
+    }
+}
+
+fn sqlite() -> Harness {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite:{}", dir.path().join("subs.db").display());
+    Harness {
+        store: store::open(&url).expect("sqlite store"),
+        _dir: Some(dir),
+        pg_schema: None,
+    }
+}
+
+fn postgres() -> Harness {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let schema = format!(
+        "myriad_test_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let store = match store::open(&format!("{PG_BASE}?schema={schema}")) {
+        Ok(s) => s,
+        Err(e @ StoreError::PostgresConnect { .. }) => panic!("{e}"),
+        Err(e) => panic!("postgres store: {e}; start PostgreSQL on 127.0.0.1:5432 (see README)"),
+    };
+    Harness {
+        store,
+        _dir: None,
+        pg_schema: Some(schema),
+    }
+}
+
+const BIG: u64 = u64::MAX - 1;
+
+fn add_remove_and_counts(s: &mut dyn Store) {
+    assert_eq!(s.edge_count().unwrap(), 0);
+    assert_eq!(
+        s.add(&[(1, 10), (2, 10), (3, 10), (1, 11), (2, 10)])
+            .unwrap(),
+        4,
+        "a duplicate in the batch counts once"
+    );
+    assert_eq!(s.add(&[(1, 10), (4, 10)]).unwrap(), 1);
+    assert_eq!(s.edge_count().unwrap(), 5);
+    assert_eq!(s.subscribers(10).unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(s.subscriptions(1).unwrap(), vec![10, 11]);
+    assert_eq!(s.remove(&[(2, 10), (2, 10), (9, 9)]).unwrap(), 1);
+    assert_eq!(s.remove(&[(2, 10)]).unwrap(), 0);
+    assert_eq!(s.subscribers(10).unwrap(), vec![1, 3, 4]);
+    assert_eq!(s.subscriptions(2).unwrap(), Vec::<u64>::new());
+    assert_eq!(s.remove(&[(1, 11)]).unwrap(), 1);
+    assert!(s.subscribers(11).unwrap().is_empty());
+    assert_eq!(s.edge_count().unwrap(), 3);
+    assert_eq!(s.add(&[]).unwrap(), 0);
+    assert_eq!(s.remove(&[]).unwrap(), 0);
+}
+
+fn large_ids_sort_as_unsigned(s: &mut dyn Store) {
+    s.add(&[(BIG, 5), (7, 5), (1 << 63, 5), (5, BIG), (5, 1 << 40)])
+        .unwrap();
+    assert_eq!(s.subscribers(5).unwrap(), vec![7, 1 << 63, BIG]);
+    assert_eq!(s.subscriptions(5).unwrap(), vec![1 << 40, BIG]);
+    assert_eq!(s.subscribers(BIG).unwrap(), vec![5]);
+    let mut all = Vec::new();
+    assert_eq!(s.for_each_edge(&mut |a, b| all.push((a, b))).unwrap(), 5);
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        vec![(5, 1 << 40), (5, BIG), (7, 5), (1 << 63, 5), (BIG, 5)]
+    );
+}
+
+fn for_each_edge_streams_everything_grouped_by_subject(s: &mut dyn Store) {
+    let edges: Vec<(u64, u64)> = (0..2000u64).map(|i| (i % 97 + 1, i % 13 + 100)).collect();
+    let mut expect: Vec<(u64, u64)> = edges.clone();
+    expect.sort_unstable();
+    expect.dedup();
+    assert_eq!(s.add(&edges).unwrap(), expect.len());
+    let mut got = Vec::new();
+    assert_eq!(
+        s.for_each_edge(&mut |a, b| got.push((a, b))).unwrap(),
+        expect.len() as u64
+    );
+    let subjects: Vec<u64> = got.iter().map(|e| e.1).collect();
+    assert!(
+        subjects.windows(2).all(|w| w[0] <= w[1]),
+        "edges come grouped by subject in order"
+    );
+    got.sort_unstable();
+    assert_eq!(got, expect);
+}
+
+fn bulk_load_empty_then_merge(s: &mut dyn Store) {
+    let reported = std::cell::Cell::new(0u64);
+    let mut edges = (0..200_000u64).map(|i| (i % 5000 + 1, (i * 7) % 3000 + 1));
+    let n = s.bulk_load(&mut edges, &|n| reported.set(n)).unwrap();
+    assert_eq!(reported.get(), 200_000, "progress reaches the input count");
+    let mut expect: Vec<(u64, u64)> = (0..200_000u64)
+        .map(|i| (i % 5000 + 1, (i * 7) % 3000 + 1))
+        .collect();
+    expect.sort_unstable();
+    expect.dedup();
+    assert_eq!(n, expect.len() as u64);
+    assert_eq!(s.edge_count().unwrap(), n);
+    let subject = 8;
+    let want: Vec<u64> = expect
+        .iter()
+        .filter(|e| e.1 == subject)
+        .map(|e| e.0)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(s.subscribers(subject).unwrap(), want);
+    // Into a non-empty store: only new edges count.
+    let existing = expect[0];
+    let mut more = vec![existing, (999_999, 8), (999_999, 9), (999_999, 9)].into_iter();
+    assert_eq!(s.bulk_load(&mut more, &|_| {}).unwrap(), 2);
+    assert_eq!(s.edge_count().unwrap(), n + 2);
+    assert_eq!(s.subscriptions(999_999).unwrap(), vec![8, 9]);
+    // Live changes after a bulk load keep working.
+    assert_eq!(s.remove(&[(999_999, 9)]).unwrap(), 1);
+    assert_eq!(s.edge_count().unwrap(), n + 1);
+}
+
+macro_rules! suite {
+    ($backend:ident) => {
+        mod $backend {
+            #[test]
+            fn add_remove_and_counts() {
+                super::add_remove_and_counts(&mut *super::$backend().store);
+            }
+            #[test]
+            fn large_ids_sort_as_unsigned() {
+                super::large_ids_sort_as_unsigned(&mut *super::$backend().store);
+            }
+            #[test]
+            fn for_each_edge_streams_everything_grouped_by_subject() {
+                super::for_each_edge_streams_everything_grouped_by_subject(
+                    &mut *super::$backend().store,
+                );
+            }
+            #[test]
+            fn bulk_load_empty_then_merge() {
+                super::bulk_load_empty_then_merge(&mut *super::$backend().store);
+            }
+        }
+    };
+}
+
+suite!(memory);
+suite!(sqlite);
+suite!(postgres);
+
+#[test]
+fn sqlite_restart_brings_back_the_same_edges() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite:{}", dir.path().join("restart.db").display());
+    let edges: Vec<(u64, u64)> = (1..500u64).map(|i| (i, i % 17)).chain([(BIG, 3)]).collect();
+    {
+        let mut s = store::open(&url).unwrap();
+        assert_eq!(s.add(&edges).unwrap(), edges.len());
+        assert_eq!(s.remove(&[(1, 1)]).unwrap(), 1);
+    }
+    let mut s = store::open(&url).unwrap();
+    assert_eq!(s.edge_count().unwrap(), edges.len() as u64 - 1);
+    let mut got = Vec::new();
+    s.for_each_edge(&mut |a, b| got.push((a, b))).unwrap();
+    got.sort_unstable();
+    let mut expect: Vec<(u64, u64)> = edges.into_iter().filter(|&e| e != (1, 1)).collect();
+    expect.sort_unstable();
+    assert_eq!(got, expect);
+}
+
+#[test]
+fn unknown_urls_are_rejected() {
+    assert!(matches!(
+        store::open("redis://x"),
+        Err(StoreError::BadUrl(_))
+    ));
+}
