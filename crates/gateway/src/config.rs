@@ -1,0 +1,160 @@
+//! `myriad serve` settings: the flags (with `MYRIAD_*` environment fallbacks; the binary
+//! also maps a config file onto those variables) and the plain `ServerConfig` the event
+//! loops read. Limits are named here with their defaults and why.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SlowPolicy {
+    /// Close the connection: the client reconnects and resumes from history.
+    Disconnect,
+    /// Skip deliveries until the socket drains; the sequence gap shows the loss.
+    Drop,
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Event loops (threads), each with its own SO_REUSEPORT listener (SPEC E1, A6).
+    pub loops: usize,
+    pub heartbeat: Duration,
+    pub head_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub poll_timeout: Duration,
+    /// Largest payload of `POST /pub/<id>`.
+    pub max_message: usize,
+    /// Largest body of the batch endpoints (`POST /pub`, `POST /subscriptions`).
+    pub max_batch: usize,
+    /// Client connections held by this process at most; beyond it: 503 + Retry-After.
+    pub max_connections: usize,
+    /// Connections per source address at most (0 = unlimited).
+    pub max_per_ip: usize,
+    pub max_queued: usize,
+    pub slow_policy: SlowPolicy,
+    /// SSE `retry:` advice to clients.
+    pub sse_retry: Duration,
+    pub tcp_nodelay: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:8000".parse().expect("literal address"),
+            loops: default_loops(),
+            heartbeat: Duration::from_secs(20),
+            head_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(5),
+            poll_timeout: Duration::from_secs(30),
+            max_message: 64 * 1024,
+            max_batch: 16 * 1024 * 1024,
+            max_connections: 1_000_000,
+            max_per_ip: 0,
+            max_queued: 256 * 1024,
+            slow_policy: SlowPolicy::Disconnect,
+            sse_retry: Duration::from_secs(2),
+            tcp_nodelay: true,
+        }
+    }
+}
+
+/// One loop per core.
+pub fn default_loops() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `myriad serve`: holds subscriptions and answers the APIs on one listener.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on for clients and the HTTP API.
+    #[arg(long, env = "MYRIAD_LISTEN", default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Event loops (threads); default: one per core.
+    #[arg(long, env = "MYRIAD_LOOPS")]
+    pub loops: Option<usize>,
+    /// Subscription store: `sqlite:PATH` (embedded, default), `postgres://…`, or `memory`.
+    #[arg(long, env = "MYRIAD_STORE", default_value = "sqlite:myriad.db")]
+    pub store: String,
+    /// Seconds between heartbeats on idle subscriptions (chunk, SSE comment, WS ping).
+    #[arg(long, env = "MYRIAD_HEARTBEAT", default_value_t = 20.0)]
+    pub heartbeat: f64,
+    /// Seconds a client has to send a whole request head (slowloris guard) → 408.
+    #[arg(long, env = "MYRIAD_HEAD_TIMEOUT", default_value_t = 10.0)]
+    pub head_timeout: f64,
+    /// Seconds an idle keep-alive connection is kept after its last response.
+    #[arg(long, env = "MYRIAD_KEEPALIVE_TIMEOUT", default_value_t = 5.0)]
+    pub keepalive_timeout: f64,
+    /// Seconds a long-poll request waits for a message before answering empty.
+    #[arg(long, env = "MYRIAD_POLL_TIMEOUT", default_value_t = 30.0)]
+    pub poll_timeout: f64,
+    /// Largest message body of `POST /pub/<id>`, in bytes → 413 beyond.
+    #[arg(long, env = "MYRIAD_MAX_MESSAGE", default_value_t = 64 * 1024)]
+    pub max_message: usize,
+    /// Largest body of batch requests (`POST /pub`, `POST /subscriptions`), in bytes.
+    #[arg(long, env = "MYRIAD_MAX_BATCH", default_value_t = 16 * 1024 * 1024)]
+    pub max_batch: usize,
+    /// Connections this process holds at most; beyond it new ones get 503 + Retry-After.
+    #[arg(long, env = "MYRIAD_MAX_CONNECTIONS", default_value_t = 1_000_000)]
+    pub max_connections: usize,
+    /// Connections per client address at most (0 = no limit).
+    #[arg(long, env = "MYRIAD_MAX_PER_IP", default_value_t = 0)]
+    pub max_per_ip: usize,
+    /// Output bytes queued per connection before the slow-consumer policy applies.
+    #[arg(long, env = "MYRIAD_MAX_QUEUED", default_value_t = 256 * 1024)]
+    pub max_queued: usize,
+    /// Slow-consumer policy: disconnect, or drop deliveries until the socket drains.
+    #[arg(long, env = "MYRIAD_SLOW_POLICY", value_enum, default_value_t = SlowPolicy::Disconnect)]
+    pub slow_policy: SlowPolicy,
+    /// Messages kept per user for SSE Last-Event-ID, long-poll `since` and resume.
+    #[arg(long, env = "MYRIAD_HISTORY", default_value_t = 64)]
+    pub history: usize,
+    /// Seconds a user's history is kept after their last connection closed.
+    #[arg(long, env = "MYRIAD_HISTORY_TTL", default_value_t = 60.0)]
+    pub history_ttl: f64,
+    /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
+    #[arg(long, env = "MYRIAD_NO_NODELAY")]
+    pub no_nodelay: bool,
+    /// Admin listener: Prometheus /metrics, /healthz, /stats and the live dashboard.
+    #[arg(long, env = "MYRIAD_ADMIN")]
+    pub admin: Option<SocketAddr>,
+    /// Write one row of process statistics per second to this CSV file.
+    #[arg(long, env = "MYRIAD_CSV")]
+    pub csv: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    pub fn server_config(&self) -> anyhow::Result<ServerConfig> {
+        let secs = |name: &str, v: f64| -> anyhow::Result<Duration> {
+            anyhow::ensure!(
+                v.is_finite() && v > 0.0,
+                "--{name} must be a positive number of seconds"
+            );
+            Ok(Duration::from_secs_f64(v))
+        };
+        Ok(ServerConfig {
+            listen: self.listen,
+            loops: self.loops.unwrap_or_else(default_loops).max(1),
+            heartbeat: secs("heartbeat", self.heartbeat)?,
+            head_timeout: secs("head-timeout", self.head_timeout)?,
+            keepalive_timeout: secs("keepalive-timeout", self.keepalive_timeout)?,
+            poll_timeout: secs("poll-timeout", self.poll_timeout)?,
+            max_message: self.max_message,
+            max_batch: self.max_batch,
+            max_connections: self.max_connections,
+            max_per_ip: self.max_per_ip,
+            max_queued: self.max_queued,
+            slow_policy: self.slow_policy,
+            tcp_nodelay: !self.no_nodelay,
+            ..ServerConfig::default()
+        })
+    }
+
+    pub fn router_config(&self) -> router::RouterConfig {
+        router::RouterConfig {
+            history: self.history,
+            history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
+        }
+    }
+}

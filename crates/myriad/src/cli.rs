@@ -1,0 +1,56 @@
+//! The subcommand table. Every entry is a `clap::Args` struct owned by the crate that
+//! implements it, plus a `run` function returning `anyhow::Result<()>`.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "myriad",
+    version,
+    about = "A real-time push server for a million connections on one machine"
+)]
+struct Cli {
+    /// Log level or filter (trace, debug, info, warn, error; or a tracing filter string).
+    #[arg(long, global = true, env = "MYRIAD_LOG", default_value = "info")]
+    log: String,
+    /// Log format: text or json.
+    #[arg(long, global = true, env = "MYRIAD_LOG_FORMAT", default_value = "text")]
+    log_format: String,
+    /// TOML config file: keys are flag names (`listen = "0.0.0.0:8000"`, `max-connections = 20000`).
+    /// Precedence: flags, then MYRIAD_* variables, then this file, then defaults.
+    #[arg(long, global = true, env = "MYRIAD_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    // -- commands: one variant per line group; add yours below, keep this marker --
+    /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
+    Serve(gateway::ServeArgs),
+}
+
+pub fn main() -> anyhow::Result<()> {
+    crate::config_file::apply(std::env::args_os())?;
+    let cli = Cli::parse();
+    let _ = &cli.config; // read before parsing, by config_file::apply
+    init_logging(&cli.log, &cli.log_format);
+    match cli.command {
+        // -- dispatch: one arm per variant; add yours below, keep this marker --
+        Command::Serve(args) => gateway::serve::run(args),
+    }
+}
+
+fn init_logging(filter: &str, format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

@@ -1,0 +1,186 @@
+//! Test harness: starts the real `myriad` binary on a free port and talks to it over
+//! real sockets. Shared by the integration tests of this crate.
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts `myriad serve --listen 127.0.0.1:0 --store memory` plus `extra` flags and
+    /// waits for the line that names the bound address.
+    pub fn start(extra: &[&str]) -> Server {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        if !extra.contains(&"--store") {
+            args.extend(["--store", "memory"]);
+        }
+        args.extend(extra);
+        Server::start_args(&args)
+    }
+
+    pub fn start_args(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
+            .args(args)
+            .env("MYRIAD_LOG", "info")
+            .env("MYRIAD_LOG_FORMAT", "text")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn myriad");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            assert!(Instant::now() < deadline, "myriad did not start in 30 s");
+            let line = match lines.next() {
+                Some(Ok(line)) => line,
+                _ => panic!("myriad exited before listening: {:?}", child.wait()),
+            };
+            if let Some(pos) = line.find("listen=") {
+                let rest = &line[pos + "listen=".len()..];
+                let addr = rest.split_whitespace().next().unwrap_or_default();
+                break addr
+                    .parse()
+                    .unwrap_or_else(|_| panic!("bad address in {line:?}"));
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// One request on a fresh connection; returns (status, body).
+    pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let mut s = self.connect();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        parse_response(&out)
+    }
+
+    pub fn publish(&self, subject: u64, payload: &str) -> serde_json::Value {
+        let (status, body) = self.request("POST", &format!("/pub/{subject}"), payload.as_bytes());
+        assert_eq!(status, 200, "publish failed: {body}");
+        serde_json::from_str(&body).expect("publish reply is JSON")
+    }
+
+    pub fn stats(&self) -> serde_json::Value {
+        let (status, body) = self.request("GET", "/stats", b"");
+        assert_eq!(status, 200);
+        serde_json::from_str(&body).expect("stats are JSON")
+    }
+
+    /// Waits until `/stats` satisfies `pred` (the server counts asynchronously).
+    pub fn wait_stats(
+        &self,
+        what: &str,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let stats = self.stats();
+            if pred(&stats) {
+                return stats;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; stats: {stats}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Resident set size of the server process, in bytes.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kb * 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Splits a whole response into (status, body), de-chunking if needed.
+pub fn parse_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw).into_owned();
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Reads from `s` until `needle` has been seen (or panics after the read timeout).
+pub fn read_until(s: &mut TcpStream, buf: &mut Vec<u8>, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(buf).contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} in {:?}",
+            String::from_utf8_lossy(buf)
+        );
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) => panic!(
+                "closed before {needle:?}; got {:?}",
+                String::from_utf8_lossy(buf)
+            ),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("read error {e}"),
+        }
+    }
+}
+
+/// Opens a raw streaming subscription and waits for its welcome chunk.
+pub fn subscribe_stream(server: &Server, user: u64) -> (TcpStream, Vec<u8>) {
+    let mut s = server.connect();
+    write!(s, "GET /sub/{user} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut s, &mut buf, &format!("welcome {user}"));
+    (s, buf)
+}
+
+/// Reads everything until EOF (or the read timeout) and returns it.
+pub fn read_all(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(_) => return out,
+        }
+    }
+}

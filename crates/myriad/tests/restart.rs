@@ -1,0 +1,59 @@
+//! Durable subscriptions (SPEC B3): with the SQLite store a restart brings back exactly
+//! the same graph, and the config file and MYRIAD_* variables configure `serve`.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn subscriptions_survive_a_restart_with_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("graph.db").display());
+    {
+        let server = Server::start(&["--store", &store]);
+        let (status, _) = server.request("POST", "/subscriptions", b"1 100\n2 100\n3 100\n4 200\n");
+        assert_eq!(status, 200);
+        assert_eq!(server.request("PUT", "/subscriptions/5/100", b"").0, 200);
+        assert_eq!(server.request("DELETE", "/subscriptions/2/100", b"").0, 200);
+    } // killed: no clean shutdown, like a crash
+    let server = Server::start(&["--store", &store]);
+    assert_eq!(
+        server.request("GET", "/subscribers/100", b"").1.trim(),
+        "[1,3,5]"
+    );
+    assert_eq!(
+        server.request("GET", "/subscribers/200", b"").1.trim(),
+        "[4]"
+    );
+    assert_eq!(
+        server.request("GET", "/subscriptions/5", b"").1.trim(),
+        "[100]"
+    );
+    let (_s1, _) = subscribe_stream(&server, 1);
+    let (_s5, _) = subscribe_stream(&server, 5);
+    server.wait_stats("logins", |s| s["subscribed"] == 2);
+    assert_eq!(server.publish(100, "x")["connections"], 2);
+}
+
+#[test]
+fn config_file_and_environment_configure_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("myriad.toml");
+    std::fs::write(&file, "store = \"memory\"\nmax-connections = 2\n").unwrap();
+    let server = Server::start_args(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        file.to_str().unwrap(),
+    ]);
+    let held: Vec<_> = (0..2).map(|i| subscribe_stream(&server, i + 1)).collect();
+    let mut s = server.connect();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut s, &mut out).unwrap();
+    assert!(
+        out.starts_with("HTTP/1.1 503"),
+        "max-connections from the file: {out}"
+    );
+    drop(held);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what myriad's tests need on a fresh Debian machine (run as root; idempotent):
+# curl, Chromium and a font for the dashboard/plot tests, Python `websockets`, the npm
+# packages of the browser test, the sysctls that loopback connect storms need, and
+# starts PostgreSQL if it is installed but stopped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v curl >/dev/null || need_apt+=(curl)
+command -v chromium >/dev/null || need_apt+=(chromium)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: apt-get install ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+python3 -c 'import websockets' 2>/dev/null || {
+  echo "setup: pip install -r tests/requirements.txt"
+  python3 -m pip install -q -r tests/requirements.txt
+}
+
+if [ -f crates/observe/tests/browser/package.json ] && [ ! -d crates/observe/tests/browser/node_modules ]; then
+  echo "setup: npm ci (browser test)"
+  (cd crates/observe/tests/browser && npm ci --silent --no-audit --no-fund)
+fi
+
+# Loopback connect storms: the accept and SYN backlogs must hold a burst of thousands.
+raise() { local key=$1 want=$2; local have; have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+  if [ "$have" -lt "$want" ]; then sysctl -q -w "$key=$want" && echo "setup: sysctl $key=$want (was $have)" || echo "setup: could not raise $key (have $have)"; fi; }
+raise net.core.somaxconn 65535
+raise net.ipv4.tcp_max_syn_backlog 65535
+raise net.core.netdev_max_backlog 65535
+
+if command -v pg_ctlcluster >/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+  echo "setup: starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+fi
