@@ -279,7 +279,7 @@ pub fn render(s: &Sample, m: &ProcessMetrics, extra: &serde_json::Value) -> Stri
     o.metric(
         "myriad_memory_per_connection_bytes",
         Gauge,
-        "Memory per connection: user = (RSS - idle RSS) / connections; kernel = TCP buffer pages / TCP sockets; slab = socket slab caches / TCP sockets.",
+        "Memory per connection: user = (RSS - idle RSS) / connections; kernel = TCP buffer pages / TCP sockets; slab = socket slab growth per TCP socket since idle.",
         &[
             ("space=\"user\"", s.user_bytes_per_conn),
             ("space=\"kernel\"", s.kernel_bytes_per_conn),

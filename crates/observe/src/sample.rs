@@ -65,7 +65,8 @@ pub struct Sample {
     /// Kernel TCP buffer memory / allocated TCP sockets, machine-wide: what a socket costs
     /// the kernel in buffers (0 without sockets). Client sockets on the same box count too.
     pub kernel_bytes_per_conn: f64,
-    /// Socket slab bytes / allocated TCP sockets (0 when slabinfo is not readable).
+    /// Socket slab growth per TCP socket since idle: (slab − idle slab) / (TCP sockets −
+    /// idle TCP sockets), machine-wide (0 when slabinfo is unreadable or no socket was added).
     pub slab_bytes_per_conn: f64,
     pub connections: u64,
     pub connects_per_s: f64,
@@ -156,6 +157,8 @@ pub struct Sampler {
     page: u64,
     ticks: f64,
     rss_idle: u64,
+    /// Socket slab bytes and TCP sockets at the last idle sample (slab_bytes_per_conn's baseline).
+    slab_idle: Option<(u64, u64)>,
     prev: Previous,
 }
 
@@ -186,6 +189,12 @@ impl Sampler {
             page,
             ticks: procfs::clock_ticks() as f64,
             rss_idle: me.rss_pages * page,
+            slab_idle: procfs::read_slabinfo().map(|sl| {
+                (
+                    sl.socket_bytes,
+                    procfs::read_sockstat().unwrap_or_default().tcp_alloc,
+                )
+            }),
             prev,
         }
     }
@@ -205,7 +214,15 @@ impl Sampler {
         let rss = me.rss_pages * self.page;
         if connections == 0 {
             self.rss_idle = rss;
+            self.slab_idle = slab.map(|sl| (sl.socket_bytes, ss.tcp_alloc));
         }
+        let slab_per_socket = match (slab, self.slab_idle) {
+            (Some(sl), Some((idle_bytes, idle_socks))) if ss.tcp_alloc > idle_socks => {
+                sl.socket_bytes.saturating_sub(idle_bytes) as f64
+                    / (ss.tcp_alloc - idle_socks) as f64
+            }
+            _ => 0.0,
+        };
         let per_conn = |bytes: f64| {
             if connections == 0 {
                 0.0
@@ -231,6 +248,10 @@ impl Sampler {
         let latency_all = m.latency_snapshot();
         let lag = lag_all.since(&self.prev.lag);
         let latency = latency_all.since(&self.prev.latency);
+        // Quantiles are bucket upper edges; the max is exact, so cap them by it.
+        let lag_max = m.take_lag_max();
+        let latency_max = m.take_latency_max();
+        let capped = |q: u64, max: u64| if max > 0 { q.min(max) } else { q };
         let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / dt;
         let cores = |now: u64, before: u64| now.saturating_sub(before) as f64 / self.ticks / dt;
 
@@ -276,7 +297,7 @@ impl Sampler {
             rss_idle_bytes: self.rss_idle,
             user_bytes_per_conn: per_conn(rss.saturating_sub(self.rss_idle) as f64),
             kernel_bytes_per_conn: per_sock(tcp_mem_bytes),
-            slab_bytes_per_conn: slab.map(|s| per_sock(s.socket_bytes)).unwrap_or(0.0),
+            slab_bytes_per_conn: slab_per_socket,
             connections,
             connects_per_s: rate(connects, self.prev.connects),
             closes_per_s: rate(closes, self.prev.closes),
@@ -284,17 +305,17 @@ impl Sampler {
             messages_out_per_s: rate(messages_out, self.prev.messages_out),
             bytes_out_per_s: rate(bytes_out, self.prev.bytes_out),
             lag_avg_us: lag.mean_us(),
-            lag_p50_us: lag.quantile_us(0.5),
-            lag_p90_us: lag.quantile_us(0.9),
-            lag_p99_us: lag.quantile_us(0.99),
-            lag_max_us: m.take_lag_max(),
+            lag_p50_us: capped(lag.quantile_us(0.5), lag_max),
+            lag_p90_us: capped(lag.quantile_us(0.9), lag_max),
+            lag_p99_us: capped(lag.quantile_us(0.99), lag_max),
+            lag_max_us: lag_max,
             lag_ticks: lag.count,
             queued_bytes: m.sum(|l| &l.queued_bytes),
             slow_drops,
             slow_drops_per_s: rate(slow_drops, self.prev.slow_drops),
-            latency_p50_us: latency.quantile_us(0.5),
-            latency_p99_us: latency.quantile_us(0.99),
-            latency_max_us: m.take_latency_max(),
+            latency_p50_us: capped(latency.quantile_us(0.5), latency_max),
+            latency_p99_us: capped(latency.quantile_us(0.99), latency_max),
+            latency_max_us: latency_max,
             latency_batches: latency.count,
             connects_total: connects,
             closes_total: closes,
