@@ -1,1 +1,2 @@
 //! `load`: flood, msggen, drone/fleet, the friends graph generator and bench scenarios.
+pub mod friends;

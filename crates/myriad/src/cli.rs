@@ -27,6 +27,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // -- commands: one variant per line group; add yours below, keep this marker --
+    /// Friends graph tools: generate a Barabási–Albert graph, load an edge list into the store.
+    Friends(load::friends::FriendsArgs),
     /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
     Serve(gateway::ServeArgs),
 }
@@ -38,6 +40,7 @@ pub fn main() -> anyhow::Result<()> {
     init_logging(&cli.log, &cli.log_format);
     match cli.command {
         // -- dispatch: one arm per variant; add yours below, keep this marker --
+        Command::Friends(args) => load::friends::run(args),
         Command::Serve(args) => gateway::serve::run(args),
     }
 }
