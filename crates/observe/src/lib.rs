@@ -24,6 +24,7 @@ pub mod monitor;
 pub mod procfs;
 pub mod prometheus;
 pub mod sample;
+pub mod top;
 
 pub use metrics::{LoopMetrics, ProcessMetrics};
 pub use monitor::{Monitor, MonitorOptions};

@@ -1,0 +1,446 @@
+//! The state behind `myriad top`: fetch `/stats` from each admin address, turn the
+//! processes into sorted table rows with a totals line, and render a text snapshot.
+//!
+//! No terminal code here (see `view`); the strings produced are what both the live view
+//! and `--once` show.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use crate::sample::{MachineSample, Sample};
+
+/// How long one admin address may take to answer before its row shows an error.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Largest `/stats` answer accepted (a few processes' samples are a few KB).
+const MAX_STATS_BYTES: u64 = 8 << 20;
+
+/// What to sort the process rows by (largest first, except pid).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    /// Open connections.
+    #[default]
+    Conns,
+    /// CPU (user + sys).
+    Cpu,
+    /// Resident memory.
+    Rss,
+    /// Deliveries per second.
+    Out,
+    /// Loop lag p90.
+    Lag,
+    /// Process id, ascending.
+    Pid,
+}
+
+impl SortKey {
+    /// The key's name as shown in the title.
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Conns => "connections",
+            SortKey::Cpu => "cpu",
+            SortKey::Rss => "rss",
+            SortKey::Out => "deliveries/s",
+            SortKey::Lag => "lag",
+            SortKey::Pid => "pid",
+        }
+    }
+}
+
+/// One process as seen through one admin address.
+#[derive(Clone, Debug)]
+pub struct ProcessRow {
+    pub addr: String,
+    pub sample: Sample,
+}
+
+/// Everything one refresh learned.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub rows: Vec<ProcessRow>,
+    /// Addresses that did not answer, with the reason.
+    pub errors: Vec<(String, String)>,
+    /// Machine figures from the first process that answered.
+    pub machine: Option<MachineSample>,
+}
+
+/// `host:port` from `host:port`, `http://host:port` or `http://host:port/...`.
+fn host_port(addr: &str) -> &str {
+    let a = addr.strip_prefix("http://").unwrap_or(addr);
+    a.split('/').next().unwrap_or(a)
+}
+
+/// GET `/stats` from one admin address (HTTP/1.0, so the server closes the connection).
+pub fn fetch_stats(addr: &str) -> Result<serde_json::Value, String> {
+    let hp = host_port(addr);
+    let sock = hp
+        .to_socket_addrs()
+        .map_err(|e| format!("bad address {hp}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{hp} resolves to nothing"))?;
+    let mut s = TcpStream::connect_timeout(&sock, FETCH_TIMEOUT).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(FETCH_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(FETCH_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET /stats HTTP/1.0\r\nHost: {hp}\r\nAccept: application/json\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    s.take(MAX_STATS_BYTES)
+        .read_to_end(&mut raw)
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("no HTTP answer")?;
+    let status = head.split(' ').nth(1).unwrap_or("?");
+    if status != "200" {
+        return Err(format!("HTTP {status} from /stats"));
+    }
+    serde_json::from_str(body).map_err(|e| format!("bad /stats JSON: {e}"))
+}
+
+/// Fetch every address; a failing one becomes an error line, not a failure.
+pub fn collect(addrs: &[String]) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for addr in addrs {
+        let stats = fetch_stats(addr).and_then(|v| {
+            let procs = v
+                .get("processes")
+                .cloned()
+                .or_else(|| v.get("sample").map(|s| serde_json::json!([s])));
+            serde_json::from_value::<Vec<Sample>>(procs.unwrap_or_default())
+                .map_err(|e| format!("bad samples: {e}"))
+        });
+        match stats {
+            Ok(samples) => {
+                for sample in samples {
+                    if snap.machine.is_none() {
+                        snap.machine = Some(sample.machine.clone());
+                    }
+                    snap.rows.push(ProcessRow {
+                        addr: host_port(addr).to_string(),
+                        sample,
+                    });
+                }
+            }
+            Err(e) => snap.errors.push((addr.clone(), e)),
+        }
+    }
+    snap
+}
+
+/// Sort rows in place.
+pub fn sort_rows(rows: &mut [ProcessRow], key: SortKey) {
+    let k = |r: &ProcessRow| -> f64 {
+        let s = &r.sample;
+        match key {
+            SortKey::Conns => s.connections as f64,
+            SortKey::Cpu => s.cpu_user + s.cpu_sys,
+            SortKey::Rss => s.rss_bytes as f64,
+            SortKey::Out => s.messages_out_per_s,
+            SortKey::Lag => s.lag_p90_us as f64,
+            SortKey::Pid => -(s.pid as f64),
+        }
+    };
+    rows.sort_by(|a, b| k(b).total_cmp(&k(a)).then(a.sample.pid.cmp(&b.sample.pid)));
+}
+
+/// Column titles of the process table.
+pub const HEADER: [&str; 14] = [
+    "ADDR",
+    "PID",
+    "CONNS",
+    "CONN/s",
+    "CLOSE/s",
+    "CPU%",
+    "USR%",
+    "SYS%",
+    "RSS",
+    "B/CONN",
+    "IN/s",
+    "OUT/s",
+    "OUT B/s",
+    "LAG avg/p90/max",
+];
+/// Further columns, shown when the terminal is wide enough and always in `--once`.
+pub const HEADER_WIDE: [&str; 3] = ["QUEUED", "DROPS", "LAT p50/p99"];
+
+/// The sum (or maximum, for lag) of several processes, as a pseudo-sample.
+pub fn totals(rows: &[ProcessRow]) -> Sample {
+    let mut t = Sample::default();
+    let mut idle = 0u64;
+    let mut lag_weighted = 0.0;
+    for r in rows {
+        let s = &r.sample;
+        t.connections += s.connections;
+        t.connects_per_s += s.connects_per_s;
+        t.closes_per_s += s.closes_per_s;
+        t.cpu_user += s.cpu_user;
+        t.cpu_sys += s.cpu_sys;
+        t.rss_bytes += s.rss_bytes;
+        idle += s.rss_idle_bytes;
+        t.messages_in_per_s += s.messages_in_per_s;
+        t.messages_out_per_s += s.messages_out_per_s;
+        t.bytes_out_per_s += s.bytes_out_per_s;
+        t.queued_bytes += s.queued_bytes;
+        t.slow_drops += s.slow_drops;
+        t.lag_ticks += s.lag_ticks;
+        lag_weighted += s.lag_avg_us * s.lag_ticks as f64;
+        t.lag_p90_us = t.lag_p90_us.max(s.lag_p90_us);
+        t.lag_max_us = t.lag_max_us.max(s.lag_max_us);
+        t.latency_p50_us = t.latency_p50_us.max(s.latency_p50_us);
+        t.latency_p99_us = t.latency_p99_us.max(s.latency_p99_us);
+    }
+    t.lag_avg_us = if t.lag_ticks > 0 {
+        lag_weighted / t.lag_ticks as f64
+    } else {
+        0.0
+    };
+    t.rss_idle_bytes = idle;
+    t.user_bytes_per_conn = if t.connections > 0 {
+        t.rss_bytes.saturating_sub(idle) as f64 / t.connections as f64
+    } else {
+        0.0
+    };
+    t
+}
+
+/// Bytes with a binary unit: `512 B`, `3.4 KiB`, `1.2 GiB`.
+pub fn fmt_bytes(v: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = v;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A count with an SI suffix: `950`, `12.3k`, `1.0M`.
+pub fn fmt_si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// A duration in microseconds: `850µs`, `12.5ms`, `1.2s`.
+pub fn fmt_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.1}s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.1}ms", us / 1e3)
+    } else {
+        format!("{us:.0}µs")
+    }
+}
+
+fn pct(cores: f64) -> String {
+    format!("{:.0}", cores * 100.0)
+}
+
+/// The cells of one row (first the [`HEADER`] columns, then [`HEADER_WIDE`]).
+pub fn cells(addr: &str, pid: &str, s: &Sample) -> Vec<String> {
+    vec![
+        addr.to_string(),
+        pid.to_string(),
+        fmt_si(s.connections as f64),
+        fmt_si(s.connects_per_s),
+        fmt_si(s.closes_per_s),
+        pct(s.cpu_user + s.cpu_sys),
+        pct(s.cpu_user),
+        pct(s.cpu_sys),
+        fmt_bytes(s.rss_bytes as f64),
+        if s.connections > 0 {
+            fmt_bytes(s.user_bytes_per_conn)
+        } else {
+            "-".into()
+        },
+        fmt_si(s.messages_in_per_s),
+        fmt_si(s.messages_out_per_s),
+        fmt_bytes(s.bytes_out_per_s),
+        format!(
+            "{}/{}/{}",
+            fmt_us(s.lag_avg_us),
+            fmt_us(s.lag_p90_us as f64),
+            fmt_us(s.lag_max_us as f64)
+        ),
+        fmt_bytes(s.queued_bytes as f64),
+        fmt_si(s.slow_drops as f64),
+        format!(
+            "{}/{}",
+            fmt_us(s.latency_p50_us as f64),
+            fmt_us(s.latency_p99_us as f64)
+        ),
+    ]
+}
+
+/// The one-line machine summary.
+pub fn machine_line(m: &MachineSample) -> String {
+    let per_sock = if m.tcp_alloc > 0 {
+        m.tcp_mem_bytes as f64 / m.tcp_alloc as f64
+    } else {
+        0.0
+    };
+    format!(
+        "machine: CPU {}% of {} cores (user {}%, sys {}%) · mem used {} free {} cache {} · TCP inuse {} orphan {} tw {} · kernel TCP mem {} ({}/socket){}",
+        pct(m.cpu_total),
+        m.cpus,
+        pct(m.cpu_user),
+        pct(m.cpu_sys),
+        fmt_bytes(m.mem_used_bytes as f64),
+        fmt_bytes(m.mem_free_bytes as f64),
+        fmt_bytes(m.mem_cache_bytes as f64),
+        fmt_si(m.tcp_inuse as f64),
+        fmt_si(m.tcp_orphan as f64),
+        fmt_si(m.tcp_tw as f64),
+        fmt_bytes(m.tcp_mem_bytes as f64),
+        fmt_bytes(per_sock),
+        m.sock_slab_bytes.map(|b| format!(" · socket slab {}", fmt_bytes(b as f64))).unwrap_or_default(),
+    )
+}
+
+/// All table rows (processes, sorted) followed by the totals row.
+pub fn table(snap: &Snapshot, key: SortKey) -> (Vec<Vec<String>>, Vec<String>) {
+    let mut rows = snap.rows.clone();
+    sort_rows(&mut rows, key);
+    let body = rows
+        .iter()
+        .map(|r| cells(&r.addr, &r.sample.pid.to_string(), &r.sample))
+        .collect();
+    let total = cells("TOTAL", &format!("{}p", rows.len()), &totals(&rows));
+    (body, total)
+}
+
+/// The `--once` text: title, machine line, aligned table with totals, errors.
+pub fn render_text(snap: &Snapshot, key: SortKey) -> String {
+    let (body, total) = table(snap, key);
+    let header: Vec<String> = HEADER
+        .iter()
+        .chain(HEADER_WIDE.iter())
+        .map(|s| s.to_string())
+        .collect();
+    let mut all = vec![header];
+    all.extend(body);
+    all.push(total);
+    let widths: Vec<usize> = (0..all[0].len())
+        .map(|c| all.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = format!(
+        "myriad top: {} process(es), sorted by {}\n",
+        snap.rows.len(),
+        key.name()
+    );
+    if let Some(m) = &snap.machine {
+        out.push_str(&machine_line(m));
+        out.push('\n');
+    }
+    for row in &all {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c == 0 {
+                    format!("{cell:<w$}", w = widths[c])
+                } else {
+                    format!("{cell:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    for (addr, e) in &snap.errors {
+        out.push_str(&format!("error: {addr}: {e}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pid: u32, conns: u64, cpu: f64, lag_p90: u64) -> ProcessRow {
+        let sample = Sample {
+            pid,
+            connections: conns,
+            cpu_user: cpu,
+            rss_bytes: 1000 + conns * 100,
+            rss_idle_bytes: 1000,
+            lag_p90_us: lag_p90,
+            lag_avg_us: 100.0,
+            lag_ticks: 100,
+            ..Sample::default()
+        };
+        ProcessRow {
+            addr: format!("127.0.0.1:{pid}"),
+            sample,
+        }
+    }
+
+    #[test]
+    fn sorts_and_totals() {
+        let mut rows = vec![
+            row(1, 10, 0.5, 900),
+            row(2, 30, 0.1, 100),
+            row(3, 20, 0.9, 400),
+        ];
+        sort_rows(&mut rows, SortKey::Conns);
+        assert_eq!(
+            rows.iter().map(|r| r.sample.pid).collect::<Vec<_>>(),
+            [2, 3, 1]
+        );
+        sort_rows(&mut rows, SortKey::Cpu);
+        assert_eq!(
+            rows.iter().map(|r| r.sample.pid).collect::<Vec<_>>(),
+            [3, 1, 2]
+        );
+        sort_rows(&mut rows, SortKey::Pid);
+        assert_eq!(
+            rows.iter().map(|r| r.sample.pid).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        let t = totals(&rows);
+        assert_eq!(t.connections, 60);
+        assert!((t.cpu_user - 1.5).abs() < 1e-9);
+        assert_eq!(t.lag_p90_us, 900);
+        assert!((t.user_bytes_per_conn - 100.0).abs() < 1e-9);
+        assert!((t.lag_avg_us - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_bytes(512.0), "512 B");
+        assert_eq!(fmt_bytes(3.5 * 1024.0), "3.5 KiB");
+        assert_eq!(fmt_si(950.0), "950");
+        assert_eq!(fmt_si(12_345.0), "12.3k");
+        assert_eq!(fmt_us(850.0), "850µs");
+        assert_eq!(fmt_us(12_500.0), "12.5ms");
+        assert_eq!(host_port("http://127.0.0.1:9/stats"), "127.0.0.1:9");
+        let snap = Snapshot {
+            rows: vec![row(7, 5, 0.25, 100)],
+            ..Snapshot::default()
+        };
+        let text = render_text(&snap, SortKey::Conns);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].starts_with("ADDR") && lines[2].starts_with("127.0.0.1:7"),
+            "{text}"
+        );
+        assert!(lines[3].starts_with("TOTAL"), "{text}");
+        assert!(lines[2].contains("  25  "), "cpu percent in {text}");
+    }
+}
