@@ -1,2 +1,22 @@
-//! `load`: flood, msggen, drone/fleet, the friends graph generator and bench scenarios.
+//! `load`: the tools that produce myriad's numbers, usable against any push server.
+//!
+//! Layout:
+//! - [`flood`]: N client connections (stream / SSE / WebSocket / long-poll) from one
+//!   machine, many source addresses, child processes past the file limit; counts
+//!   messages and publish→receive latency (SPEC G1).
+//! - [`msggen`]: publishes at a rate to random subjects over keep-alive HTTP (G2).
+//! - [`drone`] and [`fleet`]: a flood agent with a control port, and a coordinator
+//!   that drives many of them with a live table (G4).
+//! - [`doctor`]: checks kernel and process limits for a connection target (G6).
+//! - [`friends`]: the friends-graph generator and loader (G3).
+//! - [`sys`]: limits, RSS, CPU and Ctrl-C plumbing shared by the above.
+//!
+//! Not here: the server (`gateway`) or the benchmark scenarios (`myriad bench`).
+
+pub mod doctor;
+pub mod drone;
+pub mod fleet;
+pub mod flood;
 pub mod friends;
+pub mod msggen;
+pub mod sys;

@@ -1,0 +1,495 @@
+//! `myriad flood` (SPEC G1): open N client connections to any push server and count
+//! what arrives. This file holds the flags, the per-second report (stderr line, CSV,
+//! callback) and the final summary; the event loop is in `engine`, the response
+//! scanner in `scan`, child processes in `shard`.
+//!
+//! One process holds at most (soft NOFILE − [`FD_MARGIN`]) connections; above that,
+//! flood re-executes itself as child processes, each with its share of the global
+//! connection numbers, and sums their per-second JSON lines.
+
+pub mod engine;
+pub mod scan;
+mod shard;
+pub mod stats;
+pub mod target;
+
+pub use engine::CloseMode;
+pub use scan::Transport;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use stats::{hist_add, new_hist, percentiles, FailCounts, ProcSummary, Sample};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+use target::Target;
+
+/// Descriptors kept free in each process for stdio, epoll, files and the probe.
+pub const FD_MARGIN: u64 = 64;
+/// The CSV header (`myriad plot` reads these names).
+pub const CSV_HEADER: &str =
+    "time_s,open,failed,closed,messages,bytes,lat_p50_us,lat_p99_us,lat_max_us,rss_bytes,cpu_user,cpu_sys";
+
+/// Flags of `myriad flood`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct FloodArgs {
+    /// Target URL; `%d` becomes the user id. Repeat for several servers or ports:
+    /// connections are spread round-robin.
+    #[arg(long = "url", value_name = "URL")]
+    pub urls: Vec<String>,
+    /// Number of connections to open.
+    #[arg(long, short = 'n', default_value_t = 1000)]
+    pub connections: u64,
+    /// Connects started per second (0 = as fast as the machine allows).
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Client protocol.
+    #[arg(long, value_enum, default_value = "stream")]
+    pub transport: Transport,
+    /// Users to log in as, FIRST-LAST, cycled through (default: --first-user upwards).
+    #[arg(long)]
+    pub users: Option<String>,
+    /// First user id when --users is not given (connection i is user FIRST+i).
+    #[arg(long, default_value_t = 1)]
+    pub first_user: u64,
+    /// Source addresses to bind, e.g. 127.0.0.2-127.0.0.60 (repeatable, comma lists).
+    /// Default: none, or 127.0.0.2.. when loopback targets need more than one
+    /// address's ports.
+    #[arg(long = "source", value_name = "RANGE")]
+    pub sources: Vec<String>,
+    /// Seconds to hold once every connection is attempted (default: until --max-time).
+    #[arg(long)]
+    pub hold: Option<f64>,
+    /// How to close at the end: all at once, or gradually over --close-secs.
+    #[arg(long, value_enum, default_value = "all")]
+    pub close: CloseMode,
+    /// Duration of a gradual close.
+    #[arg(long, default_value_t = 5.0)]
+    pub close_secs: f64,
+    /// Hard bound on the whole run, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub max_time: f64,
+    /// Seconds a connection may take to get its response head.
+    #[arg(long, default_value_t = 10.0)]
+    pub connect_timeout: f64,
+    /// Connections waiting for their response head at once, per process.
+    #[arg(long, default_value_t = 4096)]
+    pub max_inflight: usize,
+    /// Extra request header line, "Name: value" (repeatable).
+    #[arg(long = "header")]
+    pub headers: Vec<String>,
+    /// Write one CSV row per second here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Print the final summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No per-second lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Processes: auto (as many as the open-file limit needs) or a number.
+    #[arg(long, default_value = "auto")]
+    pub procs: String,
+    /// Connections per process (default: soft NOFILE limit minus a margin).
+    #[arg(long)]
+    pub per_process: Option<u64>,
+    /// Run as a child: JSON lines on stdout, no probe, no sharding.
+    #[arg(long, hide = true)]
+    pub child: bool,
+    /// A child's first global connection number.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub conn_offset: u64,
+    /// Executable for child processes, taking these flags directly (tests, embedders).
+    /// Default: this executable with the `flood` subcommand.
+    #[arg(long, hide = true)]
+    pub child_exe: Option<PathBuf>,
+}
+
+impl Default for FloodArgs {
+    fn default() -> Self {
+        FloodArgs {
+            urls: Vec::new(),
+            connections: 1000,
+            rate: 1000.0,
+            transport: Transport::Stream,
+            users: None,
+            first_user: 1,
+            sources: Vec::new(),
+            hold: None,
+            close: CloseMode::All,
+            close_secs: 5.0,
+            max_time: 600.0,
+            connect_timeout: 10.0,
+            max_inflight: 4096,
+            headers: Vec::new(),
+            csv: None,
+            json: false,
+            quiet: false,
+            procs: "auto".into(),
+            per_process: None,
+            child: false,
+            conn_offset: 0,
+            child_exe: None,
+        }
+    }
+}
+
+/// One second of a flood run, summed over all processes.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FloodTick {
+    pub elapsed: Duration,
+    /// Connections open now.
+    pub open: u64,
+    /// Failed attempts so far.
+    pub failed: u64,
+    /// Connections closed so far (by either side) after being open.
+    pub closed: u64,
+    /// Messages received during this second.
+    pub messages: u64,
+    /// Bytes received during this second.
+    pub bytes: u64,
+    /// Publish→receive latency of the stamps received during this second.
+    pub lat_p50_us: u64,
+    pub lat_p99_us: u64,
+    pub lat_max_us: u64,
+    /// flood's own resident memory (all processes).
+    pub rss_bytes: u64,
+    /// flood's CPU, percent of one core (all processes).
+    pub cpu_user: f64,
+    pub cpu_sys: f64,
+}
+
+/// The end of a flood run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FloodSummary {
+    pub requested: u64,
+    pub attempted: u64,
+    pub opened: u64,
+    /// Most connections open at once (sum of each process's peak).
+    pub peak_open: u64,
+    pub failed: u64,
+    pub failures: FailCounts,
+    pub closed: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub elapsed_s: f64,
+    /// Successful opens per second from the first attempt to the last open.
+    pub connect_rate: f64,
+    pub lat_p50_us: u64,
+    pub lat_p99_us: u64,
+    pub lat_max_us: u64,
+    /// flood's own RSS growth per open connection, bytes.
+    pub rss_per_conn_bytes: f64,
+    pub processes: u32,
+}
+
+/// `myriad flood`: run, print per-second lines and the summary.
+pub fn run(args: FloodArgs) -> anyhow::Result<()> {
+    crate::sys::catch_interrupt();
+    let json = args.json;
+    let summary = run_until(args, &AtomicBool::new(false), &mut |_| {})?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    }
+    Ok(())
+}
+
+/// Run a flood with a per-second callback; returns the summary (also printed to stderr
+/// unless `--quiet`). Ctrl-C ends the run early with a summary.
+pub fn run_with(
+    args: FloodArgs,
+    on_second: &mut dyn FnMut(&FloodTick),
+) -> anyhow::Result<FloodSummary> {
+    crate::sys::catch_interrupt();
+    run_until(args, &AtomicBool::new(false), on_second)
+}
+
+/// [`run_with`] that also ends (closing everything) when `stop` becomes true; the drone
+/// uses this. Does not install a signal handler.
+pub fn run_until(
+    args: FloodArgs,
+    stop: &AtomicBool,
+    on_second: &mut dyn FnMut(&FloodTick),
+) -> anyhow::Result<FloodSummary> {
+    let soft = crate::sys::raise_nofile();
+    let plan = make_plan(&args)?;
+    if args.child {
+        return run_child(&plan, stop);
+    }
+    for (url, t) in args.urls.iter().zip(&plan.targets) {
+        std::net::TcpStream::connect_timeout(&t.addr, Duration::from_secs(3))
+            .with_context(|| format!("cannot reach {url} ({}): is the server running?", t.addr))?;
+    }
+    let per_process = args
+        .per_process
+        .unwrap_or(soft.saturating_sub(FD_MARGIN))
+        .max(1);
+    let procs: u64 = match args.procs.as_str() {
+        "auto" => args.connections.div_ceil(per_process).max(1),
+        n => n
+            .parse()
+            .with_context(|| format!("--procs {n:?}: expected auto or a number"))?,
+    };
+    if procs > 1 && args.connections.div_ceil(procs) > per_process {
+        bail!(
+            "{} connections over {procs} processes exceed {per_process} per process",
+            args.connections
+        );
+    }
+    let mut report = Report::new(&args, on_second)?;
+    if !args.quiet {
+        eprintln!(
+            "flood: {} {:?} connections to {} target(s) at {} conn/s from {} source address(es) in {procs} process(es)",
+            args.connections,
+            args.transport,
+            plan.targets.len(),
+            if args.rate > 0.0 { args.rate.to_string() } else { "max".into() },
+            plan.sources.len().max(1)
+        );
+    }
+    let procs_summaries = if procs <= 1 {
+        let engine = engine::Engine::new(&plan).context("cannot create the event loop")?;
+        vec![engine.run(stop, &mut |s| report.sample(&s))]
+    } else {
+        shard::run_children(&args, procs, stop, &mut |s| report.sample(&s))?
+    };
+    let summary = summarize(&args, &procs_summaries);
+    report.finish(&summary)?;
+    Ok(summary)
+}
+
+/// Turn flags into a plan for this process (its share when a child).
+fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
+    if args.urls.is_empty() {
+        bail!("give at least one --url, e.g. --url 'http://127.0.0.1:8000/sub/%d'");
+    }
+    let targets = args
+        .urls
+        .iter()
+        .map(|u| Target::parse(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut sources = target::parse_sources(&args.sources)?;
+    let ports = target::ports_per_ip();
+    if sources.is_empty() && target::all_loopback(&targets) && args.connections > ports * 4 / 5 {
+        sources = target::auto_sources(args.connections, targets.len(), ports);
+    }
+    let users = args.users.as_deref().map(target::parse_range).transpose()?;
+    Ok(engine::Plan {
+        targets,
+        transport: args.transport,
+        sources,
+        users,
+        first_user: args.first_user,
+        offset: args.conn_offset,
+        count: args.connections,
+        rate: args.rate.max(0.0),
+        hold: args.hold.map(Duration::from_secs_f64),
+        close: args.close,
+        close_secs: args.close_secs,
+        max_time: Duration::from_secs_f64(args.max_time.max(0.0)),
+        connect_timeout: Duration::from_secs_f64(args.connect_timeout.max(0.001)),
+        max_inflight: args.max_inflight.max(1),
+        headers: args.headers.clone(),
+    })
+}
+
+/// A child: JSON lines on stdout, the parent sums them.
+fn run_child(plan: &engine::Plan, stop: &AtomicBool) -> anyhow::Result<FloodSummary> {
+    shard::child_setup();
+    let engine = engine::Engine::new(plan).context("cannot create the event loop")?;
+    let mut out = std::io::stdout();
+    let sum = engine.run(stop, &mut |s| {
+        let line = serde_json::to_string(&stats::ChildLine::Sample(s)).unwrap_or_default();
+        let _ = writeln!(out, "{line}");
+    });
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string(&stats::ChildLine::Final(sum))?
+    )?;
+    Ok(FloodSummary::default())
+}
+
+fn summarize(args: &FloodArgs, procs: &[ProcSummary]) -> FloodSummary {
+    let mut s = FloodSummary {
+        requested: args.connections,
+        processes: procs.len() as u32,
+        ..Default::default()
+    };
+    let mut hist = new_hist();
+    let (mut first, mut last) = (f64::MAX, 0.0f64);
+    let (mut rss_growth, mut rss_open) = (0i64, 0u64);
+    for p in procs {
+        s.attempted += p.attempted;
+        s.opened += p.opened;
+        s.peak_open += p.peak_open;
+        s.failures.add(&p.fail);
+        s.closed += p.closed;
+        s.messages += p.messages;
+        s.bytes += p.bytes;
+        s.elapsed_s = s.elapsed_s.max(p.elapsed_s);
+        if p.opened > 0 {
+            first = first.min(p.first_connect_s);
+            last = last.max(p.last_open_s);
+        }
+        rss_growth += p.rss_at_peak as i64 - p.rss_base as i64;
+        rss_open += p.open_at_rss_peak;
+        hist_add(&mut hist, &p.hist);
+    }
+    s.failed = s.failures.total();
+    if s.opened > 0 && last > first {
+        s.connect_rate = s.opened as f64 / (last - first);
+    }
+    (s.lat_p50_us, s.lat_p99_us, s.lat_max_us) = percentiles(&hist);
+    if rss_open > 0 {
+        s.rss_per_conn_bytes = rss_growth.max(0) as f64 / rss_open as f64;
+    }
+    s
+}
+
+/// Per-second output: stderr line, CSV row, callback.
+struct Report<'a> {
+    quiet: bool,
+    csv: Option<std::io::BufWriter<std::fs::File>>,
+    csv_path: Option<PathBuf>,
+    last_messages: u64,
+    last_bytes: u64,
+    on_second: &'a mut dyn FnMut(&FloodTick),
+}
+
+impl<'a> Report<'a> {
+    fn new(args: &FloodArgs, on_second: &'a mut dyn FnMut(&FloodTick)) -> anyhow::Result<Self> {
+        let csv = match &args.csv {
+            Some(p) => {
+                let f = std::fs::File::create(p)
+                    .with_context(|| format!("cannot create {}", p.display()))?;
+                let mut w = std::io::BufWriter::new(f);
+                writeln!(w, "{CSV_HEADER}")?;
+                Some(w)
+            }
+            None => None,
+        };
+        Ok(Report {
+            quiet: args.quiet,
+            csv,
+            csv_path: args.csv.clone(),
+            last_messages: 0,
+            last_bytes: 0,
+            on_second,
+        })
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        let mut h = new_hist();
+        hist_add(&mut h, &s.hist);
+        let (p50, p99, max) = percentiles(&h);
+        let tick = FloodTick {
+            elapsed: Duration::from_secs_f64(s.t),
+            open: s.open,
+            failed: s.failed,
+            closed: s.closed,
+            messages: s.messages.saturating_sub(self.last_messages),
+            bytes: s.bytes.saturating_sub(self.last_bytes),
+            lat_p50_us: p50,
+            lat_p99_us: p99,
+            lat_max_us: max,
+            rss_bytes: s.rss,
+            cpu_user: s.cpu_user,
+            cpu_sys: s.cpu_sys,
+        };
+        self.last_messages = s.messages;
+        self.last_bytes = s.bytes;
+        if !self.quiet {
+            eprintln!("{}", tick_line(&tick));
+        }
+        if let Some(w) = self.csv.as_mut() {
+            let _ = writeln!(
+                w,
+                "{:.1},{},{},{},{},{},{},{},{},{},{:.1},{:.1}",
+                s.t,
+                tick.open,
+                tick.failed,
+                tick.closed,
+                tick.messages,
+                tick.bytes,
+                p50,
+                p99,
+                max,
+                s.rss,
+                s.cpu_user,
+                s.cpu_sys
+            );
+            let _ = w.flush();
+        }
+        (self.on_second)(&tick);
+    }
+
+    fn finish(&mut self, s: &FloodSummary) -> anyhow::Result<()> {
+        if let Some(w) = self.csv.as_mut() {
+            w.flush()?;
+        }
+        if !self.quiet {
+            eprintln!("{}", summary_text(s));
+            if let Some(p) = &self.csv_path {
+                eprintln!("  csv: {}", p.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The per-second stderr line.
+pub fn tick_line(t: &FloodTick) -> String {
+    format!(
+        "{:>6.1}s open {:>8} failed {:>6} closed {:>8} | {:>7} msg/s {:>9} B/s | lat p50 {} p99 {} max {} | rss {} MB cpu {:.0}%",
+        t.elapsed.as_secs_f64(),
+        t.open,
+        t.failed,
+        t.closed,
+        t.messages,
+        t.bytes,
+        fmt_us(t.lat_p50_us),
+        fmt_us(t.lat_p99_us),
+        fmt_us(t.lat_max_us),
+        t.rss_bytes / (1 << 20),
+        t.cpu_user + t.cpu_sys
+    )
+}
+
+/// The human summary.
+pub fn summary_text(s: &FloodSummary) -> String {
+    format!(
+        "flood summary: {} requested, {} attempted, {} opened (peak {} open), {} failed ({}), {} closed\n  \
+         {} messages, {} bytes in {:.1} s; connect rate {:.0}/s\n  \
+         latency p50 {} p99 {} max {}; flood memory {:.0} B per connection over {} process(es)",
+        s.requested,
+        s.attempted,
+        s.opened,
+        s.peak_open,
+        s.failed,
+        s.failures.describe(),
+        s.closed,
+        s.messages,
+        s.bytes,
+        s.elapsed_s,
+        s.connect_rate,
+        fmt_us(s.lat_p50_us),
+        fmt_us(s.lat_p99_us),
+        fmt_us(s.lat_max_us),
+        s.rss_per_conn_bytes,
+        s.processes
+    )
+}
+
+fn fmt_us(us: u64) -> String {
+    if us == 0 {
+        "-".into()
+    } else if us < 1000 {
+        format!("{us}us")
+    } else if us < 1_000_000 {
+        format!("{:.1}ms", us as f64 / 1000.0)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
+    }
+}

@@ -1,0 +1,698 @@
+//! The client-side response scanner of `flood`: sans-IO, incremental, and tiny.
+//!
+//! It is fed whatever bytes a read returned (any split, down to one byte at a time) and
+//! reports events: the response status, each message, each `ts=<unix micros>` stamp,
+//! WebSocket pings and closes, the end of a long-poll body. It never buffers: a
+//! [`Scanner`] is 40 bytes of counters and match progress, because one lives in every
+//! connection's slab entry and the budget for a whole idle connection is 256 bytes.
+//!
+//! It is *not* an HTTP client: it knows just enough framing (response head, chunked,
+//! Content-Length, SSE lines, RFC 6455 server frames) to count messages of any
+//! nchan-style push server. Malformed framing is reported, never panics.
+//!
+//! Message rules, chosen to work against servers that are not myriad:
+//! - stream: one chunk = one message; whitespace-only chunks are heartbeats; without
+//!   chunked encoding every stamp counts as a message.
+//! - SSE: one event with a `data:` line = one message; comment lines are heartbeats.
+//! - WebSocket: one text/binary frame with FIN = one message.
+//! - long-poll: one `"seq":` key in the JSON body = one message; `"last":` is remembered.
+//! - stream, SSE, WebSocket: the first message is a welcome (not counted) unless it
+//!   carries a stamp.
+
+/// Which client protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// HTTP/1.1 chunked streaming.
+    Stream,
+    /// Server-Sent Events.
+    Sse,
+    /// WebSocket (RFC 6455).
+    Ws,
+    /// Long-poll with keep-alive.
+    Poll,
+}
+
+/// What the scanner found; delivered in stream order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// The response head ended with this status; the caller decides whether it is good.
+    Head(u16),
+    /// One message (see the module rules).
+    Message,
+    /// A `ts=` stamp: unix microseconds parsed from the payload.
+    Stamp(u64),
+    /// A WebSocket ping; the payload if the whole frame was in this read, else empty.
+    Ping(&'a [u8]),
+    /// The server sent a WebSocket close frame or ended a stream body.
+    End,
+    /// A long-poll body ended; `last` is the newest sequence seen so far.
+    BodyDone { last: u64 },
+    /// Framing the scanner cannot follow.
+    Malformed,
+}
+
+// Stages. A u8, not an enum with data, so the whole state stays 40 bytes.
+const S_STATUS_SKIP: u8 = 0; // "HTTP/1.1" before the first space
+const S_STATUS: u8 = 1; // three status digits
+const S_HEAD: u8 = 2; // headers until the blank line
+const S_CHUNK_SIZE: u8 = 3;
+const S_CHUNK_EXT: u8 = 4;
+const S_CHUNK_DATA: u8 = 5;
+const S_CHUNK_END: u8 = 6;
+const S_TRAILER: u8 = 7;
+const S_CLEN: u8 = 8;
+const S_RAW: u8 = 9;
+const S_WS_HDR: u8 = 10; // first two bytes of a frame
+const S_WS_LEN: u8 = 11; // extended length bytes
+const S_WS_MASK: u8 = 12; // mask key bytes (servers should not mask; tolerated)
+const S_WS_DATA: u8 = 13;
+const S_DONE: u8 = 14;
+
+// Flag bits.
+const F_CHUNKED: u16 = 1;
+const F_CLEN: u16 = 1 << 1;
+const F_CLEN_DIGITS: u16 = 1 << 2;
+const F_SEEN_FIRST: u16 = 1 << 3;
+const F_NONWS: u16 = 1 << 4;
+const F_HAS_TS: u16 = 1 << 5;
+const F_LINE_START: u16 = 1 << 6;
+const F_EV_DATA: u16 = 1 << 7;
+const F_LINE_DATA: u16 = 1 << 8;
+const F_WS_FIN: u16 = 1 << 9;
+const F_WS_MASKED: u16 = 1 << 10;
+const F_LAST_DIGITS: u16 = 1 << 11;
+const F_CLEN_SPACE: u16 = 1 << 12;
+
+const END_OF_HEAD: &[u8] = b"\r\n\r\n";
+const CHUNKED: &[u8] = b"chunked";
+const CONTENT_LENGTH: &[u8] = b"\ncontent-length:";
+const SSE_DATA: &[u8] = b"data:";
+const POLL_SEQ: &[u8] = b"\"seq\":";
+const POLL_LAST: &[u8] = b"\"last\":";
+const TS: &[u8] = b"ts=";
+
+/// Per-connection scanning state. `Copy` and 40 bytes: see the module doc.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scanner {
+    stage: u8,
+    m1: u8,
+    m2: u8,
+    m3: u8,
+    tsm: u8,
+    opcode: u8,
+    status: u16,
+    flags: u16,
+    num: u64,
+    ts: u64,
+    last: u64,
+}
+
+/// Advance a needle match by one byte (lower-cased by the caller where needed).
+/// The needles here restart only on their first byte, so no failure table is needed.
+#[inline]
+fn step(progress: &mut u8, needle: &[u8], b: u8) -> bool {
+    if needle[*progress as usize] == b {
+        *progress += 1;
+        if *progress as usize == needle.len() {
+            *progress = 0;
+            return true;
+        }
+    } else {
+        *progress = u8::from(needle[0] == b);
+    }
+    false
+}
+
+impl Scanner {
+    /// A scanner for a fresh response; `last` carries the long-poll position over.
+    pub fn new(last: u64) -> Self {
+        Scanner {
+            last,
+            ..Default::default()
+        }
+    }
+
+    /// Start over for the next response on a keep-alive connection (long-poll).
+    pub fn next_response(&mut self) {
+        *self = Scanner::new(self.last);
+    }
+
+    /// The newest long-poll sequence seen (the next `since`).
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// Feed received bytes; `out` gets every event in order.
+    pub fn handle_bytes(&mut self, t: Transport, data: &[u8], out: &mut impl FnMut(Event<'_>)) {
+        let mut i = 0;
+        while i < data.len() {
+            match self.stage {
+                S_STATUS_SKIP => {
+                    if data[i] == b' ' {
+                        self.stage = S_STATUS;
+                    }
+                    i += 1;
+                }
+                S_STATUS => {
+                    let b = data[i];
+                    if b.is_ascii_digit() && self.m1 < 3 {
+                        self.status = self.status * 10 + u16::from(b - b'0');
+                        self.m1 += 1;
+                    } else {
+                        self.m1 = 0;
+                        self.stage = S_HEAD;
+                        continue;
+                    }
+                    i += 1;
+                }
+                S_HEAD => {
+                    let b = data[i];
+                    i += 1;
+                    self.head_byte(b);
+                    if step(&mut self.m1, END_OF_HEAD, b) {
+                        out(Event::Head(self.status));
+                        self.begin_body(t, out);
+                    }
+                }
+                S_CHUNK_SIZE => {
+                    let b = data[i];
+                    i += 1;
+                    match b {
+                        b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                            let d = (b as char).to_digit(16).unwrap_or(0); // a hex digit by the arm
+                            self.num = self.num.saturating_mul(16) + u64::from(d);
+                        }
+                        b';' | b' ' => self.stage = S_CHUNK_EXT,
+                        b'\r' => {}
+                        b'\n' => self.chunk_size_done(t, out),
+                        _ => return self.malformed(out),
+                    }
+                }
+                S_CHUNK_EXT => {
+                    if data[i] == b'\n' {
+                        self.chunk_size_done(t, out);
+                    }
+                    i += 1;
+                }
+                S_CHUNK_DATA => {
+                    let n = (self.num as usize).min(data.len() - i);
+                    self.content(t, &data[i..i + n], out);
+                    i += n;
+                    self.num -= n as u64;
+                    if self.num == 0 {
+                        self.stage = S_CHUNK_END;
+                        if t == Transport::Stream {
+                            self.message_end(out);
+                        }
+                    }
+                }
+                S_CHUNK_END => {
+                    if data[i] == b'\n' {
+                        self.stage = S_CHUNK_SIZE;
+                        self.num = 0;
+                    }
+                    i += 1;
+                }
+                S_TRAILER => {
+                    let b = data[i];
+                    i += 1;
+                    if b == b'\n' {
+                        if self.flags & F_LINE_START != 0 {
+                            self.body_end(t, out);
+                        }
+                        self.flags |= F_LINE_START;
+                    } else if b != b'\r' {
+                        self.flags &= !F_LINE_START;
+                    }
+                }
+                S_CLEN => {
+                    let n = (self.num as usize).min(data.len() - i);
+                    self.content(t, &data[i..i + n], out);
+                    i += n;
+                    self.num -= n as u64;
+                    if self.num == 0 {
+                        self.body_end(t, out);
+                    }
+                }
+                S_RAW => {
+                    self.content(t, &data[i..], out);
+                    i = data.len();
+                }
+                S_WS_HDR => {
+                    let b = data[i];
+                    i += 1;
+                    if self.m1 == 0 {
+                        self.opcode = b & 0x0f;
+                        self.flags = (self.flags & !(F_WS_FIN | F_WS_MASKED))
+                            | if b & 0x80 != 0 { F_WS_FIN } else { 0 };
+                        self.m1 = 1;
+                    } else {
+                        self.m1 = 0;
+                        if b & 0x80 != 0 {
+                            self.flags |= F_WS_MASKED;
+                        }
+                        self.num = u64::from(b & 0x7f);
+                        self.m2 = match self.num {
+                            126 => 2,
+                            127 => 8,
+                            _ => 0,
+                        };
+                        if self.m2 > 0 {
+                            self.num = 0;
+                            self.stage = S_WS_LEN;
+                        } else {
+                            self.ws_after_len(t, &data[i..], out);
+                        }
+                    }
+                }
+                S_WS_LEN => {
+                    self.num = (self.num << 8) | u64::from(data[i]);
+                    i += 1;
+                    self.m2 -= 1;
+                    if self.m2 == 0 {
+                        self.ws_after_len(t, &data[i..], out);
+                    }
+                }
+                S_WS_MASK => {
+                    i += 1;
+                    self.m2 -= 1;
+                    if self.m2 == 0 {
+                        self.ws_payload_start(t, &data[i..], out);
+                    }
+                }
+                S_WS_DATA => {
+                    let n = (self.num as usize).min(data.len() - i);
+                    if self.opcode <= 2 {
+                        // Masked server frames are a protocol error; their stamps would be
+                        // garbage, so only unmasked data is scanned.
+                        if self.flags & F_WS_MASKED == 0 {
+                            self.content(t, &data[i..i + n], out);
+                        }
+                    }
+                    i += n;
+                    self.num -= n as u64;
+                    if self.num == 0 {
+                        self.ws_frame_end(out);
+                    }
+                }
+                _ => return, // S_DONE: ignore whatever follows
+            }
+        }
+    }
+
+    /// Header bytes: spot chunked encoding and a Content-Length value.
+    fn head_byte(&mut self, b: u8) {
+        let lower = b.to_ascii_lowercase();
+        if step(&mut self.m2, CHUNKED, lower) {
+            self.flags |= F_CHUNKED;
+        }
+        if self.flags & F_CLEN_DIGITS != 0 {
+            if b.is_ascii_digit() {
+                self.num = self.num.saturating_mul(10) + u64::from(b - b'0');
+                self.flags |= F_CLEN_SPACE;
+            } else if !(b == b' ' && self.flags & F_CLEN_SPACE == 0) {
+                self.flags &= !F_CLEN_DIGITS;
+            }
+        }
+        if step(&mut self.m3, CONTENT_LENGTH, lower) {
+            self.flags = (self.flags | F_CLEN | F_CLEN_DIGITS) & !F_CLEN_SPACE;
+            self.num = 0;
+        }
+    }
+
+    fn begin_body(&mut self, t: Transport, out: &mut impl FnMut(Event<'_>)) {
+        self.m1 = 0;
+        self.m2 = 0;
+        self.m3 = 0;
+        self.flags |= F_LINE_START;
+        self.stage = if t == Transport::Ws {
+            S_WS_HDR
+        } else if self.flags & F_CHUNKED != 0 {
+            self.num = 0;
+            S_CHUNK_SIZE
+        } else if self.flags & F_CLEN != 0 {
+            if self.num == 0 {
+                self.body_end(t, out);
+                return;
+            }
+            S_CLEN
+        } else {
+            S_RAW
+        };
+    }
+
+    fn chunk_size_done(&mut self, t: Transport, out: &mut impl FnMut(Event<'_>)) {
+        if self.num == 0 {
+            self.stage = S_TRAILER;
+            self.flags |= F_LINE_START;
+        } else {
+            self.stage = S_CHUNK_DATA;
+        }
+        let _ = (t, out);
+    }
+
+    fn body_end(&mut self, t: Transport, out: &mut impl FnMut(Event<'_>)) {
+        self.ts_flush(out);
+        self.stage = S_DONE;
+        if t == Transport::Poll {
+            out(Event::BodyDone { last: self.last });
+        } else {
+            out(Event::End);
+        }
+    }
+
+    fn malformed(&mut self, out: &mut impl FnMut(Event<'_>)) {
+        self.stage = S_DONE;
+        out(Event::Malformed);
+    }
+
+    fn ws_after_len(&mut self, t: Transport, rest: &[u8], out: &mut impl FnMut(Event<'_>)) {
+        if self.flags & F_WS_MASKED != 0 {
+            self.m2 = 4;
+            self.stage = S_WS_MASK;
+        } else {
+            self.ws_payload_start(t, rest, out);
+        }
+    }
+
+    fn ws_payload_start(&mut self, _t: Transport, rest: &[u8], out: &mut impl FnMut(Event<'_>)) {
+        if self.opcode == 9 {
+            // Ping: hand over the payload when the whole frame is here (the usual case);
+            // otherwise answer with an empty pong rather than keep a per-connection buffer.
+            let whole = rest.len() as u64 >= self.num;
+            out(Event::Ping(if whole {
+                &rest[..self.num as usize]
+            } else {
+                &[]
+            }));
+        }
+        if self.num == 0 {
+            self.ws_frame_end(out);
+        } else {
+            self.stage = S_WS_DATA;
+        }
+    }
+
+    fn ws_frame_end(&mut self, out: &mut impl FnMut(Event<'_>)) {
+        self.stage = S_WS_HDR;
+        match self.opcode {
+            0..=2 if self.flags & F_WS_FIN != 0 => self.message_end(out),
+            8 => {
+                self.stage = S_DONE;
+                out(Event::End);
+            }
+            _ => {}
+        }
+    }
+
+    /// Payload bytes of the current message: stamps, and per transport the message
+    /// boundaries that live inside the payload (SSE events, long-poll keys).
+    fn content(&mut self, t: Transport, data: &[u8], out: &mut impl FnMut(Event<'_>)) {
+        for &b in data {
+            self.ts_byte(b, t, out);
+            match t {
+                Transport::Sse => self.sse_byte(b, out),
+                Transport::Poll => {
+                    if step(&mut self.m1, POLL_SEQ, b) {
+                        out(Event::Message);
+                    }
+                    if self.flags & F_LAST_DIGITS != 0 {
+                        if b.is_ascii_digit() {
+                            self.last = self.last.saturating_mul(10) + u64::from(b - b'0');
+                        } else if b != b' ' {
+                            self.flags &= !F_LAST_DIGITS;
+                        }
+                    }
+                    if step(&mut self.m2, POLL_LAST, b) {
+                        self.flags |= F_LAST_DIGITS;
+                        self.last = 0;
+                    }
+                }
+                _ => {
+                    if !b.is_ascii_whitespace() {
+                        self.flags |= F_NONWS;
+                    }
+                }
+            }
+        }
+    }
+
+    fn sse_byte(&mut self, b: u8, out: &mut impl FnMut(Event<'_>)) {
+        match b {
+            b'\r' => {}
+            b'\n' => {
+                if self.flags & F_LINE_START != 0 {
+                    if self.flags & F_EV_DATA != 0 {
+                        self.flags |= F_NONWS;
+                        self.message_end(out);
+                    }
+                    self.flags &= !F_EV_DATA;
+                } else if self.flags & F_LINE_DATA != 0 {
+                    self.flags |= F_EV_DATA;
+                }
+                self.flags = (self.flags | F_LINE_START) & !F_LINE_DATA;
+                self.m3 = 0;
+            }
+            _ => {
+                if self.flags & F_LINE_START != 0 {
+                    self.m3 = 0;
+                    self.flags &= !F_LINE_START;
+                    if b == b'd' {
+                        self.m3 = 1;
+                    } else {
+                        self.m3 = u8::MAX; // not a data line: stop matching
+                    }
+                } else if self.m3 != u8::MAX && (self.m3 as usize) < SSE_DATA.len() {
+                    if SSE_DATA[self.m3 as usize] == b {
+                        self.m3 += 1;
+                        if self.m3 as usize == SSE_DATA.len() {
+                            self.flags |= F_LINE_DATA;
+                        }
+                    } else {
+                        self.m3 = u8::MAX;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The `ts=` stamp matcher; `tsm` 0..=2 is match progress, 3 means "in digits".
+    #[inline]
+    fn ts_byte(&mut self, b: u8, t: Transport, out: &mut impl FnMut(Event<'_>)) {
+        if self.tsm == 3 {
+            if b.is_ascii_digit() {
+                self.ts = self.ts.saturating_mul(10) + u64::from(b - b'0');
+                return;
+            }
+            self.ts_flush_with(t, out);
+        }
+        if step(&mut self.tsm, TS, b) {
+            self.tsm = 3;
+            self.ts = 0;
+        }
+    }
+
+    fn ts_flush(&mut self, out: &mut impl FnMut(Event<'_>)) {
+        if self.tsm == 3 {
+            self.tsm = 0;
+            if self.ts > 0 {
+                self.flags |= F_HAS_TS;
+                out(Event::Stamp(self.ts));
+            }
+        }
+    }
+
+    fn ts_flush_with(&mut self, t: Transport, out: &mut impl FnMut(Event<'_>)) {
+        let had = self.tsm == 3 && self.ts > 0;
+        self.ts_flush(out);
+        // Without message framing (raw stream body) every stamp is a message.
+        if had && t == Transport::Stream && self.stage == S_RAW {
+            out(Event::Message);
+        }
+    }
+
+    fn message_end(&mut self, out: &mut impl FnMut(Event<'_>)) {
+        self.ts_flush(out);
+        self.tsm = 0;
+        let nonws = self.flags & F_NONWS != 0;
+        let stamped = self.flags & F_HAS_TS != 0;
+        self.flags &= !(F_NONWS | F_HAS_TS);
+        if !nonws {
+            return; // a heartbeat
+        }
+        if self.flags & F_SEEN_FIRST == 0 {
+            self.flags |= F_SEEN_FIRST;
+            if !stamped {
+                return; // the welcome
+            }
+        }
+        out(Event::Message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default, Debug, PartialEq)]
+    struct Seen {
+        head: Vec<u16>,
+        messages: u32,
+        stamps: Vec<u64>,
+        pings: Vec<Vec<u8>>,
+        ends: u32,
+        done: Vec<u64>,
+        malformed: u32,
+    }
+
+    /// Feed `input` in pieces of `piece` bytes, so every split point is exercised.
+    fn run(t: Transport, input: &[u8], piece: usize) -> Seen {
+        let mut s = Scanner::new(0);
+        let mut seen = Seen::default();
+        for part in input.chunks(piece) {
+            s.handle_bytes(t, part, &mut |e| match e {
+                Event::Head(c) => seen.head.push(c),
+                Event::Message => seen.messages += 1,
+                Event::Stamp(ts) => seen.stamps.push(ts),
+                Event::Ping(p) => seen.pings.push(p.to_vec()),
+                Event::End => seen.ends += 1,
+                Event::BodyDone { last } => seen.done.push(last),
+                Event::Malformed => seen.malformed += 1,
+            });
+        }
+        seen
+    }
+
+    fn all_splits(t: Transport, input: &[u8]) -> Seen {
+        let whole = run(t, input, input.len());
+        for piece in 1..8 {
+            assert_eq!(run(t, input, piece), whole, "piece size {piece}");
+        }
+        whole
+    }
+
+    fn chunk(body: &str) -> String {
+        format!("{:x}\r\n{body}\r\n", body.len())
+    }
+
+    const HEAD: &str =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+    #[test]
+    fn stream_counts_chunks_skips_welcome_and_heartbeats() {
+        let input = format!(
+            "{HEAD}{}{}{}{}{}",
+            chunk("welcome user 7\n"),
+            chunk("hello ts=1700000000000001 pad\n"),
+            chunk("\n"),
+            chunk("no stamp here\n"),
+            chunk("ts=1700000000000002")
+        );
+        let seen = all_splits(Transport::Stream, input.as_bytes());
+        assert_eq!(seen.head, vec![200]);
+        assert_eq!(seen.messages, 3);
+        assert_eq!(
+            seen.stamps,
+            vec![1_700_000_000_000_001, 1_700_000_000_000_002]
+        );
+        assert_eq!(seen.ends, 0);
+    }
+
+    #[test]
+    fn stream_first_stamped_message_is_not_a_welcome() {
+        let input = format!("{HEAD}{}", chunk("ts=5 x"));
+        assert_eq!(all_splits(Transport::Stream, input.as_bytes()).messages, 1);
+    }
+
+    #[test]
+    fn stream_end_of_chunked_body_and_bad_status() {
+        let input = format!("{HEAD}{}0\r\n\r\n", chunk("hi"));
+        assert_eq!(all_splits(Transport::Stream, input.as_bytes()).ends, 1);
+        let bad = "HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nno\n";
+        let seen = all_splits(Transport::Stream, bad.as_bytes());
+        assert_eq!(seen.head, vec![404]);
+        assert_eq!(seen.ends, 1);
+    }
+
+    #[test]
+    fn stream_without_chunking_counts_stamps() {
+        let input = "HTTP/1.0 200 OK\r\n\r\nhello\nts=11 a\nts=12 b\n";
+        let seen = all_splits(Transport::Stream, input.as_bytes());
+        assert_eq!(seen.messages, 2);
+        assert_eq!(seen.stamps, vec![11, 12]);
+    }
+
+    #[test]
+    fn malformed_chunk_size_is_reported() {
+        let input = format!("{HEAD}zz\r\n");
+        assert_eq!(all_splits(Transport::Stream, input.as_bytes()).malformed, 1);
+    }
+
+    #[test]
+    fn sse_counts_events_with_data_only() {
+        let body = ": hb\n\nretry: 2000\n\ndata: welcome\n\nid: 1\ndata: a ts=100\ndata: b\n\n: hb\n\nid: 2\r\ndata: c ts=200\r\n\r\n";
+        let input = format!("{HEAD}{}", chunk(body));
+        let seen = all_splits(Transport::Sse, input.as_bytes());
+        assert_eq!(seen.messages, 2);
+        assert_eq!(seen.stamps, vec![100, 200]);
+    }
+
+    #[test]
+    fn ws_frames_pings_and_close() {
+        let mut input = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
+        let frame = |op: u8, payload: &[u8]| {
+            let mut f = vec![0x80 | op];
+            if payload.len() < 126 {
+                f.push(payload.len() as u8);
+            } else {
+                f.push(126);
+                f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            }
+            f.extend_from_slice(payload);
+            f
+        };
+        input.extend(frame(1, b"welcome"));
+        input.extend(frame(1, b"m ts=42"));
+        input.extend(frame(9, b"p"));
+        let big = format!("ts=43 {}", "x".repeat(300));
+        input.extend(frame(2, big.as_bytes()));
+        input.extend(frame(8, b""));
+        let whole = run(Transport::Ws, &input, input.len());
+        assert_eq!(whole.head, vec![101]);
+        assert_eq!(whole.messages, 2);
+        assert_eq!(whole.stamps, vec![42, 43]);
+        assert_eq!(whole.pings, vec![b"p".to_vec()]);
+        assert_eq!(whole.ends, 1);
+        // Split reads still count the same; a ping split across reads gets an empty pong.
+        let split = run(Transport::Ws, &input, 3);
+        assert_eq!(
+            (split.messages, split.stamps.len(), split.pings.len()),
+            (2, 2, 1)
+        );
+    }
+
+    #[test]
+    fn poll_counts_seq_keys_and_remembers_last() {
+        let body =
+            r#"{"messages":[{"seq":4,"data":"ts=7 a"},{"seq":5,"data":"b"}],"last":5,"gap":false}"#;
+        let input = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let seen = all_splits(Transport::Poll, input.as_bytes());
+        assert_eq!(seen.messages, 2);
+        assert_eq!(seen.stamps, vec![7]);
+        assert_eq!(seen.done, vec![5]);
+        let mut s = Scanner::new(0);
+        s.handle_bytes(Transport::Poll, input.as_bytes(), &mut |_| {});
+        assert_eq!(s.last(), 5);
+        s.next_response();
+        assert_eq!(s.last(), 5);
+    }
+
+    #[test]
+    fn scanner_stays_small() {
+        assert!(std::mem::size_of::<Scanner>() <= 40);
+    }
+}

@@ -1,0 +1,268 @@
+//! flood over several processes: when one process may not hold N sockets (the soft
+//! NOFILE limit), the parent re-executes this binary as children, each with its share
+//! of the global connection numbers and rate, reads their per-second JSON lines, and
+//! sums them into one sample per second. Not an RPC layer: children are told
+//! everything on their command line and stop on SIGINT, at --max-time, or when the
+//! parent dies.
+
+use super::stats::{hist_add, hist_pairs, new_hist, ChildLine, ProcSummary, Sample};
+use super::FloodArgs;
+use anyhow::Context;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long the parent waits for children's final lines after asking them to stop.
+const FINAL_WAIT: Duration = Duration::from_secs(30);
+
+/// In a child: die with the parent (no orphaned load), and stop on SIGINT/SIGTERM.
+pub fn child_setup() {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    crate::sys::catch_interrupt();
+}
+
+/// The flags for child `i` of `procs`.
+fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u64) -> Vec<String> {
+    let n = args.connections;
+    let share = n / procs + u64::from(i < n % procs);
+    let offset = args.conn_offset + i * (n / procs) + i.min(n % procs);
+    let mut v: Vec<String> = Vec::new();
+    let mut flag = |k: &str, val: String| {
+        v.push(k.to_string());
+        v.push(val);
+    };
+    for u in &args.urls {
+        flag("--url", u.clone());
+    }
+    flag("--connections", share.to_string());
+    flag("--rate", (args.rate / procs as f64).to_string());
+    flag(
+        "--transport",
+        format!("{:?}", args.transport).to_lowercase(),
+    );
+    if let Some(u) = &args.users {
+        flag("--users", u.clone());
+    }
+    flag("--first-user", args.first_user.to_string());
+    if !sources.is_empty() {
+        flag(
+            "--source",
+            sources
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    if let Some(h) = args.hold {
+        flag("--hold", h.to_string());
+    }
+    flag("--close", format!("{:?}", args.close).to_lowercase());
+    flag("--close-secs", args.close_secs.to_string());
+    flag("--max-time", args.max_time.to_string());
+    flag("--connect-timeout", args.connect_timeout.to_string());
+    flag("--max-inflight", args.max_inflight.to_string());
+    for h in &args.headers {
+        flag("--header", h.clone());
+    }
+    flag("--conn-offset", offset.to_string());
+    v.push("--child".into());
+    v.push("--quiet".into());
+    v
+}
+
+fn spawn(args: &FloodArgs, argv: &[String]) -> anyhow::Result<Child> {
+    let mut cmd = match &args.child_exe {
+        Some(exe) => Command::new(exe),
+        None => {
+            let mut c =
+                Command::new(std::env::current_exe().context("cannot find this executable")?);
+            c.arg("flood");
+            c
+        }
+    };
+    cmd.args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    cmd.spawn().context("cannot start a flood child process")
+}
+
+/// Run `procs` children; `on_sample` gets the summed sample once per second.
+pub fn run_children(
+    args: &FloodArgs,
+    procs: u64,
+    stop: &AtomicBool,
+    on_sample: &mut dyn FnMut(Sample),
+) -> anyhow::Result<Vec<ProcSummary>> {
+    let plan = super::make_plan(args)?;
+    let (tx, rx) = mpsc::channel::<(usize, ChildLine)>();
+    let mut children = Vec::new();
+    for i in 0..procs {
+        let mut child = match spawn(args, &child_argv(args, &plan.sources, i, procs)) {
+            Ok(c) => c,
+            Err(e) => {
+                stop_all(&mut children);
+                return Err(e);
+            }
+        };
+        // Stdout is piped above, so it is present.
+        let out = child.stdout.take().expect("piped stdout");
+        let tx = tx.clone();
+        let idx = i as usize;
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<ChildLine>(&line) {
+                    Ok(l) => {
+                        if tx.send((idx, l)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => tracing::warn!("flood child {idx}: unreadable line ({e}): {line}"),
+                }
+            }
+        });
+        children.push(child);
+    }
+    drop(tx);
+    let start = Instant::now();
+    let mut latest: Vec<Sample> = vec![Sample::default(); procs as usize];
+    let mut finals: Vec<Option<ProcSummary>> = vec![None; procs as usize];
+    let mut tick_hist = new_hist();
+    let mut next_tick = start + Duration::from_secs(1);
+    let mut cpu = crate::sys::CpuMeter::new();
+    let mut stop_sent: Option<Instant> = None;
+    loop {
+        if stop_sent.is_none() && (stop.load(Ordering::Relaxed) || crate::sys::interrupted()) {
+            for c in &children {
+                // SAFETY: signalling our own child by pid.
+                unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+            }
+            stop_sent = Some(Instant::now());
+        }
+        if stop_sent.is_some_and(|t| t.elapsed() > FINAL_WAIT) {
+            break;
+        }
+        match rx.recv_timeout(
+            next_tick
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100)),
+        ) {
+            Ok((i, ChildLine::Sample(s))) => {
+                hist_add(&mut tick_hist, &s.hist);
+                latest[i] = s;
+            }
+            Ok((i, ChildLine::Final(f))) => finals[i] = Some(f),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if Instant::now() >= next_tick {
+            next_tick += Duration::from_secs(1);
+            on_sample(sum_samples(start, &latest, &mut tick_hist, &mut cpu));
+        }
+    }
+    on_sample(sum_samples(start, &latest, &mut tick_hist, &mut cpu));
+    stop_all(&mut children);
+    let missing = finals.iter().filter(|f| f.is_none()).count();
+    if missing > 0 {
+        tracing::warn!(
+            "{missing} flood child process(es) ended without a summary; their last counts are used"
+        );
+    }
+    Ok(finals
+        .into_iter()
+        .zip(latest)
+        .map(|(f, s)| {
+            f.unwrap_or(ProcSummary {
+                attempted: s.attempted,
+                peak_open: s.open,
+                failed: s.failed,
+                fail: s.fail,
+                closed: s.closed,
+                messages: s.messages,
+                bytes: s.bytes,
+                ..Default::default()
+            })
+        })
+        .collect())
+}
+
+fn sum_samples(
+    start: Instant,
+    latest: &[Sample],
+    hist: &mut hdrhistogram::Histogram<u64>,
+    cpu: &mut crate::sys::CpuMeter,
+) -> Sample {
+    let (u, s) = cpu.sample();
+    let mut out = Sample {
+        t: start.elapsed().as_secs_f64(),
+        rss: crate::sys::rss_bytes(),
+        cpu_user: u,
+        cpu_sys: s,
+        ..Default::default()
+    };
+    for l in latest {
+        out.attempted += l.attempted;
+        out.open += l.open;
+        out.failed += l.failed;
+        out.closed += l.closed;
+        out.messages += l.messages;
+        out.bytes += l.bytes;
+        out.rss += l.rss;
+        out.cpu_user += l.cpu_user;
+        out.cpu_sys += l.cpu_sys;
+        out.fail.add(&l.fail);
+    }
+    out.hist = hist_pairs(hist);
+    hist.reset();
+    out
+}
+
+/// Reap children (they have been told to stop or have ended); kill stragglers by pid.
+fn stop_all(children: &mut [Child]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for c in children.iter_mut() {
+        loop {
+            match c.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(None) => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_cover_every_connection_once() {
+        let args = FloodArgs {
+            connections: 10,
+            conn_offset: 100,
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            let v = child_argv(&args, &[], i, 3);
+            let get = |k: &str| {
+                v[v.iter().position(|a| a == k).unwrap() + 1]
+                    .parse::<u64>()
+                    .unwrap()
+            };
+            seen.extend(get("--conn-offset")..get("--conn-offset") + get("--connections"));
+        }
+        assert_eq!(seen, (100..110).collect::<Vec<_>>());
+    }
+}

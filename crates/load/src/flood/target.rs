@@ -1,0 +1,223 @@
+//! Where flood's connections go and come from: URL templates (`%d` = user id), the user
+//! range, and the source-address range. Pure parsing; no sockets.
+//!
+//! Connection number `g` (global across child processes) maps deterministically to a
+//! target (`g mod targets`), a source address (`g mod sources`) and a user, so shards
+//! need only their offset to agree with each other.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+
+/// Why a flag value was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("bad URL {0:?}: expected http://host[:port]/path (ws:// is accepted too)")]
+    Url(String),
+    #[error("cannot resolve {0:?} to an IPv4 address")]
+    Resolve(String),
+    #[error("bad range {0:?}: expected FIRST-LAST")]
+    Range(String),
+    #[error("bad source {0:?}: expected an IPv4 address or A.B.C.D-A.B.C.E")]
+    Source(String),
+}
+
+/// One target server: its address and the request path around the user id.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub addr: SocketAddr,
+    /// The `Host` header value.
+    pub host: String,
+    /// Path up to `%d` (the whole path when there is no `%d`).
+    pub prefix: String,
+    /// Path after `%d`.
+    pub suffix: String,
+    /// Whether the path contains `%d`.
+    pub templated: bool,
+}
+
+impl Target {
+    /// Parse `http://host[:port]/path` with an optional `%d` in the path.
+    pub fn parse(url: &str) -> Result<Target, TargetError> {
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("ws://"))
+            .ok_or_else(|| TargetError::Url(url.to_string()))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() {
+            return Err(TargetError::Url(url.to_string()));
+        }
+        let with_port = if authority.contains(':') {
+            authority.to_string()
+        } else {
+            format!("{authority}:80")
+        };
+        let addr = with_port
+            .to_socket_addrs()
+            .map_err(|_| TargetError::Resolve(authority.to_string()))?
+            .find(|a| a.is_ipv4())
+            .ok_or_else(|| TargetError::Resolve(authority.to_string()))?;
+        let (prefix, suffix, templated) = match path.find("%d") {
+            Some(i) => (path[..i].to_string(), path[i + 2..].to_string(), true),
+            None => (path.to_string(), String::new(), false),
+        };
+        Ok(Target {
+            addr,
+            host: authority.to_string(),
+            prefix,
+            suffix,
+            templated,
+        })
+    }
+
+    /// The request path for one user.
+    pub fn path(&self, user: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.prefix.as_bytes());
+        if self.templated {
+            out.extend_from_slice(user.to_string().as_bytes());
+        }
+        out.extend_from_slice(self.suffix.as_bytes());
+    }
+}
+
+/// Parse `FIRST-LAST` (inclusive) or a single number.
+pub fn parse_range(s: &str) -> Result<(u64, u64), TargetError> {
+    let bad = || TargetError::Range(s.to_string());
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        ),
+        None => {
+            let v = s.trim().parse().map_err(|_| bad())?;
+            (v, v)
+        }
+    };
+    if a > b {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+/// Parse source addresses: each item is `A.B.C.D` or `A.B.C.D-A.B.C.E` (or
+/// `A.B.C.D-E`), items may be comma-separated or repeated flags.
+pub fn parse_sources(items: &[String]) -> Result<Vec<Ipv4Addr>, TargetError> {
+    let mut out = Vec::new();
+    for item in items
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let bad = || TargetError::Source(item.to_string());
+        match item.split_once('-') {
+            None => out.push(item.parse().map_err(|_| bad())?),
+            Some((a, b)) => {
+                let a: Ipv4Addr = a.parse().map_err(|_| bad())?;
+                let b: Ipv4Addr = match b.parse::<Ipv4Addr>() {
+                    Ok(ip) => ip,
+                    Err(_) => {
+                        let last: u8 = b.parse().map_err(|_| bad())?;
+                        let o = a.octets();
+                        Ipv4Addr::new(o[0], o[1], o[2], last)
+                    }
+                };
+                let (a, b) = (u32::from(a), u32::from(b));
+                if a > b || b - a > 1 << 20 {
+                    return Err(bad());
+                }
+                out.extend((a..=b).map(Ipv4Addr::from));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The user of connection `g`: cycling through `users` if given, else `first + g`.
+pub fn user_of(g: u64, users: Option<(u64, u64)>, first: u64) -> u64 {
+    match users {
+        Some((a, b)) => a + g % (b - a + 1),
+        None => first + g,
+    }
+}
+
+/// Whether every target is on loopback (then 127.0.0.x sources can be picked automatically).
+pub fn all_loopback(targets: &[Target]) -> bool {
+    targets.iter().all(|t| t.addr.ip().is_loopback())
+}
+
+/// Source addresses picked when none were given: enough 127.0.0.x addresses (from
+/// 127.0.0.2) that `n` connections per target fit in the local port range.
+pub fn auto_sources(n: u64, targets: usize, ports_per_ip: u64) -> Vec<Ipv4Addr> {
+    let per_target = n.div_ceil(targets.max(1) as u64);
+    // Keep a fifth of the ports free for the rest of the machine and TIME_WAIT.
+    let usable = (ports_per_ip * 4 / 5).max(1);
+    let count = per_target.div_ceil(usable).clamp(1, 250);
+    (0..count)
+        .map(|i| Ipv4Addr::new(127, 0, 0, 2 + i as u8))
+        .collect()
+}
+
+/// The number of ephemeral ports per source IP from `ip_local_port_range`.
+pub fn ports_per_ip() -> u64 {
+    let range = crate::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut it = range
+        .split_whitespace()
+        .filter_map(|s| s.parse::<u64>().ok());
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) if b >= a => b - a + 1,
+        _ => 28_232,
+    }
+}
+
+/// An IP as the `IpAddr` socket APIs want.
+pub fn ip(v4: Ipv4Addr) -> IpAddr {
+    IpAddr::V4(v4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_templates() {
+        let t = Target::parse("http://127.0.0.1:8000/sub/%d?x=1").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:8000".parse().unwrap());
+        let mut p = Vec::new();
+        t.path(42, &mut p);
+        assert_eq!(p, b"/sub/42?x=1");
+        let t = Target::parse("ws://localhost:9/").unwrap();
+        assert_eq!(t.addr.port(), 9);
+        assert!(!t.templated);
+        assert!(Target::parse("ftp://x/").is_err());
+        assert!(Target::parse("http:///x").is_err());
+    }
+
+    #[test]
+    fn ranges_and_sources() {
+        assert_eq!(parse_range("5-9").unwrap(), (5, 9));
+        assert_eq!(parse_range("7").unwrap(), (7, 7));
+        assert!(parse_range("9-5").is_err());
+        let s =
+            parse_sources(&["127.0.0.2-127.0.0.4".into(), "127.0.0.9,127.0.1.1-3".into()]).unwrap();
+        assert_eq!(s.len(), 3 + 1 + 3);
+        assert_eq!(s[6], Ipv4Addr::new(127, 0, 1, 3));
+        assert!(parse_sources(&["1.2.3".into()]).is_err());
+    }
+
+    #[test]
+    fn users_cycle() {
+        assert_eq!(user_of(0, Some((10, 12)), 1), 10);
+        assert_eq!(user_of(4, Some((10, 12)), 1), 11);
+        assert_eq!(user_of(4, None, 100), 104);
+    }
+
+    #[test]
+    fn auto_sources_cover_the_port_range() {
+        assert_eq!(auto_sources(1000, 1, 28_000).len(), 1);
+        let s = auto_sources(200_000, 1, 28_000);
+        assert!(s.len() as u64 * 28_000 * 4 / 5 >= 200_000);
+        assert_eq!(s[0], Ipv4Addr::new(127, 0, 0, 2));
+    }
+}

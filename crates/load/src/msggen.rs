@@ -1,0 +1,446 @@
+//! `myriad msggen` (SPEC G2): publish to random subjects at a steady rate over P
+//! keep-alive HTTP/1.1 connections (`POST /pub/<id>`), uniform or power-law subject
+//! choice, each payload stamped `ts=<unix micros> ` so `flood` can measure
+//! publish→receive latency.
+//!
+//! One blocking thread per publisher is fine here: P is small (tens), and each thread
+//! paces itself to rate / P. Not here: publishing through NATS (SPEC C4) — that comes
+//! with the broker work in a later issue.
+
+use crate::sys;
+use anyhow::{bail, Context};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest response accepted from the server (head + body).
+const MAX_RESPONSE: usize = 64 * 1024;
+/// A publisher that fell behind sends at most this many messages back to back.
+const MAX_CATCH_UP: u32 = 100;
+/// Socket read/write timeout of a publisher.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How subjects are picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dist {
+    /// Every subject in 1..=max equally likely.
+    Uniform,
+    /// Subject k with probability ∝ k^-exponent (a few hot subjects, a long tail).
+    Power,
+}
+
+/// Flags of `myriad msggen`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MsggenArgs {
+    /// Server base URL; messages go to POST <url><path>.
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    pub url: String,
+    /// Path template; `%d` becomes the subject.
+    #[arg(long, default_value = "/pub/%d")]
+    pub path: String,
+    /// Messages per second over all publishers (0 = as fast as possible).
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Subjects are 1..=max.
+    #[arg(long, default_value_t = 10_000)]
+    pub max: u64,
+    /// Concurrent keep-alive publisher connections.
+    #[arg(long, default_value_t = 4)]
+    pub publishers: usize,
+    /// Subject choice.
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub dist: Dist,
+    /// Power-law exponent for --dist power.
+    #[arg(long, default_value_t = 1.0)]
+    pub exponent: f64,
+    /// Seconds to publish.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Pad each payload to this many bytes (the stamp is always there).
+    #[arg(long, default_value_t = 0)]
+    pub size: usize,
+    /// Random seed (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No per-second lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Default for MsggenArgs {
+    fn default() -> Self {
+        MsggenArgs {
+            url: "http://127.0.0.1:8000".into(),
+            path: "/pub/%d".into(),
+            rate: 1000.0,
+            max: 10_000,
+            publishers: 4,
+            dist: Dist::Uniform,
+            exponent: 1.0,
+            duration: 10.0,
+            size: 0,
+            seed: None,
+            json: false,
+            quiet: false,
+        }
+    }
+}
+
+/// The end of a msggen run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MsggenSummary {
+    /// Publishes answered with a 2xx status.
+    pub sent: u64,
+    /// Failed publishes (connect, IO, or non-2xx status).
+    pub errors: u64,
+    pub elapsed_s: f64,
+    pub achieved_rate: f64,
+    /// Sum of "connections" in the server's replies: deliveries it reported.
+    pub deliveries: u64,
+    /// Sum of "users" in the replies.
+    pub users: u64,
+    /// Publish request round trip, microseconds.
+    pub rtt_p50_us: u64,
+    pub rtt_p99_us: u64,
+    pub rtt_max_us: u64,
+    /// The last error seen, if any.
+    pub last_error: Option<String>,
+}
+
+#[derive(Default)]
+struct Shared {
+    sent: AtomicU64,
+    errors: AtomicU64,
+    deliveries: AtomicU64,
+    users: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    rtt: Mutex<Option<hdrhistogram::Histogram<u64>>>,
+}
+
+/// `myriad msggen`.
+pub fn run(args: MsggenArgs) -> anyhow::Result<()> {
+    sys::catch_interrupt();
+    let json = args.json;
+    let s = run_with(args, &AtomicBool::new(false))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    }
+    Ok(())
+}
+
+/// Publish until --duration passes, `stop` becomes true, or Ctrl-C (if caught).
+pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSummary> {
+    let (addr, host) = parse_base(&args.url)?;
+    if args.max == 0 || args.publishers == 0 {
+        bail!("--max and --publishers must be at least 1");
+    }
+    TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .with_context(|| format!("cannot reach {} ({addr}): is the server running?", args.url))?;
+    let shared = Arc::new(Shared {
+        rtt: Mutex::new(Some(crate::flood::stats::new_hist())),
+        ..Default::default()
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(args.duration.max(0.0));
+    let seed = args.seed.unwrap_or_else(sys::unix_micros);
+    let mut threads = Vec::new();
+    for i in 0..args.publishers {
+        let (shared, done, args, host) = (shared.clone(), done.clone(), args.clone(), host.clone());
+        threads.push(std::thread::spawn(move || {
+            publisher(
+                &args,
+                addr,
+                &host,
+                seed.wrapping_add(i as u64 * 7919),
+                deadline,
+                &done,
+                &shared,
+            )
+        }));
+    }
+    let (mut last_sent, mut last_deliv) = (0, 0);
+    let mut next = start + Duration::from_secs(1);
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) && !sys::interrupted() {
+        std::thread::sleep(
+            next.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50)),
+        );
+        if Instant::now() >= next {
+            next += Duration::from_secs(1);
+            let (s, d) = (
+                shared.sent.load(Ordering::Relaxed),
+                shared.deliveries.load(Ordering::Relaxed),
+            );
+            if !args.quiet {
+                eprintln!(
+                    "{:>6.1}s sent {:>7}/s deliveries {:>9}/s errors {}",
+                    start.elapsed().as_secs_f64(),
+                    s - last_sent,
+                    d - last_deliv,
+                    shared.errors.load(Ordering::Relaxed)
+                );
+            }
+            (last_sent, last_deliv) = (s, d);
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let sent = shared.sent.load(Ordering::Relaxed);
+    // The publishers have joined, so the lock is free and the histogram still there.
+    let rtt = shared
+        .rtt
+        .lock()
+        .expect("publishers joined")
+        .take()
+        .expect("histogram set at start");
+    let (p50, p99, max) = crate::flood::stats::percentiles(&rtt);
+    let summary = MsggenSummary {
+        sent,
+        errors: shared.errors.load(Ordering::Relaxed),
+        elapsed_s: elapsed,
+        achieved_rate: sent as f64 / elapsed.max(1e-9),
+        deliveries: shared.deliveries.load(Ordering::Relaxed),
+        users: shared.users.load(Ordering::Relaxed),
+        rtt_p50_us: p50,
+        rtt_p99_us: p99,
+        rtt_max_us: max,
+        last_error: shared.last_error.lock().map(|e| e.clone()).unwrap_or(None),
+    };
+    if !args.quiet {
+        eprintln!(
+            "msggen summary: {} sent ({:.0}/s), {} errors, {} deliveries reported, rtt p50 {}us p99 {}us{}",
+            summary.sent,
+            summary.achieved_rate,
+            summary.errors,
+            summary.deliveries,
+            p50,
+            p99,
+            summary.last_error.as_ref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+        );
+    }
+    Ok(summary)
+}
+
+/// `http://host:port` → (address, Host header).
+fn parse_base(url: &str) -> anyhow::Result<(SocketAddr, String)> {
+    let rest = url
+        .strip_prefix("http://")
+        .with_context(|| format!("bad --url {url:?}: expected http://host:port"))?;
+    let host = rest.split('/').next().unwrap_or(rest).to_string();
+    let with_port = if host.contains(':') {
+        host.clone()
+    } else {
+        format!("{host}:80")
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
+        .find(|a| a.is_ipv4())
+        .with_context(|| format!("no IPv4 address for {host}"))?;
+    Ok((addr, host))
+}
+
+/// Pick a subject in 1..=max.
+pub fn pick_subject(rng: &mut impl Rng, dist: Dist, max: u64, exponent: f64) -> u64 {
+    match dist {
+        Dist::Uniform => rng.gen_range(1..=max),
+        Dist::Power => {
+            // Inverse transform of the continuous power law on [1, max+1): O(1) memory
+            // for any max, close to Zipf for the ranks that matter.
+            let u: f64 = rng.gen();
+            let n = (max + 1) as f64;
+            let x = if (exponent - 1.0).abs() < 1e-9 {
+                n.powf(u)
+            } else {
+                let a = 1.0 - exponent;
+                ((n.powf(a) - 1.0) * u + 1.0).powf(1.0 / a)
+            };
+            (x.floor() as u64).clamp(1, max)
+        }
+    }
+}
+
+/// The payload: the stamp first, then padding to `size`.
+pub fn payload(size: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(format!("ts={} ", sys::unix_micros()).as_bytes());
+    while out.len() < size {
+        out.push(b'x');
+    }
+}
+
+fn publisher(
+    args: &MsggenArgs,
+    addr: SocketAddr,
+    host: &str,
+    seed: u64,
+    deadline: Instant,
+    done: &AtomicBool,
+    shared: &Shared,
+) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let interval = if args.rate > 0.0 {
+        Duration::from_secs_f64(args.publishers as f64 / args.rate)
+    } else {
+        Duration::ZERO
+    };
+    let mut next = Instant::now();
+    let mut conn: Option<TcpStream> = None;
+    let (mut req, mut body, mut resp) = (Vec::new(), Vec::new(), vec![0u8; MAX_RESPONSE]);
+    while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep((next - now).min(Duration::from_millis(50)));
+            continue;
+        }
+        // Behind schedule: catch up, but not in an unbounded burst.
+        if now.duration_since(next) > interval * MAX_CATCH_UP {
+            next = now;
+        }
+        next += interval;
+        let subject = pick_subject(&mut rng, args.dist, args.max, args.exponent);
+        payload(args.size, &mut body);
+        req.clear();
+        let path = args.path.replace("%d", &subject.to_string());
+        write!(req, "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len())
+            .expect("writing to a Vec cannot fail");
+        req.extend_from_slice(&body);
+        let t0 = Instant::now();
+        match publish_once(&mut conn, addr, &req, &mut resp) {
+            Ok((status, connections, users)) if (200..300).contains(&status) => {
+                shared.sent.fetch_add(1, Ordering::Relaxed);
+                shared.deliveries.fetch_add(connections, Ordering::Relaxed);
+                shared.users.fetch_add(users, Ordering::Relaxed);
+                if let Ok(mut h) = shared.rtt.lock() {
+                    if let Some(h) = h.as_mut() {
+                        h.saturating_record(t0.elapsed().as_micros().max(1) as u64);
+                    }
+                }
+            }
+            Ok((status, _, _)) => error(shared, format!("HTTP status {status}")),
+            Err(e) => {
+                conn = None;
+                error(shared, format!("{e:#}"));
+                // Do not spin on a dead server.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn error(shared: &Shared, msg: String) {
+    shared.errors.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut e) = shared.last_error.lock() {
+        *e = Some(msg);
+    }
+}
+
+/// One request on the keep-alive connection (reconnecting if needed):
+/// (status, "connections", "users").
+fn publish_once(
+    conn: &mut Option<TcpStream>,
+    addr: SocketAddr,
+    req: &[u8],
+    buf: &mut [u8],
+) -> anyhow::Result<(u16, u64, u64)> {
+    if conn.is_none() {
+        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).context("connect")?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        *conn = Some(s);
+    }
+    // Set just above.
+    let s = conn.as_mut().expect("connected");
+    s.write_all(req).context("send")?;
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            bail!("response larger than {MAX_RESPONSE} bytes");
+        }
+        let n = s.read(&mut buf[len..]).context("receive")?;
+        if n == 0 {
+            bail!("server closed the connection");
+        }
+        len += n;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut r = httparse::Response::new(&mut headers);
+        let head_len = match r.parse(&buf[..len]).context("bad response")? {
+            httparse::Status::Complete(h) => h,
+            httparse::Status::Partial => continue,
+        };
+        let status = r.code.unwrap_or(0);
+        let header = |name: &str| {
+            r.headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| String::from_utf8_lossy(h.value).to_string())
+        };
+        let close = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let body_len: usize = match header("content-length") {
+            Some(v) => v.trim().parse().context("bad Content-Length")?,
+            None => bail!("response without Content-Length"),
+        };
+        if head_len + body_len > buf.len() {
+            bail!("response larger than {MAX_RESPONSE} bytes");
+        }
+        while len < head_len + body_len {
+            let n = s.read(&mut buf[len..]).context("receive body")?;
+            if n == 0 {
+                bail!("server closed the connection mid-body");
+            }
+            len += n;
+        }
+        let body: serde_json::Value =
+            serde_json::from_slice(&buf[head_len..head_len + body_len]).unwrap_or_default();
+        let num = |k: &str| body.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        let out = (status, num("connections"), num("users"));
+        if close {
+            *conn = None;
+        }
+        return Ok(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_stay_in_range_and_power_law_is_skewed() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let mut ones = 0;
+        for _ in 0..10_000 {
+            let s = pick_subject(&mut rng, Dist::Power, 1000, 1.2);
+            assert!((1..=1000).contains(&s));
+            ones += u32::from(s == 1);
+        }
+        // Uniform would give ~10 hits on subject 1; the power law gives hundreds.
+        assert!(ones > 200, "{ones}");
+        for _ in 0..1000 {
+            assert!((1..=7).contains(&pick_subject(&mut rng, Dist::Uniform, 7, 1.0)));
+        }
+    }
+
+    #[test]
+    fn payload_is_stamped_and_padded() {
+        let mut p = Vec::new();
+        payload(64, &mut p);
+        assert_eq!(p.len(), 64);
+        assert!(p.starts_with(b"ts=1"));
+        payload(0, &mut p);
+        assert!(p.ends_with(b" "));
+    }
+}

@@ -1,0 +1,259 @@
+//! flood against a push server that is not myriad (tests/common): open counts,
+//! message counts, stamp latencies, every transport, source binding, child processes,
+//! and the failure paths.
+
+mod common;
+
+use common::{Kind, Server};
+use load::flood::{self, FloodArgs, FloodSummary, Transport};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A flood running in a thread, with its message total visible as it goes.
+struct Running {
+    stop: Arc<AtomicBool>,
+    messages: Arc<AtomicU64>,
+    open: Arc<AtomicU64>,
+    handle: std::thread::JoinHandle<anyhow::Result<FloodSummary>>,
+}
+
+fn start(args: FloodArgs) -> Running {
+    let stop = Arc::new(AtomicBool::new(false));
+    let messages = Arc::new(AtomicU64::new(0));
+    let open = Arc::new(AtomicU64::new(0));
+    let (s, m, o) = (stop.clone(), messages.clone(), open.clone());
+    let handle = std::thread::spawn(move || {
+        flood::run_until(args, &s, &mut |t| {
+            m.fetch_add(t.messages, Ordering::Relaxed);
+            o.store(t.open, Ordering::Relaxed);
+        })
+    });
+    Running {
+        stop,
+        messages,
+        open,
+        handle,
+    }
+}
+
+impl Running {
+    /// Wait (bounded) until the per-second ticks have reported `n` messages, then stop.
+    fn finish_after(self, n: u64) -> FloodSummary {
+        let end = Instant::now() + Duration::from_secs(20);
+        while self.messages.load(Ordering::Relaxed) < n && !self.handle.is_finished() {
+            assert!(
+                Instant::now() < end,
+                "only {} of {n} messages arrived",
+                self.messages.load(Ordering::Relaxed)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .expect("flood thread")
+            .expect("flood run")
+    }
+}
+
+fn args(url: String, n: u64, transport: Transport) -> FloodArgs {
+    FloodArgs {
+        urls: vec![url],
+        connections: n,
+        rate: 0.0,
+        transport,
+        quiet: true,
+        max_time: 60.0,
+        ..Default::default()
+    }
+}
+
+fn check_transport(kind: Kind, transport: Transport, n: u64) -> (FloodSummary, Server) {
+    let server = Server::start(kind);
+    let run = start(args(server.url("/sub/%d"), n, transport));
+    server.wait_for(n as usize);
+    server.heartbeat();
+    server.broadcast("first");
+    server.heartbeat();
+    server.broadcast("second");
+    let s = run.finish_after(2 * n);
+    assert_eq!(s.opened, n, "{s:?}");
+    assert_eq!(s.failed, 0, "{s:?}");
+    // Welcome messages and heartbeats are not messages; both broadcasts are.
+    assert_eq!(s.messages, 2 * n, "{s:?}");
+    assert_eq!(s.closed, n, "closing at the end counts every connection");
+    assert!(
+        s.lat_p50_us > 0 && s.lat_p99_us >= s.lat_p50_us && s.lat_max_us >= s.lat_p99_us,
+        "{s:?}"
+    );
+    // Stamps were taken on this machine moments earlier: far below a minute.
+    assert!(s.lat_max_us < 60_000_000, "{s:?}");
+    (s, server)
+}
+
+#[test]
+fn stream_counts_opens_messages_and_latency() {
+    let (s, server) = check_transport(Kind::Stream, Transport::Stream, 40);
+    assert_eq!(s.peak_open, 40);
+    let mut paths = server.paths.lock().unwrap().clone();
+    paths.sort();
+    let mut want: Vec<String> = (1..=40).map(|u| format!("/sub/{u}")).collect();
+    want.sort();
+    assert_eq!(paths, want, "the URL template gives users 1..=40");
+}
+
+#[test]
+fn sse_counts_events() {
+    check_transport(Kind::Sse, Transport::Sse, 10);
+}
+
+#[test]
+fn websocket_counts_frames_and_answers_pings_masked() {
+    let (_, server) = check_transport(Kind::Ws, Transport::Ws, 10);
+    let end = Instant::now() + Duration::from_secs(10);
+    while server.pongs.load(Ordering::Relaxed) < 20 {
+        assert!(
+            Instant::now() < end,
+            "pongs: {}",
+            server.pongs.load(Ordering::Relaxed)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn long_poll_follows_since() {
+    let server = Server::start(Kind::Poll);
+    let run = start(args(server.url("/poll/%d"), 5, Transport::Poll));
+    server.wait_for(5);
+    server.broadcast("a");
+    server.broadcast("b");
+    let s = run.finish_after(10);
+    assert_eq!((s.opened, s.messages, s.failed), (5, 10, 0), "{s:?}");
+    // Later polls asked for messages after the ones already received.
+    assert!(server
+        .paths
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.ends_with("since=2")));
+}
+
+#[test]
+fn binds_each_connection_to_the_next_source_address() {
+    let server = Server::start(Kind::Stream);
+    let mut a = args(server.url("/sub/%d"), 30, Transport::Stream);
+    a.sources = vec!["127.0.0.2-127.0.0.4".into()];
+    a.users = Some("100-109".into());
+    let run = start(a);
+    server.wait_for(30);
+    server.broadcast("x");
+    let s = run.finish_after(30);
+    assert_eq!(s.opened, 30);
+    let mut by_ip: BTreeMap<String, usize> = BTreeMap::new();
+    for ip in server.peers.lock().unwrap().iter() {
+        *by_ip.entry(ip.to_string()).or_default() += 1;
+    }
+    let want: BTreeMap<String, usize> = [("127.0.0.2", 10), ("127.0.0.3", 10), ("127.0.0.4", 10)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    assert_eq!(by_ip, want);
+    let paths = server.paths.lock().unwrap().clone();
+    assert_eq!(
+        paths.iter().filter(|p| *p == "/sub/100").count(),
+        3,
+        "users cycle through 100-109"
+    );
+}
+
+#[test]
+fn shards_over_child_processes_past_the_per_process_limit() {
+    let server = Server::start(Kind::Stream);
+    let mut a = args(server.url("/sub/%d"), 1200, Transport::Stream);
+    a.per_process = Some(500);
+    a.rate = 3000.0;
+    a.child_exe = Some(env!("CARGO_BIN_EXE_myriad-flood").into());
+    let csv = tempfile::NamedTempFile::new().unwrap();
+    a.csv = Some(csv.path().to_path_buf());
+    let run = start(a);
+    server.wait_for(1200);
+    server.broadcast("all");
+    let s = run.finish_after(1200);
+    assert_eq!(s.processes, 3);
+    assert_eq!((s.opened, s.failed, s.messages), (1200, 0, 1200), "{s:?}");
+    assert!(s.lat_p99_us > 0);
+    let text = std::fs::read_to_string(csv.path()).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(flood::CSV_HEADER));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 12));
+    assert!(
+        rows.iter().any(|r| r[1] == "1200"),
+        "some second saw all 1200 open (summed over children)"
+    );
+    let users: std::collections::HashSet<String> =
+        server.paths.lock().unwrap().iter().cloned().collect();
+    assert_eq!(
+        users.len(),
+        1200,
+        "each child took a distinct share of users"
+    );
+}
+
+#[test]
+fn unreachable_target_is_a_clear_error() {
+    // Bind then drop a listener: the port is (almost certainly) closed now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = flood::run_with(
+        args(
+            format!("http://127.0.0.1:{port}/sub/%d"),
+            5,
+            Transport::Stream,
+        ),
+        &mut |_| {},
+    )
+    .expect_err("nothing listens there");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("is the server running") && msg.contains(&port.to_string()),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_status_counts_as_failure() {
+    let server = Server::start(Kind::Forbidden);
+    let mut a = args(server.url("/sub/%d"), 8, Transport::Stream);
+    a.hold = Some(0.0);
+    let s = flood::run_with(a, &mut |_| {}).unwrap();
+    assert_eq!(
+        (s.opened, s.failed, s.failures.bad_status),
+        (0, 8, 8),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn gradual_close_after_hold_and_ticks_report_open() {
+    let server = Server::start(Kind::Stream);
+    let mut a = args(server.url("/sub/%d"), 20, Transport::Stream);
+    a.hold = Some(1.5);
+    a.close = flood::CloseMode::Gradual;
+    a.close_secs = 0.5;
+    let run = start(a);
+    let s = run.handle.join().unwrap().unwrap();
+    assert_eq!((s.opened, s.closed, s.failed), (20, 20, 0), "{s:?}");
+    assert!(run.open.load(Ordering::Relaxed) <= 20);
+    assert!(
+        !run.stop.load(Ordering::Relaxed),
+        "ended by itself after the hold"
+    );
+    assert!(run.messages.load(Ordering::Relaxed) == 0);
+}
