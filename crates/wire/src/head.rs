@@ -187,37 +187,39 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
         heap = vec![httparse::EMPTY_HEADER; limits.max_headers];
         &mut heap
     };
+    // Only the first `max_head` bytes are ever looked at: this bounds the work per
+    // call, and makes the outcome depend on that window alone, so an error seen on
+    // a prefix stays the same error however many bytes follow.
+    let window = &buf[..buf.len().min(limits.max_head)];
     let mut req = httparse::Request::new(slots);
-    match req.parse(buf) {
+    match req.parse(window) {
         Ok(httparse::Status::Complete(consumed)) => {
-            if consumed > limits.max_head {
-                return Err(HeadError::HeadTooLarge);
-            }
             interpret(&req).map(|head| Some((head, consumed)))
         }
-        Ok(httparse::Status::Partial) => {
+        Ok(httparse::Status::Partial) if buf.len() > limits.max_head => {
+            Err(HeadError::HeadTooLarge)
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::Version) if classify_version(window) == VersionClass::Undecided => {
             if buf.len() > limits.max_head {
                 Err(HeadError::HeadTooLarge)
             } else {
                 Ok(None)
             }
         }
-        // A head that is both too long and broken is reported as too long only when
-        // the limit was crossed before the error: httparse stops at the first error.
-        Err(e) => Err(map_httparse_error(e, buf)),
+        Err(e) => Err(map_httparse_error(e, window)),
     }
 }
 
-fn map_httparse_error(e: httparse::Error, buf: &[u8]) -> HeadError {
+fn map_httparse_error(e: httparse::Error, window: &[u8]) -> HeadError {
     match e {
         httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
-        httparse::Error::Version => {
-            if looks_like_other_http_version(buf) {
-                HeadError::UnsupportedVersion
-            } else {
-                HeadError::Malformed("invalid request line")
-            }
-        }
+        httparse::Error::Version => match classify_version(window) {
+            VersionClass::Other => HeadError::UnsupportedVersion,
+            VersionClass::Garbage => HeadError::Malformed("invalid request line"),
+            // Unreachable: the caller handles it before mapping.
+            VersionClass::Undecided => HeadError::Malformed("invalid request line"),
+        },
         httparse::Error::HeaderName => HeadError::Malformed("invalid header name"),
         httparse::Error::HeaderValue => HeadError::Malformed("invalid header value"),
         httparse::Error::NewLine => HeadError::Malformed("invalid line ending"),
@@ -226,25 +228,54 @@ fn map_httparse_error(e: httparse::Error, buf: &[u8]) -> HeadError {
     }
 }
 
-/// True when the request line ends in `HTTP/<digits>.<digits>` (a real but
-/// unsupported version: 505), rather than garbage (400).
-fn looks_like_other_http_version(buf: &[u8]) -> bool {
-    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = buf[..line_end]
-        .strip_suffix(b"\r")
-        .unwrap_or(&buf[..line_end]);
-    let Some(space) = line.iter().rposition(|&b| b == b' ') else {
-        return false;
-    };
-    let Some(version) = line[space + 1..].strip_prefix(b"HTTP/") else {
-        return false;
-    };
-    let mut parts = version.splitn(2, |&b| b == b'.');
-    let major = parts.next().unwrap_or_default();
-    let minor = parts.next().unwrap_or_default();
-    [major, minor]
+/// What a version httparse refused is: a real but unsupported one (505), garbage
+/// (400), or not known yet because the request line is still arriving.
+#[derive(PartialEq, Eq)]
+enum VersionClass {
+    Other,
+    Garbage,
+    Undecided,
+}
+
+/// Classifies the version token `HTTP/<digits>.<digits>` of the request line,
+/// so that the answer never changes as more bytes of the same line arrive.
+fn classify_version(window: &[u8]) -> VersionClass {
+    // httparse skips empty lines before the request line (RFC 9112 2.2).
+    let start = window
         .iter()
-        .all(|p| !p.is_empty() && p.len() <= 3 && p.iter().all(u8::is_ascii_digit))
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(window.len());
+    let window = &window[start..];
+    let line_end = window.iter().position(|&b| b == b'\n');
+    let line = &window[..line_end.unwrap_or(window.len())];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    // httparse refused the version, so method SP target SP parsed: the version
+    // token is everything after the second space.
+    let mut spaces = line.iter().enumerate().filter(|&(_, &b)| b == b' ');
+    let token = match (spaces.next(), spaces.next()) {
+        (Some(_), Some((j, _))) => &line[j + 1..],
+        _ => return VersionClass::Garbage,
+    };
+    let complete = line_end.is_some();
+    // Walk the token through the pattern H T T P / digit+ . digit+ (≤ 3 digits each).
+    let (prefix, rest) = token.split_at(token.len().min(5));
+    if !b"HTTP/".starts_with(prefix) {
+        return VersionClass::Garbage;
+    }
+    let mut parts = rest.splitn(2, |&b| b == b'.');
+    let major = parts.next().unwrap_or_default();
+    let minor = parts.next();
+    let digits = |p: &[u8]| p.len() <= 3 && p.iter().all(u8::is_ascii_digit);
+    let well_formed_so_far = digits(major) && minor.is_none_or(digits);
+    if !well_formed_so_far {
+        return VersionClass::Garbage;
+    }
+    let whole = prefix.len() == 5 && !major.is_empty() && minor.is_some_and(|m| !m.is_empty());
+    match (complete, whole) {
+        (true, true) => VersionClass::Other,
+        (true, false) => VersionClass::Garbage,
+        (false, _) => VersionClass::Undecided,
+    }
 }
 
 /// Header-derived facts collected in one pass over the fields.
@@ -470,7 +501,10 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 fn split_target(target: &str) -> (&str, Option<&str>) {
     let mut t = target;
     for scheme in ["http://", "https://"] {
-        if t.len() >= scheme.len() && t[..scheme.len()].eq_ignore_ascii_case(scheme) {
+        // `get` (not indexing): the target may hold multi-byte characters.
+        if t.get(..scheme.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(scheme))
+        {
             let rest = &t[scheme.len()..];
             t = rest.find(['/', '?']).map_or("/", |i| &rest[i..]);
             break;

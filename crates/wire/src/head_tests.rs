@@ -248,8 +248,18 @@ fn limits() {
         parse_head(b"GET / HTTP/1.1\r\nA: bbbbbbbbbb\r\n\r\n", &small),
         Err(HeadError::HeadTooLarge)
     );
+    // Only the first max_head bytes are looked at: a third header past them makes
+    // the head too large, a third header within them is one too many.
     assert_eq!(
         parse_head(b"GET / HTTP/1.1\r\nA: b\r\nB: c\r\nC: d\r\n\r\n", &small),
+        Err(HeadError::HeadTooLarge)
+    );
+    let roomy = Limits {
+        max_head: 64,
+        max_headers: 2,
+    };
+    assert_eq!(
+        parse_head(b"GET / HTTP/1.1\r\nA: b\r\nB: c\r\nC: d\r\n\r\n", &roomy),
         Err(HeadError::TooManyHeaders)
     );
     let many = Limits {
@@ -290,4 +300,13 @@ fn every_error_has_a_short_message_and_status() {
     assert_eq!(HeadError::HeadTooLarge.status(), 431);
     assert_eq!(HeadError::UnsupportedTransferEncoding.status(), 501);
     assert_eq!(HeadError::UnsupportedVersion.status(), 505);
+}
+
+#[test]
+fn non_ascii_targets_do_not_panic() {
+    // Found by the fuzzer: a multi-byte character where a scheme could end.
+    let h = head(b"GET /subsc\xe2\x82\xacript HTTP/1.1\r\n\r\n");
+    assert_eq!(h.path, "/subsc\u{20ac}ript");
+    let h = head("GET h\u{e9}tp://x/ HTTP/1.1\r\n\r\n".as_bytes());
+    assert_eq!(h.path, "h\u{e9}tp://x/");
 }

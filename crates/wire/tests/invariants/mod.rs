@@ -1,0 +1,309 @@
+//! Properties every `wire` parser must keep on any input, shared by the
+//! deterministic fuzzer (`tests/fuzz.rs`) and the libFuzzer targets (`fuzz/`).
+//!
+//! Each `check_*` runs a parser on one input and panics if a property fails; the
+//! parsers themselves must never panic. Not here: generating inputs.
+
+#![allow(dead_code)] // each user calls a subset
+
+use wire::{
+    parse_batch, parse_edges, parse_head, parse_ws_frame, BodyDecoder, BodyError, BodyKind,
+    HeadError, Limits, Opcode, WsError, WsMessageState,
+};
+
+/// What a check saw, so a fuzzer can assert it reached every outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    /// A whole head / body / frame.
+    Complete,
+    /// Needs more bytes.
+    Partial,
+    /// Refused with this HTTP status or WebSocket close code.
+    Error(u16),
+}
+
+/// Statuses a head error may map to.
+const HEAD_STATUSES: [u16; 5] = [400, 417, 431, 501, 505];
+
+/// `parse_head` on `buf`, plus: consumed within bounds and the head's own bytes;
+/// strict prefixes of a complete head are incomplete; an error is final (every
+/// prefix is incomplete or the same error); incomplete means within `max_head`.
+pub fn check_head(buf: &[u8], limits: &Limits, cuts: &[usize]) -> Outcome {
+    let full = parse_head(buf, limits);
+    match &full {
+        Ok(Some((head, n))) => {
+            assert!(*n <= buf.len() && *n <= limits.max_head, "consumed {n}");
+            assert!(buf[..*n].ends_with(b"\n"), "a head ends with a line end");
+            assert!(head.minor_version <= 1);
+            assert_eq!(
+                parse_head(&buf[..*n], limits),
+                full,
+                "a head is decided by its own bytes"
+            );
+            if let BodyKind::Length(0) = head.body {
+                panic!("Content-Length: 0 is reported as BodyKind::None");
+            }
+            for &cut in cuts {
+                let k = cut % *n;
+                assert_eq!(
+                    parse_head(&buf[..k], limits),
+                    Ok(None),
+                    "prefix {k} of a complete head"
+                );
+            }
+        }
+        Ok(None) => {
+            assert!(buf.len() <= limits.max_head, "Ok(None) past max_head");
+            for &cut in cuts {
+                let k = cut % (buf.len() + 1);
+                assert_eq!(
+                    parse_head(&buf[..k], limits),
+                    Ok(None),
+                    "prefix {k} of a partial head"
+                );
+            }
+        }
+        Err(e) => {
+            check_head_error(e);
+            for &cut in cuts {
+                let k = cut % (buf.len() + 1);
+                match parse_head(&buf[..k], limits) {
+                    Ok(None) => {}
+                    Err(pe) => assert_eq!(
+                        &pe,
+                        e,
+                        "prefix {k} errs differently; input {:?}",
+                        String::from_utf8_lossy(buf)
+                    ),
+                    Ok(Some(_)) => panic!("prefix {k} complete but the whole input errs: {e}"),
+                }
+            }
+        }
+    }
+    match full {
+        Ok(Some(_)) => Outcome::Complete,
+        Ok(None) => Outcome::Partial,
+        Err(e) => Outcome::Error(e.status()),
+    }
+}
+
+fn check_head_error(e: &HeadError) {
+    assert!(
+        HEAD_STATUSES.contains(&e.status()),
+        "{e:?} -> {}",
+        e.status()
+    );
+    let msg = e.to_string();
+    assert!(
+        !msg.is_empty() && msg.len() < 100 && !msg.contains('\n'),
+        "{msg:?}"
+    );
+}
+
+/// Decodes `input` whole and again split at `cuts`: same output, same bytes
+/// consumed, same outcome. Consumed never exceeds the input, output never
+/// exceeds the limit or the bytes consumed, a finished decoder takes nothing more.
+pub fn check_body(kind: BodyKind, limit: usize, input: &[u8], cuts: &[usize]) -> Outcome {
+    let whole = decode(kind, limit, input, &[]);
+    let split = decode(kind, limit, input, cuts);
+    assert_eq!(whole, split, "split at {cuts:?} changes the result");
+    if let Ok((out, consumed, _)) = &whole {
+        assert!(out.len() <= limit && out.len() <= *consumed && *consumed <= input.len());
+    }
+    match whole {
+        Ok((_, _, true)) => Outcome::Complete,
+        Ok((_, _, false)) => Outcome::Partial,
+        Err(e) => {
+            assert!(matches!(e.status(), 400 | 413), "{e:?}");
+            Outcome::Error(e.status())
+        }
+    }
+}
+
+type Decoded = Result<(Vec<u8>, usize, bool), BodyError>;
+
+fn decode(kind: BodyKind, limit: usize, input: &[u8], cuts: &[usize]) -> Decoded {
+    let mut d = BodyDecoder::new(kind, limit);
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+    bounds.push(input.len());
+    bounds.sort_unstable();
+    for end in bounds {
+        if end < pos {
+            continue;
+        }
+        let before = out.len();
+        let (n, done) = d.handle_bytes(&input[pos..end], &mut out)?;
+        assert!(n <= end - pos, "consumed {n} of {}", end - pos);
+        assert!(out.len() - before <= n, "more output than input");
+        pos += n;
+        if done {
+            assert_eq!(
+                d.handle_bytes(&input[pos..], &mut out),
+                Ok((0, true)),
+                "done is final"
+            );
+            return Ok((out, pos, true));
+        }
+        assert_eq!(
+            pos, end,
+            "an unfinished decoder consumes everything it is given"
+        );
+    }
+    Ok((out, pos, false))
+}
+
+/// `parse_ws_frame` on `buf`, plus: consumed = header + payload within bounds;
+/// strict prefixes of a complete frame are incomplete; an error is final.
+pub fn check_ws_frame(buf: &[u8], max_payload: usize, cuts: &[usize]) -> Outcome {
+    let full = parse_ws_frame(buf, max_payload);
+    match &full {
+        Ok(Some((frame, n))) => {
+            assert!(*n <= buf.len());
+            assert!(frame.payload.len() <= max_payload);
+            let header = *n - frame.payload.len();
+            assert!([6, 8, 14].contains(&header), "header {header}");
+            if frame.opcode == Opcode::Close
+                || frame.opcode == Opcode::Ping
+                || frame.opcode == Opcode::Pong
+            {
+                assert!(frame.fin && frame.payload.len() <= 125);
+            }
+            assert_eq!(
+                parse_ws_frame(&buf[..*n], max_payload),
+                full,
+                "decided by its own bytes"
+            );
+            for &cut in cuts {
+                let k = cut % *n;
+                assert_eq!(
+                    parse_ws_frame(&buf[..k], max_payload),
+                    Ok(None),
+                    "prefix {k}"
+                );
+            }
+        }
+        Ok(None) => {
+            for &cut in cuts {
+                let k = cut % (buf.len() + 1);
+                assert_eq!(
+                    parse_ws_frame(&buf[..k], max_payload),
+                    Ok(None),
+                    "prefix {k}"
+                );
+            }
+        }
+        Err(e) => {
+            assert!([1002, 1007, 1009].contains(&e.close_code()), "{e:?}");
+            for &cut in cuts {
+                let k = cut % (buf.len() + 1);
+                match parse_ws_frame(&buf[..k], max_payload) {
+                    Ok(None) => {}
+                    Err(pe) => assert_eq!(pe, *e, "prefix {k}"),
+                    Ok(Some(_)) => panic!("prefix {k} complete but the whole input errs: {e}"),
+                }
+            }
+        }
+    }
+    match full {
+        Ok(Some(_)) => Outcome::Complete,
+        Ok(None) => Outcome::Partial,
+        Err(e) => Outcome::Error(e.close_code()),
+    }
+}
+
+/// Parses a stream of frames through `WsMessageState` until the input runs out or
+/// an error; every text message accepted must be valid UTF-8 as a whole, and every
+/// complete text message rejected for UTF-8 must be invalid as a whole.
+pub fn check_ws_stream(buf: &[u8], max_payload: usize) {
+    let mut state = WsMessageState::new();
+    let mut pos = 0;
+    let mut text: Option<Vec<u8>> = None;
+    while let Ok(Some((frame, n))) = parse_ws_frame(&buf[pos..], max_payload) {
+        pos += n;
+        let was_text_open = text.is_some();
+        let was_open = state.in_message();
+        let result = state.handle_frame(&frame);
+        match (&result, frame.opcode) {
+            (Ok(()), Opcode::Text) if !frame.fin => text = Some(frame.payload.clone()),
+            (Ok(()), Opcode::Text) => assert!(std::str::from_utf8(&frame.payload).is_ok()),
+            (Ok(()), Opcode::Continuation) if was_text_open => {
+                // `text` is Some: was_text_open.
+                let t = text.as_mut().expect("open text message");
+                t.extend_from_slice(&frame.payload);
+                if frame.fin {
+                    assert!(std::str::from_utf8(t).is_ok(), "accepted invalid UTF-8");
+                    text = None;
+                }
+            }
+            (Err(WsError::InvalidUtf8), Opcode::Text) if frame.fin => {
+                assert!(std::str::from_utf8(&frame.payload).is_err());
+            }
+            (Err(WsError::InvalidUtf8), Opcode::Continuation) if frame.fin => {
+                let mut t = text.take().expect("open text message");
+                t.extend_from_slice(&frame.payload);
+                assert!(std::str::from_utf8(&t).is_err(), "rejected valid UTF-8");
+            }
+            (Err(WsError::InvalidUtf8), _) => {
+                // Early rejection of a fragment: the message so far cannot be a
+                // prefix of valid UTF-8 whatever follows.
+                let mut t = text.take().unwrap_or_default();
+                t.extend_from_slice(&frame.payload);
+                match std::str::from_utf8(&t) {
+                    Ok(_) => panic!("rejected a valid prefix"),
+                    Err(e) => assert!(
+                        e.error_len().is_some(),
+                        "rejected an incomplete but valid prefix"
+                    ),
+                }
+            }
+            (Err(_), _) => {}
+            (Ok(()), _) => {}
+        }
+        match result {
+            Err(_) => break,
+            Ok(())
+                if frame.opcode == Opcode::Close
+                    || frame.opcode == Opcode::Ping
+                    || frame.opcode == Opcode::Pong =>
+            {
+                assert_eq!(
+                    state.in_message(),
+                    was_open,
+                    "control frames leave messages alone"
+                );
+            }
+            Ok(()) => assert_eq!(
+                state.in_message(),
+                !frame.fin,
+                "a data frame opens or ends a message"
+            ),
+        }
+    }
+}
+
+/// `parse_batch`: an error names a line that exists; success yields no more
+/// items than lines.
+pub fn check_batch(body: &[u8]) {
+    let lines = body.split(|&b| b == b'\n').count();
+    match parse_batch(body) {
+        Ok(items) => assert!(items.len() <= lines),
+        Err(e) => {
+            assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}", e.line);
+            assert_eq!(e.status(), 400);
+        }
+    }
+}
+
+/// `parse_edges`: same shape of properties as [`check_batch`].
+pub fn check_edges(body: &[u8]) {
+    let lines = body.split(|&b| b == b'\n').count();
+    match parse_edges(body) {
+        Ok(edges) => assert!(edges.len() <= lines),
+        Err(e) => {
+            assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}", e.line);
+            assert_eq!(e.status(), 400);
+        }
+    }
+}
