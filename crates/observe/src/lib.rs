@@ -21,6 +21,7 @@ mod admin;
 pub mod csv;
 pub mod metrics;
 pub mod monitor;
+pub mod plot;
 pub mod procfs;
 pub mod prometheus;
 pub mod sample;
