@@ -27,6 +27,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // -- commands: one variant per line group; add yours below, keep this marker --
+    /// Live terminal view of a server's processes (CPU, memory, connections, loop lag) from their admin addresses.
+    Top(observe::top::TopArgs),
+    /// Render PNG charts (memory, CPU, connections, loop lag, deliveries, latency) from serve/flood CSV files.
+    Plot(observe::plot::PlotArgs),
     /// Friends graph tools: generate a Barabási–Albert graph, load an edge list into the store.
     Friends(load::friends::FriendsArgs),
     /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
@@ -40,6 +44,8 @@ pub fn main() -> anyhow::Result<()> {
     init_logging(&cli.log, &cli.log_format);
     match cli.command {
         // -- dispatch: one arm per variant; add yours below, keep this marker --
+        Command::Top(args) => observe::top::run(args),
+        Command::Plot(args) => observe::plot::run(args),
         Command::Friends(args) => load::friends::run(args),
         Command::Serve(args) => gateway::serve::run(args),
     }
