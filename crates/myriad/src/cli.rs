@@ -27,6 +27,16 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // -- commands: one variant per line group; add yours below, keep this marker --
+    /// Open N client connections (stream, SSE, WebSocket, long-poll) to any push server; count messages and latency.
+    Flood(load::flood::FloodArgs),
+    /// Publish stamped messages to random subjects at a rate over keep-alive HTTP connections.
+    Msggen(load::msggen::MsggenArgs),
+    /// A flood agent steered through a control port (status, set url/n/rate, restart, stop).
+    Drone(load::drone::DroneArgs),
+    /// Drive many drones and watch them in a live table with totals.
+    Fleet(load::fleet::FleetArgs),
+    /// Check file limits, ports, backlogs, tcp_mem, conntrack and memory for N connections.
+    Doctor(load::doctor::DoctorArgs),
     /// Live terminal view of a server's processes (CPU, memory, connections, loop lag) from their admin addresses.
     Top(observe::top::TopArgs),
     /// Render PNG charts (memory, CPU, connections, loop lag, deliveries, latency) from serve/flood CSV files.
@@ -44,6 +54,11 @@ pub fn main() -> anyhow::Result<()> {
     init_logging(&cli.log, &cli.log_format);
     match cli.command {
         // -- dispatch: one arm per variant; add yours below, keep this marker --
+        Command::Flood(args) => load::flood::run(args),
+        Command::Msggen(args) => load::msggen::run(args),
+        Command::Drone(args) => load::drone::run(args),
+        Command::Fleet(args) => load::fleet::run(args),
+        Command::Doctor(args) => load::doctor::run(args),
         Command::Top(args) => observe::top::run(args),
         Command::Plot(args) => observe::plot::run(args),
         Command::Friends(args) => load::friends::run(args),
