@@ -76,6 +76,8 @@ pub const SERVER_COLUMNS: &[&str] = &[
 ];
 
 /// The header of `myriad flood --csv` (written by the load crate), for recognising it.
+/// Its `messages` and `bytes` are per second, `open` is a gauge, and its `cpu_user` /
+/// `cpu_sys` are percent of one core (the server's are cores).
 pub const FLOOD_COLUMNS: &[&str] = &[
     "time_s",
     "open",

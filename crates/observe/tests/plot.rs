@@ -77,8 +77,8 @@ fn write_flood_csv(path: &Path) {
             5_000 + (t % 9) * 900,
             20_000,
             30_000_000 + open * 900,
-            0.2,
-            0.3
+            20.0 + (t % 10) as f64,
+            30.0
         );
     }
     std::fs::write(path, text).unwrap();

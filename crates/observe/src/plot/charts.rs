@@ -213,6 +213,8 @@ fn cpu(inputs: &[Input]) -> Chart {
         .filter(|i| i.table.has("cpu_user") && i.table.has("cpu_sys"))
     {
         let t = &inp.table;
+        // serve --csv writes cores (1.0 = one core); flood --csv writes percent of one core.
+        let k = if t.kind == CsvKind::Flood { 1.0 } else { 100.0 };
         let mut p = panel(
             inp,
             "CPU (stacked user + sys; 100 % = one core)",
@@ -220,13 +222,8 @@ fn cpu(inputs: &[Input]) -> Chart {
             pct,
         );
         p.stacked = vec![
-            Series::new("sys", PINK, scale(col0(t, "cpu_sys"), 100.0), Stroke::Thin),
-            Series::new(
-                "user",
-                BLUE,
-                scale(col0(t, "cpu_user"), 100.0),
-                Stroke::Thin,
-            ),
+            Series::new("sys", PINK, scale(col0(t, "cpu_sys"), k), Stroke::Thin),
+            Series::new("user", BLUE, scale(col0(t, "cpu_user"), k), Stroke::Thin),
         ];
         if t.has("m_cpu_total") {
             p.lines.push(Series::new(

@@ -1,10 +1,10 @@
 //! Drawing of `myriad top` with ratatui: title, machine line, the process table with a
 //! totals row, errors and the key help. Pure drawing from a [`Snapshot`]; no fetching.
 
-use ratatui::layout::{Constraint, Layout};
+use ratatui::layout::{Alignment, Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
+use ratatui::text::{Line, Text};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use super::model::{self, Snapshot, SortKey, HEADER, HEADER_WIDE};
@@ -75,19 +75,35 @@ pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &st
             Constraint::Length(w as u16)
         })
         .collect();
-    let mut rows: Vec<Row> = body
-        .into_iter()
-        .map(|r| Row::new(r.into_iter().take(ncols)))
-        .collect();
+    // Text columns (address) left, numbers right, as in `top`.
+    let row = |r: Vec<String>| {
+        Row::new(r.into_iter().take(ncols).enumerate().map(|(c, v)| {
+            let align = if c == 0 {
+                Alignment::Left
+            } else {
+                Alignment::Right
+            };
+            Cell::from(Text::from(v).alignment(align))
+        }))
+    };
+    let mut rows: Vec<Row> = body.into_iter().map(row).collect();
     rows.push(
-        Row::new(total.into_iter().take(ncols)).style(
+        row(total).style(
             Style::default()
                 .add_modifier(Modifier::BOLD)
                 .fg(Color::Yellow),
         ),
     );
+    let header = Row::new(header_cells.iter().enumerate().map(|(c, h)| {
+        let align = if c == 0 {
+            Alignment::Left
+        } else {
+            Alignment::Right
+        };
+        Cell::from(Text::from(*h).alignment(align))
+    }));
     let t = Table::new(rows, widths)
-        .header(Row::new(header_cells).style(Style::default().add_modifier(Modifier::REVERSED)))
+        .header(header.style(Style::default().add_modifier(Modifier::REVERSED)))
         .column_spacing(2)
         .block(Block::bordered().title(" processes "));
     f.render_widget(t, table);
