@@ -45,6 +45,8 @@ enum Command {
     Friends(load::friends::FriendsArgs),
     /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
     Serve(gateway::ServeArgs),
+    /// The whole system on one machine: a friends graph, a server, 10,000 connections, publishing, a live view and a report.
+    Demo(crate::demo::DemoArgs),
 }
 
 pub fn main() -> anyhow::Result<()> {
@@ -63,6 +65,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Plot(args) => observe::plot::run(args),
         Command::Friends(args) => load::friends::run(args),
         Command::Serve(args) => gateway::serve::run(args),
+        Command::Demo(args) => crate::demo::run(args),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod cli;
 mod config_file;
+mod demo;
 
 fn main() {
     if let Err(err) = cli::main() {
