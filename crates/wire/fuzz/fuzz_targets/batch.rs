@@ -1,0 +1,11 @@
+//! `parse_batch` (NDJSON batch publish) on arbitrary bytes.
+#![no_main]
+
+#[path = "../../tests/invariants/mod.rs"]
+mod invariants;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    invariants::check_batch(data);
+});
