@@ -196,3 +196,9 @@ fn sixteen_hex_digits_fit_without_overflow() {
         Err(BodyError::TooLarge)
     );
 }
+
+#[test]
+fn decoder_is_small() {
+    // Lives in the connection slab only while a request body is in flight.
+    assert!(std::mem::size_of::<BodyDecoder>() <= 32);
+}

@@ -114,3 +114,35 @@ impl WsError {
 pub fn is_valid_close_code(code: u16) -> bool {
     matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcode_bits_round_trip() {
+        for bits in 0..16u8 {
+            match Opcode::from_bits(bits) {
+                Some(op) => assert_eq!(op.bits(), bits),
+                None => assert!(matches!(bits, 3..=7 | 0xb..=0xf), "{bits}"),
+            }
+        }
+        assert!(Opcode::Ping.is_control() && !Opcode::Continuation.is_control());
+    }
+
+    #[test]
+    fn close_codes() {
+        let valid: Vec<u16> = (0..=u16::MAX).filter(|&c| is_valid_close_code(c)).collect();
+        assert_eq!(valid.len(), 4 + 8 + 2000);
+        assert!(is_valid_close_code(1000) && is_valid_close_code(4999));
+        assert!(!is_valid_close_code(1005) && !is_valid_close_code(2000));
+    }
+
+    #[test]
+    fn error_close_codes() {
+        assert_eq!(WsError::Unmasked.close_code(), 1002);
+        assert_eq!(WsError::TooBig.close_code(), 1009);
+        assert_eq!(WsError::InvalidUtf8.close_code(), 1007);
+        assert_eq!(WsError::UnknownOpcode(3).to_string(), "reserved opcode 0x3");
+    }
+}

@@ -8,7 +8,12 @@
 //! detection. `Host` is not required: the gateway serves a single origin, and load
 //! clients that omit it (classic C1M tools do) must still be served.
 
+mod text;
+mod version;
+
 use base64::Engine as _;
+use text::{contains_ignore_case, parse_decimal, split_target, trim_ows};
+use version::{classify_version, VersionClass};
 
 /// Default upper bound on the size of a request head, in bytes.
 pub const DEFAULT_MAX_HEAD: usize = 8192;
@@ -228,56 +233,6 @@ fn map_httparse_error(e: httparse::Error, window: &[u8]) -> HeadError {
     }
 }
 
-/// What a version httparse refused is: a real but unsupported one (505), garbage
-/// (400), or not known yet because the request line is still arriving.
-#[derive(PartialEq, Eq)]
-enum VersionClass {
-    Other,
-    Garbage,
-    Undecided,
-}
-
-/// Classifies the version token `HTTP/<digits>.<digits>` of the request line,
-/// so that the answer never changes as more bytes of the same line arrive.
-fn classify_version(window: &[u8]) -> VersionClass {
-    // httparse skips empty lines before the request line (RFC 9112 2.2).
-    let start = window
-        .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(window.len());
-    let window = &window[start..];
-    let line_end = window.iter().position(|&b| b == b'\n');
-    let line = &window[..line_end.unwrap_or(window.len())];
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    // httparse refused the version, so method SP target SP parsed: the version
-    // token is everything after the second space.
-    let mut spaces = line.iter().enumerate().filter(|&(_, &b)| b == b' ');
-    let token = match (spaces.next(), spaces.next()) {
-        (Some(_), Some((j, _))) => &line[j + 1..],
-        _ => return VersionClass::Garbage,
-    };
-    let complete = line_end.is_some();
-    // Walk the token through the pattern H T T P / digit+ . digit+ (≤ 3 digits each).
-    let (prefix, rest) = token.split_at(token.len().min(5));
-    if !b"HTTP/".starts_with(prefix) {
-        return VersionClass::Garbage;
-    }
-    let mut parts = rest.splitn(2, |&b| b == b'.');
-    let major = parts.next().unwrap_or_default();
-    let minor = parts.next();
-    let digits = |p: &[u8]| p.len() <= 3 && p.iter().all(u8::is_ascii_digit);
-    let well_formed_so_far = digits(major) && minor.is_none_or(digits);
-    if !well_formed_so_far {
-        return VersionClass::Garbage;
-    }
-    let whole = prefix.len() == 5 && !major.is_empty() && minor.is_some_and(|m| !m.is_empty());
-    match (complete, whole) {
-        (true, true) => VersionClass::Other,
-        (true, false) => VersionClass::Garbage,
-        (false, _) => VersionClass::Undecided,
-    }
-}
-
 /// Header-derived facts collected in one pass over the fields.
 #[derive(Default)]
 struct Fields<'a> {
@@ -459,63 +414,9 @@ fn parse_content_length(v: &[u8]) -> Result<u64, HeadError> {
     parse_decimal(v).ok_or(HeadError::BadContentLength)
 }
 
-/// Plain decimal digits (no sign, no spaces), at least one, fitting in u64.
-fn parse_decimal(v: &[u8]) -> Option<u64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for &b in v {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
-    }
-    Some(n)
-}
-
 fn utf8<'a>(v: &'a [u8], name: &'static str) -> Result<&'a str, HeadError> {
     std::str::from_utf8(v).map_err(|_| HeadError::BadHeaderValue(name))
 }
 
-/// Strips optional whitespace (SP / HTAB) at both ends.
-fn trim_ows(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|&b| b != b' ' && b != b'\t')
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|&b| b != b' ' && b != b'\t')
-        .map_or(start, |i| i + 1);
-    &v[start..end]
-}
-
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-/// Splits a request target into path and query; absolute-form
-/// (`http://host/p?q`, RFC 9112 3.2.2) is reduced to its path.
-fn split_target(target: &str) -> (&str, Option<&str>) {
-    let mut t = target;
-    for scheme in ["http://", "https://"] {
-        // `get` (not indexing): the target may hold multi-byte characters.
-        if t.get(..scheme.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(scheme))
-        {
-            let rest = &t[scheme.len()..];
-            t = rest.find(['/', '?']).map_or("/", |i| &rest[i..]);
-            break;
-        }
-    }
-    match t.split_once('?') {
-        Some((p, q)) => (if p.is_empty() { "/" } else { p }, Some(q)),
-        None => (t, None),
-    }
-}
-
 #[cfg(test)]
-#[path = "head_tests.rs"]
 mod tests;
