@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `/metrics` | Prometheus text format 0.0.4 |
 //! | `/healthz` | `200 ok` while the process runs |
-//! | `/stats` | JSON: `{"sample": Sample, "extra": {...}, "processes": [Sample, ...]}` |
+//! | `/stats` | JSON: `{"sample": Sample, "extra": {...}, "processes": [Sample, ...]}` (this process first, then `Monitor::set_children`'s) |
 //! | `/history` | JSON array of the recent samples, oldest first |
 //! | `/` | the live dashboard (self-contained HTML + JS polling `/stats`) |
 //!
@@ -100,10 +100,23 @@ pub(crate) fn stats_json(shared: &Shared) -> serde_json::Value {
     let sample = shared.latest();
     // A sample always serialises: it has only numbers and options of numbers.
     let s = serde_json::to_value(&sample).expect("Sample serialises");
+    let mut processes = vec![s.clone()];
+    let children = shared
+        .children
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(children) = children {
+        processes.extend(
+            children()
+                .iter()
+                .map(|c| serde_json::to_value(c).expect("Sample serialises")),
+        );
+    }
     serde_json::json!({
         "sample": s,
         "extra": (shared.extra)(),
-        "processes": [s],
+        "processes": processes,
     })
 }
 

@@ -27,6 +27,10 @@ pub const HISTORY_LEN: usize = 300;
 /// Server-specific figures (router counts and the like) merged into `/stats` and `/metrics`.
 pub type ExtraStats = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
+/// Samples of other processes of the same server (e.g. gateway processes under a
+/// supervisor), listed after this one in `/stats` `processes` so `myriad top` shows them all.
+pub type ChildSamples = Arc<dyn Fn() -> Vec<Sample> + Send + Sync>;
+
 /// What the monitor writes and serves.
 pub struct MonitorOptions {
     /// `--csv FILE`: one row per second (columns in the `csv` module doc).
@@ -51,6 +55,7 @@ impl Default for MonitorOptions {
 pub(crate) struct Shared {
     pub(crate) metrics: Arc<ProcessMetrics>,
     pub(crate) extra: ExtraStats,
+    pub(crate) children: Mutex<Option<ChildSamples>>,
     /// The latest samples, newest last; never empty.
     pub(crate) history: Mutex<VecDeque<Sample>>,
     stop: Mutex<bool>,
@@ -92,6 +97,7 @@ impl Monitor {
         let shared = Arc::new(Shared {
             metrics,
             extra: opts.extra,
+            children: Mutex::new(None),
             history: Mutex::new(VecDeque::from([first])),
             stop: Mutex::new(false),
             wake: Condvar::new(),
@@ -123,6 +129,15 @@ impl Monitor {
     /// The last one-second sample.
     pub fn latest(&self) -> Sample {
         self.shared.latest()
+    }
+
+    /// List other processes' samples after this one in `/stats` (replaces an earlier source).
+    pub fn set_children(&self, source: ChildSamples) {
+        *self
+            .shared
+            .children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(source);
     }
 
     /// Up to [`HISTORY_LEN`] recent samples, oldest first.

@@ -377,8 +377,9 @@ mod tests {
         assert_eq!(a.lag_max_us, 5000);
         assert!((100..=111).contains(&a.lag_p90_us), "p90 {}", a.lag_p90_us);
         assert!((700..=767).contains(&a.latency_p50_us));
-        // 5 connects and 1000 deliveries in well under a second of wall time.
-        assert!(a.connects_per_s > 5.0 && a.messages_out_per_s > 1000.0);
+        // 5 connects and 1000 deliveries over the same interval, whatever its length.
+        assert!(a.connects_per_s > 0.0);
+        assert!((a.messages_out_per_s / a.connects_per_s - 200.0).abs() < 1e-6);
         assert!(a.rss_bytes > 0 && a.machine.mem_total_bytes > 0 && a.pid == std::process::id());
         let b = s.sample();
         assert_eq!((b.lag_ticks, b.lag_max_us, b.connects_per_s), (0, 0, 0.0));

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 #[test]
 fn metrics_healthz_stats_history_and_dashboard() {
-    let fed = common::fed_monitor(4);
+    let mut fed = common::fed_monitor(60);
     let addr = fed.monitor.admin_addr().expect("admin bound");
     assert_ne!(addr.port(), 0);
     common::wait_for_traffic(&fed.monitor);
@@ -64,6 +64,22 @@ fn metrics_healthz_stats_history_and_dashboard() {
     assert!(v["sample"]["machine"]["mem_total_bytes"].as_u64().unwrap() > 0);
     assert_eq!(v["processes"].as_array().unwrap().len(), 1);
 
+    // Other processes of the same server are listed after this one.
+    fed.monitor.set_children(std::sync::Arc::new(|| {
+        vec![observe::Sample {
+            pid: 1,
+            connections: 5,
+            ..Default::default()
+        }]
+    }));
+    let v: serde_json::Value = serde_json::from_str(&common::get(addr, "/stats").2).unwrap();
+    let procs = v["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 2);
+    assert_eq!(
+        (procs[0]["pid"].as_u64(), procs[1]["pid"].as_u64()),
+        (Some(std::process::id() as u64), Some(1))
+    );
+
     let (status, _, body) = common::get(addr, "/history");
     assert_eq!(status, 200);
     let h: Vec<observe::Sample> = serde_json::from_str(&body).unwrap();
@@ -80,10 +96,15 @@ fn metrics_healthz_stats_history_and_dashboard() {
 
     assert_eq!(common::get(addr, "/nope").0, 404);
 
-    fed.feeder.join().unwrap();
-    drop(fed.monitor);
-    assert!(
-        std::net::TcpStream::connect(addr).is_err(),
-        "admin port still open after drop"
-    );
+    fed.stop();
+    drop(fed);
+    // tiny_http's accept thread closes the listener shortly after the drop: wait (bounded).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(
+            std::time::Instant::now() < end,
+            "admin port still open 10 s after drop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

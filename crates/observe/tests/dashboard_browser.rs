@@ -33,8 +33,8 @@ fn dashboard_in_headless_chromium() {
         "node not found; install Node.js (apt-get install -y nodejs npm), then {INSTALL}"
     );
 
-    // The feeder moves real LoopMetrics for at most 60 s and then stops by itself.
-    let fed = common::fed_monitor(60);
+    // The feeder moves real LoopMetrics until stopped (120 s at most).
+    let mut fed = common::fed_monitor(120);
     let addr = fed.monitor.admin_addr().expect("admin bound");
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     let out = Command::new("node")
@@ -45,6 +45,7 @@ fn dashboard_in_headless_chromium() {
         .env("CHROMIUM", &chromium)
         .output()
         .expect("run node");
+    fed.stop();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -20,8 +20,8 @@ fn num(cell: &str) -> f64 {
 
 #[test]
 fn once_lists_processes_sorted_with_totals_and_errors() {
-    let a = common::fed_monitor(4);
-    let b = common::fed_monitor(2);
+    let mut a = common::fed_monitor(60);
+    let mut b = common::fed_monitor(60);
     common::wait_for_traffic(&a.monitor);
     common::wait_for_traffic(&b.monitor);
     let dead = {
@@ -85,6 +85,6 @@ fn once_lists_processes_sorted_with_totals_and_errors() {
     };
     let err = snapshot_text(&none).unwrap_err().to_string();
     assert!(err.contains("no admin address answered"), "{err}");
-    a.feeder.join().unwrap();
-    b.feeder.join().unwrap();
+    a.stop();
+    b.stop();
 }

@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,11 +29,28 @@ pub fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
 }
 
 /// A monitor with an admin port on 127.0.0.1:0 and two loops whose counters a
-/// background thread keeps moving (for `secs` seconds at most, then it stops).
+/// background thread keeps moving (until [`Fed::stop`], or `secs` seconds at most).
 pub struct Fed {
     pub monitor: Monitor,
     pub metrics: Arc<ProcessMetrics>,
-    pub feeder: std::thread::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+    feeder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fed {
+    /// Stop the feeder thread and wait for it.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.feeder.take() {
+            t.join().expect("feeder thread panicked");
+        }
+    }
+}
+
+impl Drop for Fed {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
 }
 
 pub fn fed_monitor(secs: u64) -> Fed {
@@ -49,10 +66,12 @@ pub fn fed_monitor(secs: u64) -> Fed {
     )
     .expect("monitor starts");
     let m = metrics.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let halt = stop.clone();
     let feeder = std::thread::spawn(move || {
         let end = Instant::now() + Duration::from_secs(secs);
         let mut i = 0u64;
-        while Instant::now() < end {
+        while Instant::now() < end && !halt.load(Relaxed) {
             let l = &m.loops[(i % 2) as usize];
             l.connects.fetch_add(10, Relaxed);
             l.connections.fetch_add(10, Relaxed);
@@ -68,7 +87,8 @@ pub fn fed_monitor(secs: u64) -> Fed {
     Fed {
         monitor,
         metrics,
-        feeder,
+        stop,
+        feeder: Some(feeder),
     }
 }
 
