@@ -76,12 +76,14 @@ try {
       samples: Number(document.getElementById("samples").textContent),
       connections: document.getElementById("f-conn").textContent,
       state: document.getElementById("state").textContent,
+      extra: document.getElementById("extra").textContent,
     };
   }, CHARTS);
   for (const [id, r] of Object.entries(result.charts)) {
     if (r.points < MIN_SAMPLES) problems.push(`${id}: ${r.points} points, want >= ${MIN_SAMPLES}`);
     if (r.pixels < 20) problems.push(`${id}: none of the series colours ${CHARTS[id]} drawn in the plot area (${r.pixels} px)`);
   }
+  if (!/subscriptions/.test(result.extra)) problems.push("server figures (extra) not shown: " + result.extra);
   if (!/^live/.test(result.state)) problems.push("status is not live: " + result.state);
   if (!/[0-9]/.test(result.connections)) problems.push("connections figure not shown: " + result.connections);
   await page.screenshot({ path: screenshot, fullPage: true });
