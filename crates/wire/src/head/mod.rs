@@ -334,7 +334,8 @@ fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> 
     };
     let expect_continue = match f.expect {
         None => false,
-        Some(v) if v.eq_ignore_ascii_case(b"100-continue") => true,
+        // RFC 9110 10.1.1: a 100-continue expectation in HTTP/1.0 is ignored.
+        Some(v) if v.eq_ignore_ascii_case(b"100-continue") => minor_version == 1,
         Some(_) => return Err(HeadError::UnsupportedExpect),
     };
 

@@ -162,6 +162,8 @@ fn authorization_and_expect() {
     let h = head(b"POST / HTTP/1.1\r\nAuthorization: Bearer abc.def\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n");
     assert_eq!(h.authorization.as_deref(), Some("Bearer abc.def"));
     assert!(h.expect_continue);
+    let h = head(b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n");
+    assert!(!h.expect_continue);
     assert_eq!(
         err(b"POST / HTTP/1.1\r\nExpect: 200-ok\r\n\r\n").status(),
         417
