@@ -195,17 +195,34 @@ pub fn checks(n: u64) -> Vec<Check> {
             )
         });
     }
+    // One conntrack entry covers both directions of a connection; keep a tenth spare
+    // for TIME_WAIT entries and the rest of the machine.
+    let track_need = n + n / 10;
+    let tracked = num("/proc/sys/net/netfilter/nf_conntrack_count").unwrap_or(0);
+    let sockstat = read_proc("/proc/net/sockstat").unwrap_or_default();
+    let tcp_inuse = sockstat
+        .lines()
+        .find(|l| l.starts_with("TCP:"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .unwrap_or(0);
     match num("/proc/sys/net/netfilter/nf_conntrack_max") {
-        Some(max) if max < 2 * n => out.push(check(
+        // Loaded, yet none of the open TCP sockets is tracked: no rule uses conntrack.
+        Some(max) if tracked == 0 && tcp_inuse > 100 => out.push(check(
+            Level::Ok,
+            "nf_conntrack_max",
+            format!("{max}, but 0 of {tcp_inuse} TCP sockets are tracked (no rule uses conntrack); if rules change, {track_need} are needed"),
+            vec![],
+        )),
+        Some(max) if max < track_need => out.push(check(
             Level::Block,
             "nf_conntrack_max",
-            format!("{max}: conntrack is loaded and tracks loopback too; {} entries needed, new connections are dropped past it", 2 * n),
+            format!("{max}: conntrack is loaded and tracks loopback too; {track_need} entries needed, new connections are dropped past it"),
             vec![
                 format!("sysctl -w net.netfilter.nf_conntrack_max={}", 4 * n),
                 "# or skip tracking: iptables -t raw -A PREROUTING -i lo -j NOTRACK; iptables -t raw -A OUTPUT -o lo -j NOTRACK".into(),
             ],
         )),
-        Some(max) => out.push(check(Level::Ok, "nf_conntrack_max", format!("{max}"), vec![])),
+        Some(max) => out.push(check(Level::Ok, "nf_conntrack_max", format!("{max}, need {track_need}"), vec![])),
         None => out.push(check(Level::Ok, "nf_conntrack", "not loaded".into(), vec![])),
     }
     let meminfo = read_proc("/proc/meminfo").unwrap_or_default();

@@ -227,6 +227,30 @@ fn drone_control_round_trip() {
         "{st}"
     );
     wait_open(&addr, 3);
+    // fleet sends settings to every drone and prints one table.
+    let fleet = load::fleet::FleetArgs {
+        drones: vec![addr.clone()],
+        set_url: vec![],
+        set_n: Some(9),
+        split: true,
+        set_rate: Some(500.0),
+        set_transport: Some("stream".into()),
+        restart: false,
+        stop: false,
+        quit: false,
+        once: true,
+        duration: 0.0,
+    };
+    load::fleet::run(fleet).unwrap();
+    let st = drone::send(&addr, "status").unwrap();
+    assert_eq!(
+        (
+            st["n"].as_u64(),
+            st["rate"].as_f64(),
+            st["transport"].as_str()
+        ),
+        (Some(9), Some(500.0), Some("stream"))
+    );
     assert_eq!(drone::send(&addr, "stop").unwrap()["ok"], true);
     let st = drone::send(&addr, "status").unwrap();
     assert_eq!(

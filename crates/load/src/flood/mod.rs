@@ -73,7 +73,8 @@ pub struct FloodArgs {
     /// Seconds a connection may take to get its response head.
     #[arg(long, default_value_t = 10.0)]
     pub connect_timeout: f64,
-    /// Connections waiting for their response head at once, per process.
+    /// Connections waiting for their response head at once (over all processes).
+    /// Above what the server accepts per second × --connect-timeout, attempts time out.
     #[arg(long, default_value_t = 4096)]
     pub max_inflight: usize,
     /// Extra request header line, "Name: value" (repeatable).

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 /// How long the parent waits for children's final lines after asking them to stop.
 const FINAL_WAIT: Duration = Duration::from_secs(30);
 
+/// A child's in-flight share never drops below this (so many children still ramp).
+const MIN_INFLIGHT: u64 = 64;
+
 /// In a child: die with the parent (no orphaned load), and stop on SIGINT/SIGTERM.
 pub fn child_setup() {
     // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
@@ -64,7 +67,13 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
     flag("--close-secs", args.close_secs.to_string());
     flag("--max-time", args.max_time.to_string());
     flag("--connect-timeout", args.connect_timeout.to_string());
-    flag("--max-inflight", args.max_inflight.to_string());
+    // The in-flight bound is for the whole run: each child gets its share.
+    flag(
+        "--max-inflight",
+        (args.max_inflight as u64 / procs)
+            .max(MIN_INFLIGHT)
+            .to_string(),
+    );
     for h in &args.headers {
         flag("--header", h.clone());
     }

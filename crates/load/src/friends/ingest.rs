@@ -162,6 +162,12 @@ pub fn load(args: LoadArgs) -> anyhow::Result<LoadSummary> {
         );
     }
 
+    tracing::info!(
+        lines,
+        bad,
+        read_s = started.elapsed().as_secs_f64(),
+        "edge list parsed"
+    );
     let per_pair = if args.directed { 1 } else { 2 };
     let offered = pairs.len() as u64 * per_pair;
     let storing = bar(
