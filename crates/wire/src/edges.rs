@@ -26,40 +26,56 @@ pub fn parse_edges(body: &[u8]) -> Result<Vec<(u64, u64)>, EdgeError> {
     // Roughly 12 bytes per line for typical ids: reserve once, not per doubling.
     let mut edges = Vec::with_capacity(body.len() / 12);
     for (idx, raw) in body.split(|&b| b == b'\n').enumerate() {
-        let line = idx + 1;
         let text = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let mut tokens = text
-            .split(|&b| b == b' ' || b == b'\t')
-            .filter(|t| !t.is_empty());
-        let Some(first) = tokens.next() else {
-            continue;
-        };
-        if first[0] == b'#' {
-            continue;
+        match parse_line(text) {
+            Ok(Some(edge)) => edges.push(edge),
+            Ok(None) => {}
+            Err(reason) => {
+                return Err(EdgeError {
+                    line: idx + 1,
+                    reason,
+                })
+            }
         }
-        let err = |reason| EdgeError { line, reason };
-        let a = parse_u64(first).ok_or(err("subscriber is not a decimal u64"))?;
-        let b = tokens
-            .next()
-            .ok_or(err("expected two ids"))
-            .and_then(|t| parse_u64(t).ok_or(err("subject is not a decimal u64")))?;
-        if tokens.next().is_some() {
-            return Err(err("expected two ids"));
-        }
-        edges.push((a, b));
     }
     Ok(edges)
 }
 
-fn parse_u64(t: &[u8]) -> Option<u64> {
-    let mut n: u64 = 0;
-    for &b in t {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+/// One line without its line end: `Ok(None)` for blank and comment lines.
+fn parse_line(t: &[u8]) -> Result<Option<(u64, u64)>, &'static str> {
+    let mut p = skip_blanks(t, 0);
+    if p == t.len() || t[p] == b'#' {
+        return Ok(None);
     }
-    Some(n)
+    let a = parse_id(t, &mut p).ok_or("subscriber is not a decimal u64")?;
+    p = skip_blanks(t, p);
+    if p == t.len() {
+        return Err("expected two ids");
+    }
+    let b = parse_id(t, &mut p).ok_or("subject is not a decimal u64")?;
+    if skip_blanks(t, p) != t.len() {
+        return Err("expected two ids");
+    }
+    Ok(Some((a, b)))
+}
+
+fn skip_blanks(t: &[u8], mut p: usize) -> usize {
+    while p < t.len() && (t[p] == b' ' || t[p] == b'\t') {
+        p += 1;
+    }
+    p
+}
+
+/// Decimal digits from `*p` up to a blank or the end of the line.
+fn parse_id(t: &[u8], p: &mut usize) -> Option<u64> {
+    let start = *p;
+    let mut n: u64 = 0;
+    while *p < t.len() && t[*p].is_ascii_digit() {
+        n = n.checked_mul(10)?.checked_add(u64::from(t[*p] - b'0'))?;
+        *p += 1;
+    }
+    let ends_token = *p == t.len() || t[*p] == b' ' || t[*p] == b'\t';
+    (*p > start && ends_token).then_some(n)
 }
 
 #[cfg(test)]

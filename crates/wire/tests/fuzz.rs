@@ -398,9 +398,52 @@ fn fuzz_batch_and_edges() {
         );
         let m = mutate(&mut rng, text.as_bytes(), &other);
         invariants::check_edges(&m);
+        assert_eq!(
+            wire::parse_edges(&m).map_err(|e| e.line),
+            reference_edges(&m),
+            "{:?}",
+            String::from_utf8_lossy(&m)
+        );
         if i % 4 == 0 {
             invariants::check_batch(&random_bytes(&mut rng, 64));
-            invariants::check_edges(&random_bytes(&mut rng, 64));
+            let r = random_bytes(&mut rng, 64);
+            invariants::check_edges(&r);
+            assert_eq!(
+                wire::parse_edges(&r).map_err(|e| e.line),
+                reference_edges(&r)
+            );
         }
     }
+}
+
+/// The edge-list format written the obvious way (split lines, split tokens,
+/// `str::parse`), to check the hand-rolled scanner against: same edges, or an
+/// error on the same line.
+fn reference_edges(body: &[u8]) -> Result<Vec<(u64, u64)>, usize> {
+    let mut edges = Vec::new();
+    for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let tokens: Vec<&[u8]> = line
+            .split(|&b| b == b' ' || b == b'\t')
+            .filter(|t| !t.is_empty())
+            .collect();
+        if tokens.is_empty() || tokens[0][0] == b'#' {
+            continue;
+        }
+        let id = |t: &[u8]| -> Option<u64> {
+            if t.iter().all(u8::is_ascii_digit) {
+                std::str::from_utf8(t).ok()?.parse().ok()
+            } else {
+                None
+            }
+        };
+        match tokens.as_slice() {
+            [a, b] => match (id(a), id(b)) {
+                (Some(a), Some(b)) => edges.push((a, b)),
+                _ => return Err(i + 1),
+            },
+            _ => return Err(i + 1),
+        }
+    }
+    Ok(edges)
 }
