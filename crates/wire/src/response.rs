@@ -66,6 +66,12 @@ pub fn response(
         out.extend_from_slice(b"Connection: close\r\n");
     }
     for (name, value) in extra_headers {
+        // Header values come from the gateway's own constants; a CR or LF here
+        // would be header injection, a bug in the caller.
+        debug_assert!(
+            !name.contains(['\r', '\n']) && !value.contains(['\r', '\n']),
+            "CR/LF in response header {name:?}"
+        );
         write!(out, "{name}: {value}\r\n").expect("Vec write");
     }
     out.extend_from_slice(b"\r\n");
@@ -131,6 +137,13 @@ mod tests {
             r,
             b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 10\r\nConnection: close\r\n\r\nnot found\n"
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "CR/LF in response header")]
+    #[cfg(debug_assertions)]
+    fn header_injection_is_caught_in_debug_builds() {
+        response(200, "", b"", true, &[("X", "a\r\nSet-Cookie: x")]);
     }
 
     #[test]
