@@ -5,7 +5,7 @@
 //!
 //! | command | effect |
 //! |---|---|
-//! | `status` | `{"ok":true,"state":"idle"\|"running","urls":[..],"n":..,"rate":..,"transport":..,"runs":k,"tick":{..},"summary":{..}}` |
+//! | `status` | `{"ok":true,"state":"idle"\|"running","urls":[..],"n":..,"rate":..,"transport":..,"runs":k,"active_urls":[..],"active_n":..,"tick":{..},"summary":{..}}` (`urls`, `n`, ...: the next start; `active_*`: the current run) |
 //! | `set url URL [URL..]` | targets for the next start |
 //! | `set n N` / `set rate R` / `set transport T` / `set hold S` | settings for the next start |
 //! | `start`, `restart` | stop the running flood (if any), start one with the settings |
@@ -45,7 +45,10 @@ pub struct DroneArgs {
 
 #[derive(Default)]
 struct State {
+    /// Settings for the next start.
     settings: FloodArgs,
+    /// Settings of the flood running now (or last run).
+    active: Option<FloodArgs>,
     running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
     runs: u64,
     tick: Option<FloodTick>,
@@ -204,6 +207,8 @@ fn status(st: &State) -> Value {
         "rate": s.rate,
         "transport": s.transport,
         "runs": st.runs,
+        "active_urls": st.active.as_ref().map(|a| a.urls.clone()),
+        "active_n": st.active.as_ref().map(|a| a.connections),
         "tick": st.tick.as_ref().map(|t| json!({
             "elapsed_s": t.elapsed.as_secs_f64(), "open": t.open, "failed": t.failed, "closed": t.closed,
             "messages": t.messages, "bytes": t.bytes, "lat_p50_us": t.lat_p50_us, "lat_p99_us": t.lat_p99_us,
@@ -223,6 +228,7 @@ fn start_flood(state: &Arc<Mutex<State>>) {
     let stop = Arc::new(AtomicBool::new(false));
     let (flag, shared) = (stop.clone(), state.clone());
     st.runs += 1;
+    st.active = Some(args.clone());
     st.tick = None;
     st.error = None;
     let handle = std::thread::spawn(move || {

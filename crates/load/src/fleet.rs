@@ -154,8 +154,15 @@ pub fn render(statuses: &[(String, Result<Value, String>)]) -> String {
             Ok(v) => {
                 let t = &v["tick"];
                 let g = |k: &str| t[k].as_u64().unwrap_or(0);
+                // A running drone shows what it runs; an idle one what it will run next.
+                let running = v["state"] == "running";
+                let (n_key, url_key) = if running {
+                    ("active_n", "active_urls")
+                } else {
+                    ("n", "urls")
+                };
                 let row = [
-                    v["n"].as_u64().unwrap_or(0),
+                    v[n_key].as_u64().unwrap_or(0),
                     g("open"),
                     g("failed"),
                     g("closed"),
@@ -165,7 +172,7 @@ pub fn render(statuses: &[(String, Result<Value, String>)]) -> String {
                 for (a, b) in tot.iter_mut().zip(row) {
                     *a += b;
                 }
-                let url = v["urls"]
+                let url = v[url_key]
                     .as_array()
                     .and_then(|u| u.first())
                     .and_then(|u| u.as_str())
@@ -233,7 +240,7 @@ mod tests {
 
     #[test]
     fn table_has_totals() {
-        let v = serde_json::json!({"state":"running","n":5,"urls":["http://x/%d"],"tick":{"open":3,"failed":1}});
+        let v = serde_json::json!({"state":"running","n":9,"active_n":5,"active_urls":["http://x/%d"],"tick":{"open":3,"failed":1}});
         let t = render(&[
             ("a:1".into(), Ok(v.clone())),
             ("b:1".into(), Ok(v)),
