@@ -52,6 +52,11 @@ pub fn raise_nofile() -> u64 {
     nofile().0
 }
 
+/// Descriptors this process has open now.
+pub fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
 /// Resident set size of this process in bytes (0 if /proc is unreadable).
 pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -133,6 +138,7 @@ mod tests {
         let (soft, hard) = nofile();
         assert!(soft <= hard);
         assert!(raise_nofile() >= soft);
+        assert!(open_fds() >= 3, "stdio at least");
         assert!(unix_micros() > 1_600_000_000_000_000);
     }
 }

@@ -257,3 +257,16 @@ fn gradual_close_after_hold_and_ticks_report_open() {
     );
     assert!(run.messages.load(Ordering::Relaxed) == 0);
 }
+
+#[test]
+fn explicit_process_count_always_uses_children() {
+    let server = Server::start(Kind::Sse);
+    let mut a = args(server.url("/sse/%d"), 10, Transport::Sse);
+    a.procs = "2".into();
+    a.child_exe = Some(env!("CARGO_BIN_EXE_myriad-flood").into());
+    let run = start(a);
+    server.wait_for(10);
+    server.broadcast("m");
+    let s = run.finish_after(10);
+    assert_eq!((s.processes, s.opened, s.messages), (2, 10, 10), "{s:?}");
+}

@@ -89,7 +89,9 @@ pub struct FloodArgs {
     /// No per-second lines on stderr.
     #[arg(long)]
     pub quiet: bool,
-    /// Processes: auto (as many as the open-file limit needs) or a number.
+    /// Processes: auto (this process if N fits its free descriptors, else as many
+    /// children as the file limit needs), or a number of child processes (even 1: use
+    /// that when this process needs its descriptors for something else, e.g. a server).
     #[arg(long, default_value = "auto")]
     pub procs: String,
     /// Connections per process (default: soft NOFILE limit minus a margin).
@@ -226,13 +228,19 @@ pub fn run_until(
         .per_process
         .unwrap_or(soft.saturating_sub(FD_MARGIN))
         .max(1);
-    let procs: u64 = match args.procs.as_str() {
-        "auto" => args.connections.div_ceil(per_process).max(1),
-        n => n
-            .parse()
-            .with_context(|| format!("--procs {n:?}: expected auto or a number"))?,
+    // In this process only what is free now counts (an embedding server may hold many).
+    let free_here = soft.saturating_sub(crate::sys::open_fds() + FD_MARGIN);
+    let (procs, children): (u64, bool) = match args.procs.as_str() {
+        "auto" if args.connections <= free_here.min(per_process) => (1, false),
+        "auto" => (args.connections.div_ceil(per_process).max(1), true),
+        n => {
+            let n: u64 = n
+                .parse()
+                .with_context(|| format!("--procs {n:?}: expected auto or a number"))?;
+            (n.max(1), true)
+        }
     };
-    if procs > 1 && args.connections.div_ceil(procs) > per_process {
+    if children && args.connections.div_ceil(procs) > per_process {
         bail!(
             "{} connections over {procs} processes exceed {per_process} per process",
             args.connections
@@ -249,7 +257,7 @@ pub fn run_until(
             plan.sources.len().max(1)
         );
     }
-    let procs_summaries = if procs <= 1 {
+    let procs_summaries = if !children {
         let engine = engine::Engine::new(&plan).context("cannot create the event loop")?;
         vec![engine.run(stop, &mut |s| report.sample(&s))]
     } else {
