@@ -21,16 +21,14 @@ impl EventLoop {
             Err(e) => {
                 // Without a body the framing is intact and keep-alive may go on.
                 let keep = head.keep_alive && head.body == BodyKind::None;
-                let mut response = wire::error_response(e.status(), &e.to_string(), keep);
-                if let wire::RouteError::MethodNotAllowed { allow } = e {
-                    response = wire::response(
-                        405,
-                        "text/plain; charset=utf-8",
-                        format!("{e}\n").as_bytes(),
-                        keep,
-                        &[("Allow", allow)],
-                    );
-                }
+                // `headers()` carries Allow for 405 and Upgrade for 426 (RFC 9110).
+                let response = wire::response(
+                    e.status(),
+                    "text/plain; charset=utf-8",
+                    format!("{e}\n").as_bytes(),
+                    keep,
+                    e.headers(),
+                );
                 self.respond(index, response, keep);
                 return;
             }
@@ -71,7 +69,7 @@ impl EventLoop {
             }
             kind => {
                 if head.expect_continue {
-                    let cont = Bytes::from_static(b"HTTP/1.1 100 Continue\r\n\r\n");
+                    let cont = Bytes::from_static(wire::CONTINUE_100);
                     self.send(index, &[Part::Shared(&cont)], false);
                 }
                 let Some(conn) = self.conns.get_mut(index) else {

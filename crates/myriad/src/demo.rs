@@ -7,12 +7,10 @@
 //! a short report (also written as Markdown next to the CSV and the plots). The store
 //! and every process it started are cleaned up; the report, CSVs and plots stay.
 
-use anyhow::{bail, Context};
+use crate::server_process::{kernel_socket_bytes, ServerProcess};
+use anyhow::Context;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -41,103 +39,6 @@ pub struct DemoArgs {
     /// Where the report, CSVs and plots go.
     #[arg(long, default_value = "myriad-demo")]
     pub out: PathBuf,
-}
-
-/// A `myriad serve` child process, killed on drop.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl ServerProcess {
-    fn start(args: &[String]) -> anyhow::Result<ServerProcess> {
-        let exe = std::env::current_exe().context("cannot find this executable")?;
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .args(args)
-            .env("MYRIAD_LOG", "info")
-            .env("MYRIAD_LOG_FORMAT", "text")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("cannot start myriad serve")?;
-        let stderr = child.stderr.take().context("no stderr")?;
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let Some(Ok(line)) = lines.next() else {
-                bail!("myriad serve exited before listening: {:?}", child.wait());
-            };
-            if let Some(addr) = field(&line, "listen=") {
-                break addr.parse().context("bad listen address")?;
-            }
-        };
-        // Keep draining the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ok(ServerProcess { child, addr })
-    }
-
-    fn rss(&self) -> u64 {
-        rss_of(self.child.id())
-    }
-
-    fn stats(&self) -> anyhow::Result<Value> {
-        let mut s = TcpStream::connect(self.addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        s.write_all(b"GET /stats HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n")?;
-        let mut out = String::new();
-        s.read_to_string(&mut out)?;
-        let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
-        Ok(serde_json::from_str(body)?)
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let rest = &line[line.find(key)? + key.len()..];
-    rest.split_whitespace().next()
-}
-
-fn rss_of(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    kb * 1024
-}
-
-/// Kernel memory that grows with sockets: the slab caches (socket, inode, file, dentry
-/// objects) from /proc/meminfo plus TCP buffer pages from /proc/net/sockstat.
-fn kernel_socket_bytes() -> u64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let slab_kb = meminfo
-        .lines()
-        .find(|l| l.starts_with("Slab:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    slab_kb * 1024 + tcp_mem_bytes()
-}
-
-/// Kernel TCP buffer memory in bytes, from /proc/net/sockstat (`TCP: ... mem N` pages).
-fn tcp_mem_bytes() -> u64 {
-    let text = std::fs::read_to_string("/proc/net/sockstat").unwrap_or_default();
-    let pages = text
-        .lines()
-        .find(|l| l.starts_with("TCP:"))
-        .and_then(|l| l.split_whitespace().skip_while(|w| *w != "mem").nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {

@@ -5,6 +5,7 @@
 mod cli;
 mod config_file;
 mod demo;
+mod server_process;
 
 fn main() {
     if let Err(err) = cli::main() {
