@@ -72,9 +72,13 @@ pub fn main() -> anyhow::Result<()> {
 fn init_logging(filter: &str, format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: logs piped to files and tools stay plain `key=value`.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     if format == "json" {
         builder.json().init();
     } else {

@@ -323,3 +323,33 @@ fn batch_publish_and_bulk_subscriptions() {
     assert_eq!(status, 400);
     assert!(body.contains("line"), "the error names the line: {body}");
 }
+
+#[test]
+fn every_transport_gets_heartbeats_from_the_wheel() {
+    let server = Server::start(&["--heartbeat", "0.3"]);
+    // SSE: a comment line.
+    let mut sse = server.connect();
+    write!(sse, "GET /sse/61 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    read_until(&mut sse, &mut Vec::new(), ": hb");
+    // WebSocket: a ping frame (0x89) after the 101 head.
+    let mut ws = server.connect();
+    write!(
+        ws,
+        "GET /sub/62 HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut ws, &mut buf, "\r\n\r\n");
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut frames = buf[head_end..].to_vec();
+    while frames.len() < 2 {
+        let mut chunk = [0u8; 64];
+        let n = ws.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before a ping");
+        frames.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(frames[0], 0x89, "a ping frame");
+    // Chunked stream: a newline chunk.
+    let (mut stream, mut buf) = subscribe_stream(&server, 63);
+    read_until(&mut stream, &mut buf, "\r\n1\r\n\n\r\n");
+}
