@@ -23,7 +23,7 @@ pub enum State {
     Sse,
     /// WebSocket subscription (A4).
     WebSocket,
-    /// A long-poll request waiting for a message or its timeout (A3); `since` in `seq`.
+    /// A long-poll request waiting for a message or its timeout (A3); `since` in `pending`.
     PollWaiting,
     /// The last bytes are being written; the connection closes once `out` drains.
     Closing,
@@ -57,8 +57,6 @@ pub struct Conn {
     /// Per-source-address accounting key (0 when the per-IP limit is off).
     pub ip_key: u32,
     pub user: u64,
-    /// Long-poll: the sequence number the waiting request asked to read after.
-    pub seq: u64,
     pub pending: Option<Box<Pending>>,
     pub out: Option<Box<OutQueue>>,
 }
@@ -70,6 +68,9 @@ pub struct Pending {
     pub input: Vec<u8>,
     /// A request whose head is parsed and whose body is being read.
     pub request: Option<PendingRequest>,
+    /// Long-poll: the sequence number the waiting request reads after (kept here, not
+    /// in `Conn`, so streaming connections do not pay 8 bytes for it).
+    pub poll_since: u64,
 }
 
 pub struct PendingRequest {
@@ -89,7 +90,6 @@ impl Conn {
             deadline: 0,
             ip_key,
             user: 0,
-            seq: 0,
             pending: None,
             out: None,
         }
@@ -114,7 +114,7 @@ impl Conn {
     /// Drops the pending box once nothing is left in it (idle connections hold none).
     pub fn tidy_pending(&mut self) {
         if let Some(p) = &self.pending {
-            if p.input.is_empty() && p.request.is_none() {
+            if p.input.is_empty() && p.request.is_none() && self.state != State::PollWaiting {
                 self.pending = None;
             }
         }
@@ -126,7 +126,7 @@ mod tests {
     use super::*;
 
     /// The slab entry is the largest part of the per-connection budget (≤ 256 B in all,
-    /// router presence and allocator included); keep it within one cache line.
+    /// router presence and allocator included).
     #[test]
     fn conn_fits_in_a_cache_line() {
         assert!(

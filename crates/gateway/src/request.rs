@@ -168,7 +168,7 @@ impl EventLoop {
         let Some(conn) = self.conns.get_mut(index) else {
             return;
         };
-        conn.seq = since;
+        conn.pending.get_or_insert_with(Default::default).poll_since = since;
         let has_news = {
             let router = self.shared.router.lock();
             let h = router.history_since(user, since);
@@ -188,7 +188,8 @@ impl EventLoop {
         let Some(conn) = self.conns.get(index) else {
             return;
         };
-        let (user, since, keep) = (conn.user, conn.seq, conn.has(KEEP_ALIVE));
+        let since = conn.pending.as_ref().map_or(0, |p| p.poll_since);
+        let (user, keep) = (conn.user, conn.has(KEEP_ALIVE));
         let body = {
             let router = self.shared.router.lock();
             let h = router.history_since(user, since);
@@ -207,6 +208,9 @@ impl EventLoop {
             &[("Cache-Control", "no-cache")],
         );
         self.respond(index, response, keep);
+        if let Some(conn) = self.conns.get_mut(index) {
+            conn.tidy_pending();
+        }
         if keep {
             self.resume_input(index);
         }
