@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::hash::IdMap;
 use crate::history::Ring;
-use crate::presence::UserState;
+use crate::presence::{Overflow, UserState};
 use crate::{
     ConnRef, HistoryRead, Message, PublishCounts, RouterConfig, RouterStats, SubjectId,
     SubscriptionIndex, UserId,
@@ -25,6 +25,8 @@ pub struct Router {
     index: SubscriptionIndex,
     /// Users with a connection or with live history; nobody else has an entry.
     users: IdMap<UserState>,
+    /// Connection lists of users with more than one connection.
+    overflow: Overflow,
     /// (went offline at, user) in logout order; checked lazily by `handle_tick`.
     expiry: VecDeque<(Instant, UserId)>,
     users_online: u64,
@@ -40,6 +42,7 @@ impl Router {
             config,
             index,
             users: IdMap::default(),
+            overflow: Overflow::default(),
             expiry: VecDeque::new(),
             users_online: 0,
             connections: 0,
@@ -53,7 +56,7 @@ impl Router {
     pub fn handle_login(&mut self, user: UserId, conn: ConnRef) {
         let state = self.users.entry(user).or_default();
         let was_offline = state.conns.is_empty();
-        if !state.conns.add(conn) {
+        if !state.conns.add(conn, &mut self.overflow) {
             return;
         }
         self.connections += 1;
@@ -71,7 +74,7 @@ impl Router {
         let Some(state) = self.users.get_mut(&user) else {
             return;
         };
-        if !state.conns.remove(conn) {
+        if !state.conns.remove(conn, &mut self.overflow) {
             return;
         }
         self.connections -= 1;
@@ -107,6 +110,7 @@ impl Router {
         let subject = msg.subject;
         let mut fan = Fanout {
             users: &mut self.users,
+            overflow: &self.overflow,
             msg: &msg,
             capacity: self.config.history,
             ttl: self.config.history_ttl,
@@ -176,8 +180,12 @@ impl Router {
     }
 
     /// Online connections of `user` (empty if offline).
-    pub fn connections_of(&self, user: UserId) -> &[ConnRef] {
-        self.users.get(&user).map_or(&[], |s| s.conns.as_slice())
+    pub fn connections_of(&self, user: UserId) -> Vec<ConnRef> {
+        let mut out = Vec::new();
+        if let Some(s) = self.users.get(&user) {
+            s.conns.for_each(&self.overflow, |c| out.push(c));
+        }
+        out
     }
 
     /// Drops the history of users offline for `history_ttl` or longer.
@@ -217,22 +225,18 @@ impl Router {
     /// Heap bytes held by presence and history (not the index), an estimate:
     /// map slots at their real size plus one control byte each, and every ring.
     pub fn presence_bytes(&self) -> usize {
-        let slots = self.users.capacity() * (std::mem::size_of::<(UserId, UserState)>() + 1);
+        let slots =
+            table_buckets(self.users.capacity()) * (std::mem::size_of::<(UserId, UserState)>() + 1);
         let rings: usize = self
             .users
             .values()
             .filter_map(|s| s.ring.as_ref())
             .map(|r| r.heap_bytes())
             .sum();
-        let many: usize = self
-            .users
-            .values()
-            .map(|s| match &s.conns {
-                crate::presence::Conns::Many(v) => 24 + v.capacity() * 8,
-                _ => 0,
-            })
-            .sum();
-        slots + rings + many + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
+        slots
+            + rings
+            + self.overflow.heap_bytes()
+            + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
     }
 
     /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.
@@ -243,6 +247,17 @@ impl Router {
         if self.expiry.capacity() > SHRINK_SLACK * self.expiry.len().max(16) {
             self.expiry.shrink_to_fit();
         }
+        self.overflow.shrink();
+    }
+}
+
+/// Buckets behind a hash map of this capacity: hashbrown keeps at most 7/8 of a
+/// power-of-two bucket array full (tiny tables: all but one bucket).
+fn table_buckets(capacity: usize) -> usize {
+    match capacity {
+        0 => 0,
+        c if c < 7 => (c + 1).next_power_of_two(),
+        c => (c * 8 / 7).next_power_of_two(),
     }
 }
 
@@ -250,6 +265,7 @@ impl Router {
 /// presence is mutated.
 struct Fanout<'a> {
     users: &'a mut IdMap<UserState>,
+    overflow: &'a Overflow,
     msg: &'a Arc<Message>,
     capacity: usize,
     ttl: std::time::Duration,
@@ -283,13 +299,11 @@ impl Fanout<'_> {
             }
         };
         let seq = ring.push(self.msg, self.capacity);
-        let conns = state.conns.as_slice();
-        if !conns.is_empty() {
+        let n = state.conns.len(self.overflow);
+        if n > 0 {
             self.counts.users += 1;
-            self.counts.connections += conns.len() as u32;
-            for &c in conns {
-                deliver(c, seq);
-            }
+            self.counts.connections += n as u32;
+            state.conns.for_each(self.overflow, |c| deliver(c, seq));
         }
     }
 }

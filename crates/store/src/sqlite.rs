@@ -239,7 +239,9 @@ impl Store for SqliteStore {
         edges: &mut dyn Iterator<Item = (u64, u64)>,
         progress: &dyn Fn(u64),
     ) -> Result<u64, StoreError> {
+        let started = std::time::Instant::now();
         let sorted = SortedEdges::by_subject(edges, progress);
+        let sorted_at = started.elapsed();
         let empty = self.edge_count()? == 0;
         // A rollback journal costs nothing for pages appended to the file (most of
         // a bulk load), where WAL writes every page twice. This only succeeds when
@@ -260,7 +262,17 @@ impl Store for SqliteStore {
             } else {
                 change(&tx, sorted, codec::merge_in, 1)?
             };
+            let written_at = started.elapsed();
             tx.commit()?;
+            tracing::info!(
+                edges = n,
+                empty,
+                journal = %mode,
+                sort_s = sorted_at.as_secs_f64(),
+                write_s = (written_at - sorted_at).as_secs_f64(),
+                commit_s = (started.elapsed() - written_at).as_secs_f64(),
+                "sqlite bulk load"
+            );
             Ok::<u64, StoreError>(n)
         })();
         self.conn.pragma_update(None, "cache_size", -2000)?;
