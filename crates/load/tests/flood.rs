@@ -183,6 +183,7 @@ fn shards_over_child_processes_past_the_per_process_limit() {
     server.broadcast("all");
     let s = run.finish_after(1200);
     assert_eq!(s.processes, 3);
+    assert_eq!(s.peak_open, 1200, "the largest per-second sum over the children");
     assert_eq!((s.opened, s.failed, s.messages), (1200, 0, 1200), "{s:?}");
     assert!(s.lat_p99_us > 0);
     let text = std::fs::read_to_string(csv.path()).unwrap();

@@ -169,7 +169,8 @@ pub struct FloodSummary {
     pub requested: u64,
     pub attempted: u64,
     pub opened: u64,
-    /// Most connections open at once (sum of each process's peak).
+    /// Most connections open at once: exact in one process; over child processes, the
+    /// largest per-second sum of their open counts.
     pub peak_open: u64,
     pub failed: u64,
     pub failures: FailCounts,
@@ -263,7 +264,10 @@ pub fn run_until(
     } else {
         shard::run_children(&args, procs, stop, &mut |s| report.sample(&s))?
     };
-    let summary = summarize(&args, &procs_summaries);
+    let mut summary = summarize(&args, &procs_summaries);
+    if children {
+        summary.peak_open = report.max_open;
+    }
     report.finish(&summary)?;
     Ok(summary)
 }
@@ -364,6 +368,8 @@ struct Report<'a> {
     csv_path: Option<PathBuf>,
     last_messages: u64,
     last_bytes: u64,
+    /// Largest `open` of any sample.
+    max_open: u64,
     on_second: &'a mut dyn FnMut(&FloodTick),
 }
 
@@ -385,6 +391,7 @@ impl<'a> Report<'a> {
             csv_path: args.csv.clone(),
             last_messages: 0,
             last_bytes: 0,
+            max_open: 0,
             on_second,
         })
     }
@@ -407,6 +414,7 @@ impl<'a> Report<'a> {
             cpu_user: s.cpu_user,
             cpu_sys: s.cpu_sys,
         };
+        self.max_open = self.max_open.max(s.open);
         self.last_messages = s.messages;
         self.last_bytes = s.bytes;
         if !self.quiet {
