@@ -18,6 +18,10 @@ use crate::{from_sql, to_sql, Store, StoreError};
 pub const COPY_CHUNK: usize = 1 << 20;
 /// `maintenance_work_mem` for rebuilding the keys after a bulk load.
 pub const BULK_INDEX_MEMORY: &str = "512MB";
+/// The first bytes of a binary COPY stream.
+const COPY_SIGNATURE: &[u8; 11] = b"PGCOPY\n\xff\r\n\0";
+/// PostgreSQL's type oid for int8 (in binary array headers).
+const INT8_OID: i32 = 20;
 /// Parallel workers PostgreSQL may use per key build after a bulk load.
 pub const BULK_INDEX_WORKERS: u32 = 2;
 
@@ -97,7 +101,7 @@ impl PgStore {
         let mut writer = tx.copy_in(&format!("COPY {target} FROM STDIN {options}"))?;
         let mut buf: Vec<u8> = Vec::with_capacity(COPY_CHUNK + 64);
         // Signature, flags (no OIDs), header extension length.
-        buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+        buf.extend_from_slice(COPY_SIGNATURE);
         buf.extend_from_slice(&0i32.to_be_bytes());
         buf.extend_from_slice(&0i32.to_be_bytes());
         sorted.try_for_each_group(|subject, members| {
@@ -172,27 +176,65 @@ impl Store for PgStore {
     }
 
     fn for_each_edge(&mut self, f: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
-        use std::io::BufRead;
+        use std::io::Read;
+        // One row per subject with its subscribers as an int8 array: the client
+        // library handles each COPY row as a message, so 1 M rows instead of 30 M
+        // is what makes this fast (measured: 21 s for row-per-edge COPY of 30 M).
         let sql = format!(
-            "COPY (SELECT subject, subscriber FROM {} ORDER BY subject, subscriber) TO STDOUT",
+            "COPY (SELECT subject, array_agg(subscriber ORDER BY subscriber) FROM {} GROUP BY subject ORDER BY subject)
+             TO STDOUT (FORMAT binary)",
             self.table()
         );
-        let reader = std::io::BufReader::with_capacity(COPY_CHUNK, self.client.copy_out(&sql)?);
+        let corrupt = |what: &str| StoreError::Corrupt(format!("postgres COPY: {what}"));
+        let mut r = std::io::BufReader::with_capacity(COPY_CHUNK, self.client.copy_out(&sql)?);
+        let mut header = [0u8; 19];
+        r.read_exact(&mut header)?;
+        if &header[..11] != COPY_SIGNATURE {
+            return Err(corrupt("bad binary signature"));
+        }
+        let extension = i32::from_be_bytes(header[15..19].try_into().expect("4 bytes"));
+        std::io::copy(
+            &mut (&mut r).take(extension.max(0) as u64),
+            &mut std::io::sink(),
+        )?;
         let mut n = 0u64;
-        for line in reader.split(b'\n') {
-            let line = line?;
-            let bad = || {
-                StoreError::Corrupt(format!(
-                    "postgres COPY line {:?}",
-                    String::from_utf8_lossy(&line)
-                ))
-            };
-            let text = std::str::from_utf8(&line).map_err(|_| bad())?;
-            let (a, b) = text.split_once('\t').ok_or_else(bad)?;
-            let subject: i64 = a.parse().map_err(|_| bad())?;
-            let subscriber: i64 = b.parse().map_err(|_| bad())?;
-            f(from_sql(subscriber), from_sql(subject));
-            n += 1;
+        let mut head = [0u8; 18];
+        let mut array: Vec<u8> = Vec::new();
+        loop {
+            r.read_exact(&mut head[..2])?;
+            match i16::from_be_bytes([head[0], head[1]]) {
+                -1 => break,
+                2 => {}
+                c => return Err(corrupt(&format!("{c} fields in a row"))),
+            }
+            // int8 subject (length 8 + value), then the array's length.
+            r.read_exact(&mut head[2..18])?;
+            let be32 = |b: &[u8]| i32::from_be_bytes(b.try_into().expect("4 bytes"));
+            let be64 = |b: &[u8]| i64::from_be_bytes(b.try_into().expect("8 bytes"));
+            if be32(&head[2..6]) != 8 {
+                return Err(corrupt("subject is not an int8"));
+            }
+            let subject = from_sql(be64(&head[6..14]));
+            let len = usize::try_from(be32(&head[14..18]))
+                .map_err(|_| corrupt("null subscriber array"))?;
+            array.resize(len, 0);
+            r.read_exact(&mut array)?;
+            // ndim, flags, element oid, then (size, lower bound) for the one dimension.
+            if len < 20 || be32(&array[0..4]) != 1 || be32(&array[8..12]) != INT8_OID {
+                return Err(corrupt("subscribers are not a 1-d int8 array"));
+            }
+            let count = usize::try_from(be32(&array[12..16]))
+                .map_err(|_| corrupt("negative array size"))?;
+            if len != 20 + count * 12 {
+                return Err(corrupt("array length does not match its size"));
+            }
+            for item in array[20..].chunks_exact(12) {
+                if be32(&item[..4]) != 8 {
+                    return Err(corrupt("null or non-int8 subscriber"));
+                }
+                f(from_sql(be64(&item[4..12])), subject);
+            }
+            n += count as u64;
         }
         Ok(n)
     }
