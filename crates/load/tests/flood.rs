@@ -183,7 +183,10 @@ fn shards_over_child_processes_past_the_per_process_limit() {
     server.broadcast("all");
     let s = run.finish_after(1200);
     assert_eq!(s.processes, 3);
-    assert_eq!(s.peak_open, 1200, "the largest per-second sum over the children");
+    assert_eq!(
+        s.peak_open, 1200,
+        "the largest per-second sum over the children"
+    );
     assert_eq!((s.opened, s.failed, s.messages), (1200, 0, 1200), "{s:?}");
     assert!(s.lat_p99_us > 0);
     let text = std::fs::read_to_string(csv.path()).unwrap();
@@ -270,4 +273,22 @@ fn explicit_process_count_always_uses_children() {
     server.broadcast("m");
     let s = run.finish_after(10);
     assert_eq!((s.processes, s.opened, s.messages), (2, 10, 10), "{s:?}");
+}
+
+#[test]
+fn attempts_in_flight_at_the_end_are_cancelled_not_timed_out() {
+    // A listener that never accepts: connects complete in its backlog, no response comes.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut a = args(
+        format!("http://{}/sub/%d", silent.local_addr().unwrap()),
+        5,
+        Transport::Stream,
+    );
+    a.max_time = 1.0;
+    let s = flood::run_with(a, &mut |_| {}).unwrap();
+    assert_eq!(
+        (s.opened, s.failures.cancelled, s.failures.timeout),
+        (0, 5, 0),
+        "{s:?}"
+    );
 }

@@ -523,12 +523,15 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// The run is ending: connections still waiting for a response head are cancelled.
     fn drop_pending(&mut self) {
         while let Some((slot, local, _)) = self.pending.pop_front() {
             let waiting =
                 matches!(&self.slab[slot as usize], Some(c) if c.local == local && c.phase != OPEN);
             if waiting {
-                self.fail(slot as usize, None);
+                // Not the server's fault: the run ended while this one was in flight.
+                self.counts.fail.cancelled += 1;
+                self.remove_pending(slot as usize);
             }
         }
     }

@@ -58,6 +58,8 @@ pub struct FailCounts {
     pub no_files: u64,
     /// Anything else (unreachable network, ...).
     pub other: u64,
+    /// Still waiting for the response head when the run ended (stop, Ctrl-C, --max-time).
+    pub cancelled: u64,
 }
 
 impl FailCounts {
@@ -70,6 +72,7 @@ impl FailCounts {
             + self.no_ports
             + self.no_files
             + self.other
+            + self.cancelled
     }
 
     /// Count one failure from an OS error.
@@ -95,6 +98,7 @@ impl FailCounts {
         self.no_ports += o.no_ports;
         self.no_files += o.no_files;
         self.other += o.other;
+        self.cancelled += o.cancelled;
     }
 
     /// "refused 3, timeout 1" (only non-zero reasons), or "none".
@@ -108,6 +112,7 @@ impl FailCounts {
             ("no ports", self.no_ports),
             ("no files", self.no_files),
             ("other", self.other),
+            ("cancelled", self.cancelled),
         ]
         .iter()
         .filter(|(_, n)| *n > 0)
