@@ -31,7 +31,7 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("store: postgres: {0}")]
     Postgres(#[from] ::postgres::Error),
-    #[error("store: postgres: cannot connect to {url}: {source}; start PostgreSQL on 127.0.0.1:5432 (see README)")]
+    #[error("store: postgres: cannot connect to {url} (is PostgreSQL running there? see README)")]
     PostgresConnect {
         url: String,
         source: ::postgres::Error,
