@@ -60,10 +60,11 @@ pub fn body_limit(shared: &Shared, route: &Route) -> Option<usize> {
     }
 }
 
-pub fn handle(shared: &Shared, route: &Route, body: &[u8]) -> Reply {
+/// Handles one API request; `from` is the calling loop (see [`Shared::publish`]).
+pub fn handle(shared: &Shared, route: &Route, body: &[u8], from: Option<u16>) -> Reply {
     match *route {
         Route::Publish { subject } => {
-            let counts = shared.publish(subject, Bytes::copy_from_slice(body));
+            let counts = shared.publish(subject, Bytes::copy_from_slice(body), from);
             Reply::json(json!({"connections": counts.connections, "users": counts.users}))
         }
         Route::PublishBatch => match wire::parse_batch(body) {
@@ -71,7 +72,8 @@ pub fn handle(shared: &Shared, route: &Route, body: &[u8]) -> Reply {
             Ok(items) => {
                 let (mut connections, mut users) = (0u64, 0u64);
                 for item in &items {
-                    let counts = shared.publish(item.subject, Bytes::copy_from_slice(&item.data));
+                    let counts =
+                        shared.publish(item.subject, Bytes::copy_from_slice(&item.data), from);
                     connections += counts.connections as u64;
                     users += counts.users as u64;
                 }

@@ -57,6 +57,10 @@ pub struct EventLoop {
     accept_paused: bool,
     /// Connections that got queued output during a coalesced delivery pass.
     pub(crate) dirty: Vec<usize>,
+    /// Inside `drain_inbox` (guards against re-entry).
+    draining: bool,
+    /// A shutdown command arrived: close everything and end the loop.
+    stopping: bool,
 }
 
 impl EventLoop {
@@ -86,6 +90,8 @@ impl EventLoop {
             queued: 0,
             accept_paused: false,
             dirty: Vec::new(),
+            draining: false,
+            stopping: false,
         })
     }
 
@@ -103,11 +109,7 @@ impl EventLoop {
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept_all(),
-                    WAKER => {
-                        if self.drain_inbox() {
-                            return Ok(());
-                        }
-                    }
+                    WAKER => self.drain_inbox(),
                     Token(index) => {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             self.on_readable(index);
@@ -117,6 +119,9 @@ impl EventLoop {
                         }
                     }
                 }
+            }
+            if self.stopping {
+                return Ok(());
             }
             let now = Instant::now();
             if now >= next_tick {
@@ -602,33 +607,43 @@ impl EventLoop {
         drop(conn);
     }
 
-    /// Runs the commands other loops (or this one) queued; true on shutdown.
-    fn drain_inbox(&mut self) -> bool {
+    /// Runs the commands other loops (or this one) queued, until none is left. Re-entry
+    /// (a delivery answering a long-poll whose pipelined request publishes) returns at
+    /// once: the outer call picks the new commands up, keeping per-user order.
+    pub(crate) fn drain_inbox(&mut self) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
         let mut inbox = std::mem::take(&mut self.inbox);
-        self.shared.loops[self.id as usize].drain(&mut inbox);
-        let deliveries = inbox
-            .iter()
-            .filter(|c| matches!(c, Command::Deliver(_)))
-            .count();
-        let coalesce = deliveries > 1;
-        let mut shutdown = false;
-        for cmd in inbox.drain(..) {
-            match cmd {
-                Command::Deliver(d) => self.deliver(d, coalesce),
-                Command::Shutdown => shutdown = true,
+        loop {
+            self.shared.loops[self.id as usize].drain(&mut inbox);
+            if inbox.is_empty() {
+                break;
+            }
+            let deliveries = inbox
+                .iter()
+                .filter(|c| matches!(c, Command::Deliver(_)))
+                .count();
+            let coalesce = deliveries > 1;
+            for cmd in inbox.drain(..) {
+                match cmd {
+                    Command::Deliver(d) => self.deliver(d, coalesce),
+                    Command::Shutdown => self.stopping = true,
+                }
+            }
+            if coalesce {
+                self.flush_dirty();
             }
         }
-        if coalesce {
-            self.flush_dirty();
-        }
         self.inbox = inbox;
-        if shutdown {
+        self.draining = false;
+        if self.stopping {
             let all: Vec<usize> = self.conns.iter().map(|(i, _)| i).collect();
             for index in all {
                 self.close(index);
             }
         }
-        shutdown
     }
 
     fn run_timers(&mut self, now: Instant) {

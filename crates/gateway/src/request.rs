@@ -88,12 +88,14 @@ impl EventLoop {
     }
 
     pub(crate) fn handle_body(&mut self, index: usize, route: Route, body: Vec<u8>) {
-        let reply = api::handle(&self.shared, &route, &body);
+        let reply = api::handle(&self.shared, &route, &body, Some(self.id));
         let published = api::published_count(&route, &reply);
         if published > 0 {
             self.metrics
                 .messages_in
                 .fetch_add(published, Ordering::Relaxed);
+            // Deliveries for this loop's own connections were queued without a wake-up.
+            self.drain_inbox();
         }
         let Some(conn) = self.conns.get(index) else {
             return;

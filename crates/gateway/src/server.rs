@@ -96,7 +96,7 @@ impl Server {
 
     /// Publishes from inside the process (the demo, benches).
     pub fn publish(&self, subject: u64, payload: bytes::Bytes) -> router::PublishCounts {
-        self.shared.publish(subject, payload)
+        self.shared.publish(subject, payload, None)
     }
 
     /// Closes every connection and stops the loops.

@@ -43,11 +43,20 @@ impl LoopHandle {
     }
 
     pub fn send(&self, cmd: Command) {
+        self.push(cmd, true);
+    }
+
+    /// Queues without waking: for the loop's own inbox, which it drains right away.
+    pub fn send_quiet(&self, cmd: Command) {
+        self.push(cmd, false);
+    }
+
+    fn push(&self, cmd: Command, wake: bool) {
         let mut inbox = self.inbox.lock();
         let was_empty = inbox.is_empty();
         inbox.push(cmd);
         drop(inbox);
-        if was_empty {
+        if was_empty && wake {
             // A wake failure means the loop's poll is gone: the loop is shutting down.
             let _ = self.waker.wake();
         }
@@ -88,8 +97,9 @@ pub struct Shared {
 impl Shared {
     /// Publishes `payload` to `subject`: plans the fan-out under the router lock and hands
     /// every loop its batch before releasing it, so each loop receives the deliveries of
-    /// one user in sequence order whichever loop published them.
-    pub fn publish(&self, subject: u64, payload: Bytes) -> PublishCounts {
+    /// one user in sequence order whichever loop published them. `from` is the calling
+    /// loop, which drains its own inbox right after (no wake-up needed for it).
+    pub fn publish(&self, subject: u64, payload: Bytes, from: Option<u16>) -> PublishCounts {
         let msg = Arc::new(Message { subject, payload });
         let published = Instant::now();
         let mut per_loop: Vec<Vec<(u32, u64)>> =
@@ -100,12 +110,16 @@ impl Shared {
         });
         for (shard, targets) in per_loop.into_iter().enumerate() {
             if !targets.is_empty() {
-                let delivery = Delivery {
+                let delivery = Command::Deliver(Delivery {
                     msg: msg.clone(),
                     published,
                     targets,
-                };
-                self.loops[shard].send(Command::Deliver(delivery));
+                });
+                if from == Some(shard as u16) {
+                    self.loops[shard].send_quiet(delivery);
+                } else {
+                    self.loops[shard].send(delivery);
+                }
             }
         }
         drop(router);
