@@ -213,6 +213,7 @@ asyncio.run(main(sys.argv[1]))
         .unwrap()
         .read_to_string(&mut out)
         .unwrap();
+    assert!(child.wait().unwrap().success());
     assert_eq!(out.trim(), "over ws path");
 }
 
