@@ -1,0 +1,169 @@
+//! `bench churn`: connections opening and closing continuously for `--duration` s.
+//! [`WORKERS`] flood runs in parallel, each repeating: open N / WORKERS connections as
+//! fast as it can, hold [`HOLD_SECS`], close them all; their cycles drift apart, so
+//! opens and closes overlap. Connects/s and closes/s come from the server's counters,
+//! errors from flood; memory is sampled each second, and again `--settle` s after the
+//! end.
+
+use super::held::{sub_url, watch, Live, Probe};
+use super::report::{bytes, count, met, Report};
+use super::{BenchArgs, Ctx};
+use load::flood::FloodArgs;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Parallel flood loops.
+const WORKERS: u64 = 4;
+/// Seconds each cycle holds its connections.
+const HOLD_SECS: f64 = 0.5;
+/// Source addresses per worker (each gets its own port range: client-side TIME_WAIT
+/// sockets pile up at thousands of closes per second).
+const SOURCES_PER_WORKER: u64 = 8;
+/// RSS growth from the end of the first quarter to the end that still counts as stable
+/// (the bench's own criterion; the SPEC has none for churn).
+const STABLE_GROWTH: f64 = 0.10;
+
+pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
+    let dir = ctx.dir("churn")?;
+    let n = args.connections();
+    let per = n.div_ceil(WORKERS);
+    let live = Live::new("churn");
+    let mut report = Report::new(
+        "churn",
+        &format!(
+            "{WORKERS} × {} connections opening and closing for {} s",
+            count(per as f64),
+            args.duration
+        ),
+        &dir,
+    );
+    let server_csv = dir.join("server.csv");
+    let server = Arc::new(ctx.server(&server_csv, &[])?);
+    report.csvs.push(server_csv);
+    let rss_idle = server.rss();
+    let transport = args.transport()?;
+    let deadline = Instant::now() + Duration::from_secs_f64(args.duration);
+    let (cycles, failed, opened) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut workers = Vec::new();
+    for w in 0..WORKERS {
+        let first_src = 2 + w * SOURCES_PER_WORKER;
+        let fa = FloodArgs {
+            urls: vec![sub_url(&server)],
+            connections: per,
+            rate: 0.0,
+            transport,
+            first_user: 1 + w * per,
+            sources: vec![format!(
+                "127.0.0.{first_src}-127.0.0.{}",
+                first_src + SOURCES_PER_WORKER - 1
+            )],
+            hold: Some(HOLD_SECS),
+            quiet: true,
+            max_time: args.duration + 30.0,
+            ..Default::default()
+        };
+        let (cycles, failed, opened) = (cycles.clone(), failed.clone(), opened.clone());
+        workers.push(std::thread::spawn(move || -> anyhow::Result<()> {
+            while Instant::now() < deadline {
+                let s = load::flood::run_until(fa.clone(), &AtomicBool::new(false), &mut |_| {})?;
+                cycles.fetch_add(1, Ordering::Relaxed);
+                failed.fetch_add(s.failed, Ordering::Relaxed);
+                opened.fetch_add(s.opened, Ordering::Relaxed);
+            }
+            Ok(())
+        }));
+    }
+    let mut probe = Probe::new(vec![server.clone()]);
+    let start = probe.sample();
+    let t0 = Instant::now();
+    let mut rss_samples = Vec::new();
+    while workers.iter().any(|w| !w.is_finished())
+        && t0.elapsed() < Duration::from_secs_f64(args.duration + 60.0)
+    {
+        std::thread::sleep(Duration::from_secs(1));
+        let s = probe.sample();
+        live.line(None, &s);
+        rss_samples.push(s.rss);
+    }
+    for w in workers {
+        w.join()
+            .map_err(|_| anyhow::anyhow!("churn worker panicked"))??;
+    }
+    let end = probe.sample();
+    let secs = t0.elapsed().as_secs_f64();
+    watch(&live, &mut probe, 30.0, &mut |s| s.connections == 0);
+    live.emit(format!("everyone left; settling {:.0} s", args.settle));
+    watch(&live, &mut probe, args.settle, &mut |_| false);
+    let rss_after = server.rss();
+    let connects = end.connects - start.connects;
+    let closes = end.closes - start.closes;
+    let failed = failed.load(Ordering::Relaxed);
+    // Not the accept rate: each cycle also holds and closes (see `idle` for that).
+    report.fact(
+        "connects / s (server)",
+        format!(
+            "{}/s ({} in {secs:.1} s)",
+            count(connects as f64 / secs),
+            count(connects as f64)
+        ),
+    );
+    report.fact(
+        "closes / s (server)",
+        format!(
+            "{}/s ({})",
+            count(closes as f64 / secs),
+            count(closes as f64)
+        ),
+    );
+    report.row(
+        "client errors",
+        format!(
+            "{} of {} attempts over {} cycles",
+            count(failed as f64),
+            count((opened.load(Ordering::Relaxed) + failed) as f64),
+            cycles.load(Ordering::Relaxed)
+        ),
+        "0",
+        met(failed == 0),
+    );
+    let quarter = rss_samples.get(rss_samples.len() / 4).copied().unwrap_or(0);
+    let last = rss_samples.last().copied().unwrap_or(0);
+    let peak = rss_samples.iter().copied().max().unwrap_or(0);
+    let growth = last as f64 / quarter.max(1) as f64 - 1.0;
+    report.row(
+        "server memory during churn (at ¼ → end, peak)",
+        format!(
+            "{} → {} ({:+.1} %), peak {}",
+            bytes(quarter as f64),
+            bytes(last as f64),
+            growth * 100.0,
+            bytes(peak as f64)
+        ),
+        "stable (≤ +10 %, bench's own criterion)",
+        met(growth <= STABLE_GROWTH),
+    );
+    let ratio = rss_after as f64 / rss_idle.max(1) as f64;
+    report.row(
+        &format!("memory {:.0} s after everyone left", args.settle),
+        format!(
+            "{} vs {} idle ({:+.1} %)",
+            bytes(rss_after as f64),
+            bytes(rss_idle as f64),
+            (ratio - 1.0) * 100.0
+        ),
+        "back to idle ± 10 %",
+        met((ratio - 1.0).abs() <= 0.10),
+    );
+    report.note(format!(
+        "{WORKERS} flood loops in this process, each from its own {SOURCES_PER_WORKER} source \
+         addresses, repeat: open {per} connections as fast as possible, hold {HOLD_SECS} s, \
+         close all at once. The connect rate here includes flood's own start-up per cycle."
+    ));
+    report.live = live.lines();
+    Ok(report)
+}

@@ -1,0 +1,159 @@
+//! What every scenario of one `myriad bench` run shares: the output directory, the
+//! exact command line, the machine facts and the kernel settings checked (and raised)
+//! before any connect storm, and the way servers are started.
+//!
+//! Not here: measuring (see `held`) or writing reports (see `report`).
+
+use super::BenchArgs;
+use crate::server_process::ServerProcess;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// Listen backlogs below this are raised before connect storms: a burst of 15,000
+/// connects overflows a default 4,096 queue and turns into refused connections.
+pub const WANTED_BACKLOG: u64 = 65_535;
+/// The backlog sysctls checked (and raised when root).
+const BACKLOG_SYSCTLS: &[&str] = &[
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.core.netdev_max_backlog",
+];
+
+pub struct Ctx {
+    /// The base output directory (absolute).
+    pub out: PathBuf,
+    /// The command line as typed.
+    pub command: String,
+    /// What was found and set in the kernel, one line each.
+    pub sysctls: Vec<String>,
+    /// Server event loops to ask for, if given.
+    pub loops: Option<u32>,
+}
+
+impl Ctx {
+    pub fn new(args: &BenchArgs) -> anyhow::Result<Ctx> {
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("cannot create {}", args.out.display()))?;
+        let out = args.out.canonicalize()?;
+        let command = std::env::args()
+            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let sysctls = tune(!args.no_tune);
+        for line in &sysctls {
+            eprintln!("bench: {line}");
+        }
+        // The bench process holds connections itself (keepalive) and runs flood here.
+        load::sys::raise_nofile();
+        Ok(Ctx {
+            out,
+            command,
+            sysctls,
+            loops: args.loops,
+        })
+    }
+
+    /// DIR/<scenario>, created.
+    pub fn dir(&self, scenario: &str) -> anyhow::Result<PathBuf> {
+        let d = self.out.join(scenario);
+        std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+        Ok(d)
+    }
+
+    /// Starts `myriad serve` on a free loopback port, memory store, writing `csv`.
+    pub fn server(&self, csv: &Path, extra: &[&str]) -> anyhow::Result<ServerProcess> {
+        let mut a: Vec<String> = vec![
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--store".into(),
+            "memory".into(),
+            "--csv".into(),
+            csv.display().to_string(),
+        ];
+        if let Some(l) = self.loops {
+            a.push("--loops".into());
+            a.push(l.to_string());
+        }
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let server = ServerProcess::start(&a)?;
+        // Let it finish starting its loops before the first RSS reading.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Ok(server)
+    }
+}
+
+/// Checks the backlog sysctls; raises those below [`WANTED_BACKLOG`] when `raise`.
+fn tune(raise: bool) -> Vec<String> {
+    BACKLOG_SYSCTLS
+        .iter()
+        .map(|name| {
+            let path = format!("/proc/sys/{}", name.replace('.', "/"));
+            let Some(now) = load::sys::read_proc(&path).and_then(|v| v.parse::<u64>().ok()) else {
+                return format!("{name}: unreadable");
+            };
+            if now >= WANTED_BACKLOG {
+                return format!("{name} = {now} (already ≥ {WANTED_BACKLOG}, left alone)");
+            }
+            if !raise {
+                return format!("{name} = {now} (below {WANTED_BACKLOG}; --no-tune)");
+            }
+            match std::fs::write(&path, WANTED_BACKLOG.to_string()) {
+                Ok(()) => format!("{name} = {WANTED_BACKLOG} (raised from {now} by bench)"),
+                Err(e) => format!("{name} = {now} (could not raise to {WANTED_BACKLOG}: {e})"),
+            }
+        })
+        .collect()
+}
+
+/// Machine facts for the report, one Markdown list item each.
+pub fn machine_facts() -> Vec<String> {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = load::sys::read_proc("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown".to_string(), |x| x.1.trim().to_string());
+    let (soft, hard) = load::sys::nofile();
+    let load = load::sys::read_proc("/proc/loadavg").unwrap_or_default();
+    vec![
+        format!("cores: {cores} ({model})"),
+        format!("kernel: Linux {kernel}"),
+        format!(
+            "memory: {:.1} GiB total, {:.1} GiB available at report time",
+            meminfo_kb("MemTotal:") as f64 / 1048576.0,
+            meminfo_kb("MemAvailable:") as f64 / 1048576.0
+        ),
+        format!("open files per process: soft {soft}, hard {hard}"),
+        format!("load average at report time: {load}"),
+        format!(
+            "port range: {}",
+            load::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default()
+        ),
+    ]
+}
+
+/// A /proc/meminfo field in KiB.
+pub fn meminfo_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_facts_name_cores_and_kernel() {
+        let f = machine_facts();
+        assert!(f[0].starts_with("cores: "));
+        assert!(f[1].starts_with("kernel: Linux "));
+        assert!(meminfo_kb("MemTotal:") > 0);
+    }
+}

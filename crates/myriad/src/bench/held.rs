@@ -1,0 +1,321 @@
+//! Live measurement shared by the scenarios: a flood held in a thread (its per-second
+//! callback prints the live line and keeps running totals the scenario reads), a probe
+//! of the servers' `/stats`, RSS and CPU, and the live log that goes into the report.
+//!
+//! Not here: what a scenario does with the numbers.
+
+use crate::server_process::ServerProcess;
+use load::flood::{FloodArgs, FloodSummary, FloodTick};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The live lines of one scenario: printed on stderr and kept for the report.
+pub struct Live {
+    pub tag: String,
+    pub t0: Instant,
+    pub lines: Mutex<Vec<String>>,
+}
+
+impl Live {
+    pub fn new(tag: &str) -> Arc<Live> {
+        let live = Arc::new(Live {
+            tag: tag.to_string(),
+            t0: Instant::now(),
+            lines: Mutex::new(Vec::new()),
+        });
+        live.emit(
+            "  time | client: open failed  recv/s  p99 lat | server: conns      RSS   CPU   out/s  conn+/s  conn-/s"
+                .to_string(),
+        );
+        live
+    }
+
+    pub fn emit(&self, line: String) {
+        eprintln!("{}: {line}", self.tag);
+        // A poisoned lock only means a panicking writer: keep the lines anyway.
+        let mut l = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        l.push(line);
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One line from a flood tick (if any) and a server sample.
+    pub fn line(&self, tick: Option<&FloodTick>, s: &ServerSample) {
+        let client = match tick {
+            Some(t) => format!(
+                "{:>6} {:>6} {:>7} {:>8}",
+                t.open,
+                t.failed,
+                t.messages,
+                if t.lat_p99_us == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.2}ms", t.lat_p99_us as f64 / 1000.0)
+                }
+            ),
+            None => format!("{:>6} {:>6} {:>7} {:>8}", "-", "-", "-", "-"),
+        };
+        self.emit(format!(
+            "{:>5.0}s | {client} | {:>13} {:>6.1}MB {:>4.0}% {:>7.0} {:>8.0} {:>8.0}",
+            self.t0.elapsed().as_secs_f64(),
+            s.connections,
+            s.rss as f64 / 1e6,
+            s.cpu_pct,
+            s.out_per_s,
+            s.connects_per_s,
+            s.closes_per_s
+        ));
+    }
+}
+
+/// The servers' figures at one moment (summed over all servers).
+#[derive(Clone, Debug, Default)]
+pub struct ServerSample {
+    pub connections: u64,
+    pub rss: u64,
+    /// CPU since the previous sample, percent of one core.
+    pub cpu_pct: f64,
+    pub out_per_s: f64,
+    pub connects_per_s: f64,
+    pub closes_per_s: f64,
+    /// Running totals.
+    pub messages_out: u64,
+    pub connects: u64,
+    pub closes: u64,
+}
+
+/// Samples servers; rates are since the previous sample.
+pub struct Probe {
+    pub servers: Vec<Arc<ServerProcess>>,
+    last: Option<(Instant, f64, ServerSample)>,
+}
+
+impl Probe {
+    pub fn new(servers: Vec<Arc<ServerProcess>>) -> Probe {
+        Probe {
+            servers,
+            last: None,
+        }
+    }
+
+    /// CPU seconds (user + system) of all servers so far.
+    pub fn cpu(&self) -> f64 {
+        self.servers
+            .iter()
+            .map(|s| {
+                let (u, k) = s.cpu();
+                u + k
+            })
+            .sum()
+    }
+
+    pub fn rss(&self) -> u64 {
+        self.servers.iter().map(|s| s.rss()).sum()
+    }
+
+    pub fn sample(&mut self) -> ServerSample {
+        let mut s = ServerSample::default();
+        for server in &self.servers {
+            let st = server.stats().unwrap_or(serde_json::Value::Null);
+            let n = |k: &str| st[k].as_u64().unwrap_or(0);
+            // The /stats request's own connection is one of them.
+            s.connections += n("connections").saturating_sub(1);
+            s.messages_out += n("messages_out");
+            s.connects += n("connects");
+            s.closes += n("closes");
+            s.rss += server.rss();
+        }
+        let now = Instant::now();
+        let cpu = self.cpu();
+        if let Some((at, cpu0, prev)) = &self.last {
+            let dt = now.duration_since(*at).as_secs_f64().max(1e-3);
+            s.cpu_pct = (cpu - cpu0) / dt * 100.0;
+            s.out_per_s = s.messages_out.saturating_sub(prev.messages_out) as f64 / dt;
+            s.connects_per_s = s.connects.saturating_sub(prev.connects) as f64 / dt;
+            s.closes_per_s = s.closes.saturating_sub(prev.closes) as f64 / dt;
+        }
+        self.last = Some((now, cpu, s.clone()));
+        s
+    }
+}
+
+/// Running totals of a held flood, updated once per second by its callback.
+#[derive(Default)]
+pub struct FloodState {
+    pub open: AtomicU64,
+    pub failed: AtomicU64,
+    pub closed: AtomicU64,
+    /// Messages received since the flood started.
+    pub messages: AtomicU64,
+    /// Ticks so far, and the last tick that carried messages.
+    pub ticks: AtomicU64,
+    pub last_busy_tick: AtomicU64,
+    /// Largest publish→receive latency since the last `take_max_latency`.
+    pub max_lat_us: AtomicU64,
+}
+
+/// A flood running in a thread until stopped.
+pub struct Held {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<anyhow::Result<FloodSummary>>,
+    pub state: Arc<FloodState>,
+}
+
+impl Held {
+    /// Starts `args` in a thread; each second prints a live line with the servers' figures.
+    pub fn start(args: FloodArgs, live: Arc<Live>, servers: Vec<Arc<ServerProcess>>) -> Held {
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(FloodState::default());
+        let handle = {
+            let (stop, state) = (stop.clone(), state.clone());
+            std::thread::spawn(move || {
+                let mut probe = Probe::new(servers);
+                probe.sample();
+                load::flood::run_until(args, &stop, &mut |t| {
+                    state.open.store(t.open, Ordering::Relaxed);
+                    state.failed.store(t.failed, Ordering::Relaxed);
+                    state.closed.store(t.closed, Ordering::Relaxed);
+                    state.messages.fetch_add(t.messages, Ordering::Relaxed);
+                    state.max_lat_us.fetch_max(t.lat_max_us, Ordering::Relaxed);
+                    let n = state.ticks.fetch_add(1, Ordering::Relaxed) + 1;
+                    if t.messages > 0 {
+                        state.last_busy_tick.store(n, Ordering::Relaxed);
+                    }
+                    live.line(Some(t), &probe.sample());
+                })
+            })
+        };
+        Held {
+            stop,
+            handle,
+            state,
+        }
+    }
+
+    /// Waits until `want` connections are open or failed (or the flood ended, or
+    /// `timeout`); returns how many are open.
+    pub fn wait_open(&self, want: u64, timeout: Duration) -> u64 {
+        let until = Instant::now() + timeout;
+        while Instant::now() < until && !self.handle.is_finished() {
+            let s = &self.state;
+            if s.open.load(Ordering::Relaxed) + s.failed.load(Ordering::Relaxed) >= want {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.state.open.load(Ordering::Relaxed)
+    }
+
+    /// Waits until a whole tick that started after now carried no message (all
+    /// deliveries landed), at most `max`.
+    pub fn wait_quiet(&self, max: Duration) {
+        let start_tick = self.state.ticks.load(Ordering::Relaxed);
+        let until = Instant::now() + max;
+        while Instant::now() < until && !self.handle.is_finished() {
+            let ticks = self.state.ticks.load(Ordering::Relaxed);
+            let busy = self.state.last_busy_tick.load(Ordering::Relaxed);
+            // Tick start_tick+1 may straddle "now"; a later empty tick proves quiet.
+            if ticks >= start_tick + 2 && busy < ticks {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn messages(&self) -> u64 {
+        self.state.messages.load(Ordering::Relaxed)
+    }
+
+    pub fn open(&self) -> u64 {
+        self.state.open.load(Ordering::Relaxed)
+    }
+
+    /// The largest latency since the previous call, microseconds.
+    pub fn take_max_latency(&self) -> u64 {
+        self.state.max_lat_us.swap(0, Ordering::Relaxed)
+    }
+
+    /// Closes every connection at once and returns the summary.
+    pub fn finish(self) -> anyhow::Result<FloodSummary> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join()
+    }
+
+    /// Waits for the flood to end by itself.
+    pub fn join(self) -> anyhow::Result<FloodSummary> {
+        self.handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("flood thread panicked"))?
+    }
+}
+
+/// Flood flags of the scenarios: as fast as possible, quiet (the live line replaces
+/// flood's own), bounded by `max_time`.
+pub fn flood_args(
+    urls: Vec<String>,
+    n: u64,
+    transport: load::flood::Transport,
+    csv: Option<std::path::PathBuf>,
+) -> FloodArgs {
+    FloodArgs {
+        urls,
+        connections: n,
+        rate: 0.0,
+        transport,
+        csv,
+        quiet: true,
+        max_time: 600.0,
+        ..Default::default()
+    }
+}
+
+/// `http://ADDR/sub/%d` of a server.
+pub fn sub_url(server: &ServerProcess) -> String {
+    format!("http://{}/sub/%d", server.addr)
+}
+
+/// Prints a line per second for `secs` with no flood running (e.g. after everyone
+/// left); returns when `done()` is true or the time is up.
+pub fn watch(
+    live: &Live,
+    probe: &mut Probe,
+    secs: f64,
+    done: &mut dyn FnMut(&ServerSample) -> bool,
+) {
+    let until = Instant::now() + Duration::from_secs_f64(secs.max(0.0));
+    loop {
+        let s = probe.sample();
+        live.line(None, &s);
+        if done(&s) || Instant::now() >= until {
+            return;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        std::thread::sleep(left.min(Duration::from_secs(1)));
+    }
+}
+
+/// `POST path` with `body` to a server; returns status and body.
+pub fn post(server: &ServerProcess, path: &str, body: &[u8]) -> anyhow::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(server.addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    s.write_all(body)?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
+    Ok((status, body.to_string()))
+}

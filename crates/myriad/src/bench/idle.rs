@@ -1,0 +1,192 @@
+//! `bench idle`: what an idle connection costs. Per transport, a fresh server takes N
+//! connections as fast as flood can open them; the server's RSS growth divided by N is
+//! the user-space memory per connection, the machine's slab + TCP memory growth
+//! divided by 2 ends and N the kernel memory per socket. Then everyone leaves at once
+//! and, `--settle` seconds later, the server's RSS is compared with its idle RSS.
+
+use super::held::{flood_args, sub_url, watch, Held, Live, Probe};
+use super::report::{bytes, count, met, Report};
+use super::{BenchArgs, Ctx, TransportChoice};
+use crate::server_process::kernel_socket_bytes;
+use load::flood::Transport;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Seconds allowed for all connections to open.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
+/// Seconds to wait after the last connection opened before reading memory.
+const QUIET_BEFORE_READING: Duration = Duration::from_secs(2);
+
+/// What one transport measured.
+pub struct Idle {
+    pub transport: Transport,
+    pub open: u64,
+    pub asked: u64,
+    pub failed: u64,
+    pub server_conns: u64,
+    pub rss_idle: u64,
+    pub rss_held: u64,
+    pub rss_after: u64,
+    pub kernel_per_socket: f64,
+    pub connect_rate: f64,
+}
+
+impl Idle {
+    pub fn user_per_conn(&self) -> f64 {
+        self.rss_held.saturating_sub(self.rss_idle) as f64 / self.open.max(1) as f64
+    }
+}
+
+pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
+    let dir = ctx.dir("idle")?;
+    let transports = match args.transport.unwrap_or(TransportChoice::All) {
+        TransportChoice::All => vec![
+            Transport::Stream,
+            Transport::Sse,
+            Transport::Ws,
+            Transport::Poll,
+        ],
+        _ => vec![args.transport()?],
+    };
+    let n = args.connections();
+    let live = Live::new("idle");
+    let mut report = Report::new(
+        "idle",
+        &format!("{} idle connections", count(n as f64)),
+        &dir,
+    );
+    let mut results = Vec::new();
+    for t in transports {
+        let name = format!("{t:?}").to_lowercase();
+        let server_csv = dir.join(format!("server-{name}.csv"));
+        let flood_csv = dir.join(format!("flood-{name}.csv"));
+        live.emit(format!("---- {name}: {n} connections ----"));
+        let r = measure(args, ctx, &live, t, &server_csv, &flood_csv)?;
+        report.csvs.push(server_csv);
+        report.csvs.push(flood_csv);
+        results.push(r);
+    }
+    for r in &results {
+        let name = format!("{:?}", r.transport).to_lowercase();
+        let user = r.user_per_conn();
+        report.row(
+            &format!("connections held ({name})"),
+            format!(
+                "{} of {} ({} failed; server counts {})",
+                count(r.open as f64),
+                count(r.asked as f64),
+                r.failed,
+                count(r.server_conns as f64)
+            ),
+            "all",
+            met(r.open == r.asked),
+        );
+        report.row(
+            &format!("user-space memory per idle connection ({name})"),
+            format!(
+                "{} (RSS {} → {})",
+                bytes(user),
+                bytes(r.rss_idle as f64),
+                bytes(r.rss_held as f64)
+            ),
+            "≤ 100 B (first milestone ≤ 256 B)",
+            if user <= 100.0 {
+                met(true)
+            } else if user <= 256.0 {
+                "milestone only".into()
+            } else {
+                met(false)
+            },
+        );
+        report.row(
+            &format!("kernel memory per socket ({name})"),
+            bytes(r.kernel_per_socket),
+            "what the kernel takes (≈ 4.2 KB)",
+            "—".into(),
+        );
+        report.row(
+            &format!("connection accept rate ({name})"),
+            format!("{}/s", count(r.connect_rate)),
+            "≥ 30,000/s",
+            met(r.connect_rate >= 30_000.0),
+        );
+        let ratio = r.rss_after as f64 / r.rss_idle.max(1) as f64;
+        report.row(
+            &format!("memory {:.0} s after everyone left ({name})", args.settle),
+            format!(
+                "{} vs {} idle ({:+.1} %)",
+                bytes(r.rss_after as f64),
+                bytes(r.rss_idle as f64),
+                (ratio - 1.0) * 100.0
+            ),
+            "back to idle ± 10 %",
+            met((ratio - 1.0).abs() <= 0.10),
+        );
+    }
+    report.note(
+        "User-space memory: the server's RSS after all connections opened minus its RSS \
+         before, divided by the connections (one fresh server per transport, no message sent).",
+    );
+    report.note(
+        "Kernel memory per socket: machine-wide growth of slab + TCP buffer memory \
+         (/proc/meminfo Slab, /proc/net/sockstat mem) divided by 2 ends (client and server \
+         sockets are both on this machine) and by the connections; other activity on the \
+         machine moves it.",
+    );
+    report.note("Connect rate: flood's successful opens per second, first attempt to last open.");
+    report.live = live.lines();
+    Ok(report)
+}
+
+/// One transport on a fresh server.
+fn measure(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    live: &Arc<Live>,
+    transport: Transport,
+    server_csv: &std::path::Path,
+    flood_csv: &std::path::Path,
+) -> anyhow::Result<Idle> {
+    let n = args.connections();
+    let server = Arc::new(ctx.server(server_csv, &[])?);
+    let rss_idle = server.rss();
+    let kernel_idle = kernel_socket_bytes();
+    let held = Held::start(
+        flood_args(
+            vec![sub_url(&server)],
+            n,
+            transport,
+            Some(flood_csv.to_path_buf()),
+        ),
+        live.clone(),
+        vec![server.clone()],
+    );
+    let open = held.wait_open(n, OPEN_TIMEOUT);
+    std::thread::sleep(QUIET_BEFORE_READING);
+    let rss_held = server.rss();
+    let kernel_held = kernel_socket_bytes();
+    // Minus the /stats request's own connection.
+    let server_conns = server.stats()?["connections"]
+        .as_u64()
+        .unwrap_or(0)
+        .saturating_sub(1);
+    let summary = held.finish()?;
+    let mut probe = Probe::new(vec![server.clone()]);
+    watch(live, &mut probe, 30.0, &mut |s| s.connections == 0);
+    live.emit(format!("everyone left; settling {:.0} s", args.settle));
+    watch(live, &mut probe, args.settle, &mut |_| false);
+    let rss_after = server.rss();
+    Ok(Idle {
+        transport,
+        open,
+        asked: n,
+        failed: summary.failed,
+        server_conns,
+        rss_idle,
+        rss_held,
+        rss_after,
+        kernel_per_socket: kernel_held.saturating_sub(kernel_idle) as f64
+            / (2 * open.max(1)) as f64,
+        connect_rate: summary.connect_rate,
+    })
+}

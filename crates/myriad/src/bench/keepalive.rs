@@ -1,0 +1,214 @@
+//! `bench keepalive`: N HTTP/1.1 clients each send one request (`GET /healthz`) and go
+//! idle on a kept-alive connection. The server must close each one its keep-alive
+//! timeout after the response; the figure is the time from the last response until
+//! the server has closed them all, and its RSS afterwards.
+//!
+//! The clients are plain sockets in this process watched with one `poll(2)` over all
+//! of them: flood's transports all keep a request open, which is what this is not.
+
+use super::held::{watch, Live, Probe};
+use super::report::{bytes, count, met, Report};
+use super::{BenchArgs, Ctx};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Extra time allowed past the keep-alive timeout before giving up on closes.
+const EXTRA_WAIT: Duration = Duration::from_secs(30);
+/// The tolerance of the target: timeout + 1 s.
+const TOLERANCE_S: f64 = 1.0;
+
+/// One client connection's timeline.
+struct Client {
+    sock: TcpStream,
+    answered: Option<Instant>,
+    closed: Option<Instant>,
+}
+
+pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
+    let dir = ctx.dir("keepalive")?;
+    let n = args.connections();
+    let live = Live::new("keepalive");
+    let mut report = Report::new(
+        "keepalive",
+        &format!("{} idle keep-alive clients", count(n as f64)),
+        &dir,
+    );
+    let server_csv = dir.join("server.csv");
+    let timeout = args.keepalive_timeout.to_string();
+    let server = Arc::new(ctx.server(&server_csv, &["--keepalive-timeout", &timeout])?);
+    report.csvs.push(server_csv);
+    let rss_idle = server.rss();
+    let mut probe = Probe::new(vec![server.clone()]);
+    probe.sample();
+
+    // Connect and send; a blocking connect on loopback returns at the handshake.
+    let mut clients = Vec::with_capacity(n as usize);
+    let mut connect_errors = 0u64;
+    let t_connect = Instant::now();
+    for _ in 0..n {
+        let c = TcpStream::connect(server.addr).and_then(|mut s| {
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n")?;
+            s.set_nonblocking(true)?;
+            Ok(s)
+        });
+        match c {
+            Ok(sock) => clients.push(Client {
+                sock,
+                answered: None,
+                closed: None,
+            }),
+            Err(_) => connect_errors += 1,
+        }
+    }
+    live.emit(format!(
+        "{} connected and sent in {:.2} s ({connect_errors} errors)",
+        clients.len(),
+        t_connect.elapsed().as_secs_f64()
+    ));
+
+    let deadline = Instant::now() + Duration::from_secs_f64(args.keepalive_timeout) + EXTRA_WAIT;
+    let mut fds: Vec<libc::pollfd> = clients
+        .iter()
+        .map(|c| libc::pollfd {
+            fd: c.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut buf = [0u8; 4096];
+    let mut open = clients.len();
+    let mut rss_held = 0u64;
+    let mut next_line = Instant::now() + Duration::from_secs(1);
+    let mut resets = 0u64;
+    while open > 0 && Instant::now() < deadline {
+        // SAFETY: fds is a live, correctly sized array of pollfd for the whole call.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
+        let now = Instant::now();
+        if r > 0 {
+            for (pfd, c) in fds.iter_mut().zip(clients.iter_mut()) {
+                if pfd.revents == 0 || c.closed.is_some() {
+                    continue;
+                }
+                loop {
+                    match c.sock.read(&mut buf) {
+                        Ok(0) => {
+                            c.closed = Some(now);
+                            break;
+                        }
+                        Ok(_) => {
+                            c.answered.get_or_insert(now);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => {
+                            resets += 1;
+                            c.closed = Some(now);
+                            break;
+                        }
+                    }
+                }
+                if c.closed.is_some() {
+                    // Negative fds are ignored by poll(2).
+                    pfd.fd = -1;
+                    open -= 1;
+                }
+                pfd.revents = 0;
+            }
+        }
+        if now >= next_line {
+            next_line += Duration::from_secs(1);
+            let s = probe.sample();
+            if rss_held == 0
+                && clients
+                    .iter()
+                    .all(|c| c.answered.is_some() || c.closed.is_some())
+            {
+                rss_held = s.rss;
+            }
+            live.line(None, &s);
+            live.emit(format!(
+                "clients: {} answered, {} open",
+                clients.iter().filter(|c| c.answered.is_some()).count(),
+                open
+            ));
+        }
+    }
+    let answered: Vec<&Client> = clients.iter().filter(|c| c.answered.is_some()).collect();
+    let last_answer = answered.iter().filter_map(|c| c.answered).max();
+    let last_close = clients.iter().filter_map(|c| c.closed).max();
+    let mut delays: Vec<f64> = answered
+        .iter()
+        .filter_map(|c| Some(c.closed?.duration_since(c.answered?).as_secs_f64()))
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        delays
+            .get(((delays.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    let still_open = open;
+    let answered = answered.len() as u64;
+    drop(clients);
+    watch(&live, &mut probe, 5.0, &mut |s| s.connections == 0);
+    live.emit(format!("everyone gone; settling {:.0} s", args.settle));
+    watch(&live, &mut probe, args.settle, &mut |_| false);
+    let rss_after = server.rss();
+
+    report.row(
+        "clients answered",
+        format!(
+            "{} of {} ({connect_errors} connect errors)",
+            count(answered as f64),
+            count(n as f64)
+        ),
+        "all",
+        met(answered == n),
+    );
+    let span = match (last_answer, last_close) {
+        (Some(a), Some(c)) if still_open == 0 => Some(c.saturating_duration_since(a).as_secs_f64()),
+        _ => None,
+    };
+    let limit = args.keepalive_timeout + TOLERANCE_S;
+    report.row(
+        "time from the last response until the server closed all",
+        match span {
+            Some(s) => format!("{s:.2} s"),
+            None => format!(
+                "{still_open} still open after {:.0} s",
+                (Duration::from_secs_f64(args.keepalive_timeout) + EXTRA_WAIT).as_secs_f64()
+            ),
+        },
+        &format!("keep-alive timeout + ≤ 1 s (≤ {limit:.1} s)"),
+        met(span.is_some_and(|s| s <= limit)),
+    );
+    report.row(
+        "per connection: response → close, p50 / max",
+        format!("{:.2} s / {:.2} s", pct(0.5), pct(1.0)),
+        &format!("≤ {limit:.1} s"),
+        met(pct(1.0) <= limit),
+    );
+    report.fact("connections reset instead of closed", count(resets as f64));
+    let ratio = rss_after as f64 / rss_idle.max(1) as f64;
+    report.row(
+        "server RSS back after the closes",
+        format!(
+            "{} vs {} idle, {} with all idle clients ({:+.1} %)",
+            bytes(rss_after as f64),
+            bytes(rss_idle as f64),
+            bytes(rss_held as f64),
+            (ratio - 1.0) * 100.0
+        ),
+        "back to idle ± 10 %",
+        met((ratio - 1.0).abs() <= 0.10),
+    );
+    report.note(format!(
+        "Server started with --keepalive-timeout {}; each client sends `GET /healthz` \
+         (HTTP/1.1, so kept alive by default) and never sends again.",
+        args.keepalive_timeout
+    ));
+    report.live = live.lines();
+    Ok(report)
+}

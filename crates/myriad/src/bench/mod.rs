@@ -1,0 +1,211 @@
+//! `myriad bench <scenario>` (SPEC G5): scenarios that start the servers they need
+//! (`myriad serve` child processes), drive load with `flood` and `msggen`, record
+//! CSVs, render plots, and write a Markdown report whose table holds the figures of
+//! the SPEC's performance table next to their targets.
+//!
+//! Layout:
+//! - this file: flags, the scenario switch, `all`;
+//! - [`context`]: the run's output directory, command line, machine facts, sysctls;
+//! - [`report`]: the Markdown report (figure | measured | target | met?);
+//! - [`held`]: a flood held in a thread with a live line per second, and the
+//!   per-second server probe;
+//! - one file per scenario: [`idle`], [`broadcast`], [`unicast`], [`disconnect`],
+//!   [`churn`], [`keepalive`], [`c100k`].
+//!
+//! Not here: the load tools themselves (`load`), the server (`gateway`), the charts
+//! (`observe::plot`). Every scenario is bounded in connections and time, and ends
+//! every process it started (the servers are killed on drop).
+
+mod broadcast;
+mod c100k;
+mod churn;
+mod context;
+mod disconnect;
+mod held;
+mod idle;
+mod keepalive;
+mod report;
+mod unicast;
+
+use std::path::PathBuf;
+
+pub use context::Ctx;
+pub use report::Report;
+
+/// Default connection count of the 15k scenarios (the SPEC's reference scale).
+pub const DEFAULT_CONNECTIONS: u64 = 15_000;
+/// Default connection count of `c100k`.
+pub const DEFAULT_C100K: u64 = 100_000;
+
+/// Which scenario to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Memory per idle connection (user space and kernel), connect rate, memory after everyone left.
+    Idle,
+    /// One subject, N subscribers: latency at 5 msg/s and deliveries/s at increasing rates.
+    Broadcast,
+    /// N connections to distinct users, 10,000 msg/s to random users: latency and server CPU.
+    Unicast,
+    /// N connections closed at once by the client: server CPU spent, memory afterwards.
+    MassDisconnect,
+    /// Connections opening and closing continuously: connects/s, closes/s, errors, memory.
+    Churn,
+    /// N HTTP/1.1 keep-alive clients send one request and go idle: time until the server closed them.
+    Keepalive,
+    /// 100,000+ connections over several server processes and source addresses.
+    C100k,
+    /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
+    All,
+}
+
+/// Transport choice of the scenarios (`all` only for `idle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportChoice {
+    Stream,
+    Sse,
+    Ws,
+    Poll,
+    All,
+}
+
+/// Flags of `myriad bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// The scenario.
+    #[arg(value_enum)]
+    pub scenario: Scenario,
+    /// Client connections (default 15,000; c100k: 100,000).
+    #[arg(long)]
+    pub connections: Option<u64>,
+    /// Client transport (default: all for idle, stream otherwise).
+    #[arg(long, value_enum)]
+    pub transport: Option<TransportChoice>,
+    /// Seconds to wait after everyone left before measuring memory again.
+    #[arg(long, default_value_t = 30.0)]
+    pub settle: f64,
+    /// Directory for the reports; each scenario writes DIR/<scenario>/report.md.
+    #[arg(long, default_value = "myriad-bench")]
+    pub out: PathBuf,
+    /// Event loops per server process (default: the server's, one per core).
+    #[arg(long)]
+    pub loops: Option<u32>,
+    /// broadcast: publish rate of the latency phase, messages/s.
+    #[arg(long, default_value_t = 5.0)]
+    pub latency_rate: f64,
+    /// broadcast: seconds of the latency phase.
+    #[arg(long, default_value_t = 10.0)]
+    pub latency_secs: f64,
+    /// broadcast: publish rates of the throughput steps, messages/s (stops after the first step that misses).
+    #[arg(long, value_delimiter = ',', default_value = "10,20,40,60,80,120,160")]
+    pub rates: Vec<f64>,
+    /// broadcast: seconds per throughput step.
+    #[arg(long, default_value_t = 4.0)]
+    pub step_secs: f64,
+    /// unicast: messages per second to random users.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub unicast_rate: f64,
+    /// unicast publishing seconds; churn seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Payload size in bytes (the SPEC's reference figures use 60).
+    #[arg(long, default_value_t = 60)]
+    pub size: usize,
+    /// keepalive: the server's keep-alive idle timeout, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub keepalive_timeout: f64,
+    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here).
+    #[arg(long)]
+    pub servers: Option<u32>,
+    /// c100k: seconds to hold the connections once all are open.
+    #[arg(long, default_value_t = 10.0)]
+    pub hold: f64,
+    /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
+    #[arg(long)]
+    pub no_tune: bool,
+}
+
+impl BenchArgs {
+    fn connections(&self) -> u64 {
+        match (self.connections, self.scenario) {
+            (Some(n), _) => n.max(1),
+            (None, Scenario::C100k) => DEFAULT_C100K,
+            (None, _) => DEFAULT_CONNECTIONS,
+        }
+    }
+
+    /// The single transport of the non-idle scenarios.
+    fn transport(&self) -> anyhow::Result<load::flood::Transport> {
+        use load::flood::Transport;
+        Ok(match self.transport.unwrap_or(TransportChoice::Stream) {
+            TransportChoice::Stream => Transport::Stream,
+            TransportChoice::Sse => Transport::Sse,
+            TransportChoice::Ws => Transport::Ws,
+            TransportChoice::Poll => Transport::Poll,
+            TransportChoice::All => anyhow::bail!("--transport all is for the idle scenario"),
+        })
+    }
+}
+
+/// `myriad bench`.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let mut ctx = Ctx::new(&args)?;
+    let scenarios: Vec<Scenario> = match args.scenario {
+        Scenario::All => vec![
+            Scenario::Idle,
+            Scenario::Broadcast,
+            Scenario::Unicast,
+            Scenario::MassDisconnect,
+            Scenario::Churn,
+            Scenario::Keepalive,
+        ],
+        s => vec![s],
+    };
+    let mut done: Vec<(Scenario, Report)> = Vec::new();
+    let mut failures = Vec::new();
+    for s in scenarios {
+        eprintln!("bench: ---- {} ----", name(s));
+        let result = match s {
+            Scenario::Idle => idle::run(&args, &mut ctx),
+            Scenario::Broadcast => broadcast::run(&args, &mut ctx),
+            Scenario::Unicast => unicast::run(&args, &mut ctx),
+            Scenario::MassDisconnect => disconnect::run(&args, &mut ctx),
+            Scenario::Churn => churn::run(&args, &mut ctx),
+            Scenario::Keepalive => keepalive::run(&args, &mut ctx),
+            Scenario::C100k => c100k::run(&args, &mut ctx),
+            Scenario::All => unreachable!("expanded above"),
+        };
+        match result {
+            Ok(report) => {
+                let path = report.write(&ctx)?;
+                println!("{}", report.table_text());
+                println!("Report: {}", path.display());
+                done.push((s, report));
+            }
+            Err(e) if args.scenario == Scenario::All => {
+                eprintln!("bench: {} failed: {e:#}", name(s));
+                failures.push(format!("{}: {e:#}", name(s)));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if args.scenario == Scenario::All {
+        let path = report::write_index(&ctx, &done, &failures)?;
+        println!("Summary: {}", path.display());
+    }
+    anyhow::ensure!(failures.is_empty(), "{} scenario(s) failed", failures.len());
+    Ok(())
+}
+
+/// The scenario's name as typed on the command line (also its directory).
+pub fn name(s: Scenario) -> &'static str {
+    match s {
+        Scenario::Idle => "idle",
+        Scenario::Broadcast => "broadcast",
+        Scenario::Unicast => "unicast",
+        Scenario::MassDisconnect => "mass-disconnect",
+        Scenario::Churn => "churn",
+        Scenario::Keepalive => "keepalive",
+        Scenario::C100k => "c100k",
+        Scenario::All => "all",
+    }
+}

@@ -1,0 +1,184 @@
+//! `myriad bench` scenarios end to end at a tiny scale, through the real binary: each
+//! starts its servers, drives load, and writes a report whose table is filled with
+//! plausible numbers. No timing assertion: only counts, presence and consistency.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `myriad bench ARGS --out DIR --settle 1`; returns the scenario's report text.
+fn bench(dir: &Path, scenario: &str, args: &[&str]) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .arg("bench")
+        .arg(scenario)
+        .args(args)
+        .args(["--settle", "1", "--no-tune"])
+        .arg("--out")
+        .arg(dir)
+        .output()
+        .expect("run myriad bench");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "bench {scenario} failed:\n{stdout}\n{stderr}"
+    );
+    let path = dir.join(scenario).join("report.md");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no report at {}: {e}\n{stderr}", path.display()))
+}
+
+/// The cells (measured, target, met) of the table row whose figure starts with `figure`.
+fn row<'a>(report: &'a str, figure: &str) -> Vec<&'a str> {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(&format!("| {figure}")))
+        .unwrap_or_else(|| panic!("no row `{figure}` in:\n{report}"));
+    line.trim_matches('|')
+        .split(" | ")
+        .map(str::trim)
+        .skip(1)
+        .collect()
+}
+
+/// The first number of a cell, separators removed ("1,234 of 1,500" → 1234).
+fn first_number(cell: &str) -> f64 {
+    let s: String = cell
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
+        .filter(|c| *c != ',')
+        .collect();
+    s.parse()
+        .unwrap_or_else(|_| panic!("no number in `{cell}`"))
+}
+
+fn common_parts(report: &str) {
+    assert!(report.contains("Command: `"), "{report}");
+    assert!(report.contains("| figure | measured | target | met? |"));
+    assert!(report.contains("share its cores"), "the caveat is missing");
+    assert!(report.contains("- cores: "), "machine facts are missing");
+    assert!(report.contains("net.core.somaxconn"), "sysctls are missing");
+}
+
+#[test]
+fn idle_holds_every_connection_and_measures_memory() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "idle",
+        &["--connections", "300", "--transport", "stream"],
+    );
+    common_parts(&r);
+    let held = row(&r, "connections held (stream)");
+    assert!(held[0].starts_with("300 of 300"), "{held:?}");
+    assert_eq!(held[2], "yes");
+    let user = row(&r, "user-space memory per idle connection (stream)");
+    assert!(user[0].contains(" B") || user[0].contains("KB"), "{user:?}");
+    assert!(first_number(row(&r, "connection accept rate (stream)")[0]) > 0.0);
+    let after = row(&r, "memory 1 s after everyone left (stream)");
+    assert!(after[0].contains("idle"), "{after:?}");
+    let csv = std::fs::read_to_string(out.path().join("idle/server-stream.csv")).unwrap();
+    assert!(csv.lines().count() > 2, "the server CSV has rows");
+    assert!(r.contains("## Live view"));
+}
+
+#[test]
+fn broadcast_delivers_to_every_subscriber_and_reports_latency() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "broadcast",
+        &[
+            "--connections",
+            "200",
+            "--latency-secs",
+            "1",
+            "--rates",
+            "5",
+            "--step-secs",
+            "1",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "subscribers connected")[0], "200 of 200");
+    let lat = row(&r, "broadcast latency p99");
+    assert!(
+        lat[0].ends_with(" ms") && first_number(lat[0]) > 0.0,
+        "{lat:?}"
+    );
+    let got = row(&r, "latency phase: deliveries received / expected");
+    assert!(first_number(got[0]) > 0.0, "no delivery arrived: {got:?}");
+    assert!(r.contains("## Throughput steps"));
+    row(&r, "broadcast: deliveries/s");
+}
+
+#[test]
+fn unicast_reports_latency_and_server_cpu() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "unicast",
+        &[
+            "--connections",
+            "200",
+            "--unicast-rate",
+            "300",
+            "--duration",
+            "1",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "connections held")[0], "200 of 200");
+    assert!(first_number(row(&r, "published")[0]) > 0.0);
+    assert!(first_number(row(&r, "deliveries received")[0]) > 0.0);
+    assert!(row(&r, "server CPU while publishing")[0].contains("% of a core"));
+}
+
+#[test]
+fn mass_disconnect_and_keepalive_see_every_connection_go() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(out.path(), "mass-disconnect", &["--connections", "300"]);
+    common_parts(&r);
+    assert!(row(&r, "connections held before the close")[0].starts_with("300 of 300"));
+    let gone = row(&r, "time until the server counted no connection");
+    assert!(gone[0].ends_with("; 0 left"), "{gone:?}");
+
+    let r = bench(
+        out.path(),
+        "keepalive",
+        &["--connections", "300", "--keepalive-timeout", "1"],
+    );
+    common_parts(&r);
+    assert!(row(&r, "clients answered")[0].starts_with("300 of 300"));
+    let closed = row(
+        &r,
+        "time from the last response until the server closed all",
+    );
+    assert!(
+        closed[0].ends_with(" s") && !closed[0].contains("still open"),
+        "{closed:?}"
+    );
+}
+
+#[test]
+fn churn_and_c100k_at_a_tiny_scale() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "churn",
+        &["--connections", "200", "--duration", "2"],
+    );
+    common_parts(&r);
+    assert!(first_number(row(&r, "connects / s (server)")[0]) > 0.0);
+    assert_eq!(row(&r, "client errors")[2], "yes");
+
+    let r = bench(
+        out.path(),
+        "c100k",
+        &["--connections", "1000", "--servers", "2", "--hold", "1"],
+    );
+    common_parts(&r);
+    let held = row(&r, "concurrent connections held");
+    assert!(held[0].starts_with("1,000 of 1,000"), "{held:?}");
+    assert!(r.contains("2 servers"), "{r}");
+}
