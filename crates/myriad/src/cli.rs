@@ -27,6 +27,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // -- commands: one variant per line group; add yours below, keep this marker --
+    /// Benchmark scenarios (idle, broadcast, unicast, mass-disconnect, churn, keepalive, c100k, all): servers, load, CSV, plots and a Markdown report against the SPEC targets.
+    Bench(crate::bench::BenchArgs),
     /// Open N client connections (stream, SSE, WebSocket, long-poll) to any push server; count messages and latency.
     Flood(load::flood::FloodArgs),
     /// Publish stamped messages to random subjects at a rate over keep-alive HTTP connections.
@@ -56,6 +58,7 @@ pub fn main() -> anyhow::Result<()> {
     init_logging(&cli.log, &cli.log_format);
     match cli.command {
         // -- dispatch: one arm per variant; add yours below, keep this marker --
+        Command::Bench(args) => crate::bench::run(args),
         Command::Flood(args) => load::flood::run(args),
         Command::Msggen(args) => load::msggen::run(args),
         Command::Drone(args) => load::drone::run(args),

@@ -2,6 +2,7 @@
 //! the code that runs it (`gateway`, `load`, `observe`, `store`); this file only wires
 //! them together, sets up logging, and turns errors into a message and an exit code.
 
+mod bench;
 mod cli;
 mod config_file;
 mod demo;
