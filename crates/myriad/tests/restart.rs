@@ -57,3 +57,41 @@ fn config_file_and_environment_configure_serve() {
     );
     drop(held);
 }
+
+/// The same with PostgreSQL as the shared store (SPEC E3), in a schema of its own.
+#[test]
+fn subscriptions_survive_a_restart_with_postgres() {
+    let schema = format!("myriad_restart_{}", std::process::id());
+    let url = format!("postgres://postgres@127.0.0.1:5432/test?schema={schema}");
+    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
+    }
+    {
+        let server = Server::start(&["--store", &url]);
+        assert_eq!(
+            server
+                .request("POST", "/subscriptions", b"1 100\n2 100\n")
+                .0,
+            200
+        );
+        assert_eq!(server.request("DELETE", "/subscriptions/1/100", b"").0, 200);
+    }
+    let server = Server::start(&["--store", &url]);
+    assert_eq!(
+        server.request("GET", "/subscribers/100", b"").1.trim(),
+        "[2]"
+    );
+    drop(server);
+    let _ = std::process::Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-qc",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+        ])
+        .status();
+}
