@@ -73,8 +73,10 @@ impl Server {
             "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(body).unwrap();
+        // One write: a second small write would wait on Nagle and the delayed ACK.
+        let mut request = head.into_bytes();
+        request.extend_from_slice(body);
+        s.write_all(&request).unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).unwrap();
         parse_response(&out)
