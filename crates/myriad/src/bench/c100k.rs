@@ -6,7 +6,7 @@
 //! memory per connection (user space: the servers' RSS growth; kernel: machine-wide
 //! slab + TCP growth over 2 ends).
 
-use super::context::meminfo_kb;
+use super::context::{listen_overflows, meminfo_kb};
 use super::held::{flood_args, sub_url, Held, Live, Probe};
 use super::report::{bytes, count, met, Report};
 use super::{BenchArgs, Ctx};
@@ -64,6 +64,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let probe = Probe::new(servers.clone());
     let rss_idle = probe.rss();
     let kernel_idle = kernel_socket_bytes();
+    let overflows0 = listen_overflows();
     let flood_csv = dir.join("flood.csv");
     let mut fa = flood_args(
         servers.iter().map(|s| sub_url(s)).collect(),
@@ -82,6 +83,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     std::thread::sleep(Duration::from_secs(3));
     let rss_held = probe.rss();
     let kernel_held = kernel_socket_bytes();
+    let overflows = listen_overflows().saturating_sub(overflows0);
     let mut server_conns = 0;
     for s in &servers {
         // Minus the /stats request's own connection.
@@ -117,6 +119,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         format!("{}/s", count(summary.connect_rate)),
         "≥ 30,000/s",
         met(summary.connect_rate >= 30_000.0),
+    );
+    report.fact(
+        "listen-queue overflows while connecting",
+        format!("{overflows} (machine-wide; each costs a 1 s SYN retransmit)"),
     );
     report.row(
         "user-space memory per idle connection",

@@ -26,7 +26,7 @@ impl Live {
             lines: Mutex::new(Vec::new()),
         });
         live.emit(
-            "  time | client: open failed  recv/s  p99 lat | server: conns      RSS   CPU   out/s  conn+/s  conn-/s"
+            "  time | client: open failed  recv/s  p99 lat | server: conns      RSS   CPU   out/s  conn+/s  conn-/s | machine CPU"
                 .to_string(),
         );
         live
@@ -60,14 +60,15 @@ impl Live {
             None => format!("{:>6} {:>6} {:>7} {:>8}", "-", "-", "-", "-"),
         };
         self.emit(format!(
-            "{:>5.0}s | {client} | {:>13} {:>6.1}MB {:>4.0}% {:>7.0} {:>8.0} {:>8.0}",
+            "{:>5.0}s | {client} | {:>13} {:>6.1}MB {:>4.0}% {:>7.0} {:>8.0} {:>8.0} | {:>5.0}%",
             self.t0.elapsed().as_secs_f64(),
             s.connections,
             s.rss as f64 / 1e6,
             s.cpu_pct,
             s.out_per_s,
             s.connects_per_s,
-            s.closes_per_s
+            s.closes_per_s,
+            s.machine_pct
         ));
     }
 }
@@ -82,6 +83,9 @@ pub struct ServerSample {
     pub out_per_s: f64,
     pub connects_per_s: f64,
     pub closes_per_s: f64,
+    /// The whole machine's busy CPU since the previous sample, percent of all cores:
+    /// shows when something else (a build) competes with the benchmark.
+    pub machine_pct: f64,
     /// Running totals.
     pub messages_out: u64,
     pub connects: u64,
@@ -92,6 +96,24 @@ pub struct ServerSample {
 pub struct Probe {
     pub servers: Vec<Arc<ServerProcess>>,
     last: Option<(Instant, f64, ServerSample)>,
+    last_machine: (u64, u64),
+}
+
+/// (busy, total) jiffies of all cores from /proc/stat.
+fn machine_jiffies() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    // idle and iowait are fields 4 and 5.
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
 }
 
 impl Probe {
@@ -99,6 +121,7 @@ impl Probe {
         Probe {
             servers,
             last: None,
+            last_machine: machine_jiffies(),
         }
     }
 
@@ -138,6 +161,13 @@ impl Probe {
             s.connects_per_s = s.connects.saturating_sub(prev.connects) as f64 / dt;
             s.closes_per_s = s.closes.saturating_sub(prev.closes) as f64 / dt;
         }
+        let m = machine_jiffies();
+        let (busy, total) = (
+            m.0 - self.last_machine.0.min(m.0),
+            m.1 - self.last_machine.1.min(m.1),
+        );
+        s.machine_pct = busy as f64 * 100.0 / total.max(1) as f64;
+        self.last_machine = m;
         self.last = Some((now, cpu, s.clone()));
         s
     }
@@ -166,15 +196,29 @@ pub struct Held {
 }
 
 impl Held {
-    /// Starts `args` in a thread; each second prints a live line with the servers' figures.
+    /// Starts `args` in a thread; each second a second thread prints a live line with
+    /// the flood's tick and the servers' figures. The flood's callback only stores and
+    /// forwards: asking a busy server for `/stats` there would stall the client's event
+    /// loop and inflate the latencies it measures.
     pub fn start(args: FloodArgs, live: Arc<Live>, servers: Vec<Arc<ServerProcess>>) -> Held {
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(FloodState::default());
+        let (tx, rx) = std::sync::mpsc::channel::<FloodTick>();
+        std::thread::spawn(move || {
+            let mut probe = Probe::new(servers);
+            probe.sample();
+            // Ends when the flood thread drops its sender.
+            while let Ok(mut tick) = rx.recv() {
+                // Behind by several ticks (a slow /stats): print the latest only.
+                while let Ok(newer) = rx.try_recv() {
+                    tick = newer;
+                }
+                live.line(Some(&tick), &probe.sample());
+            }
+        });
         let handle = {
             let (stop, state) = (stop.clone(), state.clone());
             std::thread::spawn(move || {
-                let mut probe = Probe::new(servers);
-                probe.sample();
                 load::flood::run_until(args, &stop, &mut |t| {
                     state.open.store(t.open, Ordering::Relaxed);
                     state.failed.store(t.failed, Ordering::Relaxed);
@@ -185,7 +229,7 @@ impl Held {
                     if t.messages > 0 {
                         state.last_busy_tick.store(n, Ordering::Relaxed);
                     }
-                    live.line(Some(t), &probe.sample());
+                    let _ = tx.send(t.clone());
                 })
             })
         };

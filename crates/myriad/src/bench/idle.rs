@@ -4,6 +4,7 @@
 //! divided by 2 ends and N the kernel memory per socket. Then everyone leaves at once
 //! and, `--settle` seconds later, the server's RSS is compared with its idle RSS.
 
+use super::context::listen_overflows;
 use super::held::{flood_args, sub_url, watch, Held, Live, Probe};
 use super::report::{bytes, count, met, Report};
 use super::{BenchArgs, Ctx, TransportChoice};
@@ -29,6 +30,8 @@ pub struct Idle {
     pub rss_after: u64,
     pub kernel_per_socket: f64,
     pub connect_rate: f64,
+    /// Listen-queue overflows on the machine while connecting.
+    pub overflows: u64,
 }
 
 impl Idle {
@@ -110,6 +113,13 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             "≥ 30,000/s",
             met(r.connect_rate >= 30_000.0),
         );
+        report.fact(
+            &format!("listen-queue overflows while connecting ({name})"),
+            format!(
+                "{} (machine-wide; each costs a 1 s SYN retransmit)",
+                r.overflows
+            ),
+        );
         let ratio = r.rss_after as f64 / r.rss_idle.max(1) as f64;
         report.row(
             &format!("memory {:.0} s after everyone left ({name})", args.settle),
@@ -151,6 +161,7 @@ fn measure(
     let server = Arc::new(ctx.server(server_csv, &[])?);
     let rss_idle = server.rss();
     let kernel_idle = kernel_socket_bytes();
+    let overflows = listen_overflows();
     let held = Held::start(
         flood_args(
             vec![sub_url(&server)],
@@ -165,6 +176,7 @@ fn measure(
     std::thread::sleep(QUIET_BEFORE_READING);
     let rss_held = server.rss();
     let kernel_held = kernel_socket_bytes();
+    let overflows = listen_overflows().saturating_sub(overflows);
     // Minus the /stats request's own connection.
     let server_conns = server.stats()?["connections"]
         .as_u64()
@@ -188,5 +200,6 @@ fn measure(
         kernel_per_socket: kernel_held.saturating_sub(kernel_idle) as f64
             / (2 * open.max(1)) as f64,
         connect_rate: summary.connect_rate,
+        overflows,
     })
 }
