@@ -272,18 +272,7 @@ impl EventLoop {
 
     /// Re-runs input held while a long-poll waited (pipelined requests).
     pub(crate) fn resume_input(&mut self, index: usize) {
-        let Some(conn) = self.conns.get_mut(index) else {
-            return;
-        };
-        let held = conn
-            .pending
-            .as_mut()
-            .map(|p| std::mem::take(&mut p.input))
-            .unwrap_or_default();
-        if !held.is_empty() {
-            let used = self.consume(index, &held);
-            self.hold(index, &held[used..]);
-        }
+        self.feed(index, &[]);
     }
 
     fn hold(&mut self, index: usize, rest: &[u8]) {
