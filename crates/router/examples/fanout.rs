@@ -91,5 +91,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "presence + history after publishes: {} bytes (checksum {sink})",
         r.presence_bytes()
     );
+
+    // Live changes: one new follower of the top subject through store and index,
+    // then a forced compaction (the pause a router takes every ~base/16 changes).
+    let newcomer = max_id + 1;
+    // The first write after open creates the WAL / prepares statements: warm up.
+    store.add(&[(newcomer, top)])?;
+    store.remove(&[(newcomer, top)])?;
+    let t = Instant::now();
+    store.add(&[(newcomer, top)])?;
+    let store_add = t.elapsed();
+    let t = Instant::now();
+    r.subscribe(newcomer, top);
+    let index_add = t.elapsed();
+    let t = Instant::now();
+    let mut index = r.index().clone();
+    let cloned = t.elapsed();
+    let t = Instant::now();
+    index.compact();
+    let compact = t.elapsed();
+    let t = Instant::now();
+    store.remove(&[(newcomer, top)])?;
+    let store_remove = t.elapsed();
+    println!(
+        "live change on subject {top}: store add {:.0} µs, index add {:.1} µs, store remove {:.0} µs; \
+         full compaction {:.2} s (clone {:.2} s)",
+        store_add.as_secs_f64() * 1e6,
+        index_add.as_secs_f64() * 1e6,
+        store_remove.as_secs_f64() * 1e6,
+        compact.as_secs_f64(),
+        cloned.as_secs_f64()
+    );
     Ok(())
 }
