@@ -12,7 +12,7 @@ mod ingest;
 mod rng;
 
 pub use generate::{barabasi_albert, gen, GenArgs};
-pub use ingest::{load, parse_edge_line, BadLinePolicy, LoadArgs, LoadSummary};
+pub use ingest::{load, load_with_summary, parse_edge_line, BadLinePolicy, LoadArgs, LoadSummary};
 pub use rng::Rng;
 
 /// `myriad friends <command>`.
@@ -35,6 +35,6 @@ pub enum FriendsCommand {
 pub fn run(args: FriendsArgs) -> anyhow::Result<()> {
     match args.command {
         FriendsCommand::Gen(a) => gen(a),
-        FriendsCommand::Load(a) => load(a).map(|_| ()),
+        FriendsCommand::Load(a) => load(a),
     }
 }

@@ -98,8 +98,13 @@ fn bar(len: u64, template: &str) -> anyhow::Result<indicatif::ProgressBar> {
     Ok(bar)
 }
 
-/// Runs `myriad friends load`; returns what it did (also printed to stderr).
-pub fn load(args: LoadArgs) -> anyhow::Result<LoadSummary> {
+/// Runs `myriad friends load` (the summary goes to stderr).
+pub fn load(args: LoadArgs) -> anyhow::Result<()> {
+    load_with_summary(args).map(|_| ())
+}
+
+/// [`load`], returning what it did.
+pub fn load_with_summary(args: LoadArgs) -> anyhow::Result<LoadSummary> {
     let started = Instant::now();
     let mut store =
         store::open(&args.store).with_context(|| format!("open store {}", args.store))?;
@@ -248,7 +253,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = write(dir.path(), FILE);
         let url = format!("sqlite:{}", dir.path().join("s.db").display());
-        let s = load(LoadArgs {
+        let s = load_with_summary(LoadArgs {
             file,
             store: url.clone(),
             directed: false,
@@ -279,7 +284,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = write(dir.path(), FILE);
         let url = format!("sqlite:{}", dir.path().join("d.db").display());
-        let s = load(LoadArgs {
+        let s = load_with_summary(LoadArgs {
             file,
             store: url.clone(),
             directed: true,
@@ -298,7 +303,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = write(dir.path(), FILE);
         let url = format!("sqlite:{}", dir.path().join("r.db").display());
-        let err = load(LoadArgs {
+        let err = load_with_summary(LoadArgs {
             file,
             store: url.clone(),
             directed: false,
