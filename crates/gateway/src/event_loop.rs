@@ -11,7 +11,7 @@
 use crate::conn::{Conn, State, KEEP_ALIVE, LOGGED_IN};
 use crate::output::{write_now, Part};
 use crate::shared::{self, Command, Shared};
-use crate::wheel::{Due, Wheel, TICK_MS};
+use crate::wheel::{self, Wheel, TICK_MS};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use observe::metrics::LoopMetrics;
@@ -47,7 +47,7 @@ pub struct EventLoop {
     pub(crate) metrics: Arc<LoopMetrics>,
     scratch: Vec<u8>,
     epoch: Instant,
-    due: Vec<Due>,
+    due: Vec<u32>,
     inbox: Vec<Command>,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
@@ -638,12 +638,26 @@ impl EventLoop {
     fn run_timers(&mut self, now: Instant) {
         let now_tick = self.tick_of(now);
         let mut due = std::mem::take(&mut self.due);
-        self.wheel.poll_due(now_tick, |d| due.push(d));
-        for d in due.drain(..) {
-            let (index, gen) = shared::untoken(d.token);
-            match self.conns.get(index) {
-                Some(conn) if conn.gen == gen && conn.deadline == d.tick => self.on_timer(index),
-                _ => {} // stale: the connection closed or its timer moved
+        let conns = &self.conns;
+        let deadline_of = |token: u32| {
+            let (index, gen) = shared::untoken(token);
+            conns
+                .get(index)
+                .filter(|c| c.gen == gen)
+                .map(|c| c.deadline)
+        };
+        self.wheel.poll_due(
+            now_tick,
+            |token, slot_tick| wheel::judge(deadline_of(token), slot_tick, now_tick),
+            |token| due.push(token),
+        );
+        for token in due.drain(..) {
+            // Check again: an earlier timer's work may have closed this connection
+            // (a long-poll answer running a pipelined publish) or already fired it (an
+            // entry scheduled twice for one tick).
+            let (index, gen) = shared::untoken(token);
+            if matches!(self.conns.get(index), Some(c) if c.gen == gen && c.deadline <= now_tick) {
+                self.on_timer(index);
             }
         }
         self.due = due;

@@ -1,33 +1,37 @@
 //! One hashed timing wheel per event loop (SPEC A5): heartbeats, head timeouts,
 //! keep-alive idle timeouts and long-poll timeouts of every connection of the loop.
 //!
-//! Not a timer per connection: an entry is 8 bytes (token + due tick) in a slot vector,
-//! and cancelling costs nothing. The connection keeps its own `deadline` tick; an entry
-//! whose tick no longer matches the connection's deadline is stale and is dropped when
-//! its slot comes round (lazy deletion). Deadlines further away than one revolution sit
-//! in their slot until their turn.
+//! Not a timer per connection: an entry is a 4-byte connection token in a slot vector,
+//! and cancelling costs nothing. The connection keeps its own `deadline` tick, which is
+//! the truth: when a slot comes round the owner says, for each token, whether it is due
+//! now, belongs to a later revolution of this slot (kept), or is stale (dropped: the
+//! connection closed or its timer moved, which pushed a new entry elsewhere).
 
 /// Wheel resolution. Heartbeats are seconds apart and timeouts are at least a second, so
 /// 50 ms is precise enough while keeping the slot count small.
 pub const TICK_MS: u64 = 50;
 /// Slots per revolution: 4096 × 50 ms ≈ 205 s covers every default timeout in one turn.
-const SLOTS: usize = 4096;
+pub const SLOTS: u32 = 4096;
 
-/// An entry that has come due: the connection token and the tick it was scheduled for.
+/// What the owner says about an entry when its slot comes round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Due {
-    pub token: u32,
-    pub tick: u32,
+pub enum Entry {
+    /// Its deadline is this tick: it fires (and leaves the wheel).
+    Due,
+    /// Its deadline is a later revolution of the same slot: it stays.
+    Later,
+    /// The connection is gone or its deadline moved: it leaves.
+    Stale,
 }
 
 pub struct Wheel {
-    slots: Vec<Vec<Due>>,
+    slots: Vec<Vec<u32>>,
     /// The next tick to process; every tick before it has been handed out.
     next: u32,
 }
 
 impl Wheel {
-    /// A wheel whose tick 0 is `now_tick`.
+    /// A wheel whose first tick is `now_tick`.
     pub fn new(now_tick: u32) -> Wheel {
         Wheel {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
@@ -39,31 +43,38 @@ impl Wheel {
     /// Returns the tick actually used: the caller stores it as the connection's deadline.
     pub fn schedule(&mut self, token: u32, tick: u32) -> u32 {
         let tick = tick.max(self.next);
-        self.slots[tick as usize % SLOTS].push(Due { token, tick });
+        self.slots[(tick % SLOTS) as usize].push(token);
         tick
     }
 
-    /// Hands every entry due up to and including `now_tick` to `fire`. Entries of a later
-    /// revolution stay in place. Stale entries are the caller's to recognise.
-    pub fn poll_due(&mut self, now_tick: u32, mut fire: impl FnMut(Due)) {
+    /// Visits every slot from the last call up to `now_tick`. `judge(token, slot_tick)`
+    /// classifies each entry (`slot_tick` is the tick being visited); `Due` entries go to
+    /// `fire`, which must not touch the wheel (collect them, then act).
+    pub fn poll_due(
+        &mut self,
+        now_tick: u32,
+        mut judge: impl FnMut(u32, u32) -> Entry,
+        mut fire: impl FnMut(u32),
+    ) {
         if now_tick < self.next {
             return;
         }
         // After a stall longer than a revolution, one pass over every slot is enough:
-        // each slot is visited once and fires all of its entries that are due.
-        let visits = ((now_tick - self.next) as usize + 1).min(SLOTS);
+        // the owner judges by the connection's own deadline, not by the visited tick.
+        let visits = (now_tick - self.next + 1).min(SLOTS);
         for i in 0..visits {
-            let slot = &mut self.slots[(self.next as usize + i) % SLOTS];
+            let tick = now_tick - (visits - 1 - i);
+            let slot = &mut self.slots[(tick % SLOTS) as usize];
             if slot.is_empty() {
                 continue;
             }
-            slot.retain(|due| {
-                if due.tick <= now_tick {
-                    fire(*due);
+            slot.retain(|&token| match judge(token, tick) {
+                Entry::Due => {
+                    fire(token);
                     false
-                } else {
-                    true
                 }
+                Entry::Later => true,
+                Entry::Stale => false,
             });
         }
         self.next = now_tick + 1;
@@ -72,11 +83,7 @@ impl Wheel {
     /// Frees slot vectors left large after a mass disconnect.
     pub fn shrink(&mut self) {
         for slot in &mut self.slots {
-            if slot.is_empty() {
-                *slot = Vec::new();
-            } else {
-                slot.shrink_to_fit();
-            }
+            slot.shrink_to_fit();
         }
     }
 
@@ -90,64 +97,102 @@ impl Wheel {
     }
 }
 
+/// The usual judge: an entry is due when the connection's deadline has come, later when
+/// the deadline is a future revolution of the visited slot, and stale otherwise.
+pub fn judge(deadline: Option<u32>, slot_tick: u32, now_tick: u32) -> Entry {
+    match deadline {
+        Some(d) if d <= now_tick && d % SLOTS == slot_tick % SLOTS => Entry::Due,
+        Some(d) if d > now_tick && d % SLOTS == slot_tick % SLOTS => Entry::Later,
+        _ => Entry::Stale,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
-    fn fired(wheel: &mut Wheel, now: u32) -> Vec<Due> {
-        let mut out = Vec::new();
-        wheel.poll_due(now, |d| out.push(d));
-        out
+    /// Deadlines by token, standing in for the connections.
+    struct Owner {
+        deadlines: HashMap<u32, u32>,
+    }
+
+    impl Owner {
+        fn fired(&mut self, wheel: &mut Wheel, now: u32) -> Vec<u32> {
+            let mut out = Vec::new();
+            let deadlines = &self.deadlines;
+            wheel.poll_due(
+                now,
+                |t, slot| judge(deadlines.get(&t).copied(), slot, now),
+                |t| out.push(t),
+            );
+            for t in &out {
+                self.deadlines.remove(t);
+            }
+            out.sort();
+            out
+        }
+
+        fn schedule(&mut self, wheel: &mut Wheel, token: u32, tick: u32) {
+            let tick = wheel.schedule(token, tick);
+            self.deadlines.insert(token, tick);
+        }
+    }
+
+    fn owner() -> Owner {
+        Owner {
+            deadlines: HashMap::new(),
+        }
     }
 
     #[test]
     fn fires_in_its_tick_and_not_before() {
-        let mut w = Wheel::new(100);
-        w.schedule(7, 105);
-        assert!(fired(&mut w, 104).is_empty());
-        assert_eq!(
-            fired(&mut w, 105),
-            vec![Due {
-                token: 7,
-                tick: 105
-            }]
-        );
-        assert!(fired(&mut w, 200).is_empty());
+        let (mut w, mut o) = (Wheel::new(100), owner());
+        o.schedule(&mut w, 7, 105);
+        assert!(o.fired(&mut w, 104).is_empty());
+        assert_eq!(o.fired(&mut w, 105), vec![7]);
+        assert!(o.fired(&mut w, 200).is_empty());
+        assert!(w.is_empty());
     }
 
     #[test]
     fn past_ticks_are_clamped_to_the_next_one() {
-        let mut w = Wheel::new(10);
-        assert_eq!(w.schedule(1, 3), 10);
-        assert_eq!(fired(&mut w, 10).len(), 1);
+        let (mut w, mut o) = (Wheel::new(10), owner());
+        o.schedule(&mut w, 1, 3);
+        assert_eq!(o.deadlines[&1], 10);
+        assert_eq!(o.fired(&mut w, 10), vec![1]);
     }
 
     #[test]
     fn deadlines_beyond_one_revolution_wait_their_turn() {
-        let mut w = Wheel::new(0);
-        let far = SLOTS as u32 + 5;
-        w.schedule(9, far);
-        assert!(fired(&mut w, 5).is_empty());
-        assert!(fired(&mut w, far - 1).is_empty());
-        assert_eq!(
-            fired(&mut w, far),
-            vec![Due {
-                token: 9,
-                tick: far
-            }]
-        );
+        let (mut w, mut o) = (Wheel::new(0), owner());
+        let far = SLOTS + 5;
+        o.schedule(&mut w, 9, far);
+        assert!(o.fired(&mut w, 5).is_empty());
+        assert!(o.fired(&mut w, far - 1).is_empty());
+        assert_eq!(o.fired(&mut w, far), vec![9]);
+    }
+
+    #[test]
+    fn a_moved_timer_fires_once_at_its_new_tick() {
+        let (mut w, mut o) = (Wheel::new(0), owner());
+        o.schedule(&mut w, 4, 10);
+        o.schedule(&mut w, 4, 20); // moved: the entry at 10 is now stale
+        assert!(o.fired(&mut w, 15).is_empty());
+        assert_eq!(w.len(), 1);
+        assert_eq!(o.fired(&mut w, 20), vec![4]);
+        assert!(o.fired(&mut w, 100).is_empty());
     }
 
     #[test]
     fn a_long_stall_fires_everything_due() {
-        let mut w = Wheel::new(0);
+        let (mut w, mut o) = (Wheel::new(0), owner());
         for t in 0..3000u32 {
-            w.schedule(t, t);
+            o.schedule(&mut w, t, t);
         }
-        w.schedule(99_999, 50_000);
-        let out = fired(&mut w, 20_000);
-        assert_eq!(out.len(), 3000);
+        o.schedule(&mut w, 99_999, 50_000);
+        assert_eq!(o.fired(&mut w, 20_000).len(), 3000);
         assert_eq!(w.len(), 1);
-        assert_eq!(fired(&mut w, 50_000).len(), 1);
+        assert_eq!(o.fired(&mut w, 50_000), vec![99_999]);
     }
 }

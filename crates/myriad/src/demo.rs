@@ -66,7 +66,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         seed: 1,
         out: graph.clone(),
     })?;
-    let loaded = load::friends::load(load::friends::LoadArgs {
+    let loaded = load::friends::load_with_summary(load::friends::LoadArgs {
         file: graph,
         store: store_url.clone(),
         directed: false,
