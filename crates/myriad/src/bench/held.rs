@@ -92,6 +92,9 @@ pub struct ServerSample {
     pub closes: u64,
 }
 
+/// Shortest time between samples that rates are computed over, seconds.
+const MIN_RATE_WINDOW_S: f64 = 0.25;
+
 /// Samples servers; rates are since the previous sample.
 pub struct Probe {
     pub servers: Vec<Arc<ServerProcess>>,
@@ -155,7 +158,11 @@ impl Probe {
         let now = Instant::now();
         let cpu = self.cpu();
         if let Some((at, cpu0, prev)) = &self.last {
-            let dt = now.duration_since(*at).as_secs_f64().max(1e-3);
+            let dt = now.duration_since(*at).as_secs_f64();
+            if dt < MIN_RATE_WINDOW_S {
+                // Too soon after the previous sample for rates to mean anything.
+                return s;
+            }
             s.cpu_pct = (cpu - cpu0) / dt * 100.0;
             s.out_per_s = s.messages_out.saturating_sub(prev.messages_out) as f64 / dt;
             s.connects_per_s = s.connects.saturating_sub(prev.connects) as f64 / dt;

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 /// Extra time allowed past the keep-alive timeout before giving up on closes.
 const EXTRA_WAIT: Duration = Duration::from_secs(30);
+/// Connects between two reads of the responses.
+const CONNECT_BATCH: u64 = 256;
 /// The tolerance of the target: timeout + 1 s.
 const TOLERANCE_S: f64 = 1.0;
 
@@ -25,6 +27,77 @@ struct Client {
     sock: TcpStream,
     answered: Option<Instant>,
     closed: Option<Instant>,
+}
+
+/// The clients and their poll set.
+#[derive(Default)]
+struct Clients {
+    clients: Vec<Client>,
+    fds: Vec<libc::pollfd>,
+    open: usize,
+    resets: u64,
+}
+
+impl Clients {
+    fn add(&mut self, sock: TcpStream) {
+        self.fds.push(libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        self.clients.push(Client {
+            sock,
+            answered: None,
+            closed: None,
+        });
+        self.open += 1;
+    }
+
+    /// One poll(2) over every open client, waiting at most `timeout_ms`; stamps
+    /// responses and closes with the time poll returned.
+    fn pump(&mut self, timeout_ms: i32) {
+        let mut buf = [0u8; 4096];
+        // SAFETY: fds is a live, correctly sized array of pollfd for the whole call.
+        let r = unsafe {
+            libc::poll(
+                self.fds.as_mut_ptr(),
+                self.fds.len() as libc::nfds_t,
+                timeout_ms,
+            )
+        };
+        if r <= 0 {
+            return;
+        }
+        let now = Instant::now();
+        for (pfd, c) in self.fds.iter_mut().zip(self.clients.iter_mut()) {
+            if pfd.revents == 0 || c.closed.is_some() {
+                continue;
+            }
+            loop {
+                match c.sock.read(&mut buf) {
+                    Ok(0) => {
+                        c.closed = Some(now);
+                        break;
+                    }
+                    Ok(_) => {
+                        c.answered.get_or_insert(now);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        self.resets += 1;
+                        c.closed = Some(now);
+                        break;
+                    }
+                }
+            }
+            if c.closed.is_some() {
+                // Negative fds are ignored by poll(2).
+                pfd.fd = -1;
+                self.open -= 1;
+            }
+            pfd.revents = 0;
+        }
+    }
 }
 
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
@@ -45,83 +118,43 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     probe.sample();
 
     // Connect and send; a blocking connect on loopback returns at the handshake.
-    let mut clients = Vec::with_capacity(n as usize);
+    // Responses are read between batches of connects, so each is stamped when it
+    // arrives rather than after the last connect.
+    let mut set = Clients::default();
     let mut connect_errors = 0u64;
     let t_connect = Instant::now();
-    for _ in 0..n {
+    for i in 0..n {
         let c = TcpStream::connect(server.addr).and_then(|mut s| {
             s.write_all(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n")?;
             s.set_nonblocking(true)?;
             Ok(s)
         });
         match c {
-            Ok(sock) => clients.push(Client {
-                sock,
-                answered: None,
-                closed: None,
-            }),
+            Ok(sock) => set.add(sock),
             Err(_) => connect_errors += 1,
+        }
+        if i % CONNECT_BATCH == CONNECT_BATCH - 1 {
+            set.pump(0);
         }
     }
     live.emit(format!(
         "{} connected and sent in {:.2} s ({connect_errors} errors)",
-        clients.len(),
+        set.clients.len(),
         t_connect.elapsed().as_secs_f64()
     ));
 
     let deadline = Instant::now() + Duration::from_secs_f64(args.keepalive_timeout) + EXTRA_WAIT;
-    let mut fds: Vec<libc::pollfd> = clients
-        .iter()
-        .map(|c| libc::pollfd {
-            fd: c.sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let mut buf = [0u8; 4096];
-    let mut open = clients.len();
     let mut rss_held = 0u64;
     let mut next_line = Instant::now() + Duration::from_secs(1);
-    let mut resets = 0u64;
-    while open > 0 && Instant::now() < deadline {
-        // SAFETY: fds is a live, correctly sized array of pollfd for the whole call.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
+    while set.open > 0 && Instant::now() < deadline {
+        set.pump(10);
         let now = Instant::now();
-        if r > 0 {
-            for (pfd, c) in fds.iter_mut().zip(clients.iter_mut()) {
-                if pfd.revents == 0 || c.closed.is_some() {
-                    continue;
-                }
-                loop {
-                    match c.sock.read(&mut buf) {
-                        Ok(0) => {
-                            c.closed = Some(now);
-                            break;
-                        }
-                        Ok(_) => {
-                            c.answered.get_or_insert(now);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(_) => {
-                            resets += 1;
-                            c.closed = Some(now);
-                            break;
-                        }
-                    }
-                }
-                if c.closed.is_some() {
-                    // Negative fds are ignored by poll(2).
-                    pfd.fd = -1;
-                    open -= 1;
-                }
-                pfd.revents = 0;
-            }
-        }
         if now >= next_line {
             next_line += Duration::from_secs(1);
             let s = probe.sample();
             if rss_held == 0
-                && clients
+                && set
+                    .clients
                     .iter()
                     .all(|c| c.answered.is_some() || c.closed.is_some())
             {
@@ -130,11 +163,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             live.line(None, &s);
             live.emit(format!(
                 "clients: {} answered, {} open",
-                clients.iter().filter(|c| c.answered.is_some()).count(),
-                open
+                set.clients.iter().filter(|c| c.answered.is_some()).count(),
+                set.open
             ));
         }
     }
+    let (clients, open, resets) = (set.clients, set.open, set.resets);
     let answered: Vec<&Client> = clients.iter().filter(|c| c.answered.is_some()).collect();
     let last_answer = answered.iter().filter_map(|c| c.answered).max();
     let last_close = clients.iter().filter_map(|c| c.closed).max();
