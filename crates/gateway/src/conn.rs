@@ -67,7 +67,9 @@ pub struct Pending {
     /// Unconsumed bytes: a partial head or frame, or pipelined requests waiting their turn.
     pub input: Vec<u8>,
     /// A request whose head is parsed and whose body is being read.
-    pub request: Option<PendingRequest>,
+    /// Boxed again: a waiting long-poll keeps this box for `poll_since` and should not
+    /// pay for a body decoder it does not use.
+    pub request: Option<Box<PendingRequest>>,
     /// Long-poll: the sequence number the waiting request reads after (kept here, not
     /// in `Conn`, so streaming connections do not pay 8 bytes for it).
     pub poll_since: u64,

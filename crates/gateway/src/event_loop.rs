@@ -8,7 +8,7 @@
 //! interest costs nothing while idle and saves two epoll_ctl calls per slow write
 //! (measured: epoll_ctl was the top user of kernel time in the broadcast bench).
 
-use crate::conn::{Conn, State, KEEP_ALIVE, LOGGED_IN};
+use crate::conn::{Conn, PendingRequest, State, KEEP_ALIVE, LOGGED_IN};
 use crate::output::{write_now, Part};
 use crate::shared::{self, Command, Shared};
 use crate::wheel::{self, Wheel, TICK_MS};
@@ -337,7 +337,8 @@ impl EventLoop {
                             pos += n;
                             if done {
                                 let request = pending.request.take().expect("checked above");
-                                self.handle_body(index, request.route, request.body);
+                                let PendingRequest { route, body, .. } = *request;
+                                self.handle_body(index, route, body);
                             } else if n == rest.len() || n == 0 {
                                 return pos;
                             }

@@ -76,11 +76,11 @@ impl EventLoop {
                     return;
                 };
                 let pending = conn.pending.get_or_insert_with(Default::default);
-                pending.request = Some(PendingRequest {
+                pending.request = Some(Box::new(PendingRequest {
                     route,
                     decoder: wire::BodyDecoder::new(kind, limit),
                     body: Vec::new(),
-                });
+                }));
                 conn.state = State::Body;
                 self.set_timer(index, self.shared.config.head_timeout);
             }
