@@ -276,7 +276,7 @@ fn summary_text(report: &str) -> String {
         .map(|l| {
             let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
             format!(
-                "{:<32} {}",
+                "{:<36} {}",
                 cells.first().copied().unwrap_or(""),
                 cells.get(1).copied().unwrap_or("")
             )
