@@ -207,7 +207,10 @@ impl EventLoop {
             "application/json",
             &body,
             keep,
-            &[("Cache-Control", "no-cache")],
+            &[
+                ("Cache-Control", "no-cache"),
+                ("Access-Control-Allow-Origin", "*"),
+            ],
         );
         self.respond(index, response, keep);
         if let Some(conn) = self.conns.get_mut(index) {

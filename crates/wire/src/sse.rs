@@ -8,6 +8,7 @@
 use std::io::Write as _;
 
 /// The response head, followed in the same bytes by `retry: <ms>` for the client.
+/// CORS `*`: an `EventSource` on any origin may subscribe (no credentials involved).
 pub fn sse_head(retry_ms: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(192);
     out.extend_from_slice(
@@ -16,6 +17,7 @@ pub fn sse_head(retry_ms: u32) -> Vec<u8> {
           Cache-Control: no-cache\r\n\
           Connection: keep-alive\r\n\
           X-Accel-Buffering: no\r\n\
+          Access-Control-Allow-Origin: *\r\n\
           \r\n",
     );
     // Writing into a Vec cannot fail.

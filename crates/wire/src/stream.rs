@@ -5,13 +5,15 @@
 
 use std::io::Write as _;
 
-/// The response head of a chunked stream.
+/// The response head of a chunked stream. Any origin may read it (CORS `*`): a
+/// subscription carries no credentials, so browsers on other origins can use it.
 pub fn stream_head() -> Vec<u8> {
     b"HTTP/1.1 200 OK\r\n\
       Content-Type: text/plain; charset=utf-8\r\n\
       Transfer-Encoding: chunked\r\n\
       Cache-Control: no-cache\r\n\
       X-Accel-Buffering: no\r\n\
+      Access-Control-Allow-Origin: *\r\n\
       \r\n"
         .to_vec()
 }

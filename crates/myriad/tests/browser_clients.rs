@@ -1,0 +1,75 @@
+//! Headless Chromium's own EventSource and WebSocket against myriad (SPEC A2, A4): the
+//! browser opens both for one user, every published message arrives on both in order,
+//! multi-line payloads come back whole, and the EventSource tracks the last event id.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const INSTALL: &str = "run: apt-get install -y chromium && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
+
+#[test]
+fn chromium_eventsource_and_websocket_receive_every_message() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} not found; {INSTALL}"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let playwright = root.join("crates/observe/tests/browser/package.json");
+    assert!(
+        root.join("crates/observe/tests/browser/node_modules/playwright-core")
+            .is_dir(),
+        "playwright-core not installed; {INSTALL}"
+    );
+    let server = Server::start(&[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/clients.mjs");
+    let mut node = Command::new("node")
+        .arg(script)
+        .arg(format!("http://{}", server.addr))
+        .args(["81", "3"])
+        .env("CHROMIUM", &chromium)
+        .env("PLAYWRIGHT_PACKAGE_JSON", &playwright)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node must be installed");
+    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("node printed nothing").unwrap();
+    assert_eq!(first, r#"{"ready":true}"#, "browser clients did not open");
+    server.wait_stats("browser logins", |s| s["subscribed"] == 2);
+    for text in ["one", "two\nlines", "three"] {
+        assert_eq!(server.publish(81, text)["connections"], 2);
+    }
+    let last = lines.next().expect("no result line").unwrap();
+    assert!(node.wait().unwrap().success(), "{last}");
+    let got: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(
+        got["sse"],
+        serde_json::json!(["one", "two\nlines", "three"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["ws"],
+        serde_json::json!(["one", "two\nlines", "three"]),
+        "{got}"
+    );
+    assert_eq!(got["lastEventId"], "3", "{got}");
+    assert_eq!(got["problems"], serde_json::json!([]), "{got}");
+}
+
+#[test]
+fn subscriptions_allow_any_origin() {
+    let server = Server::start(&[]);
+    let mut s = server.connect();
+    std::io::Write::write_all(
+        &mut s,
+        b"GET /sse/1 HTTP/1.1\r\nOrigin: http://elsewhere.example\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut s, &mut buf, "retry:");
+    assert!(String::from_utf8_lossy(&buf).contains("Access-Control-Allow-Origin: *"));
+}
