@@ -193,6 +193,10 @@ pub struct FloodState {
     pub last_busy_tick: AtomicU64,
     /// Largest publish→receive latency since the last `take_max_latency`.
     pub max_lat_us: AtomicU64,
+    /// The servers' best second of accepted connections so far.
+    pub peak_connects_per_s: AtomicU64,
+    /// flood's busiest second so far, percent of one core (all its processes).
+    pub peak_client_cpu: AtomicU64,
 }
 
 /// A flood running in a thread until stopped.
@@ -211,6 +215,7 @@ impl Held {
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(FloodState::default());
         let (tx, rx) = std::sync::mpsc::channel::<FloodTick>();
+        let printer_state = state.clone();
         std::thread::spawn(move || {
             let mut probe = Probe::new(servers);
             probe.sample();
@@ -220,7 +225,11 @@ impl Held {
                 while let Ok(newer) = rx.try_recv() {
                     tick = newer;
                 }
-                live.line(Some(&tick), &probe.sample());
+                let s = probe.sample();
+                printer_state
+                    .peak_connects_per_s
+                    .fetch_max(s.connects_per_s as u64, Ordering::Relaxed);
+                live.line(Some(&tick), &s);
             }
         });
         let handle = {
@@ -232,6 +241,9 @@ impl Held {
                     state.closed.store(t.closed, Ordering::Relaxed);
                     state.messages.fetch_add(t.messages, Ordering::Relaxed);
                     state.max_lat_us.fetch_max(t.lat_max_us, Ordering::Relaxed);
+                    state
+                        .peak_client_cpu
+                        .fetch_max((t.cpu_user + t.cpu_sys) as u64, Ordering::Relaxed);
                     let n = state.ticks.fetch_add(1, Ordering::Relaxed) + 1;
                     if t.messages > 0 {
                         state.last_busy_tick.store(n, Ordering::Relaxed);
@@ -279,6 +291,16 @@ impl Held {
 
     pub fn messages(&self) -> u64 {
         self.state.messages.load(Ordering::Relaxed)
+    }
+
+    /// The servers' best second of accepts seen by the live probe.
+    pub fn peak_accepts(&self) -> u64 {
+        self.state.peak_connects_per_s.load(Ordering::Relaxed)
+    }
+
+    /// flood's busiest second, percent of one core (over its processes).
+    pub fn peak_client_cpu(&self) -> u64 {
+        self.state.peak_client_cpu.load(Ordering::Relaxed)
     }
 
     pub fn open(&self) -> u64 {
