@@ -1,13 +1,13 @@
-//! Streaming construction of the CSR base from `(subscriber, subject)` edges.
+//! Streaming construction of the sharded index from `(subscriber, subject)` edges.
 //!
 //! The store streams edges ordered by (subject, subscriber) — the order of its
-//! primary key — so the common path appends straight into the final arrays with
-//! no intermediate copy. If an edge arrives out of order the builder falls back to
-//! collecting packed pairs and sorting them once at `build()`; duplicates are
-//! dropped on both paths.
+//! primary key — so the common path appends straight into each shard's final
+//! arrays with no intermediate copy (routing keeps that order within a shard). If
+//! an edge arrives out of order the builder falls back to collecting packed pairs
+//! and sorting them once at `build()`; duplicates are dropped on both paths.
 
-use super::csr::{Csr, Targets};
-use super::SubscriptionIndex;
+use super::shard::ShardBuilder;
+use super::{level_for, route, SubscriptionIndex};
 
 /// Edges collected when the input is not sorted, keyed (subject, subscriber).
 enum Pairs {
@@ -36,9 +36,10 @@ impl Pairs {
 
 /// Builds a [`SubscriptionIndex`]: `push(subscriber, subject)` then `build()`.
 pub struct IndexBuilder {
-    subjects: Vec<u64>,
-    offsets: Vec<u64>,
-    targets: Targets,
+    /// `2^level` shards, chosen from the size hint; `build()` splits further if
+    /// more edges arrived than hinted.
+    level: u32,
+    shards: Vec<ShardBuilder>,
     /// Last (subject, subscriber) appended on the sorted path.
     last: Option<(u64, u64)>,
     unsorted: Option<Pairs>,
@@ -46,20 +47,28 @@ pub struct IndexBuilder {
 
 impl IndexBuilder {
     pub fn new() -> IndexBuilder {
-        IndexBuilder {
-            subjects: Vec::new(),
-            offsets: Vec::new(),
-            targets: Targets::U32(Vec::new()),
-            last: None,
-            unsorted: None,
-        }
+        IndexBuilder::with_capacity(0)
     }
 
     /// Reserves room for about `edges` edges (a hint; e.g. the store's count).
     pub fn with_capacity(edges: usize) -> IndexBuilder {
-        let mut b = IndexBuilder::new();
-        b.targets = Targets::U32(Vec::with_capacity(edges));
-        b
+        let level = level_for(edges as u64);
+        let n = 1usize << level;
+        // Routing spreads edges about evenly; a shard that gets more grows its
+        // own arrays, and `finish` trims every shard to its length.
+        let per_shard = if edges == 0 {
+            0
+        } else {
+            edges / n + edges / n / 16 + 16
+        };
+        IndexBuilder {
+            level,
+            shards: (0..n)
+                .map(|_| ShardBuilder::with_capacity(per_shard))
+                .collect(),
+            last: None,
+            unsorted: None,
+        }
     }
 
     /// Adds the edge `subscriber` → `subject`.
@@ -73,11 +82,8 @@ impl IndexBuilder {
             Some(last) if key == last => {}
             Some(last) if key < last => self.fall_back(subject, subscriber),
             _ => {
-                if self.last.map(|l| l.0) != Some(subject) {
-                    self.subjects.push(subject);
-                    self.offsets.push(self.targets.len() as u64);
-                }
-                self.targets.push(subscriber);
+                let (i, local) = route(self.level, 0, subject);
+                self.shards[i].push(local, subscriber);
                 self.last = Some(key);
             }
         }
@@ -85,13 +91,12 @@ impl IndexBuilder {
 
     /// Moves what the sorted path holds into pairs; later edges go there too.
     fn fall_back(&mut self, subject: u64, subscriber: u64) {
-        let mut pairs = Pairs::Packed(Vec::with_capacity(self.targets.len() * 2));
-        let csr = Csr::from_sorted_parts(
-            std::mem::take(&mut self.subjects),
-            std::mem::take(&mut self.offsets),
-            std::mem::replace(&mut self.targets, Targets::U32(Vec::new())),
-        );
-        csr.for_each_subject(|s, subs| subs.for_each(|u| pairs.push(s, u)));
+        let held: usize = self.shards.iter().map(ShardBuilder::edges).sum();
+        let mut pairs = Pairs::Packed(Vec::with_capacity(held * 2));
+        let level = self.level;
+        for (i, shard) in std::mem::take(&mut self.shards).into_iter().enumerate() {
+            shard.for_each_edge(|local, u| pairs.push(super::unroute(i, level, local), u));
+        }
         pairs.push(subject, subscriber);
         self.unsorted = Some(pairs);
         self.last = None;
@@ -99,11 +104,11 @@ impl IndexBuilder {
 
     pub fn build(mut self) -> SubscriptionIndex {
         match self.unsorted.take() {
-            None => SubscriptionIndex::from_csr(Csr::from_sorted_parts(
-                self.subjects,
-                self.offsets,
-                self.targets,
-            )),
+            None => {
+                let level = self.level;
+                let shards = self.shards.into_iter().map(|s| s.finish(level)).collect();
+                SubscriptionIndex::from_shards(level, shards)
+            }
             Some(Pairs::Packed(mut v)) => {
                 v.sort_unstable();
                 v.dedup();

@@ -144,6 +144,8 @@ impl Csr {
             };
         }
         offsets.shrink_to_fit();
+        let mut subjects = subjects;
+        subjects.shrink_to_fit();
         Csr {
             subjects: Some(subjects),
             offsets,

@@ -1,53 +1,127 @@
 //! The subscription index: subject → subscribers, the graph the router fans out
-//! over. It is an immutable CSR base ([`csr`]) built once from the store at start
-//! plus a small [`delta`] for live changes, folded back into a new base when the
-//! delta grows past [`COMPACT_MIN_DELTA`] + base / [`COMPACT_DELTA_DIVISOR`]
-//! entries, so rebuild cost stays amortised O(1) per change.
+//! over. Subjects are routed to [`shard`]s by their low bits (mixed with the high
+//! ones, see [`route`](SubscriptionIndex::route)); each shard is an immutable CSR
+//! base ([`csr`]) plus a small [`delta`] of live changes that the shard folds back
+//! into its base alone when the delta outgrows
+//! [`SHARD_MIN_DELTA`] + shard edges / [`SHARD_DELTA_DIVISOR`].
 //!
-//! It keeps its own counters (inserts, removes, compactions), so metrics are
-//! cheap. It is not durable: the store is the source of truth.
+//! Why shards: the gateway changes the index under the lock every publish needs,
+//! so the cost of one change must stay bounded. A fold costs O(shard edges), and
+//! shards hold about [`SHARD_EDGES`] edges each: the build picks the shard count
+//! from the edge count, and as the index grows, shards split one at a time
+//! (linear hashing), each split also O(shard edges). Nothing on the `insert` /
+//! `remove` path is O(all edges); [`SubscriptionIndex::compact`] is, and is only
+//! for the caller's explicit full pass.
+//!
+//! It keeps its own counters (inserts, removes, folds), so metrics are cheap.
+//! It is not durable: the store is the source of truth.
 
 pub mod builder;
 pub mod csr;
 pub mod delta;
+pub mod shard;
 
 pub use builder::IndexBuilder;
-use csr::{Csr, Slice};
-use delta::Delta;
+use shard::{Shard, ShardBuilder};
+pub use shard::{SHARD_DELTA_DIVISOR, SHARD_MIN_DELTA};
 
 use crate::{SubjectId, UserId};
 
-/// The delta is always allowed this many entries before a compaction.
-pub const COMPACT_MIN_DELTA: usize = 4096;
-/// ...plus the base edge count divided by this.
-pub const COMPACT_DELTA_DIVISOR: u64 = 16;
+/// Edges a shard is built with, about: bounds the cost of one fold or split.
+pub const SHARD_EDGES: u64 = 16_384;
+/// A shard splits when the index averages more than this many edges per shard.
+pub const SPLIT_EDGES: u64 = 2 * SHARD_EDGES;
+/// At most 2^this shards; the routing consumes at most this many low subject bits.
+pub const MAX_LEVEL: u32 = 16;
+
+/// Low 16 bits of `subject` XOR its higher 16-bit slices: spreads ids whose low
+/// bits are constant (e.g. multiples of 2^16, time-ordered ids) over the shards,
+/// while ids below 2^16 keep their own low bits (sequential ids stay dense).
+#[inline]
+fn fold_bits(subject: u64) -> u64 {
+    subject ^ (subject >> 16) ^ (subject >> 32) ^ (subject >> 48)
+}
+
+/// The smallest level whose shards hold at most about [`SHARD_EDGES`] each.
+pub(crate) fn level_for(edges: u64) -> u32 {
+    let mut level = 0;
+    while level < MAX_LEVEL && (SHARD_EDGES << level) < edges {
+        level += 1;
+    }
+    level
+}
+
+/// Shard index and local id of `subject` for `level` / `split` (linear hashing:
+/// shards below `split` have already been split and use one more bit).
+#[inline]
+pub(crate) fn route(level: u32, split: usize, subject: u64) -> (usize, u64) {
+    let f = fold_bits(subject);
+    let i = (f & ((1 << level) - 1)) as usize;
+    if i < split {
+        (
+            (f & ((1 << (level + 1)) - 1)) as usize,
+            subject >> (level + 1),
+        )
+    } else {
+        (i, subject >> level)
+    }
+}
+
+/// Inverse of [`route`]: the subject at `local` in shard `shard` of depth `depth`.
+#[inline]
+pub(crate) fn unroute(shard: usize, depth: u32, local: u64) -> u64 {
+    if depth == 0 {
+        return local;
+    }
+    let mask = (1u64 << depth) - 1;
+    // depth ≤ 16, so `local` holds every bit of subject >> 16.
+    let high = local >> (16 - depth);
+    let low = (shard as u64 ^ high ^ (high >> 16) ^ (high >> 32)) & mask;
+    local << depth | low
+}
 
 /// subject → sorted subscribers; see the module doc.
 #[derive(Debug, Clone)]
 pub struct SubscriptionIndex {
-    base: Csr,
-    delta: Delta,
+    /// `2^level + split` shards; shard `i` has depth `level + 1` if `i < split`
+    /// or `i ≥ 2^level`, else `level`.
+    shards: Vec<Shard>,
+    level: u32,
+    split: usize,
     edges: u64,
+    /// Entries pending in all shard deltas.
+    delta_len: usize,
     inserts: u64,
     removes: u64,
-    compactions: u64,
+    folds: u64,
 }
 
 impl SubscriptionIndex {
     pub fn new() -> Self {
-        Self::from_csr(Csr::empty())
+        Self::from_shards(0, vec![Shard::empty(0)])
     }
 
-    pub(crate) fn from_csr(base: Csr) -> Self {
-        let edges = base.edge_count();
-        SubscriptionIndex {
-            base,
-            delta: Delta::default(),
+    /// Takes `2^level` freshly built shards, then splits them until the average
+    /// shard holds at most [`SPLIT_EDGES`] (a builder given no size hint).
+    pub(crate) fn from_shards(level: u32, shards: Vec<Shard>) -> Self {
+        debug_assert_eq!(shards.len(), 1 << level);
+        let edges = shards.iter().map(|s| s.edges).sum();
+        let mut index = SubscriptionIndex {
+            shards,
+            level,
+            split: 0,
             edges,
+            delta_len: 0,
             inserts: 0,
             removes: 0,
-            compactions: 0,
+            folds: 0,
+        };
+        while index.level < level_for(edges) {
+            index.split_one();
         }
+        // Splits grew the table by doubling; the built index holds exactly its shards.
+        index.shards.shrink_to_fit();
+        index
     }
 
     /// Builds from `(subscriber, subject)` edges in any order; duplicates collapse.
@@ -64,9 +138,10 @@ impl SubscriptionIndex {
         IndexBuilder::new()
     }
 
-    /// Heap bytes held (base arrays + delta), excluding this struct itself.
+    /// Heap bytes held (shard table, base arrays, deltas), excluding this struct.
     pub fn memory_bytes(&self) -> usize {
-        self.base.heap_bytes() + self.delta.heap_bytes()
+        self.shards.capacity() * std::mem::size_of::<Shard>()
+            + self.shards.iter().map(Shard::heap_bytes).sum::<usize>()
     }
 
     /// Number of subscriptions (directed edges).
@@ -74,178 +149,157 @@ impl SubscriptionIndex {
         self.edges
     }
 
-    /// Entries pending in the delta (adds + removes since the last compaction).
-    pub fn delta_len(&self) -> usize {
-        self.delta.len
+    /// Number of shards (each folds and splits on its own).
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
     }
 
-    /// (inserts, removes, compactions) since creation.
+    /// Entries pending in the shard deltas (adds + removes not yet folded).
+    pub fn delta_len(&self) -> usize {
+        self.delta_len
+    }
+
+    /// (inserts, removes, shard folds) since creation.
     pub fn counters(&self) -> (u64, u64, u64) {
-        (self.inserts, self.removes, self.compactions)
+        (self.inserts, self.removes, self.folds)
+    }
+
+    #[inline]
+    fn shard(&self, subject: SubjectId) -> (&Shard, u64) {
+        let (i, local) = route(self.level, self.split, subject);
+        (&self.shards[i], local)
     }
 
     pub fn contains(&self, subscriber: UserId, subject: SubjectId) -> bool {
-        if self.base.get(subject).contains(subscriber) {
-            self.delta
-                .removed(subject)
-                .binary_search(&subscriber)
-                .is_err()
-        } else {
-            self.delta.added(subject).binary_search(&subscriber).is_ok()
-        }
+        let (shard, local) = self.shard(subject);
+        shard.contains(local, subscriber)
     }
 
-    /// Adds `subscriber` → `subject`; true if it is new.
+    /// Adds `subscriber` → `subject`; true if it is new. Costs O(log) plus, at
+    /// most, one fold and one split of a single shard.
     pub fn insert(&mut self, subscriber: UserId, subject: SubjectId) -> bool {
-        let new = if self.base.get(subject).contains(subscriber) {
-            // Re-adding a base edge cancels its pending removal, if any.
-            let cancelled = Delta::take(&mut self.delta.removes, subject, subscriber);
-            if cancelled {
-                self.delta.len -= 1;
-            }
-            cancelled
-        } else {
-            let added = Delta::insert(&mut self.delta.adds, subject, subscriber);
-            if added {
-                self.delta.len += 1;
-            }
-            added
-        };
+        let (i, local) = route(self.level, self.split, subject);
+        let before = self.shards[i].delta.len;
+        let new = self.shards[i].insert(local, subscriber);
         if new {
             self.edges += 1;
             self.inserts += 1;
-            self.maybe_compact();
+            self.after_change(i, before);
+            if self.edges > self.shards.len() as u64 * SPLIT_EDGES && self.level < MAX_LEVEL {
+                self.split_one();
+            }
         }
         new
     }
 
-    /// Removes `subscriber` → `subject`; true if it existed.
+    /// Removes `subscriber` → `subject`; true if it existed. Costs O(log) plus,
+    /// at most, one fold of a single shard.
     pub fn remove(&mut self, subscriber: UserId, subject: SubjectId) -> bool {
-        let existed = if self.base.get(subject).contains(subscriber) {
-            let marked = Delta::insert(&mut self.delta.removes, subject, subscriber);
-            if marked {
-                self.delta.len += 1;
-            }
-            marked
-        } else {
-            let dropped = Delta::take(&mut self.delta.adds, subject, subscriber);
-            if dropped {
-                self.delta.len -= 1;
-            }
-            dropped
-        };
+        let (i, local) = route(self.level, self.split, subject);
+        let before = self.shards[i].delta.len;
+        let existed = self.shards[i].remove(local, subscriber);
         if existed {
             self.edges -= 1;
             self.removes += 1;
-            self.maybe_compact();
+            self.after_change(i, before);
         }
         existed
     }
 
+    /// Keeps `delta_len` in step with shard `i` and folds it if it outgrew its delta.
+    fn after_change(&mut self, i: usize, delta_before: usize) {
+        let shard = &mut self.shards[i];
+        self.delta_len = self.delta_len + shard.delta.len - delta_before;
+        if shard.needs_fold() {
+            self.delta_len -= shard.delta.len;
+            shard.fold();
+            self.folds += 1;
+        }
+    }
+
+    /// Splits shard `split` into itself and shard `2^level + split` (one more
+    /// routing bit), folding its delta on the way. O(that shard's edges).
+    fn split_one(&mut self) {
+        let j = self.split;
+        let depth = self.level;
+        let old = std::mem::replace(&mut self.shards[j], Shard::empty(depth + 1));
+        self.delta_len -= old.delta.len;
+        let half = old.edges as usize / 2 + 1;
+        let (mut lo, mut hi) = (
+            ShardBuilder::with_capacity(half),
+            ShardBuilder::with_capacity(half),
+        );
+        old.for_each_row(|local, subs| {
+            let subject = unroute(j, depth, local);
+            let b = if (fold_bits(subject) >> depth) & 1 == 0 {
+                &mut lo
+            } else {
+                &mut hi
+            };
+            subs.iter().for_each(|&u| b.push(local >> 1, u));
+        });
+        drop(old);
+        self.shards[j] = lo.finish(depth + 1);
+        self.shards.push(hi.finish(depth + 1));
+        self.split += 1;
+        if self.split == 1 << self.level {
+            self.level += 1;
+            self.split = 0;
+        }
+    }
+
     /// Calls `f` once per subscriber of `subject` (no order promised, no allocation).
     #[inline]
-    pub fn for_each_subscriber(&self, subject: SubjectId, mut f: impl FnMut(UserId)) {
-        let removed = self.delta.removed(subject);
-        let base = self.base.get(subject);
-        if removed.is_empty() {
-            base.for_each(&mut f);
-        } else {
-            base.for_each(|u| {
-                if removed.binary_search(&u).is_err() {
-                    f(u)
-                }
-            });
-        }
-        self.delta.added(subject).iter().for_each(|&u| f(u));
+    pub fn for_each_subscriber(&self, subject: SubjectId, f: impl FnMut(UserId)) {
+        let (shard, local) = self.shard(subject);
+        shard.for_each_subscriber(local, f);
     }
 
     /// Number of subscribers of `subject`.
     pub fn degree(&self, subject: SubjectId) -> usize {
-        self.base.get(subject).len() - self.delta.removed(subject).len()
-            + self.delta.added(subject).len()
+        let (shard, local) = self.shard(subject);
+        shard.degree(local)
     }
 
     /// The subscribers of `subject`, sorted.
     pub fn subscribers(&self, subject: SubjectId) -> Vec<UserId> {
-        let mut out = Vec::with_capacity(self.degree(subject));
-        self.for_each_subscriber(subject, |u| out.push(u));
-        if !self.delta.added(subject).is_empty() {
+        let (shard, local) = self.shard(subject);
+        let mut out = Vec::with_capacity(shard.degree(local));
+        shard.for_each_subscriber(local, |u| out.push(u));
+        if !shard.delta.added(local).is_empty() {
             out.sort_unstable();
         }
         out
     }
 
-    /// The subject with the most subscribers (ties: lowest id), if any.
+    /// The subject with the most subscribers (ties: lowest id), if any. O(subjects).
     pub fn max_degree_subject(&self) -> Option<(SubjectId, usize)> {
         let mut best: Option<(SubjectId, usize)> = None;
-        let mut consider = |s: SubjectId| {
-            let d = self.degree(s);
-            let better = match best {
-                None => true,
-                Some((bs, bd)) => d > bd || (d == bd && s < bs),
-            };
-            if d > 0 && better {
-                best = Some((s, d));
-            }
-        };
-        self.base.for_each_subject(|s, _| consider(s));
-        self.delta.adds.keys().for_each(|&s| consider(s));
+        for (i, shard) in self.shards.iter().enumerate() {
+            shard.for_each_local(|l| {
+                let (s, d) = (unroute(i, shard.depth, l), shard.degree(l));
+                let better = match best {
+                    None => true,
+                    Some((bs, bd)) => d > bd || (d == bd && s < bs),
+                };
+                if d > 0 && better {
+                    best = Some((s, d));
+                }
+            });
+        }
         best
     }
 
-    fn maybe_compact(&mut self) {
-        if self.delta.len as u64
-            > COMPACT_MIN_DELTA as u64 + self.base.edge_count() / COMPACT_DELTA_DIVISOR
-        {
-            self.compact();
-        }
-    }
-
-    /// Folds the delta into a new base (O(edges)); a no-op when the delta is empty.
+    /// Folds every shard's delta into its base: a full O(edges) pass, for an
+    /// explicit maintenance point (live changes never need it). No-op when empty.
     pub fn compact(&mut self) {
-        if self.delta.len == 0 {
-            return;
-        }
-        let mut b = IndexBuilder::with_capacity(self.edges as usize);
-        // Merge per subject in ascending order so the builder stays on its sorted path.
-        let mut add_only: Vec<u64> = self
-            .delta
-            .adds
-            .keys()
-            .copied()
-            .filter(|&s| self.base.get(s).is_empty())
-            .collect();
-        add_only.sort_unstable();
-        let mut add_only = add_only.into_iter().peekable();
-        let delta = &self.delta;
-        let mut merged: Vec<u64> = Vec::new();
-        let mut push_subject = |b: &mut IndexBuilder, s: u64, base: Slice<'_>| {
-            merged.clear();
-            let removed = delta.removed(s);
-            base.for_each(|u| {
-                if removed.binary_search(&u).is_err() {
-                    merged.push(u)
-                }
-            });
-            merged.extend_from_slice(delta.added(s));
-            merged.sort_unstable();
-            merged.iter().for_each(|&u| b.push(u, s));
-        };
-        self.base.for_each_subject(|s, base| {
-            while let Some(a) = add_only.next_if(|&a| a < s) {
-                push_subject(&mut b, a, Slice::EMPTY);
+        for shard in &mut self.shards {
+            if shard.delta.len > 0 {
+                shard.fold();
+                self.folds += 1;
             }
-            push_subject(&mut b, s, base);
-        });
-        for a in add_only {
-            push_subject(&mut b, a, Slice::EMPTY);
         }
-        let compactions = self.compactions + 1;
-        let (inserts, removes) = (self.inserts, self.removes);
-        *self = b.build();
-        self.compactions = compactions;
-        self.inserts = inserts;
-        self.removes = removes;
+        self.delta_len = 0;
     }
 }
 

@@ -146,3 +146,117 @@ fn dense_ids_cost_about_four_bytes_per_edge() {
     let per_edge = idx.memory_bytes() as f64 / idx.edge_count() as f64;
     assert!(per_edge < 4.6, "{per_edge} bytes per edge");
 }
+
+#[test]
+fn route_and_unroute_are_inverse_at_every_level() {
+    let mut rng = XorShift(3);
+    for level in 0..=MAX_LEVEL {
+        for split in [0usize, 1, (1usize << level) / 2] {
+            if level == MAX_LEVEL && split > 0 {
+                continue;
+            }
+            for _ in 0..2_000 {
+                let s = match rng.below(4) {
+                    0 => rng.below(1 << 20),
+                    1 => rng.below(1 << 20) << 16,
+                    2 => u64::MAX - rng.below(1 << 20),
+                    _ => rng.next(),
+                };
+                let (i, local) = route(level, split, s);
+                let depth = if i < split || i >= 1 << level {
+                    level + 1
+                } else {
+                    level
+                };
+                assert!(i < (1 << level) + split);
+                assert_eq!(unroute(i, depth, local), s, "level {level} split {split}");
+            }
+        }
+    }
+}
+
+/// Draws a subject: mostly a small hot range (long rows, many folds), some wide
+/// ids so sparse shards and the high-bit mixing are exercised too.
+fn subject(rng: &mut XorShift) -> u64 {
+    match rng.below(8) {
+        0 => (rng.below(64) << 16) | 7,
+        1 => u64::MAX - rng.below(64),
+        _ => rng.below(600),
+    }
+}
+
+#[test]
+fn random_changes_match_a_btreeset_after_every_step() {
+    // Starts empty so the index has to split as it grows, then churns.
+    let mut rng = XorShift(0x5eed);
+    let mut model = BTreeSet::new();
+    let mut idx = SubscriptionIndex::new();
+    for step in 0..150_000u32 {
+        let s = subject(&mut rng);
+        let u = if rng.below(16) == 0 {
+            rng.next()
+        } else {
+            rng.below(400)
+        };
+        // Grow for the first half (3 inserts : 1 remove), then balance.
+        let insert = if step < 75_000 {
+            rng.below(4) != 0
+        } else {
+            rng.below(2) == 0
+        };
+        if insert {
+            assert_eq!(idx.insert(u, s), model.insert((s, u)), "insert step {step}");
+        } else {
+            // Removing a present edge half the time keeps removals meaningful.
+            let (s, u) = match model.range((s, 0)..).next() {
+                Some(&(ms, mu)) if rng.below(2) == 0 => (ms, mu),
+                _ => (s, u),
+            };
+            assert_eq!(
+                idx.remove(u, s),
+                model.remove(&(s, u)),
+                "remove step {step}"
+            );
+        }
+        assert_eq!(idx.edge_count(), model.len() as u64, "step {step}");
+        assert_eq!(idx.contains(u, s), model.contains(&(s, u)), "step {step}");
+        assert_eq!(
+            idx.subscribers(s),
+            model_subscribers(&model, s),
+            "step {step}"
+        );
+        assert_eq!(
+            idx.degree(s),
+            model_subscribers(&model, s).len(),
+            "step {step}"
+        );
+    }
+    let (_, _, folds) = idx.counters();
+    assert!(
+        folds > 10,
+        "shards should have folded their deltas ({folds})"
+    );
+    assert!(
+        idx.shard_count() > 1,
+        "the index should have split as it grew"
+    );
+    let subjects: BTreeSet<u64> = model.iter().map(|&(s, _)| s).collect();
+    check(&idx, &model, subjects.iter().copied().chain(600..610));
+    let best = subjects
+        .iter()
+        .map(|&s| (s, model_subscribers(&model, s).len()))
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
+    assert_eq!(idx.max_degree_subject(), best);
+    idx.compact();
+    assert_eq!(idx.delta_len(), 0);
+    check(&idx, &model, subjects.iter().copied());
+}
+
+#[test]
+fn a_sized_build_has_shards_of_about_shard_edges() {
+    let edges = 40 * SHARD_EDGES;
+    let idx = SubscriptionIndex::from_edges((0..edges).map(|e| (e / 100_000, e % 100_000)));
+    assert_eq!(idx.shard_count(), 64);
+    assert_eq!(idx.edge_count(), edges);
+    assert_eq!(idx.subscribers(12_345), (0..=6).collect::<Vec<_>>());
+}
