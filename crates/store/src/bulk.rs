@@ -9,6 +9,7 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// Sorted, distinct edges keyed (group, member): `group` is the subject or the
 /// subscriber depending on the orientation.
+#[derive(Clone)]
 pub enum SortedEdges {
     /// `group << 32 | member`.
     Packed(Vec<u64>),

@@ -205,6 +205,101 @@ fn sqlite_restart_brings_back_the_same_edges() {
     assert_eq!(got, expect);
 }
 
+/// Two handles on one PostgreSQL schema (two servers sharing a store, SPEC E3)
+/// add and remove overlapping edges at once, in batches that touch the same
+/// subjects and subscribers in different orders. Every edge must be counted
+/// new (or removed) by exactly one of them, and both list tables must agree.
+#[test]
+fn postgres_concurrent_writers_agree() {
+    let mut first = postgres();
+    let url = format!("{PG_BASE}?schema={}", first.pg_schema.as_ref().expect("pg"));
+    // The harness stays alive to drop the schema at the end.
+    let one = std::mem::replace(&mut first.store, store::open("memory").expect("memory"));
+    let mut handles = vec![one, store::open(&url).expect("second handle")];
+    // Edge (a, b) for a in 1..=40, b in 1..=40, a != b: every subject and every
+    // subscriber is touched by both writers.
+    let all: Vec<(u64, u64)> = (1..=40u64)
+        .flat_map(|a| (1..=40u64).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect();
+    // `removers[t]`: whether thread t removes (else adds); returns each thread's count.
+    let run = |handles: Vec<Box<dyn Store>>, removers: [bool; 2]| {
+        let threads: Vec<_> = handles
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut s)| {
+                let mut mine = all.clone();
+                if t == 1 {
+                    mine.reverse();
+                }
+                let remove = removers[t];
+                std::thread::spawn(move || {
+                    let mut n = 0;
+                    for batch in mine.chunks(37) {
+                        n += if remove {
+                            s.remove(batch).expect("concurrent remove")
+                        } else {
+                            s.add(batch).expect("concurrent add")
+                        };
+                    }
+                    (s, n)
+                })
+            })
+            .collect();
+        let mut counts = Vec::new();
+        let mut back = Vec::new();
+        for t in threads {
+            let (s, n) = t.join().expect("writer thread");
+            counts.push(n);
+            back.push(s);
+        }
+        (back, counts)
+    };
+    let (mut handles_after, added) = run(std::mem::take(&mut handles), [false, false]);
+    assert_eq!(
+        added[0] + added[1],
+        all.len(),
+        "each edge is new for exactly one writer"
+    );
+    let s = &mut handles_after[1];
+    assert_eq!(s.edge_count().unwrap(), all.len() as u64);
+    for id in 1..=40u64 {
+        let others: Vec<u64> = (1..=40).filter(|&x| x != id).collect();
+        assert_eq!(s.subscribers(id).unwrap(), others);
+        assert_eq!(s.subscriptions(id).unwrap(), others);
+    }
+    let (handles_after, removed) = run(handles_after, [true, true]);
+    assert_eq!(
+        removed[0] + removed[1],
+        all.len(),
+        "each edge is removed by exactly one writer"
+    );
+    // One adds while the other removes (emptied rows are deleted under a
+    // concurrent adder): whatever interleaving, the two sides and the count agree.
+    let (mut handles_after, changed) = run(handles_after, [false, true]);
+    let s = &mut handles_after[0];
+    let held = changed[0] - changed[1];
+    assert_eq!(s.edge_count().unwrap(), held as u64);
+    let mut by_subject = Vec::new();
+    for id in 1..=40u64 {
+        by_subject.extend(s.subscribers(id).unwrap().into_iter().map(|a| (a, id)));
+    }
+    by_subject.sort_unstable();
+    let mut by_subscriber = Vec::new();
+    for id in 1..=40u64 {
+        by_subscriber.extend(s.subscriptions(id).unwrap().into_iter().map(|b| (id, b)));
+    }
+    assert_eq!(by_subject, by_subscriber, "both sides hold the same edges");
+    assert_eq!(by_subject.len(), held);
+    assert_eq!(s.remove(&all).unwrap(), held);
+    assert_eq!(s.edge_count().unwrap(), 0);
+    assert_eq!(s.for_each_edge(&mut |_, _| {}).unwrap(), 0);
+    assert!(s.subscribers(7).unwrap().is_empty());
+    // Emptied lists do not make a later bulk load see a non-empty store.
+    let mut edges = vec![(1u64, 2u64), (3, 2)].into_iter();
+    assert_eq!(s.bulk_load(&mut edges, &|_| {}).unwrap(), 2);
+    assert_eq!(s.subscribers(2).unwrap(), vec![1, 3]);
+}
+
 #[test]
 fn unknown_urls_are_rejected() {
     assert!(matches!(
