@@ -326,6 +326,12 @@ impl Held {
     }
 }
 
+/// CPU seconds this process (flood and msggen threads, the client side) used so far.
+pub fn client_cpu() -> f64 {
+    let (u, s) = load::sys::cpu_times();
+    (u + s).as_secs_f64()
+}
+
 /// Flood flags of the scenarios: as fast as possible, quiet (the live line replaces
 /// flood's own), bounded by `max_time`.
 pub fn flood_args(

@@ -96,7 +96,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10.0)]
     pub latency_secs: f64,
     /// broadcast: publish rates of the throughput steps, messages/s (stops after the first step that misses).
-    #[arg(long, value_delimiter = ',', default_value = "10,20,40,60,80,120,160")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2,5,10,20,40,60,80,120,160"
+    )]
     pub rates: Vec<f64>,
     /// broadcast: seconds per throughput step.
     #[arg(long, default_value_t = 4.0)]

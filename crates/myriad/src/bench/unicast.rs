@@ -3,7 +3,7 @@
 //! whole-run histogram: nothing else is published) and the server's CPU over the
 //! publishing window, as percent of one core.
 
-use super::held::{flood_args, sub_url, Held, Live};
+use super::held::{client_cpu, flood_args, sub_url, Held, Live};
 use super::report::{count, met, ms, Report};
 use super::{BenchArgs, Ctx};
 use load::msggen::MsggenArgs;
@@ -42,6 +42,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let held = Held::start(a, live.clone(), vec![server.clone()]);
     let open = held.wait_open(n, Duration::from_secs(120));
     std::thread::sleep(Duration::from_secs(1));
+    let client0 = client_cpu();
     let cpu0 = {
         let (u, s) = server.cpu();
         u + s
@@ -67,6 +68,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         let (u, s) = server.cpu();
         (u + s - cpu0) / sent.elapsed_s.max(1e-3) * 100.0
     };
+    let client = (client_cpu() - client0) / sent.elapsed_s.max(1e-3) * 100.0;
     held.wait_quiet(Duration::from_secs(5));
     let received = held.messages();
     let summary = held.finish()?;
@@ -111,6 +113,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         format!("{cpu:.1} % of a core"),
         "≤ 25 % of a core",
         met(cpu <= 25.0),
+    );
+    report.fact(
+        "client CPU while publishing (flood + msggen)",
+        format!("{client:.1} % of a core"),
     );
     report.fact(
         "publish request round trip p50 / p99",
