@@ -6,7 +6,7 @@
 //! memory per connection (user space: the servers' RSS growth; kernel: machine-wide
 //! slab + TCP growth over 2 ends).
 
-use super::context::{listen_overflows, meminfo_kb};
+use super::context::{listen_overflows, meminfo_kb, socket_slab_bytes};
 use super::held::{flood_args, sub_url, Held, Live, Probe};
 use super::report::{bytes, count, met, Report};
 use super::{BenchArgs, Ctx};
@@ -64,6 +64,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let probe = Probe::new(servers.clone());
     let rss_idle = probe.rss();
     let kernel_idle = kernel_socket_bytes();
+    let slab_idle = socket_slab_bytes();
     let overflows0 = listen_overflows();
     let flood_csv = dir.join("flood.csv");
     let mut fa = flood_args(
@@ -83,6 +84,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     std::thread::sleep(Duration::from_secs(3));
     let rss_held = probe.rss();
     let kernel_held = kernel_socket_bytes();
+    let slab_held = socket_slab_bytes();
     let overflows = listen_overflows().saturating_sub(overflows0);
     let mut server_conns = 0;
     for s in &servers {
@@ -149,9 +151,16 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             met(false)
         },
     );
+    let slab = slab_idle
+        .zip(slab_held)
+        .map(|(a, b)| b.saturating_sub(a) as f64 / (2 * open.max(1)) as f64);
     report.row(
         "kernel memory per socket",
-        bytes(kernel),
+        format!(
+            "{} (socket slab caches + TCP buffers: {})",
+            bytes(kernel),
+            slab.map_or("unreadable".into(), bytes)
+        ),
         "what the kernel takes (≈ 4.2 KB)",
         "—".into(),
     );
@@ -171,7 +180,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         load::sys::nofile().1
     ));
     report.note(
-        "Kernel memory per socket: machine-wide slab + TCP buffer growth / 2 ends / connections.",
+        "Kernel memory per socket: machine-wide slab + TCP buffer growth / 2 ends / \
+         connections; in brackets the same from the socket slab caches of /proc/slabinfo only.",
     );
     report.live = live.lines();
     Ok(report)

@@ -145,6 +145,14 @@ pub fn meminfo_kb(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Socket slab caches (`observe::procfs::SOCKET_SLABS`: TCP, socket inodes, ...) plus
+/// kernel TCP buffer pages, bytes; `None` when /proc/slabinfo is unreadable (not root).
+/// Narrower than `kernel_socket_bytes` (all of Slab), so less moved by other work.
+pub fn socket_slab_bytes() -> Option<u64> {
+    let slab = observe::procfs::read_slabinfo()?;
+    Some(slab.socket_bytes + crate::server_process::tcp_mem_bytes())
+}
+
 /// Machine-wide count of connections the kernel dropped because a listen queue was
 /// full (`TcpExt: ListenOverflows` in /proc/net/netstat): each one costs the client a
 /// SYN retransmit (1 s, then 3 s), which shows up as a slower connect rate.

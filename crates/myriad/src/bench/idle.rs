@@ -4,7 +4,7 @@
 //! divided by 2 ends and N the kernel memory per socket. Then everyone leaves at once
 //! and, `--settle` seconds later, the server's RSS is compared with its idle RSS.
 
-use super::context::listen_overflows;
+use super::context::{listen_overflows, socket_slab_bytes};
 use super::held::{flood_args, sub_url, watch, Held, Live, Probe};
 use super::report::{bytes, count, met, Report};
 use super::{BenchArgs, Ctx, TransportChoice};
@@ -29,6 +29,8 @@ pub struct Idle {
     pub rss_held: u64,
     pub rss_after: u64,
     pub kernel_per_socket: f64,
+    /// The same from the socket slab caches + TCP buffers only, when readable.
+    pub slab_per_socket: Option<f64>,
     pub connect_rate: f64,
     /// Listen-queue overflows on the machine while connecting.
     pub overflows: u64,
@@ -107,7 +109,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         );
         report.row(
             &format!("kernel memory per socket ({name})"),
-            bytes(r.kernel_per_socket),
+            format!(
+                "{} (socket slab caches + TCP buffers: {})",
+                bytes(r.kernel_per_socket),
+                r.slab_per_socket.map_or("unreadable".into(), bytes)
+            ),
             "what the kernel takes (≈ 4.2 KB)",
             "—".into(),
         );
@@ -150,7 +156,9 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         "Kernel memory per socket: machine-wide growth of slab + TCP buffer memory \
          (/proc/meminfo Slab, /proc/net/sockstat mem) divided by 2 ends (client and server \
          sockets are both on this machine) and by the connections; other activity on the \
-         machine moves it.",
+         machine moves it. In brackets: the same from only the socket slab caches of \
+         /proc/slabinfo (TCP sockets, socket inodes, minisocks, epoll items) plus TCP \
+         buffers, which other work moves less.",
     );
     report.note(
         "Connect rate: flood's successful opens per second, first attempt to last open \
@@ -174,6 +182,7 @@ fn measure(
     let server = Arc::new(ctx.server(server_csv, &[])?);
     let rss_idle = server.rss();
     let kernel_idle = kernel_socket_bytes();
+    let slab_idle = socket_slab_bytes();
     let overflows = listen_overflows();
     let held = Held::start(
         flood_args(
@@ -189,6 +198,7 @@ fn measure(
     std::thread::sleep(QUIET_BEFORE_READING);
     let rss_held = server.rss();
     let kernel_held = kernel_socket_bytes();
+    let slab_held = socket_slab_bytes();
     let overflows = listen_overflows().saturating_sub(overflows);
     // Minus the /stats request's own connection.
     let server_conns = server.stats()?["connections"]
@@ -214,6 +224,9 @@ fn measure(
         rss_after,
         kernel_per_socket: kernel_held.saturating_sub(kernel_idle) as f64
             / (2 * open.max(1)) as f64,
+        slab_per_socket: slab_idle
+            .zip(slab_held)
+            .map(|(a, b)| b.saturating_sub(a) as f64 / (2 * open.max(1)) as f64),
         connect_rate: summary.connect_rate,
         overflows,
         peak_accepts,
