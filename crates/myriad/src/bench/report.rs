@@ -172,7 +172,15 @@ pub fn write_index(
     failures: &[String],
 ) -> anyhow::Result<PathBuf> {
     let mut md = String::from("# myriad bench all\n\n");
-    let _ = writeln!(md, "Command: `{}`\n\n> {CAVEAT}\n", ctx.command);
+    let _ = writeln!(
+        md,
+        "Command: `{}`\n\nFinished {}.\n\n> {CAVEAT}\n",
+        ctx.command,
+        utc_now()
+    );
+    md.push_str("## The SPEC's performance table\n\n");
+    md.push_str(&spec_table(done));
+    md.push('\n');
     for (s, r) in done {
         let _ = writeln!(
             md,
@@ -193,6 +201,44 @@ pub fn write_index(
     let path = ctx.out.join("report.md");
     std::fs::write(&path, md)?;
     Ok(path)
+}
+
+/// The SPEC's performance lines and the report rows (scenario, figure prefix) that
+/// measure them, in the SPEC's order.
+const SPEC_ROWS: &[(Scenario, &str)] = &[
+    (Scenario::Idle, "user-space memory per idle connection"),
+    (Scenario::Idle, "kernel memory per socket"),
+    (Scenario::Idle, "connection accept rate"),
+    (Scenario::Broadcast, "broadcast: deliveries/s"),
+    (Scenario::Broadcast, "broadcast latency p99"),
+    (Scenario::Unicast, "unicast latency p99"),
+    (Scenario::Unicast, "server CPU while publishing"),
+    (Scenario::MassDisconnect, "mass disconnect of"),
+    (Scenario::Idle, "memory "),
+    (Scenario::MassDisconnect, "memory "),
+    (Scenario::Keepalive, "time from the last response"),
+];
+
+/// The rows of [`SPEC_ROWS`] found in the reports (every transport's, for idle).
+fn spec_table(done: &[(Scenario, Report)]) -> String {
+    let mut t =
+        String::from("| scenario | figure | measured | target | met? |\n|---|---|---|---|---|\n");
+    for (scenario, prefix) in SPEC_ROWS {
+        for (s, r) in done.iter().filter(|(s, _)| s == scenario) {
+            for row in r.rows.iter().filter(|row| row.figure.starts_with(prefix)) {
+                let _ = writeln!(
+                    t,
+                    "| {} | {} | {} | {} | {} |",
+                    name(*s),
+                    row.figure,
+                    row.measured,
+                    row.target,
+                    row.met
+                );
+            }
+        }
+    }
+    t
 }
 
 /// The time now as `YYYY-MM-DD HH:MM:SS UTC`.
