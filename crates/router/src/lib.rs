@@ -9,7 +9,8 @@
 //! - [`router`]: [`Router`], the façade the gateway drives (`handle_*` inputs).
 //! - [`presence`]: the compact per-user state (connections + optional history ring).
 //! - [`history`]: the bounded ring of recent messages per user (SPEC B6).
-//! - [`index`]: [`SubscriptionIndex`], CSR arrays plus a small delta for live changes.
+//! - [`index`]: [`SubscriptionIndex`], CSR shards (~16k edges each), each with a small
+//!   delta for live changes that it folds back on its own.
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
 //!
 //! Glossary: a *subject* is a u64 id (a user is a subject, so is a room); a
