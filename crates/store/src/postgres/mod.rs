@@ -279,9 +279,9 @@ impl Store for PgStore {
         let before: i64 = tx.query_one(&self.sql.count, &[])?.get(0);
         let empty = before == 0;
         let (n, first_at) = if empty {
-            // TRUNCATE in this transaction lets COPY write frozen, all-visible
-            // rows (no VACUUM pass later); the tables hold no rows anyway (an
-            // aborted add can leave empty ones only until it rolls back).
+            // An empty store has no list rows (removes delete emptied lists), so
+            // TRUNCATE loses nothing; doing it in this transaction lets COPY
+            // write frozen, all-visible rows (no VACUUM pass later).
             tx.batch_execute(&format!(
                 "TRUNCATE {s}.subscriber_lists, {s}.subscription_lists"
             ))?;
@@ -304,9 +304,11 @@ impl Store for PgStore {
             tx.execute(&self.sql.count_add, &[&(n as i64)])?;
             (n, first_at)
         } else {
+            // A merge has no separate phases: all of it is logged as the second.
+            let first_at = started.elapsed();
             let by_subscriber = by_subject.clone().swapped();
             let n = change(&mut tx, &self.sql, &by_subject, &by_subscriber, Edit::Add)?;
-            (n, started.elapsed())
+            (n, first_at)
         };
         let written_at = started.elapsed();
         tx.commit()?;
@@ -319,8 +321,8 @@ impl Store for PgStore {
             edges = n,
             empty,
             sort_s = sorted_at.as_secs_f64(),
-            subscribers_s = (first_at - sorted_at).as_secs_f64(),
-            subscriptions_s = (written_at - first_at).as_secs_f64(),
+            copy_subscribers_s = (first_at - sorted_at).as_secs_f64(),
+            copy_subscriptions_or_merge_s = (written_at - first_at).as_secs_f64(),
             commit_s = (committed_at - written_at).as_secs_f64(),
             analyze_s = (started.elapsed() - committed_at).as_secs_f64(),
             "postgres bulk load"
