@@ -80,6 +80,23 @@ pub(crate) fn unroute(shard: usize, depth: u32, local: u64) -> u64 {
     local << depth | low
 }
 
+/// Moves every row of `2^from` shards into `2^to` new ones (`to > from`). Rows of
+/// source shard `i` land only in targets `≡ i (mod 2^from)`, in ascending local
+/// order, so every target stays on the builder's sorted path. Each source shard
+/// is dropped once copied: the extra memory is about one source shard.
+fn respread(from: u32, shards: Vec<Shard>, to: u32) -> Vec<Shard> {
+    let mut out: Vec<ShardBuilder> = (0..1usize << to)
+        .map(|_| ShardBuilder::with_capacity(0))
+        .collect();
+    for (i, shard) in shards.into_iter().enumerate() {
+        shard.for_each_row(|local, subs| {
+            let (j, l) = route(to, 0, unroute(i, from, local));
+            subs.iter().for_each(|&u| out[j].push(l, u));
+        });
+    }
+    out.into_iter().map(|b| b.finish(to)).collect()
+}
+
 /// subject → sorted subscribers; see the module doc.
 #[derive(Debug, Clone)]
 pub struct SubscriptionIndex {
@@ -101,12 +118,18 @@ impl SubscriptionIndex {
         Self::from_shards(0, vec![Shard::empty(0)])
     }
 
-    /// Takes `2^level` freshly built shards, then splits them until the average
-    /// shard holds at most [`SPLIT_EDGES`] (a builder given no size hint).
+    /// Takes `2^level` freshly built shards; if the builder was given too small a
+    /// size hint, re-spreads them in one pass to the level the edge count wants.
     pub(crate) fn from_shards(level: u32, shards: Vec<Shard>) -> Self {
         debug_assert_eq!(shards.len(), 1 << level);
         let edges = shards.iter().map(|s| s.edges).sum();
-        let mut index = SubscriptionIndex {
+        let wanted = level_for(edges);
+        let (level, shards) = if wanted > level {
+            (wanted, respread(level, shards, wanted))
+        } else {
+            (level, shards)
+        };
+        SubscriptionIndex {
             shards,
             level,
             split: 0,
@@ -115,13 +138,7 @@ impl SubscriptionIndex {
             inserts: 0,
             removes: 0,
             folds: 0,
-        };
-        while index.level < level_for(edges) {
-            index.split_one();
         }
-        // Splits grew the table by doubling; the built index holds exactly its shards.
-        index.shards.shrink_to_fit();
-        index
     }
 
     /// Builds from `(subscriber, subject)` edges in any order; duplicates collapse.

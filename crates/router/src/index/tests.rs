@@ -260,3 +260,30 @@ fn a_sized_build_has_shards_of_about_shard_edges() {
     assert_eq!(idx.edge_count(), edges);
     assert_eq!(idx.subscribers(12_345), (0..=6).collect::<Vec<_>>());
 }
+
+#[test]
+fn an_unhinted_sorted_build_respreads_to_the_right_level() {
+    let mut rng = XorShift(11);
+    let mut model = BTreeSet::new();
+    while model.len() < 40 * SHARD_EDGES as usize {
+        let s = if rng.below(4) == 0 {
+            rng.next()
+        } else {
+            rng.below(5_000)
+        };
+        model.insert((s, rng.below(1 << 33)));
+    }
+    let mut b = SubscriptionIndex::builder();
+    for &(s, u) in &model {
+        b.push(u, s);
+    }
+    let idx = b.build();
+    assert_eq!(idx.shard_count(), 64);
+    let wide: Vec<u64> = model
+        .iter()
+        .map(|&(s, _)| s)
+        .filter(|&s| s >= 5_000)
+        .take(50)
+        .collect();
+    check(&idx, &model, (0..5_010).chain(wide));
+}
