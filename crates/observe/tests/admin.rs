@@ -50,8 +50,16 @@ fn metrics_healthz_stats_history_and_dashboard() {
     let v: u64 = line.split(' ').nth(1).unwrap().parse().unwrap();
     // The feeder keeps adding connections while we read, and /metrics may report the
     // last one-second sample: it is non-zero and never ahead of the live counters.
-    let live = fed.metrics.loops.iter().map(|l| l.connections.load(Relaxed)).sum::<u64>();
-    assert!(v > 0 && v <= live, "myriad_connections {v}, live {live}, seen before {conns}");
+    let live = fed
+        .metrics
+        .loops
+        .iter()
+        .map(|l| l.connections.load(Relaxed))
+        .sum::<u64>();
+    assert!(
+        v > 0 && v <= live,
+        "myriad_connections {v}, live {live}, seen before {conns}"
+    );
 
     let (status, head, body) = common::get(addr, "/stats");
     assert_eq!(status, 200);
