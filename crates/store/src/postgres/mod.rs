@@ -5,7 +5,7 @@
 //! its subscribers as one [`crate::codec`] blob, `subscription_lists` one row per
 //! subscriber with its subjects, and `edge_counts` a few counter rows whose sum is
 //! the edge count. A row per edge with two B-tree keys took 57 s to load 30 M
-//! directed edges here (COPY 9 s, keys 43 s) and 10 s to read back at start; two
+//! directed edges here (COPY 9 s, keys 40 s) and 8–10 s to read back at start; two
 //! tables of a million list rows each load and read in a few seconds. The price
 //! is O(degree) work per changed edge ([`lists`] says how it stays correct under
 //! concurrent writers).
