@@ -300,6 +300,25 @@ fn postgres_concurrent_writers_agree() {
     assert_eq!(s.subscribers(2).unwrap(), vec![1, 3]);
 }
 
+/// A schema still holding the old row-per-edge table is refused with a message,
+/// never opened as an empty store (a server would start with no subscriptions).
+#[test]
+fn postgres_old_layout_is_refused() {
+    let h = postgres();
+    let schema = h.pg_schema.clone().expect("pg");
+    let mut c = ::postgres::Client::connect(PG_BASE, ::postgres::NoTls).expect("connect");
+    c.batch_execute(&format!(
+        "DROP TABLE \"{schema}\".subscriber_lists, \"{schema}\".subscription_lists, \"{schema}\".edge_counts;
+         CREATE TABLE \"{schema}\".subscriptions (subject BIGINT, subscriber BIGINT)"
+    ))
+    .expect("old layout");
+    match store::open(&format!("{PG_BASE}?schema={schema}")) {
+        Err(StoreError::Corrupt(m)) => assert!(m.contains("row-per-edge"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("old layout opened as a store"),
+    }
+}
+
 #[test]
 fn unknown_urls_are_rejected() {
     assert!(matches!(
