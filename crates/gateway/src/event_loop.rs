@@ -61,6 +61,8 @@ pub struct EventLoop {
     draining: bool,
     /// A shutdown command arrived: close everything and end the loop.
     stopping: bool,
+    /// A publish of this round queued deliveries for this loop without waking it.
+    pub(crate) own_deliveries: bool,
 }
 
 impl EventLoop {
@@ -92,6 +94,7 @@ impl EventLoop {
             dirty: Vec::new(),
             draining: false,
             stopping: false,
+            own_deliveries: false,
         })
     }
 
@@ -119,6 +122,9 @@ impl EventLoop {
                         }
                     }
                 }
+            }
+            if std::mem::take(&mut self.own_deliveries) {
+                self.drain_inbox();
             }
             if self.stopping {
                 return Ok(());

@@ -94,8 +94,10 @@ impl EventLoop {
             self.metrics
                 .messages_in
                 .fetch_add(published, Ordering::Relaxed);
-            // Deliveries for this loop's own connections were queued without a wake-up.
-            self.drain_inbox();
+            // Deliveries for this loop's own connections were queued without a wake-up;
+            // the loop drains them after this round of events, together with whatever
+            // the other requests of the round published (one coalesced write each).
+            self.own_deliveries = true;
         }
         let Some(conn) = self.conns.get(index) else {
             return;
