@@ -695,6 +695,9 @@ impl EventLoop {
         } else if self.peak >= 1024 && open < self.peak / 2 {
             // `gens` stays: one byte per slot keeps stale tokens from matching new ones.
             self.conns.shrink_to_fit();
+            self.dirty = Vec::new();
+            self.due = Vec::new();
+            self.inbox = Vec::new();
             self.wheel.shrink();
             self.shared.router.lock().compact();
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
