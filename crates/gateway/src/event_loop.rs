@@ -63,6 +63,8 @@ pub struct EventLoop {
     stopping: bool,
     /// A publish of this round queued deliveries for this loop without waking it.
     pub(crate) own_deliveries: bool,
+    /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the listener).
+    nodelay_inherited: bool,
 }
 
 impl EventLoop {
@@ -95,6 +97,7 @@ impl EventLoop {
             draining: false,
             stopping: false,
             own_deliveries: false,
+            nodelay_inherited: false,
         })
     }
 
@@ -196,8 +199,14 @@ impl EventLoop {
             reject(&mut stream, 503, "too many connections from this address");
             return;
         }
-        if self.shared.config.tcp_nodelay {
-            let _ = stream.set_nodelay(true);
+        // The listener has TCP_NODELAY and Linux copies it to accepted sockets; the
+        // first accept checks that once, so the storm path saves a setsockopt each.
+        if self.shared.config.tcp_nodelay && !self.nodelay_inherited {
+            if stream.nodelay().unwrap_or(false) {
+                self.nodelay_inherited = true;
+            } else {
+                let _ = stream.set_nodelay(true);
+            }
         }
         let entry = self.conns.vacant_entry();
         let index = entry.key();

@@ -36,8 +36,8 @@ impl Server {
         let mut addr = config.listen;
         let mut listeners = Vec::with_capacity(loops);
         for _ in 0..loops {
-            let listener =
-                bind_reuseport(addr).with_context(|| format!("cannot listen on {addr}"))?;
+            let listener = bind_reuseport(addr, config.tcp_nodelay)
+                .with_context(|| format!("cannot listen on {addr}"))?;
             // With port 0 the first bind picks the port; the others join it.
             addr = listener.local_addr()?;
             listeners.push(listener);
@@ -125,12 +125,39 @@ impl Server {
     }
 }
 
-fn bind_reuseport(addr: SocketAddr) -> std::io::Result<mio::net::TcpListener> {
+/// A non-blocking listener sharing `addr` with the other loops (SO_REUSEPORT). With
+/// `nodelay`, TCP_NODELAY is set on the listener so accepted sockets inherit it.
+fn bind_reuseport(addr: SocketAddr, nodelay: bool) -> std::io::Result<mio::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
+    if nodelay {
+        socket.set_nodelay(true)?;
+    }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     Ok(mio::net::TcpListener::from_std(socket.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accept path relies on Linux copying TCP_NODELAY from the listener; if a kernel
+    /// does not, the loop sets it per socket (checked once), but we want to know.
+    #[test]
+    fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        let listener = bind_reuseport("127.0.0.1:0".parse().unwrap(), true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        let accepted = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        assert!(accepted.nodelay().unwrap());
+    }
 }
