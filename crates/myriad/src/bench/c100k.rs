@@ -8,7 +8,7 @@
 
 use super::context::{listen_overflows, meminfo_kb, socket_slab_bytes};
 use super::held::{flood_args, sub_url, Held, Live, Probe};
-use super::report::{bytes, count, met, Report};
+use super::report::{bytes, count, memory_verdict, met, Report, MEMORY_TARGET};
 use super::{BenchArgs, Ctx};
 use crate::server_process::kernel_socket_bytes;
 use load::doctor::KERNEL_BYTES_PER_SOCKET;
@@ -142,14 +142,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             bytes(rss_idle as f64),
             bytes(rss_held as f64)
         ),
-        "≤ 100 B (first milestone ≤ 256 B)",
-        if user <= 100.0 {
-            met(true)
-        } else if user <= 256.0 {
-            "milestone only".into()
-        } else {
-            met(false)
-        },
+        MEMORY_TARGET,
+        memory_verdict(user),
     );
     let slab = slab_idle
         .zip(slab_held)

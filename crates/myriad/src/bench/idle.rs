@@ -6,7 +6,7 @@
 
 use super::context::{listen_overflows, socket_slab_bytes};
 use super::held::{flood_args, sub_url, watch, Held, Live, Probe};
-use super::report::{bytes, count, met, Report};
+use super::report::{bytes, count, memory_verdict, met, Report, MEMORY_TARGET};
 use super::{BenchArgs, Ctx, TransportChoice};
 use crate::server_process::kernel_socket_bytes;
 use load::flood::Transport;
@@ -98,14 +98,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
                 bytes(r.rss_idle as f64),
                 bytes(r.rss_held as f64)
             ),
-            "≤ 100 B (first milestone ≤ 256 B)",
-            if user <= 100.0 {
-                met(true)
-            } else if user <= 256.0 {
-                "milestone only".into()
-            } else {
-                met(false)
-            },
+            MEMORY_TARGET,
+            memory_verdict(user),
         );
         report.row(
             &format!("kernel memory per socket ({name})"),

@@ -44,6 +44,20 @@ pub fn met(ok: bool) -> String {
     if ok { "yes" } else { "no" }.to_string()
 }
 
+/// The SPEC's idle-memory target, shared by every scenario that measures it.
+pub const MEMORY_TARGET: &str = "≤ 100 B (first milestone ≤ 256 B)";
+
+/// Verdict for user-space bytes per idle connection against [`MEMORY_TARGET`].
+pub fn memory_verdict(user_bytes: f64) -> String {
+    if user_bytes <= 100.0 {
+        met(true)
+    } else if user_bytes <= 256.0 {
+        "milestone only".into()
+    } else {
+        met(false)
+    }
+}
+
 impl Report {
     pub fn new(scenario: &str, title: &str, dir: &Path) -> Report {
         Report {
