@@ -143,9 +143,7 @@ fn change(shared: &Shared, edges: &[(u64, u64)], add: bool) -> Reply {
 /// `GET /stats`: the router's counts and the loops' counters, summed.
 pub fn stats(shared: &Shared) -> serde_json::Value {
     let r = shared.router.lock().stats();
-    let sum = |f: fn(&observe::metrics::LoopMetrics) -> u64| -> u64 {
-        shared.metrics.loops.iter().map(|l| f(l)).sum()
-    };
+    let m = &shared.metrics;
     json!({
         "pid": std::process::id(),
         "loops": shared.loops.len(),
@@ -156,11 +154,11 @@ pub fn stats(shared: &Shared) -> serde_json::Value {
         "subscriptions": r.subscriptions,
         "messages_in": r.messages_in,
         "deliveries_planned": r.deliveries,
-        "messages_out": sum(|l| l.messages_out.load(Ordering::Relaxed)),
-        "bytes_out": sum(|l| l.bytes_out.load(Ordering::Relaxed)),
-        "connects": sum(|l| l.connects.load(Ordering::Relaxed)),
-        "closes": sum(|l| l.closes.load(Ordering::Relaxed)),
-        "queued_bytes": sum(|l| l.queued_bytes.load(Ordering::Relaxed)),
-        "slow_drops": sum(|l| l.slow_drops.load(Ordering::Relaxed)),
+        "messages_out": m.sum(|l| &l.messages_out),
+        "bytes_out": m.sum(|l| &l.bytes_out),
+        "connects": m.sum(|l| &l.connects),
+        "closes": m.sum(|l| &l.closes),
+        "queued_bytes": m.sum(|l| &l.queued_bytes),
+        "slow_drops": m.sum(|l| &l.slow_drops),
     })
 }

@@ -63,16 +63,17 @@ impl ServerProcess {
 impl ServerProcess {
     /// CPU time (user, system) the server has used so far, in seconds.
     pub fn cpu(&self) -> (f64, f64) {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command name (which may contain spaces) start after ") ".
-        let rest = stat.rsplit_once(") ").map(|x| x.1).unwrap_or("");
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        (ticks(11) / hz, ticks(12) / hz)
+        let hz = observe::procfs::clock_ticks() as f64;
+        proc_stat(self.child.id()).map_or((0.0, 0.0), |s| {
+            (s.utime_ticks as f64 / hz, s.stime_ticks as f64 / hz)
+        })
     }
+}
+
+/// `/proc/<pid>/stat` through observe's parser (CPU ticks, RSS pages).
+fn proc_stat(pid: u32) -> Option<observe::procfs::ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    observe::procfs::parse_proc_stat(&text)
 }
 
 impl Drop for ServerProcess {
@@ -87,38 +88,29 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     rest.split_whitespace().next()
 }
 
+/// Resident set size of a process, in bytes (0 once it is gone).
 pub fn rss_of(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    kb * 1024
+    proc_stat(pid).map_or(0, |s| s.rss_pages * observe::procfs::page_size())
 }
 
 /// Kernel memory that grows with sockets: the slab caches (socket, inode, file, dentry
 /// objects) from /proc/meminfo plus TCP buffer pages from /proc/net/sockstat.
 pub fn kernel_socket_bytes() -> u64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let slab_kb = meminfo
-        .lines()
-        .find(|l| l.starts_with("Slab:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    slab_kb * 1024 + tcp_mem_bytes()
+    meminfo_kb("Slab:") * 1024 + tcp_mem_bytes()
 }
 
-/// Kernel TCP buffer memory in bytes, from /proc/net/sockstat (`TCP: ... mem N` pages).
-pub fn tcp_mem_bytes() -> u64 {
-    let text = std::fs::read_to_string("/proc/net/sockstat").unwrap_or_default();
-    let pages = text
+/// One `/proc/meminfo` line's value in kB (0 when absent); `key` includes the colon.
+pub fn meminfo_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
         .lines()
-        .find(|l| l.starts_with("TCP:"))
-        .and_then(|l| l.split_whitespace().skip_while(|w| *w != "mem").nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    pages * 4096
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Kernel TCP buffer memory in bytes (`/proc/net/sockstat` mem pages).
+pub fn tcp_mem_bytes() -> u64 {
+    observe::procfs::read_sockstat().map_or(0, |s| s.tcp_mem_pages * observe::procfs::page_size())
 }

@@ -449,14 +449,21 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Counts an open connection as closed and removes it; false if it never opened.
+    fn close_if_open(&mut self, slot: usize) -> bool {
+        let phase = self.slab[slot].as_ref().map_or(OPEN, |c| c.phase);
+        if phase != OPEN {
+            return false;
+        }
+        self.remove(slot);
+        self.counts.open -= 1;
+        self.counts.closed += 1;
+        true
+    }
+
     /// The peer ended the connection (or it broke).
     fn end(&mut self, slot: usize, err: Option<io::Error>) {
-        let phase = self.slab[slot].as_ref().map_or(OPEN, |c| c.phase);
-        if phase == OPEN {
-            self.remove(slot);
-            self.counts.open -= 1;
-            self.counts.closed += 1;
-        } else {
+        if !self.close_if_open(slot) {
             match err {
                 Some(e) => self.fail(slot, Some(e)),
                 None => {
@@ -468,13 +475,8 @@ impl<'a> Engine<'a> {
     }
 
     fn fail_status(&mut self, slot: usize) {
-        let phase = self.slab[slot].as_ref().map_or(OPEN, |c| c.phase);
-        if phase == OPEN {
-            // Bad framing after a good head: the connection was open, now closed.
-            self.remove(slot);
-            self.counts.open -= 1;
-            self.counts.closed += 1;
-        } else {
+        // Bad framing after a good head: the connection was open, now closed.
+        if !self.close_if_open(slot) {
             self.counts.fail.bad_status += 1;
             self.remove_pending(slot);
         }

@@ -6,11 +6,12 @@
 //! memory per connection (user space: the servers' RSS growth; kernel: machine-wide
 //! slab + TCP growth over 2 ends).
 
-use super::context::{listen_overflows, meminfo_kb, socket_slab_bytes};
+use super::context::{listen_overflows, socket_slab_bytes};
 use super::held::{flood_args, sub_url, Held, Live, Probe};
 use super::report::{bytes, count, memory_verdict, met, Report, MEMORY_TARGET};
 use super::{BenchArgs, Ctx};
 use crate::server_process::kernel_socket_bytes;
+use crate::server_process::meminfo_kb;
 use load::doctor::KERNEL_BYTES_PER_SOCKET;
 use std::sync::Arc;
 use std::time::Duration;

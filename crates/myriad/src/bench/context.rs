@@ -5,7 +5,7 @@
 //! Not here: measuring (see `held`) or writing reports (see `report`).
 
 use super::BenchArgs;
-use crate::server_process::ServerProcess;
+use crate::server_process::{meminfo_kb, ServerProcess};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -132,17 +132,6 @@ pub fn machine_facts() -> Vec<String> {
             load::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default()
         ),
     ]
-}
-
-/// A /proc/meminfo field in KiB.
-pub fn meminfo_kb(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Socket slab caches (`observe::procfs::SOCKET_SLABS`: TCP, socket inodes, ...) plus
