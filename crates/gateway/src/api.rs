@@ -61,7 +61,7 @@ pub fn body_limit(shared: &Shared, route: &Route) -> Option<usize> {
 }
 
 /// Handles one API request; `from` is the calling loop (see [`Shared::publish`]).
-pub fn handle(shared: &Shared, route: &Route, body: &[u8], from: Option<u16>) -> Reply {
+pub fn handle(shared: &Shared, route: &Route, body: &[u8], from: u16) -> Reply {
     match *route {
         Route::Publish { subject } => {
             let counts = shared.publish(subject, Bytes::copy_from_slice(body), from);

@@ -88,7 +88,7 @@ impl EventLoop {
     }
 
     pub(crate) fn handle_body(&mut self, index: usize, route: Route, body: Vec<u8>) {
-        let reply = api::handle(&self.shared, &route, &body, Some(self.id));
+        let reply = api::handle(&self.shared, &route, &body, self.id);
         let published = api::published_count(&route, &reply);
         if published > 0 {
             self.metrics

@@ -83,20 +83,10 @@ impl Server {
         self.shared.metrics.clone()
     }
 
-    /// `/stats` as JSON, for the admin listener and the demo.
-    pub fn stats(&self) -> serde_json::Value {
-        crate::api::stats(&self.shared)
-    }
-
     /// A closure giving `/stats`, for observers on other threads.
     pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
         let shared = self.shared.clone();
         Arc::new(move || crate::api::stats(&shared))
-    }
-
-    /// Publishes from inside the process (the demo, benches).
-    pub fn publish(&self, subject: u64, payload: bytes::Bytes) -> router::PublishCounts {
-        self.shared.publish(subject, payload, None)
     }
 
     /// Closes every connection and stops the loops.
@@ -159,5 +149,41 @@ mod tests {
             }
         };
         assert!(accepted.nodelay().unwrap());
+    }
+}
+
+#[cfg(test)]
+mod shutdown_tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// `shutdown` closes every client connection and ends every loop.
+    #[test]
+    fn shutdown_closes_clients_and_stops_the_loops() {
+        let config = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            loops: 2,
+            ..Default::default()
+        };
+        let router = Router::new(
+            router::RouterConfig::default(),
+            router::SubscriptionIndex::new(),
+        );
+        let server = Server::start(config, router, store::open("memory").unwrap()).unwrap();
+        let mut client = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        client
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        client
+            .write_all(b"GET /sub/1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 512];
+        assert!(
+            client.read(&mut buf).unwrap() > 0,
+            "the stream head arrives"
+        );
+        server.shutdown().unwrap();
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).unwrap(); // EOF: the server closed it
     }
 }

@@ -99,7 +99,7 @@ impl Shared {
     /// every loop its batch before releasing it, so each loop receives the deliveries of
     /// one user in sequence order whichever loop published them. `from` is the calling
     /// loop, which drains its own inbox right after (no wake-up needed for it).
-    pub fn publish(&self, subject: u64, payload: Bytes, from: Option<u16>) -> PublishCounts {
+    pub fn publish(&self, subject: u64, payload: Bytes, from: u16) -> PublishCounts {
         let msg = Arc::new(Message { subject, payload });
         let published = Instant::now();
         let mut per_loop: Vec<Vec<(u32, u64)>> =
@@ -115,7 +115,7 @@ impl Shared {
                     published,
                     targets,
                 });
-                if from == Some(shard as u16) {
+                if from == shard as u16 {
                     self.loops[shard].send_quiet(delivery);
                 } else {
                     self.loops[shard].send(delivery);
