@@ -55,6 +55,15 @@ impl TlsServer {
     /// `tls`: serve TLS with this config (offering `h2` and `http/1.1` by ALPN), or
     /// plain TCP with HTTP/2 prior knowledge when `None`.
     pub fn start(tls: Option<Arc<tls::rustls::ServerConfig>>) -> TlsServer {
+        Self::start_with(tls, false)
+    }
+
+    /// Plain TCP, HTTP/1.1 (a baseline for measurements).
+    pub fn start_plain_h1() -> TlsServer {
+        Self::start_with(None, true)
+    }
+
+    fn start_with(tls: Option<Arc<tls::rustls::ServerConfig>>, plain_h1: bool) -> TlsServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -101,6 +110,7 @@ impl TlsServer {
                                     ctx.serve_h1(tls).await;
                                 }
                             }
+                            None if plain_h1 => ctx.serve_h1(sock).await,
                             None => ctx.serve_h2(sock).await,
                         }
                     });
