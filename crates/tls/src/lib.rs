@@ -15,6 +15,7 @@
 //! | module | concept |
 //! |---|---|
 //! | `session` | [`Session`]: one connection's TLS, server or client; phases and buffers |
+//! | `driver` | running rustls's unbuffered state machine over a caller's buffer |
 //! | `record` | [`RecordLayer`]: established TLS 1.3 records, KeyUpdate, alerts (RFC 8446 §5–7) |
 //! | `keylog` | catching the traffic secrets the lean layer needs for KeyUpdate |
 //! | `config` | certificates and keys from PEM, ALPN, [`ReloadableConfig`], client trust |
@@ -41,6 +42,7 @@
 //! | handshake not finished within the caller's head timeout | the caller closes |
 
 mod config;
+mod driver;
 mod error;
 mod keylog;
 pub mod ktls;
@@ -53,10 +55,11 @@ pub use config::{
     client_config, provider, server_config, server_name, CertSource, Identity, ReloadableConfig,
     Roots, ServerOptions, SYSTEM_CA_BUNDLE,
 };
+pub use driver::Endpoint;
 pub use error::{Alert, ConfigError, TlsError};
 pub use record::{RecordLayer, Suite, MAX_PLAINTEXT, OVERHEAD};
 pub use selfsigned::{self_signed, self_signed_with_key, Generated, TestCa, DEFAULT_NAMES};
-pub use session::{Alpn, ClientSession, Endpoint, Phase, ServerSession, Session, Status};
+pub use session::{Alpn, ClientSession, Phase, ServerSession, Session, Status};
 
 /// rustls, as this crate uses it (configs, server names), so callers need no version
 /// of their own.
