@@ -30,7 +30,7 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
         }
     }
     let total_conns = USERS * CONNS_PER_USER;
-    server.wait_stats("logins", |s| s["subscribed"] == total_conns);
+    server.wait_stats("logins", |s| s["connections_logged_in"] == total_conns);
     // Publishers on keep-alive connections, to random users.
     let delivered = Arc::new(AtomicU64::new(0));
     let addr = server.addr;
