@@ -62,6 +62,12 @@ impl Mailbox {
         (self.wake)();
     }
 
+    /// True when something waits (a loop in the middle of a fan-out checks this to
+    /// merge what arrived into the writes still to come).
+    pub fn has_mail(&self) -> bool {
+        !self.queue.lock().is_empty()
+    }
+
     /// Swaps everything queued into `into` (which should be empty, to reuse its
     /// capacity).
     pub fn drain(&self, into: &mut Vec<Inbound>) {

@@ -202,16 +202,6 @@ impl EventLoop {
         }
     }
 
-    /// Flushes connections that got output during a coalesced pass.
-    pub(super) fn flush_dirty(&mut self) {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for &index in &dirty {
-            self.flush(index);
-        }
-        dirty.clear();
-        self.dirty = dirty;
-    }
-
     /// Reads held input again for connections whose call or poll was answered.
     pub(super) fn run_resumes(&mut self) {
         while let Some(token) = self.resume.pop() {

@@ -67,8 +67,12 @@ pub struct EventLoop {
     resume: Vec<u32>,
     /// Tokens due in the current timer pass.
     due: Vec<u32>,
-    /// Connections that got queued output during a coalesced delivery pass.
+    /// Connections that got queued output during a merged delivery pass, flushed in
+    /// order from `dirty_pos` (see `inbox`).
     dirty: Vec<usize>,
+    dirty_pos: usize,
+    /// A delivery pass ran out of its budget: come back at once after the sockets.
+    more_work: bool,
     /// Output bytes queued on this loop's sockets (mirrored into metrics each tick).
     queued: usize,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
@@ -113,6 +117,8 @@ impl EventLoop {
             resume: Vec::new(),
             due: Vec::new(),
             dirty: Vec::new(),
+            dirty_pos: 0,
+            more_work: false,
             queued: 0,
             peak: 0,
             accept_paused: false,
@@ -126,7 +132,11 @@ impl EventLoop {
         let mut next_tick = Instant::now() + LAG_TICK;
         let mut next_second = Instant::now() + Duration::from_secs(1);
         loop {
-            let timeout = next_tick.saturating_duration_since(Instant::now());
+            let timeout = if self.more_work {
+                Duration::ZERO
+            } else {
+                next_tick.saturating_duration_since(Instant::now())
+            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     return Err(e);
@@ -147,7 +157,7 @@ impl EventLoop {
                     }
                 }
             }
-            if std::mem::take(&mut self.own_mail) {
+            if std::mem::take(&mut self.own_mail) | std::mem::take(&mut self.more_work) {
                 self.drain_mailbox();
             }
             if self.gateway.stop.load(Ordering::Acquire) {
@@ -230,7 +240,10 @@ impl EventLoop {
         } else if self.peak >= 1024 && open < self.peak / 2 {
             // `gens` stays: one byte per slot keeps stale tokens from matching new ones.
             self.slots.shrink_to_fit();
-            self.dirty = Vec::new();
+            if !self.dirty_pending() {
+                self.dirty = Vec::new();
+                self.dirty_pos = 0;
+            }
             self.due = Vec::new();
             self.inbox = Vec::new();
             self.resume = Vec::new();
