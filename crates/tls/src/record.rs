@@ -368,12 +368,7 @@ impl RecordLayer {
     ) -> Result<Opened, TlsError> {
         let refuse = |a| Err(TlsError::Refused(a));
         let mut done = Opened::default();
-        while buf.len() - done.consumed >= HEADER {
-            if self.peer_closed {
-                // RFC 8446 §6.1: data after close_notify is ignored.
-                done.consumed = buf.len();
-                break;
-            }
+        while buf.len() - done.consumed >= HEADER && !self.peer_closed {
             let rec = &mut buf[done.consumed..];
             let len = usize::from(u16::from_be_bytes([rec[3], rec[4]]));
             if rec[0] != APPLICATION_DATA {
@@ -425,6 +420,10 @@ impl RecordLayer {
                 HANDSHAKE => self.handshake(content, out)?,
                 _ => return refuse(Alert::UnexpectedMessage),
             }
+        }
+        if self.peer_closed {
+            // RFC 8446 §6.1: data after close_notify is ignored (and not carried).
+            done.consumed = buf.len();
         }
         Ok(done)
     }

@@ -106,6 +106,10 @@ fn close_notify_ends_input_and_incomplete_records_wait() {
     let (mut plain, mut out) = (Vec::new(), Vec::new());
     let o = s.open(&mut wire[..cut], &mut plain, &mut out).unwrap();
     assert!(o.peer_closed);
+    assert_eq!(
+        o.consumed, cut,
+        "what follows close_notify is dropped, not carried"
+    );
     assert_eq!(plain, b"last");
     let (mut c, mut s) = pair(Suite::Aes256Gcm);
     let mut wire = Vec::new();
