@@ -4,10 +4,12 @@
 //! failures as their own reason, and `--h2` with many streams per connection (TLS with
 //! ALPN h2, and h2c).
 
+mod harness;
 mod tls_server;
 
+use harness::start;
 use load::flood::{self, FloodArgs, FloodSummary, Transport};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tls::{Alpn, ServerOptions, TestCa};
@@ -36,49 +38,6 @@ fn pki() -> Pki {
     Pki {
         ca_file,
         server: Arc::new(server),
-    }
-}
-
-/// A flood running in a thread, with its message total visible as it goes.
-struct Running {
-    stop: Arc<AtomicBool>,
-    messages: Arc<AtomicU64>,
-    handle: std::thread::JoinHandle<anyhow::Result<FloodSummary>>,
-}
-
-fn start(args: FloodArgs) -> Running {
-    let stop = Arc::new(AtomicBool::new(false));
-    let messages = Arc::new(AtomicU64::new(0));
-    let (s, m) = (stop.clone(), messages.clone());
-    let handle = std::thread::spawn(move || {
-        flood::run_until(args, &s, &mut |t| {
-            m.fetch_add(t.messages, Ordering::Relaxed);
-        })
-    });
-    Running {
-        stop,
-        messages,
-        handle,
-    }
-}
-
-impl Running {
-    /// Wait (bounded) until the ticks have reported `n` messages, then stop.
-    fn finish_after(self, n: u64) -> FloodSummary {
-        let end = Instant::now() + Duration::from_secs(20);
-        while self.messages.load(Ordering::Relaxed) < n && !self.handle.is_finished() {
-            assert!(
-                Instant::now() < end,
-                "only {} of {n} messages arrived",
-                self.messages.load(Ordering::Relaxed)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .join()
-            .expect("flood thread")
-            .expect("flood run")
     }
 }
 

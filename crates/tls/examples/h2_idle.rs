@@ -19,50 +19,18 @@
 //! registration, connection and streams). Allocations are listed by size.
 
 use bytes::Bytes;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static BY_SIZE: [AtomicIsize; 65536] = [const { AtomicIsize::new(0) }; 65536];
+mod counting;
+use counting::{count_this_thread, describe, diff, live, snapshot};
 
-thread_local! {
-    /// Whether this thread's allocations count (const-initialised: no allocation).
-    static COUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-}
-
-fn note(size: usize, d: isize) {
-    if !COUNTED.with(|c| c.get()) {
-        return;
-    }
-    LIVE.fetch_add(size as isize * d, Relaxed);
-    BY_SIZE[size.min(65535)].fetch_add(d, Relaxed);
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        note(l.size(), 1);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        note(l.size(), -1);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        note(l.size(), -1);
-        note(n, 1);
-        System.realloc(p, l, n)
-    }
-}
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 /// One direction of an in-memory connection: what a pump would have read from the
 /// socket (for the reader) or must write to it (from the writer).
@@ -126,7 +94,7 @@ fn pump(streams: usize) -> (isize, Vec<isize>) {
     let c2s: Buf = Rc::default();
     let s2c: Buf = Rc::default();
     let before = snapshot();
-    let base = LIVE.load(Relaxed);
+    let base = live();
     let mut server_hs = Box::pin(h2::server::handshake(PumpIo {
         input: c2s.clone(),
         output: s2c.clone(),
@@ -203,7 +171,7 @@ fn pump(streams: usize) -> (isize, Vec<isize>) {
     let _ = poll(&mut std::future::poll_fn(|cx| server.conn.poll_accept(cx)));
     *c2s.borrow_mut() = Vec::new();
     *s2c.borrow_mut() = Vec::new();
-    let held = LIVE.load(Relaxed) - base;
+    let held = live() - base;
     let sizes = diff(&before);
     drop(server);
     (held, sizes)
@@ -226,7 +194,7 @@ fn tokio_runtime(streams: usize) -> (isize, Vec<isize>) {
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let before = snapshot();
-            let base = LIVE.load(Relaxed);
+            let base = live();
             let task = tokio::spawn(async move {
                 let (sock, _) = listener.accept().await.unwrap();
                 let mut conn = h2::server::handshake(sock).await.unwrap();
@@ -250,13 +218,11 @@ fn tokio_runtime(streams: usize) -> (isize, Vec<isize>) {
             while measure_rx.try_recv().is_err() {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
-            result_tx
-                .send((LIVE.load(Relaxed) - base, diff(&before)))
-                .unwrap();
+            result_tx.send((live() - base, diff(&before))).unwrap();
             task.abort();
         });
     });
-    COUNTED.with(|c| c.set(false));
+    count_this_thread(false);
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -289,7 +255,7 @@ fn tokio_runtime(streams: usize) -> (isize, Vec<isize>) {
             r
         })
         .tap(|_| {
-            COUNTED.with(|c| c.set(true));
+            count_this_thread(true);
             server.join().unwrap();
         })
 }
@@ -302,30 +268,11 @@ trait Tap: Sized {
 }
 impl<T> Tap for T {}
 
-/// Live allocations by size; the snapshot's own 512 KB vector is not counted.
-fn snapshot() -> Vec<isize> {
-    let was = COUNTED.with(|c| c.replace(false));
-    let v = BY_SIZE.iter().map(|a| a.load(Relaxed)).collect();
-    COUNTED.with(|c| c.set(was));
-    v
-}
-
-fn diff(before: &[isize]) -> Vec<isize> {
-    let now = snapshot();
-    let was = COUNTED.with(|c| c.replace(false));
-    let d = now.iter().zip(before).map(|(a, b)| a - b).collect();
-    COUNTED.with(|c| c.set(was));
-    d
-}
-
 fn show(label: &str, (held, sizes): (isize, Vec<isize>)) {
-    let list: Vec<String> = sizes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| **n != 0)
-        .map(|(size, n)| format!("{n}×{size}"))
-        .collect();
-    println!("{label}: {held} B\n    by size: {}", list.join(" "));
+    println!(
+        "{label}: {held} B\n    by size: {}",
+        describe(&sizes, 1, 1.0)
+    );
 }
 
 /// A header block as a browser sends it: pseudo-headers from the static table, the
@@ -358,17 +305,17 @@ fn browser_block(size_update_to_zero: bool) -> Vec<u8> {
 }
 
 fn hpack() {
-    let base = LIVE.load(Relaxed);
+    let base = live();
     let mut d = Box::new(fluke_hpack::Decoder::new());
-    let inline = LIVE.load(Relaxed) - base;
+    let inline = live() - base;
     let headers = d.decode(&browser_block(false)).unwrap();
     assert_eq!(headers.len(), 8);
     drop(headers);
-    let with_table = LIVE.load(Relaxed) - base;
+    let with_table = live() - base;
     d.set_max_table_size(0); // what our SETTINGS_HEADER_TABLE_SIZE = 0 allows
     let headers = d.decode(&browser_block(true)).unwrap();
     drop(headers);
-    let without = LIVE.load(Relaxed) - base;
+    let without = live() - base;
     println!(
         "HPACK decoder (fluke-hpack): {inline} B inline, {with_table} B after a browser's first request, {without} B once the table size is 0"
     );

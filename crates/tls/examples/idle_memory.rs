@@ -5,40 +5,15 @@
 //! takeover happens (`lean: false`, and TLS 1.2), against the lean TLS 1.3 phase.
 
 use rustls::pki_types::ServerName;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::sync::Arc;
 use tls::{Alpn, ServerOptions, ServerSession, TestCa};
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-/// Live allocations by size (sizes ≥ the table land in the last slot).
-static BY_SIZE: [AtomicIsize; 4096] = [const { AtomicIsize::new(0) }; 4096];
+mod counting;
+use counting::{describe, diff, live, snapshot};
 
-fn note(size: usize, d: isize) {
-    LIVE.fetch_add(size as isize * d, Relaxed);
-    BY_SIZE[size.min(4095)].fetch_add(d, Relaxed);
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        note(l.size(), 1);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        note(l.size(), -1);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        note(l.size(), -1);
-        note(n, 1);
-        System.realloc(p, l, n)
-    }
-}
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 const N: usize = 2000;
 
@@ -54,9 +29,8 @@ fn run(label: &str, sc: Arc<rustls::ServerConfig>, cc: Arc<rustls::ClientConfig>
     // Everything that is not a session is allocated before the baseline.
     let mut sessions: Vec<ServerSession> = Vec::with_capacity(N);
     let (mut out, mut plain) = (Vec::with_capacity(1 << 16), Vec::with_capacity(1 << 16));
-    let snapshot = || -> Vec<isize> { BY_SIZE.iter().map(|a| a.load(Relaxed)).collect() };
     let by_size = snapshot();
-    let base = LIVE.load(Relaxed);
+    let base = live();
     let mut phase = None;
     for _ in 0..N {
         let mut c =
@@ -89,7 +63,7 @@ fn run(label: &str, sc: Arc<rustls::ServerConfig>, cc: Arc<rustls::ClientConfig>
         phase = Some(s.phase());
         sessions.push(s);
     }
-    let held = LIVE.load(Relaxed) - base;
+    let held = live() - base;
     let inline = std::mem::size_of::<ServerSession>();
     println!(
         "{label}: phase {:?}; inline {inline} B + heap {:.0} B = {:.0} B per session",
@@ -97,12 +71,9 @@ fn run(label: &str, sc: Arc<rustls::ServerConfig>, cc: Arc<rustls::ClientConfig>
         held as f64 / N as f64,
         inline as f64 + held as f64 / N as f64
     );
-    let after = snapshot();
-    for (size, (a, b)) in after.iter().zip(&by_size).enumerate() {
-        let per = (a - b) as f64 / N as f64;
-        if per >= 0.5 {
-            println!("    {per:.1} × {size} B allocations");
-        }
+    let list = describe(&diff(&by_size), N as isize, 0.5);
+    if !list.is_empty() {
+        println!("    allocations kept per session, count×bytes: {list}");
     }
 }
 

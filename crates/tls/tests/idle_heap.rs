@@ -4,30 +4,13 @@
 mod common;
 
 use common::{client, client_config, opts, pki, server_config, Pair};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use tls::{Alpn, Phase, ServerSession};
 
-/// Live heap bytes of this test binary, to see what sessions keep.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-// SAFETY: forwards to the system allocator; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Relaxed);
-        System.realloc(p, l, n)
-    }
-}
+#[path = "../examples/counting/mod.rs"]
+mod counting;
+
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 /// What an idle established session holds: its inline size and no heap at all; the
 /// rustls phase of a TLS 1.2 session for comparison.
@@ -45,7 +28,7 @@ fn an_idle_lean_session_holds_no_heap() {
     }
     let mut held = 0isize;
     for _ in 0..n {
-        let before = LIVE.load(Relaxed);
+        let before = counting::live();
         let mut p = Pair::new(client(cc.clone()), ServerSession::new(sc.clone()).unwrap());
         p.handshake();
         p.client_writes(b"GET / HTTP/1.1\r\n\r\n");
@@ -58,7 +41,7 @@ fn an_idle_lean_session_holds_no_heap() {
         } = p;
         drop((client, got));
         // What remains allocated after everything but the server session is gone.
-        held += LIVE.load(Relaxed) - before;
+        held += counting::live() - before;
         sessions.push(server);
     }
     assert!(sessions.iter().all(|s| matches!(s.phase(), Phase::Lean(_))));
