@@ -116,7 +116,7 @@ pub struct ServeArgs {
     /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
     #[arg(long, env = "MYRIAD_NO_NODELAY")]
     pub no_nodelay: bool,
-    /// Admin listener: Prometheus /metrics, /healthz, /stats and the live dashboard.
+    /// Admin listener: Prometheus /metrics, /healthz, /stats, /history and the live dashboard.
     #[arg(long, env = "MYRIAD_ADMIN")]
     pub admin: Option<SocketAddr>,
     /// Write one row of process statistics per second to this CSV file.

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::sample::{MachineSample, Sample};
+use observe::sample::{MachineSample, Sample};
 
 /// How long one admin address may take to answer before its row shows an error.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -147,8 +147,8 @@ pub fn sort_rows(rows: &mut [ProcessRow], key: SortKey) {
     rows.sort_by(|a, b| k(b).total_cmp(&k(a)).then(a.sample.pid.cmp(&b.sample.pid)));
 }
 
-/// Column titles of the process table.
-pub const HEADER: [&str; 14] = [
+/// Column titles of the process table, in display order.
+pub const HEADER: [&str; 17] = [
     "ADDR",
     "PID",
     "CONNS",
@@ -163,9 +163,34 @@ pub const HEADER: [&str; 14] = [
     "OUT/s",
     "OUT B/s",
     "LAG avg/p90/max",
+    "QUEUED",
+    "DROPS",
+    "LAT p50/p99",
 ];
-/// Further columns, shown when the terminal is wide enough and always in `--once`.
-pub const HEADER_WIDE: [&str; 3] = ["QUEUED", "DROPS", "LAT p50/p99"];
+/// When the width is short, columns leave in this order (indices into [`HEADER`]): the
+/// split of CPU and the figures derived from others first. ADDR, PID, CONNS and OUT/s
+/// always stay.
+const DROP_ORDER: [usize; 13] = [6, 7, 12, 4, 14, 10, 15, 16, 3, 13, 9, 8, 5];
+/// Spaces between columns.
+pub const GAP: usize = 2;
+/// Width of `--once` text when stdout is not a terminal.
+pub const DEFAULT_WIDTH: usize = 120;
+
+/// The columns to show (indices into [`HEADER`], in order) so that a row of cells as wide
+/// as `widths` fits in `width` characters: all, minus the least important ones.
+pub fn fit_columns(widths: &[usize], width: usize) -> Vec<usize> {
+    let mut shown: Vec<usize> = (0..widths.len()).collect();
+    let total = |shown: &[usize]| -> usize {
+        shown.iter().map(|&c| widths[c]).sum::<usize>() + GAP * shown.len().saturating_sub(1)
+    };
+    for drop in DROP_ORDER {
+        if total(&shown) <= width {
+            break;
+        }
+        shown.retain(|&c| c != drop);
+    }
+    shown
+}
 
 /// The sum (or maximum, for lag) of several processes, as a pseudo-sample.
 pub fn totals(rows: &[ProcessRow]) -> Sample {
@@ -252,7 +277,7 @@ fn pct(cores: f64) -> String {
     format!("{:.0}", cores * 100.0)
 }
 
-/// The cells of one row (first the [`HEADER`] columns, then [`HEADER_WIDE`]).
+/// The cells of one row, one per [`HEADER`] column.
 pub fn cells(addr: &str, pid: &str, s: &Sample) -> Vec<String> {
     vec![
         addr.to_string(),
@@ -288,29 +313,30 @@ pub fn cells(addr: &str, pid: &str, s: &Sample) -> Vec<String> {
     ]
 }
 
-/// The one-line machine summary.
-pub fn machine_line(m: &MachineSample) -> String {
-    let per_sock = if m.tcp_alloc > 0 {
-        m.tcp_mem_bytes as f64 / m.tcp_alloc as f64
-    } else {
-        0.0
-    };
-    format!(
-        "machine: CPU {}% of {} cores (user {}%, sys {}%) · mem used {} free {} cache {} · TCP inuse {} orphan {} tw {} · kernel TCP mem {} ({}/socket){}",
-        pct(m.cpu_total),
-        m.cpus,
-        pct(m.cpu_user),
-        pct(m.cpu_sys),
-        fmt_bytes(m.mem_used_bytes as f64),
-        fmt_bytes(m.mem_free_bytes as f64),
-        fmt_bytes(m.mem_cache_bytes as f64),
-        fmt_si(m.tcp_inuse as f64),
-        fmt_si(m.tcp_orphan as f64),
-        fmt_si(m.tcp_tw as f64),
-        fmt_bytes(m.tcp_mem_bytes as f64),
-        fmt_bytes(per_sock),
-        m.sock_slab_bytes.map(|b| format!(" · socket slab {}", fmt_bytes(b as f64))).unwrap_or_default(),
-    )
+/// The machine summary: two lines, each shorter than 120 characters.
+pub fn machine_lines(m: &MachineSample) -> [String; 2] {
+    [
+        format!(
+            "machine: CPU {}% of {} cores (user {}%, sys {}%) · memory used {}, free {}, cache {}",
+            pct(m.cpu_total),
+            m.cpus,
+            pct(m.cpu_user),
+            pct(m.cpu_sys),
+            fmt_bytes(m.mem_used_bytes as f64),
+            fmt_bytes(m.mem_free_bytes as f64),
+            fmt_bytes(m.mem_cache_bytes as f64),
+        ),
+        format!(
+            "TCP sockets: {} in use, {} orphaned, {} time-wait · kernel TCP buffers {}{}",
+            fmt_si(m.tcp_inuse as f64),
+            fmt_si(m.tcp_orphan as f64),
+            fmt_si(m.tcp_tw as f64),
+            fmt_bytes(m.tcp_mem_bytes as f64),
+            m.sock_slab_bytes
+                .map(|b| format!(", socket slab {}", fmt_bytes(b as f64)))
+                .unwrap_or_default(),
+        ),
+    ]
 }
 
 /// All table rows (processes, sorted) followed by the totals row.
@@ -325,34 +351,44 @@ pub fn table(snap: &Snapshot, key: SortKey) -> (Vec<Vec<String>>, Vec<String>) {
     (body, total)
 }
 
-/// The `--once` text: title, machine line, aligned table with totals, errors.
-pub fn render_text(snap: &Snapshot, key: SortKey) -> String {
+/// Each column's width: its widest cell or title.
+pub fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    (0..HEADER.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain(std::iter::once(HEADER[c].chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// The `--once` text, at most `width` columns wide where it can be (the table drops its
+/// least important columns to fit): title, machine lines, aligned table with totals, errors.
+pub fn render_text(snap: &Snapshot, key: SortKey, width: usize) -> String {
     let (body, total) = table(snap, key);
-    let header: Vec<String> = HEADER
-        .iter()
-        .chain(HEADER_WIDE.iter())
-        .map(|s| s.to_string())
-        .collect();
-    let mut all = vec![header];
+    let mut all = vec![HEADER.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
     all.extend(body);
     all.push(total);
-    let widths: Vec<usize> = (0..all[0].len())
-        .map(|c| all.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
+    let widths = column_widths(&all);
+    let shown = fit_columns(&widths, width);
     let mut out = format!(
         "myriad top: {} process(es), sorted by {}\n",
         snap.rows.len(),
         key.name()
     );
     if let Some(m) = &snap.machine {
-        out.push_str(&machine_line(m));
-        out.push('\n');
+        for line in machine_lines(m) {
+            out.push_str(&line);
+            out.push('\n');
+        }
     }
     for row in &all {
-        let line: Vec<String> = row
+        let line: Vec<String> = shown
             .iter()
-            .enumerate()
-            .map(|(c, cell)| {
+            .map(|&c| {
+                let cell = &row[c];
                 if c == 0 {
                     format!("{cell:<w$}", w = widths[c])
                 } else {
@@ -360,7 +396,7 @@ pub fn render_text(snap: &Snapshot, key: SortKey) -> String {
                 }
             })
             .collect();
-        out.push_str(line.join("  ").trim_end());
+        out.push_str(line.join(&" ".repeat(GAP)).trim_end());
         out.push('\n');
     }
     for (addr, e) in &snap.errors {
@@ -434,7 +470,7 @@ mod tests {
             rows: vec![row(7, 5, 0.25, 100)],
             ..Snapshot::default()
         };
-        let text = render_text(&snap, SortKey::Conns);
+        let text = render_text(&snap, SortKey::Conns, 500);
         let lines: Vec<&str> = text.lines().collect();
         assert!(
             lines[1].starts_with("ADDR") && lines[2].starts_with("127.0.0.1:7"),
@@ -442,5 +478,32 @@ mod tests {
         );
         assert!(lines[3].starts_with("TOTAL"), "{text}");
         assert!(lines[2].contains("  25  "), "cpu percent in {text}");
+        assert!(
+            lines[1].contains("LAT p50/p99"),
+            "all columns when wide: {text}"
+        );
+    }
+
+    #[test]
+    fn narrow_widths_drop_the_least_important_columns_first() {
+        let widths: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
+        let all = fit_columns(&widths, 1000);
+        assert_eq!(all.len(), HEADER.len());
+        let fits = |shown: &[usize]| {
+            shown.iter().map(|&c| widths[c]).sum::<usize>() + GAP * (shown.len() - 1)
+        };
+        let at_100 = fit_columns(&widths, 100);
+        assert!(fits(&at_100) <= 100);
+        assert!(
+            !at_100.contains(&6) && !at_100.contains(&7),
+            "USR% and SYS% go first"
+        );
+        assert!(at_100.windows(2).all(|w| w[0] < w[1]), "order kept");
+        // Too narrow for anything: the four that always stay.
+        let names: Vec<&str> = fit_columns(&widths, 10)
+            .iter()
+            .map(|&c| HEADER[c])
+            .collect();
+        assert_eq!(names, ["ADDR", "PID", "CONNS", "OUT/s"]);
     }
 }
