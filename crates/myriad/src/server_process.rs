@@ -144,8 +144,8 @@ fn serve_command(args: &[String]) -> Command {
 }
 
 /// The client and admin addresses from the server's start line (`listen=… admin=…`), or
-/// `None` for other lines. The admin field reads `admin=ADDR`, `admin=Some(ADDR)` or
-/// `admin=None`.
+/// `None` for other lines. The admin field may read `admin=ADDR`, `admin="ADDR"`,
+/// `admin=Some(ADDR)`, or anything else that is not an address (`off`, `None`).
 fn addresses(line: &str) -> anyhow::Result<Option<(SocketAddr, Option<SocketAddr>)>> {
     let Some(listen) = field(line, "listen=") else {
         return Ok(None);
@@ -158,7 +158,7 @@ fn addresses(line: &str) -> anyhow::Result<Option<(SocketAddr, Option<SocketAddr
             .strip_prefix("Some(")
             .and_then(|a| a.strip_suffix(')'))
             .unwrap_or(a);
-        a.parse().ok()
+        a.trim_matches('"').parse().ok()
     });
     Ok(Some((listen, admin)))
 }
@@ -203,8 +203,18 @@ mod tests {
             addresses(plain).unwrap(),
             Some((at("127.0.0.1:8000"), Some(at("127.0.0.1:9000"))))
         );
-        let none = "INFO myriad serving listen=127.0.0.1:8000 admin=None";
-        assert_eq!(addresses(none).unwrap(), Some((at("127.0.0.1:8000"), None)));
+        let quoted = "INFO myriad serving listen=127.0.0.1:8000 loops=2 admin=\"127.0.0.1:9000\" csv=\"off\"";
+        assert_eq!(
+            addresses(quoted).unwrap(),
+            Some((at("127.0.0.1:8000"), Some(at("127.0.0.1:9000"))))
+        );
+        for none in ["admin=None", "admin=off", "admin=\"off\""] {
+            let line = format!("INFO myriad serving listen=127.0.0.1:8000 {none}");
+            assert_eq!(
+                addresses(&line).unwrap(),
+                Some((at("127.0.0.1:8000"), None))
+            );
+        }
         assert_eq!(addresses("INFO subscription index built").unwrap(), None);
         assert!(addresses("listen=nonsense").is_err());
     }
