@@ -6,7 +6,7 @@
 //! The figures assume the load client and the server run on this machine, as in the
 //! benchmarks: N connections are 2·N sockets and 2·N file descriptors.
 
-use crate::sys::{self, read_proc};
+use crate::sys;
 use anyhow::bail;
 use observe::procfs;
 use serde::Serialize;
@@ -79,12 +79,13 @@ fn check(level: Level, name: &'static str, detail: String, fix: Vec<String>) -> 
     }
 }
 
-fn num(path: &str) -> Option<u64> {
-    read_proc(path).and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+/// The first number of a sysctl (`fs.file-nr` has three).
+fn num(key: &str) -> Option<u64> {
+    procfs::read_sysctl(key).and_then(|s| s.split_whitespace().next()?.parse().ok())
 }
 
-fn nums(path: &str) -> Vec<u64> {
-    read_proc(path)
+fn nums(key: &str) -> Vec<u64> {
+    procfs::read_sysctl(key)
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|v| v.parse().ok())
@@ -114,7 +115,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             ],
         )
     });
-    if let Some(nr_open) = num("/proc/sys/fs/nr_open") {
+    if let Some(nr_open) = num("fs.nr_open") {
         out.push(if nr_open > n + FD_MARGIN {
             check(
                 Level::Ok,
@@ -132,8 +133,8 @@ pub fn checks(n: u64) -> Vec<Check> {
         });
     }
     let need_files = 2 * n + 10_000;
-    if let Some(file_max) = num("/proc/sys/fs/file-max") {
-        let used = num("/proc/sys/fs/file-nr").unwrap_or(0);
+    if let Some(file_max) = num("fs.file-max") {
+        let used = num("fs.file-nr").unwrap_or(0);
         out.push(if file_max >= need_files + used {
             check(Level::Ok, "fs.file-max", format!("{file_max} ({used} in use), need {need_files}"), vec![])
         } else {
@@ -145,7 +146,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             )
         });
     }
-    let range = nums("/proc/sys/net/ipv4/ip_local_port_range");
+    let range = nums("net.ipv4.ip_local_port_range");
     if range.len() == 2 && range[1] >= range[0] {
         let ports = range[1] - range[0] + 1;
         let sources = n.div_ceil(ports * 4 / 5);
@@ -168,7 +169,7 @@ pub fn checks(n: u64) -> Vec<Check> {
         ));
     }
     for (name, sysctl) in BACKLOG_SYSCTLS {
-        if let Some(v) = num(&format!("/proc/sys/{}", sysctl.replace('.', "/"))) {
+        if let Some(v) = num(sysctl) {
             out.push(if v >= MIN_BACKLOG {
                 check(Level::Ok, name, format!("{v}"), vec![])
             } else {
@@ -187,9 +188,9 @@ pub fn checks(n: u64) -> Vec<Check> {
     // One conntrack entry covers both directions of a connection; keep a tenth spare
     // for TIME_WAIT entries and the rest of the machine.
     let track_need = n + n / 10;
-    let tracked = num("/proc/sys/net/netfilter/nf_conntrack_count").unwrap_or(0);
+    let tracked = num("net.netfilter.nf_conntrack_count").unwrap_or(0);
     let tcp_inuse = procfs::read_sockstat().map_or(0, |s| s.tcp_inuse);
-    match num("/proc/sys/net/netfilter/nf_conntrack_max") {
+    match num("net.netfilter.nf_conntrack_max") {
         // Loaded, yet none of the open TCP sockets is tracked: no rule uses conntrack.
         Some(max) if tracked == 0 && tcp_inuse > 100 => out.push(check(
             Level::Ok,
@@ -233,7 +234,7 @@ pub fn checks(n: u64) -> Vec<Check> {
 /// [`TCP_BUFFER_BYTES_PER_IDLE_SOCKET`]. `None` when the file is unreadable.
 fn tcp_mem_check(n: u64) -> Option<Check> {
     let page = procfs::page_size();
-    let tcp_mem = nums("/proc/sys/net/ipv4/tcp_mem");
+    let tcp_mem = nums("net.ipv4.tcp_mem");
     let [_, pressure, max] = tcp_mem[..] else {
         return None;
     };

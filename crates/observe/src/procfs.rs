@@ -272,6 +272,13 @@ pub fn read_slabinfo() -> Option<SlabStats> {
     parse_slabinfo(&fs::read_to_string("/proc/slabinfo").ok()?)
 }
 
+/// A sysctl by its dotted name (`net.core.somaxconn` reads /proc/sys/net/core/somaxconn),
+/// trimmed; `None` when the kernel has no such setting (a module not loaded).
+pub fn read_sysctl(key: &str) -> Option<String> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
 /// Bytes per memory page.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions; it returns -1 on error.
@@ -391,5 +398,10 @@ mod tests {
             assert!(slab.socket_bytes > 0);
         }
         assert!(page_size() >= 4096 && clock_ticks() > 0);
+        assert!(read_sysctl("net.core.somaxconn").is_some_and(|v| v.parse::<u64>().is_ok()));
+        assert_eq!(read_sysctl("net.no.such.setting"), None);
+        assert!(open_fds().unwrap() >= 3, "stdio at least");
+        let me = read_proc_stat(std::process::id()).unwrap();
+        assert!(me.threads >= 1 && me.rss_pages > 0);
     }
 }
