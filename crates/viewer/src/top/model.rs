@@ -217,6 +217,7 @@ pub fn totals(rows: &[ProcessRow]) -> Sample {
         t.lag_max_us = t.lag_max_us.max(s.lag_max_us);
         t.latency_p50_us = t.latency_p50_us.max(s.latency_p50_us);
         t.latency_p99_us = t.latency_p99_us.max(s.latency_p99_us);
+        t.latency_batches += s.latency_batches;
     }
     t.lag_avg_us = if t.lag_ticks > 0 {
         lag_weighted / t.lag_ticks as f64
@@ -305,11 +306,16 @@ pub fn cells(addr: &str, pid: &str, s: &Sample) -> Vec<String> {
         ),
         fmt_bytes(s.queued_bytes as f64),
         fmt_si(s.slow_drops as f64),
-        format!(
-            "{}/{}",
-            fmt_us(s.latency_p50_us as f64),
-            fmt_us(s.latency_p99_us as f64)
-        ),
+        // No delivery in the interval: no latency, rather than a zero.
+        if s.latency_batches > 0 {
+            format!(
+                "{}/{}",
+                fmt_us(s.latency_p50_us as f64),
+                fmt_us(s.latency_p99_us as f64)
+            )
+        } else {
+            "-".into()
+        },
     ]
 }
 
