@@ -488,6 +488,10 @@ mod tests {
             lines[1].contains("LAT p50/p99"),
             "all columns when wide: {text}"
         );
+        assert!(
+            lines[2].ends_with("  -"),
+            "no deliveries, no latency: {text}"
+        );
     }
 
     #[test]
