@@ -9,7 +9,8 @@
 //!
 //! Layout:
 //! - [`top`]: `myriad top ADDR…`, a live terminal view (ratatui) over admin addresses;
-//!   `top::model` fetches and shapes the numbers, `top::view` draws them.
+//!   `top::model` fetches and sums the numbers, `top::table` makes columns of text,
+//!   `top::view` draws them.
 //! - [`plot`]: `myriad plot FILE… --out DIR`, PNG charts (plotters) from the CSV logs of
 //!   `serve --csv` and `flood --csv`, read with `observe::csv`.
 

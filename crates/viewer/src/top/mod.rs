@@ -3,10 +3,11 @@
 //! text snapshot and exits, for scripts and tests. Both fit the width they have (120
 //! columns for `--once` off a terminal) by leaving out the least important columns.
 //!
-//! `model` fetches and shapes the numbers; `view` draws them. It only reads `/stats`; it
-//! changes nothing on the server.
+//! `model` fetches and sums the numbers, `table` turns them into columns of text, `view`
+//! draws them. It only reads `/stats`; it changes nothing on the server.
 
 pub mod model;
+pub mod table;
 mod view;
 
 use std::time::{Duration, Instant};
@@ -56,8 +57,8 @@ pub fn snapshot_text(args: &TopArgs) -> anyhow::Result<String> {
                 .flatten()
                 .map(|(w, _)| w as usize)
         })
-        .unwrap_or(model::DEFAULT_WIDTH);
-    Ok(model::render_text(&snap, args.sort, width))
+        .unwrap_or(table::DEFAULT_WIDTH);
+    Ok(table::render_text(&snap, args.sort, width))
 }
 
 /// Run `myriad top`.

@@ -7,7 +7,8 @@ use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use super::model::{self, Snapshot, SortKey, GAP, HEADER};
+use super::model::{Snapshot, SortKey};
+use super::table::{self, GAP, HEADER};
 
 /// Draw one frame.
 pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &str) {
@@ -37,7 +38,7 @@ pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &st
         title,
     );
     let m: Vec<Line> = match &snap.machine {
-        Some(m) => model::machine_lines(m)
+        Some(m) => table::machine_lines(m)
             .into_iter()
             .map(|l| Line::raw(format!(" {l}")))
             .collect(),
@@ -45,17 +46,17 @@ pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &st
     };
     f.render_widget(Paragraph::new(m).wrap(Wrap { trim: true }), machine);
 
-    let (body, total) = model::table(snap, key);
+    let (body, total) = table::table(snap, key);
     // Column widths: the widest of header and cells, so numbers never get cut; columns
     // that do not fit inside the border leave, least important first.
-    let all_widths = model::column_widths(
+    let all_widths = table::column_widths(
         &body
             .iter()
             .chain(std::iter::once(&total))
             .cloned()
             .collect::<Vec<_>>(),
     );
-    let shown = model::fit_columns(&all_widths, area.width.saturating_sub(2) as usize);
+    let shown = table::fit_columns(&all_widths, area.width.saturating_sub(2) as usize);
     let widths: Vec<Constraint> = shown
         .iter()
         .map(|&c| Constraint::Length(all_widths[c] as u16))
