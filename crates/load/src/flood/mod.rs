@@ -1,13 +1,18 @@
 //! `myriad flood` (SPEC G1): open N client connections to any push server and count
 //! what arrives. This file holds the flags, the per-second report (stderr line, CSV,
-//! callback) and the final summary; the event loop is in `engine`, the response
-//! scanner in `scan`, child processes in `shard`.
+//! callback) and the final summary; the run's life (ramp, hold, close, samples) is in
+//! `lifecycle`, HTTP/1.1 and TLS connections on mio in `engine` (requests in
+//! `request`, responses scanned in `scan`), HTTP/2 streams on tokio in `h2`, child
+//! processes in `shard`.
 //!
 //! One process holds at most (soft NOFILE − [`FD_MARGIN`]) connections; above that,
 //! flood re-executes itself as child processes, each with its share of the global
 //! connection numbers, and sums their per-second JSON lines.
 
 pub mod engine;
+mod h2;
+mod lifecycle;
+mod request;
 pub mod scan;
 mod shard;
 pub mod stats;
@@ -80,6 +85,20 @@ pub struct FloodArgs {
     /// Extra request header line, "Name: value" (repeatable).
     #[arg(long = "header")]
     pub headers: Vec<String>,
+    /// `https://` / `wss://`: trust the CA certificates in this PEM file (a test CA)
+    /// instead of the system bundle.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// `https://` / `wss://`: do not verify the server's certificate at all.
+    #[arg(long)]
+    pub insecure: bool,
+    /// HTTP/2 (stream, sse, poll): `--connections` counts streams, opened
+    /// `--streams-per-connection` to a TCP connection (h2c for http://, ALPN h2 for https://).
+    #[arg(long)]
+    pub h2: bool,
+    /// With --h2: streams multiplexed on one connection.
+    #[arg(long, default_value_t = 10)]
+    pub streams_per_connection: u32,
     /// Write one CSV row per second here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -126,6 +145,10 @@ impl Default for FloodArgs {
             connect_timeout: 10.0,
             max_inflight: 4096,
             headers: Vec::new(),
+            ca: None,
+            insecure: false,
+            h2: false,
+            streams_per_connection: 10,
             csv: None,
             json: false,
             quiet: false,
@@ -248,6 +271,12 @@ pub fn run_until(
         );
     }
     let mut report = Report::new(&args, on_second)?;
+    if args.insecure && plan.targets.iter().any(|t| t.tls) {
+        // Loud on purpose, even with --quiet: the numbers are real, the security is not.
+        eprintln!(
+            "flood: WARNING --insecure: server certificates are NOT verified; anyone on the path can impersonate the server"
+        );
+    }
     if !args.quiet {
         eprintln!(
             "flood: {} {:?} connections to {} target(s) at {} conn/s from {} source address(es) in {procs} process(es)",
@@ -259,8 +288,7 @@ pub fn run_until(
         );
     }
     let procs_summaries = if !children {
-        let engine = engine::Engine::new(&plan).context("cannot create the event loop")?;
-        vec![engine.run(stop, &mut |s| report.sample(&s))]
+        vec![run_here(&plan, stop, &mut |s| report.sample(&s))?]
     } else {
         shard::run_children(&args, procs, stop, &mut |s| report.sample(&s))?
     };
@@ -288,6 +316,36 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
         sources = target::auto_sources(args.connections, targets.len(), ports);
     }
     let users = args.users.as_deref().map(target::parse_range).transpose()?;
+    if args.h2 && args.transport == Transport::Ws {
+        bail!("--h2 carries stream, sse and poll; WebSocket stays on HTTP/1.1 (drop --h2 for ws)");
+    }
+    if args.h2 && args.streams_per_connection == 0 {
+        bail!("--streams-per-connection must be at least 1");
+    }
+    let tls = if targets.iter().any(|t| t.tls) {
+        for t in targets.iter().filter(|t| t.tls) {
+            tls::server_name(&t.server_name)?;
+        }
+        let roots = match (&args.ca, args.insecure) {
+            (Some(_), true) => bail!("give --ca or --insecure, not both"),
+            (Some(f), false) => tls::Roots::CaFile(f.clone()),
+            (None, true) => tls::Roots::Insecure,
+            (None, false) => tls::Roots::System,
+        };
+        // ALPN: h2 for --h2; HTTP/1.1 otherwise (WebSocket upgrades need it).
+        let alpn = if args.h2 {
+            tls::Alpn::H2
+        } else {
+            tls::Alpn::Http11
+        };
+        // The lean TLS 1.3 phase keeps an idle client session at ~250 B; the h2 path
+        // runs rustls through tokio-rustls, which does not use it.
+        Some(std::sync::Arc::new(
+            tls::client_config(&roots, &[alpn], !args.h2).context("TLS client setup")?,
+        ))
+    } else {
+        None
+    };
     Ok(engine::Plan {
         targets,
         transport: args.transport,
@@ -304,18 +362,34 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
         connect_timeout: Duration::from_secs_f64(args.connect_timeout.max(0.001)),
         max_inflight: args.max_inflight.max(1),
         headers: args.headers.clone(),
+        tls,
+        h2: args.h2,
+        streams_per_conn: args.streams_per_connection,
     })
+}
+
+/// Run the plan in this process on the engine its protocol needs.
+fn run_here(
+    plan: &engine::Plan,
+    stop: &AtomicBool,
+    on_sample: &mut dyn FnMut(stats::Sample),
+) -> anyhow::Result<ProcSummary> {
+    if plan.h2 {
+        h2::run(plan, stop, on_sample).context("cannot start the HTTP/2 runtime")
+    } else {
+        let engine = engine::Engine::new(plan).context("cannot create the event loop")?;
+        Ok(engine.run(stop, on_sample))
+    }
 }
 
 /// A child: JSON lines on stdout, the parent sums them.
 fn run_child(plan: &engine::Plan, stop: &AtomicBool) -> anyhow::Result<FloodSummary> {
     shard::child_setup();
-    let engine = engine::Engine::new(plan).context("cannot create the event loop")?;
     let mut out = std::io::stdout();
-    let sum = engine.run(stop, &mut |s| {
+    let sum = run_here(plan, stop, &mut |s| {
         let line = serde_json::to_string(&stats::ChildLine::Sample(s)).unwrap_or_default();
         let _ = writeln!(out, "{line}");
-    });
+    })?;
     writeln!(
         out,
         "{}",

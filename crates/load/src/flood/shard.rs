@@ -77,7 +77,22 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
     for h in &args.headers {
         flag("--header", h.clone());
     }
+    if let Some(ca) = &args.ca {
+        flag("--ca", ca.display().to_string());
+    }
+    if args.h2 {
+        flag(
+            "--streams-per-connection",
+            args.streams_per_connection.to_string(),
+        );
+    }
     flag("--conn-offset", offset.to_string());
+    if args.insecure {
+        v.push("--insecure".into());
+    }
+    if args.h2 {
+        v.push("--h2".into());
+    }
     v.push("--child".into());
     v.push("--quiet".into());
     v

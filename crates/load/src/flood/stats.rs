@@ -60,6 +60,9 @@ pub struct FailCounts {
     pub other: u64,
     /// Still waiting for the response head when the run ended (stop, Ctrl-C, --max-time).
     pub cancelled: u64,
+    /// TLS: the handshake failed (certificate refused, alert, server closed mid-handshake).
+    #[serde(default)]
+    pub handshake: u64,
 }
 
 impl FailCounts {
@@ -73,6 +76,7 @@ impl FailCounts {
             + self.no_files
             + self.other
             + self.cancelled
+            + self.handshake
     }
 
     /// Count one failure from an OS error.
@@ -99,6 +103,7 @@ impl FailCounts {
         self.no_files += o.no_files;
         self.other += o.other;
         self.cancelled += o.cancelled;
+        self.handshake += o.handshake;
     }
 
     /// "refused 3, timeout 1" (only non-zero reasons), or "none".
@@ -113,6 +118,7 @@ impl FailCounts {
             ("no files", self.no_files),
             ("other", self.other),
             ("cancelled", self.cancelled),
+            ("handshake", self.handshake),
         ]
         .iter()
         .filter(|(_, n)| *n > 0)

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 /// Why a flag value was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    #[error("bad URL {0:?}: expected http://host[:port]/path (ws:// is accepted too)")]
+    #[error("bad URL {0:?}: expected http://host[:port]/path (https://, ws:// and wss:// are accepted too)")]
     Url(String),
     #[error("cannot resolve {0:?} to an IPv4 address")]
     Resolve(String),
@@ -32,15 +32,25 @@ pub struct Target {
     pub suffix: String,
     /// Whether the path contains `%d`.
     pub templated: bool,
+    /// `https://` or `wss://`: TLS to this target.
+    pub tls: bool,
+    /// The host without port or brackets: TLS server name (SNI, certificate check).
+    pub server_name: String,
 }
 
 impl Target {
-    /// Parse `http://host[:port]/path` with an optional `%d` in the path.
+    /// Parse `http://host[:port]/path` (or `https://`, `ws://`, `wss://`) with an
+    /// optional `%d` in the path.
     pub fn parse(url: &str) -> Result<Target, TargetError> {
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("ws://"))
-            .ok_or_else(|| TargetError::Url(url.to_string()))?;
+        let (tls, rest) = [
+            ("http://", false),
+            ("ws://", false),
+            ("https://", true),
+            ("wss://", true),
+        ]
+        .iter()
+        .find_map(|(scheme, tls)| url.strip_prefix(scheme).map(|r| (*tls, r)))
+        .ok_or_else(|| TargetError::Url(url.to_string()))?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -48,10 +58,24 @@ impl Target {
         if authority.is_empty() {
             return Err(TargetError::Url(url.to_string()));
         }
-        let with_port = if authority.contains(':') {
-            authority.to_string()
+        // `[v6]:port`, `[v6]`, `host:port`, `host`.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(v6) => {
+                let (h, after) = v6
+                    .split_once(']')
+                    .ok_or_else(|| TargetError::Url(url.to_string()))?;
+                (h, after.strip_prefix(':'))
+            }
+            None => match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            },
+        };
+        let port = port.unwrap_or(if tls { "443" } else { "80" });
+        let with_port = if host.contains(':') {
+            format!("[{host}]:{port}")
         } else {
-            format!("{authority}:80")
+            format!("{host}:{port}")
         };
         let addr = with_port
             .to_socket_addrs()
@@ -68,6 +92,8 @@ impl Target {
             prefix,
             suffix,
             templated,
+            tls,
+            server_name: host.to_string(),
         })
     }
 
@@ -190,6 +216,18 @@ mod tests {
         let t = Target::parse("ws://localhost:9/").unwrap();
         assert_eq!(t.addr.port(), 9);
         assert!(!t.templated);
+        assert!(!t.tls);
+        let t = Target::parse("https://localhost/sse/%d").unwrap();
+        assert_eq!((t.addr.port(), t.tls), (443, true));
+        assert_eq!(
+            (t.server_name.as_str(), t.host.as_str()),
+            ("localhost", "localhost")
+        );
+        let t = Target::parse("wss://127.0.0.1:8443/ws/%d").unwrap();
+        assert_eq!(
+            (t.addr.port(), t.tls, t.server_name.as_str()),
+            (8443, true, "127.0.0.1")
+        );
         assert!(Target::parse("ftp://x/").is_err());
         assert!(Target::parse("http:///x").is_err());
     }
