@@ -34,19 +34,21 @@ impl EventLoop {
             }
         };
         match route {
-            Route::Subscribe { user, transport } => {
+            Route::Subscribe {
+                user, transport, ..
+            } => {
                 if head.body != BodyKind::None {
                     self.fail(index, 400, "a subscription request has no body");
                     return;
                 }
                 self.subscribe(index, user, transport, &head);
             }
-            Route::Poll { user, since } => {
+            Route::Poll { user, since, .. } => {
                 if head.body != BodyKind::None {
                     self.fail(index, 400, "a poll request has no body");
                     return;
                 }
-                self.poll_request(index, user, since);
+                self.poll_request(index, user, since.map(|s| s.seq));
             }
             route => self.start_api(index, route, &head),
         }
@@ -140,7 +142,7 @@ impl EventLoop {
         // Log in before the client can see the response, so a publish it triggers
         // after reading the welcome always finds it.
         let resume = if state == State::Sse {
-            head.last_event_id
+            head.last_event_id.map(|s| s.seq)
         } else {
             None
         };
