@@ -102,7 +102,7 @@ impl Default for RouterConfig {
 /// per process and perturbed per instance.
 pub fn random_seed() -> u64 {
     use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0x6570_6f63_68u64)
+    std::collections::hash_map::RandomState::new().hash_one(0x0065_706f_6368_u64)
 }
 
 /// One message to one connection: the recipient user's sequence number and the
