@@ -45,7 +45,7 @@ pub type UserId = u64;
 pub type SubjectId = u64;
 
 /// Opaque connection handle chosen by the gateway (event-loop index + slab token).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ConnRef {
     pub shard: u16,
     pub token: u32,

@@ -55,6 +55,11 @@ impl PublishCursor {
         self.counts
     }
 
+    /// The subject being published to.
+    pub fn subject(&self) -> u64 {
+        self.msg.subject
+    }
+
     pub fn is_done(&self) -> bool {
         self.done
     }

@@ -245,6 +245,11 @@ impl Router {
         }
     }
 
+    /// Entries in the history log, live and stale (≤ 2 × kept messages + 4096).
+    pub fn history_log_len(&self) -> usize {
+        self.log.log_len()
+    }
+
     /// Heap bytes held by presence and history (not the index), an estimate:
     /// map slots at their real size plus one control byte each, and every ring.
     pub fn presence_bytes(&self) -> usize {
