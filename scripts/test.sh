@@ -8,3 +8,9 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --profile ci "$@"
+
+# --- fuzzing (issue 10; owner: helper "trust") -----------------------------------
+# libFuzzer on every decoder for FUZZ_SECONDS in total (default 90), from the seed
+# corpus kept in crates/wire/fuzz/seeds/; fails on any crash or broken invariant.
+./scripts/fuzz.sh
+# --- end fuzzing -------------------------------------------------------------------
