@@ -22,8 +22,8 @@ use std::time::Instant;
 use crate::Message;
 
 /// Bytes charged per kept message on top of its payload: the ring's `Arc` slot
-/// (8), the history log entry (12) and the message's share of allocator slack.
-pub const ENTRY_OVERHEAD: usize = 24;
+/// (8) and the message's share of the ring's spare capacity and allocator slack.
+pub const ENTRY_OVERHEAD: usize = 16;
 
 /// Bytes a message is charged in a ring.
 pub fn charge(msg: &Message) -> usize {
@@ -43,10 +43,6 @@ pub struct Ring {
     epoch: u32,
     /// Charged bytes of the kept messages (≤ the per-user limit ≤ u32::MAX).
     bytes: u32,
-    /// Sequence number of the oldest message whose entry is still in the router's
-    /// history log (`budget`): log entries of this ring stand for
-    /// `logged_from ..= seq` in order; those below `first_kept` are stale.
-    pub(crate) logged_from: u64,
 }
 
 /// What one [`Ring::push`] did, for the router's totals.
@@ -72,7 +68,6 @@ impl Ring {
             buf: VecDeque::new(),
             epoch,
             bytes: 0,
-            logged_from: 1,
         }
     }
 

@@ -14,7 +14,8 @@
 //!   O(1) login/logout however many connections a user has.
 //! - [`history`]: the bounded ring of recent messages per user (SPEC B6), with its
 //!   epoch and byte count.
-//! - [`budget`]: the bound on all rings together (oldest messages evicted first).
+//! - [`budget`]: the bound on all rings together (offline users' rings first,
+//!   longest offline first, then the oldest of the ring being written).
 //! - [`index`]: [`SubscriptionIndex`], CSR shards (~16k edges each), each with a small
 //!   delta for live changes that it folds back on its own.
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
@@ -62,7 +63,7 @@ pub struct Message {
 pub const DEFAULT_HISTORY: usize = 64;
 /// Default time a user's history outlives their last connection.
 pub const DEFAULT_HISTORY_TTL: Duration = Duration::from_secs(60);
-/// Default bound on one user's history in charged bytes (payload + 24 B per
+/// Default bound on one user's history in charged bytes (payload + 16 B per
 /// message): what one long-poll reply or resume can carry at most.
 pub const DEFAULT_HISTORY_BYTES: usize = 1 << 20;
 /// Default bound on all users' history together, in charged bytes. A broadcast's
@@ -163,4 +164,6 @@ pub struct RouterStats {
     pub history_messages: u64,
     /// Messages evicted to keep all rings within `history_total_bytes`.
     pub history_evicted: u64,
+    /// Offline users' rings dropped (before their ttl) for that bound.
+    pub history_rings_evicted: u64,
 }

@@ -28,7 +28,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::budget::HistoryLog;
+use std::collections::VecDeque;
+
+use crate::budget::HistoryTotals;
 use crate::hash::IdMap;
 use crate::history::Ring;
 use crate::presence::{Overflow, UserState};
@@ -160,7 +162,7 @@ impl Router {
 
     /// Folds one step's totals into the router's counters.
     fn finish(&mut self, t: StepTotals) {
-        self.users_with_history += t.new_rings;
+        self.users_with_history = self.users_with_history + t.new_rings - t.dropped_rings;
         self.deliveries += t.deliveries;
         if t.expired > 0 {
             // Offline users whose history outlived the ttl: let the tick drop them now.
@@ -174,6 +176,7 @@ impl Router {
 pub(crate) struct StepTotals {
     now: Instant,
     new_rings: u64,
+    dropped_rings: u64,
     deliveries: u64,
     expired: u64,
 }
@@ -206,7 +209,9 @@ impl Epochs {
 pub(crate) struct Fanout<'a> {
     pub users: &'a mut IdMap<UserState>,
     pub overflow: &'a Overflow,
-    pub log: &'a mut HistoryLog,
+    pub totals: &'a mut HistoryTotals,
+    /// The router's expiry queue: offline users, longest offline first.
+    pub offline: &'a mut VecDeque<(Instant, UserId)>,
     pub epochs: &'a mut Epochs,
     pub msg: &'a Arc<Message>,
     pub capacity: usize,
@@ -215,6 +220,10 @@ pub(crate) struct Fanout<'a> {
     pub now: Instant,
     pub counts: PublishCounts,
     pub new_rings: u64,
+    /// Offline users' rings dropped for the total bound (users gone from the map).
+    pub dropped_rings: u64,
+    /// What the message costs in each ring that keeps it.
+    pub cost: usize,
     pub deliveries: u64,
     pub expired: u64,
 }
@@ -224,6 +233,13 @@ impl Fanout<'_> {
     /// and hands one delivery per connection to `deliver`.
     #[inline]
     pub fn reach(&mut self, user: UserId, deliver: &mut impl FnMut(Delivery)) {
+        // Room for this message from offline rings first (before this user's
+        // state is borrowed); rarely taken: only at the total bound.
+        if self.totals.bytes + self.cost > self.totals.limit && !self.offline.is_empty() {
+            self.dropped_rings +=
+                self.totals
+                    .drop_offline(user, self.cost, self.users, self.offline);
+        }
         let Some(state) = self.users.get_mut(&user) else {
             return;
         };
@@ -247,7 +263,10 @@ impl Fanout<'_> {
         let pushed = ring.push(self.msg, self.capacity, self.max_bytes);
         let epoch = ring.epoch();
         let seq = pushed.seq;
-        self.log.record(user, epoch, &pushed);
+        self.totals.record(&pushed);
+        if pushed.stored {
+            self.totals.trim(ring);
+        }
         let n = state.conns.len(self.overflow);
         if n > 0 {
             self.counts.users += 1;
@@ -257,15 +276,13 @@ impl Fanout<'_> {
                 .conns
                 .for_each(self.overflow, |conn| deliver(Delivery { conn, seq, epoch }));
         }
-        if pushed.stored {
-            self.log.enforce(self.users);
-        }
     }
 
     pub fn totals(&self) -> StepTotals {
         StepTotals {
             now: self.now,
             new_rings: self.new_rings,
+            dropped_rings: self.dropped_rings,
             deliveries: self.deliveries,
             expired: self.expired,
         }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::budget::HistoryLog;
+use crate::budget::HistoryTotals;
 use crate::hash::IdMap;
 use crate::presence::{Overflow, UserState};
 use crate::publish::{Epochs, Fanout};
@@ -31,8 +31,8 @@ pub struct Router {
     overflow: Overflow,
     /// (went offline at, user) in logout order; checked lazily by `handle_tick`.
     expiry: VecDeque<(Instant, UserId)>,
-    /// Every stored message in publish order, for the bound on all rings together.
-    log: HistoryLog,
+    /// Totals of all rings, and their bound.
+    totals: HistoryTotals,
     epochs: Epochs,
     users_online: u64,
     connections: u64,
@@ -44,7 +44,7 @@ pub struct Router {
 impl Router {
     pub fn new(config: RouterConfig, index: SubscriptionIndex) -> Router {
         Router {
-            log: HistoryLog::new(config.history_total_bytes),
+            totals: HistoryTotals::new(config.history_total_bytes),
             epochs: Epochs {
                 seed: config.epoch_seed,
                 issued: 0,
@@ -106,7 +106,7 @@ impl Router {
         if let Some(state) = self.users.remove(&user) {
             if let Some(ring) = state.ring {
                 self.users_with_history -= 1;
-                self.log.forget(ring.len(), ring.bytes());
+                self.totals.forget(ring.len(), ring.bytes());
             }
         }
     }
@@ -121,7 +121,8 @@ impl Router {
         let fan = Fanout {
             users: &mut self.users,
             overflow: &self.overflow,
-            log: &mut self.log,
+            totals: &mut self.totals,
+            offline: &mut self.expiry,
             epochs: &mut self.epochs,
             msg,
             capacity: self.config.history,
@@ -130,6 +131,8 @@ impl Router {
             now,
             counts: Default::default(),
             new_rings: 0,
+            dropped_rings: 0,
+            cost: crate::history::charge(msg),
             deliveries: 0,
             expired: 0,
         };
@@ -239,15 +242,11 @@ impl Router {
             messages_in: self.messages_in,
             deliveries: self.deliveries,
             users_with_history: self.users_with_history,
-            history_bytes: self.log.bytes as u64,
-            history_messages: self.log.messages,
-            history_evicted: self.log.evicted,
+            history_bytes: self.totals.bytes as u64,
+            history_messages: self.totals.messages,
+            history_evicted: self.totals.evicted,
+            history_rings_evicted: self.totals.rings_evicted,
         }
-    }
-
-    /// Entries in the history log, live and stale (≤ 2 × kept messages + 4096).
-    pub fn history_log_len(&self) -> usize {
-        self.log.log_len()
     }
 
     /// Heap bytes held by presence and history (not the index), an estimate:
@@ -264,7 +263,6 @@ impl Router {
         slots
             + rings
             + self.overflow.heap_bytes()
-            + self.log.heap_bytes()
             + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
     }
 
@@ -277,7 +275,6 @@ impl Router {
             self.expiry.shrink_to_fit();
         }
         self.overflow.shrink();
-        self.log.shrink();
     }
 }
 

@@ -188,8 +188,8 @@ fn history_is_bounded_in_bytes_per_user() {
 }
 
 #[test]
-fn total_bound_evicts_the_oldest_messages_of_any_user() {
-    let now = Instant::now();
+fn total_bound_drops_offline_rings_first_then_the_writers_oldest() {
+    let t0 = Instant::now();
     let per = 10 + ENTRY_OVERHEAD;
     let mut r = router(
         1,
@@ -199,23 +199,43 @@ fn total_bound_evicts_the_oldest_messages_of_any_user() {
             ..RouterConfig::default()
         },
     );
+    // Users 8 and 9 got a message each, then went offline (9 later than 8).
+    for (u, at) in [(8u64, 0u64), (9, 1)] {
+        r.handle_login(u, conn(u as u32));
+        r.handle_publish(msg(u, 10), t0, &mut |_, _| {});
+        r.handle_logout(u, conn(u as u32), t0 + Duration::from_secs(at));
+    }
     for u in 1..=3u64 {
         r.handle_login(u, conn(u as u32));
     }
-    // 1, 2, 3, 1, 2, 3, ... : 12 messages, 4 per user; the total keeps 10.
+    // 1, 2, 3, 1, 2, 3, ...: 12 messages for the online users, 14 in all; 10 fit.
     for _ in 0..4 {
         for u in 1..=3u64 {
-            r.handle_publish(msg(u, 10), now, &mut |_, _| {});
+            r.handle_publish(msg(u, 10), t0, &mut |_, _| {});
         }
     }
     let s = r.stats();
-    assert_eq!((s.history_messages, s.history_evicted), (10, 2));
     assert_eq!(s.history_bytes, 10 * per as u64);
-    // The two oldest messages were user 1's first and user 2's first.
-    assert_eq!(seqs(&r.history_since(1, 0)), vec![2, 3, 4]);
+    assert_eq!((s.history_messages, s.history_evicted), (10, 4));
+    assert_eq!(s.history_rings_evicted, 2, "both offline rings went first");
+    assert_eq!(s.users_with_history, 3);
+    // The longest offline went first; both are gone now, and say so on resume.
+    for u in [8, 9] {
+        assert_eq!(r.position(u), (None, 0));
+        assert!(r.history_since(u, 1).gap);
+    }
+    // Then each writer over the bound lost its own oldest.
+    assert_eq!(seqs(&r.history_since(1, 0)), vec![1, 2, 3, 4]);
     assert_eq!(seqs(&r.history_since(2, 0)), vec![2, 3, 4]);
-    assert_eq!(seqs(&r.history_since(3, 0)), vec![1, 2, 3, 4]);
-    assert!(r.history_since(1, 0).gap && !r.history_since(3, 0).gap);
+    assert_eq!(seqs(&r.history_since(3, 0)), vec![2, 3, 4]);
+    assert!(r.history_since(2, 0).gap && !r.history_since(1, 0).gap);
+    // A message alone over the whole bound is delivered but not kept.
+    let mut delivered = 0;
+    r.handle_publish(msg(1, 11 * per), t0, &mut |_, _| delivered += 1);
+    assert_eq!(delivered, 1);
+    let h = r.history_since(1, 4);
+    assert_eq!((h.last, h.gap, h.messages.len()), (5, true, 0));
+    assert!(r.stats().history_bytes <= 10 * per as u64);
 }
 
 #[test]
@@ -251,7 +271,6 @@ fn history_totals_stay_exact_through_churn_and_expiry() {
         }
         let s = r.stats();
         assert!(s.history_bytes <= total as u64);
-        assert!(r.history_log_len() <= 2 * s.history_messages as usize + 4096 + 1);
         if step % 500 == 0 {
             let (mut bytes, mut messages) = (0u64, 0u64);
             for u in 0..50u64 {
@@ -267,28 +286,14 @@ fn history_totals_stay_exact_through_churn_and_expiry() {
                 assert_eq!(seqs(&h), want);
             }
             assert_eq!((s.history_bytes, s.history_messages), (bytes, messages));
+            let with_history = (0..50u64).filter(|u| r.position(*u).0.is_some()).count();
+            assert_eq!(s.users_with_history, with_history as u64);
         }
     }
-    assert!(r.stats().history_evicted > 0, "the bound was exercised");
-}
-
-#[test]
-fn the_history_log_is_compacted_when_stale_entries_pile_up() {
-    // No global eviction ever runs here (a huge total), so only compaction keeps
-    // the log from growing with every publish.
-    let now = Instant::now();
-    let mut r = router(
-        1,
-        RouterConfig {
-            history: 1,
-            ..RouterConfig::default()
-        },
+    let s = r.stats();
+    assert!(s.history_evicted > 0, "the bound was exercised");
+    assert!(
+        s.history_rings_evicted > 0,
+        "offline rings were dropped for it"
     );
-    r.handle_login(1, conn(1));
-    for _ in 0..50_000 {
-        r.handle_publish(msg(1, 1), now, &mut |_, _| {});
-        assert!(r.history_log_len() <= 4096 + 3);
-    }
-    assert_eq!(r.stats().history_messages, 1);
-    assert_eq!(seqs(&r.history_since(1, 0)), vec![50_000]);
 }
