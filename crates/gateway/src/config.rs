@@ -1,9 +1,11 @@
-//! `myriad serve` settings: the flags (with `MYRIAD_*` environment fallbacks; the binary
-//! also maps a config file onto those variables) and the plain `ServerConfig` the event
-//! loops read. Limits are named here with their defaults and why.
+//! The gateway's settings: its flags of `myriad serve` (with `MYRIAD_*` environment
+//! fallbacks; the binary also maps a config file onto those variables), the plain
+//! [`ServerConfig`] the server starts with, and the core's [`core::Config`] in ticks.
+//! Limits are named here with their defaults and why.
 
+use crate::core;
+use crate::wheel::TICK_MS;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
@@ -65,18 +67,41 @@ pub fn default_loops() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// `myriad serve`: holds subscriptions and answers the APIs on one listener.
+/// How long a closing connection may take to read our last bytes.
+const LINGER: Duration = Duration::from_secs(2);
+
+impl ServerConfig {
+    /// The connection core's view: durations in wheel ticks (at least one).
+    pub fn core(&self) -> core::Config {
+        let ticks = |d: Duration| {
+            ((d.as_millis() as u64).div_ceil(TICK_MS)).clamp(1, u32::MAX as u64) as u32
+        };
+        core::Config {
+            heartbeat: ticks(self.heartbeat),
+            head_timeout: ticks(self.head_timeout),
+            keepalive_timeout: ticks(self.keepalive_timeout),
+            poll_timeout: ticks(self.poll_timeout),
+            linger: ticks(LINGER),
+            max_message: self.max_message,
+            max_batch: self.max_batch,
+            max_queued: self.max_queued,
+            slow_policy: self.slow_policy,
+            sse_retry_ms: self.sse_retry.as_millis().min(u32::MAX as u128) as u32,
+            limits: wire::Limits::default(),
+        }
+    }
+}
+
+/// The gateway's flags of `myriad serve`: the client listener, its loops, timeouts
+/// and limits.
 #[derive(clap::Args, Clone, Debug)]
-pub struct ServeArgs {
+pub struct GatewayArgs {
     /// Address to listen on for clients and the HTTP API.
     #[arg(long, env = "MYRIAD_LISTEN", default_value = "127.0.0.1:8000")]
     pub listen: SocketAddr,
     /// Event loops (threads); default: one per core.
     #[arg(long, env = "MYRIAD_LOOPS")]
     pub loops: Option<usize>,
-    /// Subscription store: `sqlite:PATH` (embedded, default), `postgres://…`, or `memory`.
-    #[arg(long, env = "MYRIAD_STORE", default_value = "sqlite:myriad.db")]
-    pub store: String,
     /// Seconds between heartbeats on idle subscriptions (chunk, SSE comment, WS ping).
     #[arg(long, env = "MYRIAD_HEARTBEAT", default_value_t = 20.0)]
     pub heartbeat: f64,
@@ -107,24 +132,12 @@ pub struct ServeArgs {
     /// Slow-consumer policy: disconnect, or drop deliveries until the socket drains.
     #[arg(long, env = "MYRIAD_SLOW_POLICY", value_enum, default_value_t = SlowPolicy::Disconnect)]
     pub slow_policy: SlowPolicy,
-    /// Messages kept per user for SSE Last-Event-ID, long-poll `since` and resume.
-    #[arg(long, env = "MYRIAD_HISTORY", default_value_t = 64)]
-    pub history: usize,
-    /// Seconds a user's history is kept after their last connection closed.
-    #[arg(long, env = "MYRIAD_HISTORY_TTL", default_value_t = 60.0)]
-    pub history_ttl: f64,
     /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
     #[arg(long, env = "MYRIAD_NO_NODELAY")]
     pub no_nodelay: bool,
-    /// Admin listener: Prometheus /metrics, /healthz, /stats and the live dashboard.
-    #[arg(long, env = "MYRIAD_ADMIN")]
-    pub admin: Option<SocketAddr>,
-    /// Write one row of process statistics per second to this CSV file.
-    #[arg(long, env = "MYRIAD_CSV")]
-    pub csv: Option<PathBuf>,
 }
 
-impl ServeArgs {
+impl GatewayArgs {
     pub fn server_config(&self) -> anyhow::Result<ServerConfig> {
         let secs = |name: &str, v: f64| -> anyhow::Result<Duration> {
             anyhow::ensure!(
@@ -149,13 +162,5 @@ impl ServeArgs {
             tcp_nodelay: !self.no_nodelay,
             ..ServerConfig::default()
         })
-    }
-
-    pub fn router_config(&self) -> router::RouterConfig {
-        router::RouterConfig {
-            history: self.history,
-            history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
-            ..Default::default()
-        }
     }
 }

@@ -1,33 +1,38 @@
-//! `gateway`: the event loops that own client sockets (DESIGN "pieces").
+//! `gateway`: holds client connections and moves bytes (DESIGN "pieces").
 //!
-//! One loop per core ([`event_loop`]), each with its own SO_REUSEPORT listener, a slab of
-//! compact connection entries ([`conn`]), one timing wheel ([`wheel`]) and a scratch read
-//! buffer. Request heads and frames are parsed by `wire`; who receives a message is the
-//! router's business; this crate moves bytes and enforces limits and timeouts.
-//! It never knows about subscriptions beyond calling the API handlers ([`api`]).
+//! A sans-IO connection [`core`] (bytes, replies, deliveries and time in; bytes, bus
+//! requests and timers out) inside a thin [`pump`]: one event loop per core that owns
+//! sockets, a slab, a timing [`wheel`], a scratch read buffer and write queues. The
+//! gateway never knows about subscriptions or stores: it asks the [`bus`] seam.
 //!
-//! Layout:
-//! - [`config`]: `myriad serve` flags and the loops' settings.
-//! - [`server`]: binding, threads, shutdown.
-//! - [`shared`]: router, store and inboxes shared by the loops; the publish path.
-//! - [`event_loop`]: accept, read, write, close, timers.
-//! - [`request`]: requests → subscriptions, long-polls, API calls; WebSocket frames.
-//! - [`delivery`]: batches → bytes on sockets; heartbeats; slow consumers.
-//! - [`output`]: queued output and writev.
-//! - [`api`]: the HTTP API handlers.
-//! - [`serve`]: the `myriad serve` command.
+//! One publish, socket to socket:
+//! 1. `pump::io` reads a publisher's socket into the per-loop scratch buffer and
+//!    hands the bytes to its `core::Connection`.
+//! 2. `core::request` parses the head and body (`wire`) and leaves a
+//!    `Request::Publish` in the loop's `Outbox`.
+//! 3. `pump::io::settle` sends it with `Bus::call`; the router side (`hub`) plans
+//!    the fan-out and pushes one `Delivery` batch into each loop's `Mailbox`.
+//! 4. The reply goes back to the core (`core::reply`), which writes the 200.
+//! 5. Each loop's `pump::inbox` takes its batch; for every target
+//!    `core::delivery` writes the message in its transport's framing (encoded once
+//!    per loop), and `pump::io` writes it to the socket — at once, or coalesced
+//!    into one `writev` per connection when several batches arrived together.
+//!
+//! Glossary (one word per thing): a *connection* is one client socket and its
+//! core; a *loop* is one event-loop thread; a *slot* is a connection's slab entry;
+//! a *token* names a slot and its generation; a *tick* is one step of the wheel;
+//! a *subject*, *subscription*, *publish* and *delivery* are as in the `router`
+//! crate; the *bus* is the seam to the router, the *hub* its in-process other side.
+//!
+//! Layout: [`config`] flags and settings; [`server`] start/stop; [`gateway`] what the
+//! loops share; [`core`] the protocol; [`pump`] the loops; [`wheel`] the timers.
 
-pub mod api;
 pub mod config;
-pub mod conn;
-mod delivery;
-pub mod event_loop;
-pub mod output;
-mod request;
-pub mod serve;
+pub mod core;
+pub mod gateway;
+pub mod pump;
 pub mod server;
-pub mod shared;
 pub mod wheel;
 
-pub use config::{ServeArgs, ServerConfig, SlowPolicy};
+pub use config::{GatewayArgs, ServerConfig, SlowPolicy};
 pub use server::Server;

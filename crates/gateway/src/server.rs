@@ -1,36 +1,37 @@
-//! Starting and stopping a server: one listener per loop bound with SO_REUSEPORT on the
-//! same address (the kernel spreads accepts over the loops), the shared state, and the
-//! threads. `myriad serve`, `myriad demo`, benches and tests all start servers here.
+//! Starting and stopping a gateway: one listener per loop bound with SO_REUSEPORT on
+//! the same address (the kernel spreads accepts over the loops), the loops' mailboxes,
+//! the bus, and the threads. `myriad serve`, `myriad demo`, benches and tests all
+//! start servers here.
 
 use crate::config::ServerConfig;
-use crate::event_loop::{EventLoop, WAKER};
-use crate::shared::{Command, LoopHandle, Shared};
+use crate::gateway::{Gateway, StatsFn};
+use crate::pump::{EventLoop, WAKER};
 use anyhow::Context;
+use bus::{Bus, Mailbox};
 use observe::metrics::ProcessMetrics;
-use parking_lot::Mutex;
-use router::Router;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use store::Store;
 
 /// Accept backlog per listener; the kernel caps it at net.core.somaxconn.
 const BACKLOG: i32 = 65_535;
 
 pub struct Server {
-    shared: Arc<Shared>,
+    gateway: Arc<Gateway>,
     local_addr: SocketAddr,
     threads: Vec<JoinHandle<std::io::Result<()>>>,
 }
 
 impl Server {
-    /// Binds every loop's listener and starts the loops.
+    /// Binds every loop's listener, makes the bus with `make_bus` (given the loops'
+    /// mailboxes, indexed by loop id) and starts the loops. `router_stats` gives the
+    /// router's counters for `/stats`.
     pub fn start(
         config: ServerConfig,
-        router: Router,
-        store: Box<dyn Store>,
+        router_stats: StatsFn,
+        make_bus: impl FnOnce(Vec<Arc<Mailbox>>) -> Arc<dyn Bus>,
     ) -> anyhow::Result<Server> {
         let loops = config.loops.max(1);
         let mut addr = config.listen;
@@ -43,33 +44,30 @@ impl Server {
             listeners.push(listener);
         }
         let mut polls = Vec::with_capacity(loops);
-        let mut handles = Vec::with_capacity(loops);
+        let mut mailboxes = Vec::with_capacity(loops);
         for _ in 0..loops {
             let poll = mio::Poll::new()?;
             let waker = mio::Waker::new(poll.registry(), WAKER)?;
-            handles.push(LoopHandle::new(waker));
+            // A wake failure means the loop's poll is gone: the loop is shutting down.
+            mailboxes.push(Arc::new(Mailbox::new(move || {
+                let _ = waker.wake();
+            })));
             polls.push(poll);
         }
-        let shared = Arc::new(Shared {
-            config,
-            router: Mutex::new(router),
-            store: Mutex::new(store),
-            metrics: ProcessMetrics::new(loops),
-            loops: handles,
-            connections: AtomicUsize::new(0),
-            per_ip: Mutex::new(Default::default()),
-            shutdown: AtomicBool::new(false),
-        });
+        let bus = make_bus(mailboxes.clone());
+        let metrics = ProcessMetrics::new(loops);
+        let stats = process_stats(metrics.clone(), loops, router_stats);
+        let gateway = Arc::new(Gateway::new(config, bus, mailboxes, metrics, stats));
         let mut threads = Vec::with_capacity(loops);
         for (id, (poll, listener)) in polls.into_iter().zip(listeners).enumerate() {
-            let event_loop = EventLoop::new(id as u16, poll, listener, shared.clone())?;
+            let event_loop = EventLoop::new(id as u16, poll, listener, gateway.clone())?;
             let thread = std::thread::Builder::new()
                 .name(format!("myriad-loop-{id}"))
                 .spawn(move || event_loop.run())?;
             threads.push(thread);
         }
         Ok(Server {
-            shared,
+            gateway,
             local_addr: addr,
             threads,
         })
@@ -80,27 +78,21 @@ impl Server {
     }
 
     pub fn metrics(&self) -> Arc<ProcessMetrics> {
-        self.shared.metrics.clone()
+        self.gateway.metrics.clone()
     }
 
-    /// A closure giving `/stats`, for observers on other threads.
-    pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
-        let shared = self.shared.clone();
-        Arc::new(move || crate::api::stats(&shared))
+    /// The `/stats` document, for observers on other threads.
+    pub fn stats_fn(&self) -> StatsFn {
+        self.gateway.stats.clone()
     }
 
     /// Closes every connection and stops the loops.
     pub fn shutdown(self) -> anyhow::Result<()> {
-        for handle in &self.shared.loops {
-            handle.send(Command::Shutdown);
+        self.gateway.stop.store(true, Ordering::Release);
+        for mailbox in &self.gateway.mailboxes {
+            mailbox.wake();
         }
-        for thread in self.threads {
-            match thread.join() {
-                Ok(result) => result.context("event loop failed")?,
-                Err(_) => anyhow::bail!("an event loop panicked"),
-            }
-        }
-        Ok(())
+        self.wait()
     }
 
     /// Blocks until the loops end (they end on shutdown or on a fatal poll error).
@@ -113,6 +105,30 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// `/stats`: this process's counters, summed over its loops, and the router's.
+fn process_stats(metrics: Arc<ProcessMetrics>, loops: usize, router_stats: StatsFn) -> StatsFn {
+    Arc::new(move || {
+        let m = &metrics;
+        let mut doc = serde_json::json!({
+            "pid": std::process::id(),
+            "loops": loops,
+            "connections": m.sum(|l| &l.connections),
+            "messages_out": m.sum(|l| &l.messages_out),
+            "bytes_out": m.sum(|l| &l.bytes_out),
+            "connects": m.sum(|l| &l.connects),
+            "closes": m.sum(|l| &l.closes),
+            "queued_bytes": m.sum(|l| &l.queued_bytes),
+            "slow_drops": m.sum(|l| &l.slow_drops),
+        });
+        if let (Some(doc), serde_json::Value::Object(router)) =
+            (doc.as_object_mut(), router_stats())
+        {
+            doc.extend(router);
+        }
+        doc
+    })
 }
 
 /// A non-blocking listener sharing `addr` with the other loops (SO_REUSEPORT). With
@@ -155,7 +171,19 @@ mod tests {
 #[cfg(test)]
 mod shutdown_tests {
     use super::*;
+    use bus::{ConnRef, Reply, Request};
     use std::io::{Read, Write};
+
+    /// A bus that logs everyone in with an empty history: enough to subscribe.
+    struct NoRouter;
+    impl Bus for NoRouter {
+        fn call(&self, _: ConnRef, request: Request) -> Option<Reply> {
+            Some(match request {
+                Request::Login { .. } => Reply::History(Default::default()),
+                _ => Reply::Done,
+            })
+        }
+    }
 
     /// `shutdown` closes every client connection and ends every loop.
     #[test]
@@ -165,11 +193,10 @@ mod shutdown_tests {
             loops: 2,
             ..Default::default()
         };
-        let router = Router::new(
-            router::RouterConfig::default(),
-            router::SubscriptionIndex::new(),
-        );
-        let server = Server::start(config, router, store::open("memory").unwrap()).unwrap();
+        let server = Server::start(config, Arc::new(|| serde_json::json!({})), |_| {
+            Arc::new(NoRouter)
+        })
+        .unwrap();
         let mut client = std::net::TcpStream::connect(server.local_addr()).unwrap();
         client
             .set_read_timeout(Some(std::time::Duration::from_secs(10)))

@@ -46,7 +46,7 @@ enum Command {
     /// Friends graph tools: generate a Barabási–Albert graph, load an edge list into the store.
     Friends(load::friends::FriendsArgs),
     /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
-    Serve(gateway::ServeArgs),
+    Serve(crate::serve::ServeArgs),
     /// The whole system on one machine: a friends graph, a server, 10,000 connections, publishing, a live view and a report.
     Demo(crate::demo::DemoArgs),
 }
@@ -67,7 +67,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Top(args) => observe::top::run(args),
         Command::Plot(args) => observe::plot::run(args),
         Command::Friends(args) => load::friends::run(args),
-        Command::Serve(args) => gateway::serve::run(args),
+        Command::Serve(args) => crate::serve::run(args),
         Command::Demo(args) => crate::demo::run(args),
     }
 }

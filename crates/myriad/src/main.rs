@@ -6,6 +6,7 @@ mod bench;
 mod cli;
 mod config_file;
 mod demo;
+mod serve;
 mod server_process;
 
 fn main() {

@@ -39,7 +39,7 @@ fn chromium_eventsource_and_websocket_receive_every_message() {
     let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
     let first = lines.next().expect("node printed nothing").unwrap();
     assert_eq!(first, r#"{"ready":true}"#, "browser clients did not open");
-    server.wait_stats("browser logins", |s| s["subscribed"] == 2);
+    server.wait_stats("browser logins", |s| s["connections_logged_in"] == 2);
     for text in ["one", "two\nlines", "three"] {
         assert_eq!(server.publish(81, text)["connections"], 2);
     }

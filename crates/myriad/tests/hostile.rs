@@ -188,9 +188,9 @@ fn every_hostile_request_gets_its_answer_and_nothing_leaks() {
     let after = server.wait_stats("connections back", |s| {
         s["connections"] == before["connections"]
     });
-    assert_eq!(after["subscribed"], 0);
+    assert_eq!(after["connections_logged_in"], 0);
     let (mut s, _) = subscribe_stream(&server, 3);
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     assert_eq!(server.publish(3, "still here")["connections"], 1);
     read_until(&mut s, &mut Vec::new(), "still here");
 }
@@ -211,7 +211,7 @@ fn abrupt_disconnects_mid_request_leak_nothing() {
     let (s, _) = subscribe_stream(&server, 9);
     drop(s);
     server.wait_stats("connections back", |s| {
-        s["connections"] == before["connections"] && s["subscribed"] == 0
+        s["connections"] == before["connections"] && s["connections_logged_in"] == 0
     });
 }
 

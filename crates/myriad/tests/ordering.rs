@@ -30,7 +30,7 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
         }
     }
     let total_conns = USERS * CONNS_PER_USER;
-    server.wait_stats("logins", |s| s["subscribed"] == total_conns);
+    server.wait_stats("logins", |s| s["connections_logged_in"] == total_conns);
     // Publishers on keep-alive connections, to random users.
     let delivered = Arc::new(AtomicU64::new(0));
     let addr = server.addr;
@@ -100,4 +100,88 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
         let expected: Vec<u64> = (1..=want).collect();
         assert_eq!(ids, expected, "user {user}");
     }
+}
+
+/// The merged delivery path: fan-outs larger than a slice (1,500 followers of one
+/// subject, and 1,000 connections of one user) published back to back from several
+/// connections, so batches arrive while earlier ones are still being written and are
+/// merged into the writes still to come. Every connection must still see its user's
+/// ids 1..=n in order, and the replies must add up to the deliveries.
+#[test]
+fn heavy_merged_fanouts_keep_order_and_lose_nothing() {
+    const FOLLOWERS: u64 = 1_500;
+    const ONE_USER_CONNS: u64 = 1_000;
+    const SUBJECT: u64 = 1;
+    const ONE_USER: u64 = 7;
+    const PUBLISHERS: u64 = 6;
+    const ROUNDS: u64 = 20; // each round: one publish to SUBJECT, one to ONE_USER
+    let server = Server::start(&["--loops", "2"]);
+    let edges: String = (0..FOLLOWERS)
+        .map(|i| format!("{} {SUBJECT}\n", 1_000 + i))
+        .collect();
+    let (status, _) = server.request("POST", "/subscriptions", edges.as_bytes());
+    assert_eq!(status, 200);
+    let mut readers = Vec::new();
+    let users = (0..FOLLOWERS)
+        .map(|i| 1_000 + i)
+        .chain((0..ONE_USER_CONNS).map(|_| ONE_USER));
+    for user in users {
+        let mut s = server.connect();
+        write!(s, "GET /sse/{user} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        read_until(&mut s, &mut Vec::new(), "retry:");
+        readers.push(s);
+    }
+    let total = FOLLOWERS + ONE_USER_CONNS;
+    server.wait_stats("logins", |s| s["connections_logged_in"] == total);
+    let addr = server.addr;
+    let publishers: Vec<_> = (0..PUBLISHERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                let mut reached = 0u64;
+                for i in 0..ROUNDS {
+                    for subject in [SUBJECT, ONE_USER] {
+                        let body = format!("p{p}r{i}s{subject}");
+                        let req = format!(
+                            "POST /pub/{subject} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        s.write_all(req.as_bytes()).unwrap();
+                        let mut buf = Vec::new();
+                        read_until(&mut s, &mut buf, "}\n");
+                        let text = String::from_utf8_lossy(&buf);
+                        let v: serde_json::Value =
+                            serde_json::from_str(text[text.find('{').unwrap()..].trim()).unwrap();
+                        reached += v["connections"].as_u64().unwrap();
+                    }
+                }
+                reached
+            })
+        })
+        .collect();
+    let reached: u64 = publishers.into_iter().map(|p| p.join().unwrap()).sum();
+    let per_user = PUBLISHERS * ROUNDS;
+    assert_eq!(reached, per_user * total, "replies count every connection");
+    let expected: Vec<u64> = (1..=per_user).collect();
+    let last = format!("id: {per_user}\n");
+    for (i, mut s) in readers.into_iter().enumerate() {
+        let mut text = String::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !text.contains(&last) {
+            assert!(Instant::now() < deadline, "connection {i}: got {text:?}");
+            let mut chunk = [0u8; 16384];
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "connection {i} closed early");
+            text.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+        let ids: Vec<u64> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(ids, expected, "connection {i}");
+    }
+    let stats = server.stats();
+    assert_eq!(stats["slow_drops"], 0, "{stats}");
 }

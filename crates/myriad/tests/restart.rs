@@ -31,7 +31,7 @@ fn subscriptions_survive_a_restart_with_sqlite() {
     );
     let (_s1, _) = subscribe_stream(&server, 1);
     let (_s5, _) = subscribe_stream(&server, 5);
-    server.wait_stats("logins", |s| s["subscribed"] == 2);
+    server.wait_stats("logins", |s| s["connections_logged_in"] == 2);
     assert_eq!(server.publish(100, "x")["connections"], 2);
 }
 

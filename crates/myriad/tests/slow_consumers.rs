@@ -22,18 +22,21 @@ fn publish_until_dropped(server: &Server, user: u64) -> serde_json::Value {
 fn a_reader_that_stops_is_disconnected_by_default() {
     let server = Server::start(&["--max-queued", "65536"]);
     let (_silent, _) = subscribe_stream(&server, 70);
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     publish_until_dropped(&server, 70);
-    server.wait_stats("disconnect", |s| s["subscribed"] == 0);
+    server.wait_stats("disconnect", |s| s["connections_logged_in"] == 0);
 }
 
 #[test]
 fn with_the_drop_policy_it_stays_and_loses_only_what_did_not_fit() {
     let server = Server::start(&["--max-queued", "65536", "--slow-policy", "drop"]);
     let (_silent, _) = subscribe_stream(&server, 71);
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     let stats = publish_until_dropped(&server, 71);
-    assert_eq!(stats["subscribed"], 1, "still connected: {stats}");
+    assert_eq!(
+        stats["connections_logged_in"], 1,
+        "still connected: {stats}"
+    );
     let queued = stats["queued_bytes"].as_u64().unwrap_or(0);
     assert!(queued <= 65536 + 17 * 1024, "output stays bounded: {stats}");
 }

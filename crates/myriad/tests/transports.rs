@@ -65,7 +65,7 @@ fn chunked_stream_with_curl_gets_welcome_then_messages_in_order() {
     let url = format!("http://{}/sub/11", server.addr);
     let curl = Curl::start(&[&url]);
     curl.until("welcome 11");
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     for i in 0..5 {
         let reply = server.publish(11, &format!("message {i}"));
         assert_eq!(reply["connections"], 1);
@@ -90,7 +90,7 @@ fn the_classic_test_path_is_an_alias() {
     let server = Server::start(&[]);
     let curl = Curl::start(&[&format!("http://{}/test/12", server.addr)]);
     curl.until("welcome 12");
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     server.publish(12, "hello");
     curl.until("hello");
 }
@@ -102,7 +102,7 @@ fn sse_with_curl_has_ids_multiline_data_and_retry() {
     let curl = Curl::start(&["-H", "Accept: text/event-stream", &url]);
     let first = curl.until("retry:");
     assert!(first.iter().any(|l| l.starts_with("retry: ")), "{first:?}");
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     server.publish(21, "one");
     server.publish(21, "two\nlines");
     let lines = curl.until("data: lines");
@@ -124,12 +124,12 @@ fn sse_path_and_last_event_id_resume_lose_nothing() {
     {
         let curl = Curl::start(&[&url]);
         curl.until("retry:");
-        server.wait_stats("login", |s| s["subscribed"] == 1);
+        server.wait_stats("login", |s| s["connections_logged_in"] == 1);
         server.publish(31, "a");
         server.publish(31, "b");
         curl.until("data: b");
     }
-    server.wait_stats("logout", |s| s["subscribed"] == 0);
+    server.wait_stats("logout", |s| s["connections_logged_in"] == 0);
     // Published while the user is away: kept in the user's history.
     server.publish(31, "c");
     server.publish(31, "d");
@@ -175,7 +175,7 @@ asyncio.run(main(sys.argv[1]))
     };
     assert_eq!(next(&mut out), "open");
     assert_eq!(next(&mut out), "pong");
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     for text in ["first", "second", "third"] {
         assert_eq!(server.publish(41, text)["connections"], 1);
     }
@@ -184,7 +184,7 @@ asyncio.run(main(sys.argv[1]))
     assert_eq!(next(&mut out), "msg third");
     assert_eq!(next(&mut out), "closed 1000");
     assert!(child.wait().unwrap().success());
-    server.wait_stats("close", |s| s["subscribed"] == 0);
+    server.wait_stats("close", |s| s["connections_logged_in"] == 0);
 }
 
 #[test]
@@ -204,7 +204,7 @@ asyncio.run(main(sys.argv[1]))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     server.publish(5, "over ws path");
     let mut out = String::new();
     child
@@ -223,7 +223,7 @@ fn long_poll_answers_from_history_waits_and_reuses_the_connection() {
     let mut s = server.connect();
     // since=0 on a user with no messages waits, then a publish answers it.
     write!(s, "GET /poll/51?since=0 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-    server.wait_stats("login", |s| s["subscribed"] == 1);
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     server.publish(51, "first");
     let mut buf = Vec::new();
     read_until(&mut s, &mut buf, "first");
@@ -270,7 +270,7 @@ fn publish_counts_are_exact_across_users_transports_and_followers() {
         let (status, body) = server.request("PUT", &format!("/subscriptions/{sub}/{subj}"), b"");
         assert_eq!(status, 200, "{body}");
     }
-    server.wait_stats("logins", |s| s["subscribed"] == 5);
+    server.wait_stats("logins", |s| s["connections_logged_in"] == 5);
     let reply = server.publish(1, "to one");
     assert_eq!(reply["connections"], 5);
     assert_eq!(reply["users"], 3);
@@ -310,7 +310,7 @@ fn batch_publish_and_bulk_subscriptions() {
     assert_eq!(status, 200, "{body}");
     let (mut s10, _) = subscribe_stream(&server, 10);
     let (mut s12, _) = subscribe_stream(&server, 12);
-    server.wait_stats("logins", |s| s["subscribed"] == 2);
+    server.wait_stats("logins", |s| s["connections_logged_in"] == 2);
     let ndjson =
         b"{\"subject\":20,\"data\":\"batch one\"}\n{\"subject\":10,\"data\":\"batch two\"}\n";
     let (status, body) = server.request("POST", "/pub", ndjson);

@@ -59,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r.handle_login(
             user,
             ConnRef {
-                shard: (user % 2) as u16,
+                loop_id: (user % 2) as u16,
                 token: user as u32,
             },
         );

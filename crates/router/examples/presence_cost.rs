@@ -23,7 +23,7 @@ fn arg(i: usize, default: u64) -> u64 {
 
 fn conn(i: u64) -> ConnRef {
     ConnRef {
-        shard: (i % 2) as u16,
+        loop_id: (i % 2) as u16,
         token: i as u32,
     }
 }

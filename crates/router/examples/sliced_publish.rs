@@ -21,7 +21,7 @@ fn main() {
         r.handle_login(
             u,
             ConnRef {
-                shard: 0,
+                loop_id: 0,
                 token: u as u32,
             },
         );

@@ -45,10 +45,11 @@ pub type UserId = u64;
 /// A subject id (a user or a room).
 pub type SubjectId = u64;
 
-/// Opaque connection handle chosen by the gateway (event-loop index + slab token).
+/// A connection as the router sees it: the gateway event loop holding it and that
+/// loop's token for it (slab index + generation). Opaque to the router.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ConnRef {
-    pub shard: u16,
+    pub loop_id: u16,
     pub token: u32,
 }
 

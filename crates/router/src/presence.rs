@@ -17,12 +17,12 @@ use crate::hash::IdMap;
 use crate::history::Ring;
 use crate::ConnRef;
 
-/// Marks an inline connection (so shard 0 / token 0 is not "none").
+/// Marks an inline connection (so loop 0 / token 0 is not "none").
 const ONE: u64 = 1 << 48;
 /// Marks an index into [`Overflow`].
 const MANY: u64 = 1 << 63;
 
-/// The connections of one user, packed in 8 bytes: 0 = none; [`ONE`] | shard <<
+/// The connections of one user, packed in 8 bytes: 0 = none; [`ONE`] | loop_id <<
 /// 32 | token = exactly one; [`MANY`] | i = the list `overflow.lists[i]` (≥ 2).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Conns(u64);
@@ -81,12 +81,12 @@ impl Overflow {
 }
 
 fn pack(c: ConnRef) -> u64 {
-    ONE | u64::from(c.shard) << 32 | u64::from(c.token)
+    ONE | u64::from(c.loop_id) << 32 | u64::from(c.token)
 }
 
 fn unpack(x: u64) -> ConnRef {
     ConnRef {
-        shard: (x >> 32) as u16,
+        loop_id: (x >> 32) as u16,
         token: x as u32,
     }
 }
@@ -223,15 +223,21 @@ mod tests {
     #[test]
     fn conns_inline_then_overflow_then_inline_again() {
         let mut o = Overflow::default();
-        let zero = ConnRef { shard: 0, token: 0 };
+        let zero = ConnRef {
+            loop_id: 0,
+            token: 0,
+        };
         let a = ConnRef {
-            shard: u16::MAX,
+            loop_id: u16::MAX,
             token: u32::MAX,
         };
-        let b = ConnRef { shard: 1, token: 1 };
+        let b = ConnRef {
+            loop_id: 1,
+            token: 1,
+        };
         let mut c = Conns::default();
         assert!(c.is_empty());
-        assert!(c.add(zero, &mut o), "shard 0 token 0 is a real connection");
+        assert!(c.add(zero, &mut o), "loop 0 token 0 is a real connection");
         assert!(!c.is_empty());
         assert!(!c.add(zero, &mut o));
         assert_eq!(collect(c, &o), vec![zero]);
@@ -272,7 +278,7 @@ mod tests {
         let mut o = Overflow::default();
         let mut c = Conns::default();
         let conn = |t: u32| ConnRef {
-            shard: (t % 3) as u16,
+            loop_id: (t % 3) as u16,
             token: t,
         };
         for t in 0..5000 {
@@ -308,7 +314,10 @@ mod tests {
     fn a_connection_of_another_user_is_not_removed_here() {
         let mut o = Overflow::default();
         let (mut a, mut b) = (Conns::default(), Conns::default());
-        let conn = |t: u32| ConnRef { shard: 0, token: t };
+        let conn = |t: u32| ConnRef {
+            loop_id: 0,
+            token: t,
+        };
         a.add(conn(1), &mut o);
         a.add(conn(2), &mut o);
         b.add(conn(3), &mut o);

@@ -47,7 +47,7 @@ fn index_rebuilt_from_sqlite_matches_the_store_and_fans_out_exactly() {
         r.handle_login(
             u,
             ConnRef {
-                shard: (u % 3) as u16,
+                loop_id: (u % 3) as u16,
                 token: u as u32,
             },
         );

@@ -9,7 +9,7 @@ use router::history::ENTRY_OVERHEAD;
 use router::{ConnRef, Message, Router, RouterConfig, SubscriptionIndex};
 
 fn conn(token: u32) -> ConnRef {
-    ConnRef { shard: 0, token }
+    ConnRef { loop_id: 0, token }
 }
 
 fn msg(subject: u64, len: usize) -> Arc<Message> {

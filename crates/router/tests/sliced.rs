@@ -12,7 +12,7 @@ use router::{ConnRef, Delivery, Message, PublishCursor, Router, RouterConfig, Su
 
 fn conn(user: u64, k: u32) -> ConnRef {
     ConnRef {
-        shard: k as u16,
+        loop_id: k as u16,
         token: user as u32,
     }
 }
@@ -74,8 +74,8 @@ fn sliced_publishes_equal_unsliced_ones() {
                 }
                 assert_eq!(cur.counts(), counts);
                 assert_eq!(cur.remaining(), 0);
-                want.sort_by_key(|(c, s)| (c.shard, c.token, *s));
-                got.sort_by_key(|(c, s)| (c.shard, c.token, *s));
+                want.sort_by_key(|(c, s)| (c.loop_id, c.token, *s));
+                got.sort_by_key(|(c, s)| (c.loop_id, c.token, *s));
                 assert_eq!(got, want);
             }
         }

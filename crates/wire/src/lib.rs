@@ -67,14 +67,17 @@ pub use head::{
     parse_head, BodyKind, HeadError, Limits, Method, RequestHead, WsUpgrade, DEFAULT_MAX_HEAD,
     DEFAULT_MAX_HEADERS,
 };
-pub use poll::poll_body;
-pub use response::{error_response, reason_phrase, response, CONTINUE_100};
+pub use poll::write_poll_body;
+pub use response::{reason_phrase, write_error_response, write_response, CONTINUE_100};
 pub use route::{route, Route, RouteError, Transport};
 pub use since::Since;
-pub use sse::{sse_data, sse_gap, sse_head, sse_id, SSE_HEARTBEAT};
-pub use stream::{chunk, stream_head, welcome_chunk, STREAM_END, STREAM_HEARTBEAT};
+pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
+pub use stream::{
+    write_chunk, write_stream_head, write_stream_message, write_welcome_chunk, STREAM_END,
+    STREAM_HEARTBEAT,
+};
 pub use ws::{
-    is_valid_close_code, parse_ws_frame, ws_accept_key, ws_binary_frame, ws_client_frame, ws_close,
-    ws_handshake_response, ws_ping, ws_pong, ws_text_frame, Opcode, WsError, WsFrame,
-    WsMessageState, MAX_CONTROL_PAYLOAD,
+    is_valid_close_code, parse_ws_frame, write_ws_client_frame, write_ws_close, write_ws_frame,
+    write_ws_handshake, ws_accept_key, ws_client_frame, Opcode, WsError, WsFrame, WsMessageState,
+    MAX_CONTROL_PAYLOAD,
 };

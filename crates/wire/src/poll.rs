@@ -7,10 +7,10 @@
 
 use std::io::Write as _;
 
-/// Encodes a long-poll answer.
-pub fn poll_body(messages: &[(u64, &[u8])], last: u64, gap: bool) -> Vec<u8> {
+/// Appends a long-poll answer's body to `out`.
+pub fn write_poll_body(out: &mut Vec<u8>, messages: &[(u64, &[u8])], last: u64, gap: bool) {
     let payload_bytes: usize = messages.iter().map(|(_, p)| p.len() + 24).sum();
-    let mut out = Vec::with_capacity(48 + payload_bytes);
+    out.reserve(48 + payload_bytes);
     out.extend_from_slice(b"{\"messages\":[");
     for (i, (seq, payload)) in messages.iter().enumerate() {
         if i > 0 {
@@ -18,16 +18,21 @@ pub fn poll_body(messages: &[(u64, &[u8])], last: u64, gap: bool) -> Vec<u8> {
         }
         // Writing into a Vec cannot fail, and a str always serialises.
         write!(out, "{{\"seq\":{seq},\"data\":").expect("Vec write");
-        serde_json::to_writer(&mut out, &String::from_utf8_lossy(payload)).expect("Vec write");
+        serde_json::to_writer(&mut *out, &String::from_utf8_lossy(payload)).expect("Vec write");
         out.push(b'}');
     }
     write!(out, "],\"last\":{last},\"gap\":{gap}}}").expect("Vec write");
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn poll_body(messages: &[(u64, &[u8])], last: u64, gap: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_poll_body(&mut out, messages, last, gap);
+        out
+    }
 
     #[test]
     fn empty_answer() {

@@ -42,25 +42,70 @@ pub fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-/// A complete response with `Content-Length`; adds `Connection: close` when
-/// `!keep_alive`. An empty `content_type` omits the header. 1xx, 204 and 304
-/// responses carry neither a body nor `Content-Length` (RFC 9110 8.6).
-pub fn response(
+/// Appends a complete response with `Content-Length` to `out`; adds
+/// `Connection: close` when `!keep_alive`. An empty `content_type` omits the header.
+/// 1xx, 204 and 304 responses carry neither a body nor `Content-Length` (RFC 9110 8.6).
+pub fn write_response(
+    out: &mut Vec<u8>,
     status: u16,
     content_type: &str,
     body: &[u8],
     keep_alive: bool,
     extra_headers: &[(&str, &str)],
-) -> Vec<u8> {
+) {
+    if write_head(
+        out,
+        status,
+        content_type,
+        body.len(),
+        keep_alive,
+        extra_headers,
+    ) {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Appends a short `text/plain` error response: the body is `message` + "\n".
+/// `extra_headers` carries `Allow` (405), `Upgrade` (426) or `Retry-After` (503).
+pub fn write_error_response(
+    out: &mut Vec<u8>,
+    status: u16,
+    message: &str,
+    keep_alive: bool,
+    extra_headers: &[(&str, &str)],
+) {
+    let content_type = "text/plain; charset=utf-8";
+    if write_head(
+        out,
+        status,
+        content_type,
+        message.len() + 1,
+        keep_alive,
+        extra_headers,
+    ) {
+        out.extend_from_slice(message.as_bytes());
+        out.push(b'\n');
+    }
+}
+
+/// The status line and headers; returns whether a body follows.
+fn write_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &str,
+    body_len: usize,
+    keep_alive: bool,
+    extra_headers: &[(&str, &str)],
+) -> bool {
     let bodyless = matches!(status, 100..=199 | 204 | 304);
-    let mut out = Vec::with_capacity(128 + body.len());
+    out.reserve(128 + if bodyless { 0 } else { body_len });
     // Writing into a Vec cannot fail.
     write!(out, "HTTP/1.1 {} {}\r\n", status, reason_phrase(status)).expect("Vec write");
     if !content_type.is_empty() {
         write!(out, "Content-Type: {content_type}\r\n").expect("Vec write");
     }
     if !bodyless {
-        write!(out, "Content-Length: {}\r\n", body.len()).expect("Vec write");
+        write!(out, "Content-Length: {body_len}\r\n").expect("Vec write");
     }
     if !keep_alive {
         out.extend_from_slice(b"Connection: close\r\n");
@@ -75,18 +120,7 @@ pub fn response(
         write!(out, "{name}: {value}\r\n").expect("Vec write");
     }
     out.extend_from_slice(b"\r\n");
-    if !bodyless {
-        out.extend_from_slice(body);
-    }
-    out
-}
-
-/// A short `text/plain` error response: the body is `message` + "\n".
-pub fn error_response(status: u16, message: &str, keep_alive: bool) -> Vec<u8> {
-    let mut body = Vec::with_capacity(message.len() + 1);
-    body.extend_from_slice(message.as_bytes());
-    body.push(b'\n');
-    response(status, "text/plain; charset=utf-8", &body, keep_alive, &[])
+    !bodyless
 }
 
 /// The interim `100 Continue` line sent before reading a body the client holds
@@ -96,6 +130,25 @@ pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn response(
+        status: u16,
+        content_type: &str,
+        body: &[u8],
+        keep_alive: bool,
+        extra: &[(&str, &str)],
+    ) -> Vec<u8> {
+        let mut out = b"before|".to_vec();
+        write_response(&mut out, status, content_type, body, keep_alive, extra);
+        assert!(out.starts_with(b"before|"), "appends, never clears");
+        out.split_off(7)
+    }
+
+    fn error_response(status: u16, message: &str, keep_alive: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_error_response(&mut out, status, message, keep_alive, &[]);
+        out
+    }
 
     #[test]
     fn reason_phrases() {

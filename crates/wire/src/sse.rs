@@ -9,8 +9,7 @@ use std::io::Write as _;
 
 /// The response head, followed in the same bytes by `retry: <ms>` for the client.
 /// CORS `*`: an `EventSource` on any origin may subscribe (no credentials involved).
-pub fn sse_head(retry_ms: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(192);
+pub fn write_sse_head(out: &mut Vec<u8>, retry_ms: u32) {
     out.extend_from_slice(
         b"HTTP/1.1 200 OK\r\n\
           Content-Type: text/event-stream\r\n\
@@ -22,15 +21,14 @@ pub fn sse_head(retry_ms: u32) -> Vec<u8> {
     );
     // Writing into a Vec cannot fail.
     write!(out, "retry: {retry_ms}\n\n").expect("Vec write");
-    out
 }
 
 /// The data lines of one event: one `data: <line>\n` per line of `payload`
 /// (split on `\r\n`, `\r` and `\n`, the line ends EventSource recognises), then
 /// the blank line that dispatches it. A trailing newline in the payload survives
 /// as an empty last `data:` line, so the client sees exactly `payload`.
-pub fn sse_data(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + 8);
+pub fn write_sse_data(out: &mut Vec<u8>, payload: &[u8]) {
+    out.reserve(payload.len() + 8);
     let mut rest = payload;
     loop {
         out.extend_from_slice(b"data: ");
@@ -53,19 +51,20 @@ pub fn sse_data(payload: &[u8]) -> Vec<u8> {
         }
     }
     out.push(b'\n');
-    out
 }
 
 /// The `id:` line of an event (sent just before its `sse_data`, per recipient).
-pub fn sse_id(seq: u64) -> Vec<u8> {
-    format!("id: {seq}\n").into_bytes()
+pub fn write_sse_id(out: &mut Vec<u8>, seq: u64) {
+    // Writing into a Vec cannot fail.
+    writeln!(out, "id: {seq}").expect("Vec write");
 }
 
 /// An `event: gap` event: messages before sequence `first_available` were lost
 /// (history window passed, or dropped for a slow consumer). Its data is JSON:
 /// `{"first":<seq>}`. It carries no `id:` so the client's resume point is unchanged.
-pub fn sse_gap(first_available: u64) -> Vec<u8> {
-    format!("event: gap\ndata: {{\"first\":{first_available}}}\n\n").into_bytes()
+pub fn write_sse_gap(out: &mut Vec<u8>, first_available: u64) {
+    // Writing into a Vec cannot fail.
+    write!(out, "event: gap\ndata: {{\"first\":{first_available}}}\n\n").expect("Vec write");
 }
 
 /// A comment line: keeps proxies and the client's idle timers from closing the stream.
@@ -74,6 +73,24 @@ pub const SSE_HEARTBEAT: &[u8] = b": hb\n\n";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn enc(write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut out = Vec::new();
+        write(&mut out);
+        out
+    }
+    fn sse_head(retry_ms: u32) -> Vec<u8> {
+        enc(|o| write_sse_head(o, retry_ms))
+    }
+    fn sse_data(payload: &[u8]) -> Vec<u8> {
+        enc(|o| write_sse_data(o, payload))
+    }
+    fn sse_id(seq: u64) -> Vec<u8> {
+        enc(|o| write_sse_id(o, seq))
+    }
+    fn sse_gap(first: u64) -> Vec<u8> {
+        enc(|o| write_sse_gap(o, first))
+    }
 
     #[test]
     fn head_has_retry_and_no_framing() {

@@ -7,34 +7,49 @@ use std::io::Write as _;
 
 /// The response head of a chunked stream. Any origin may read it (CORS `*`): a
 /// subscription carries no credentials, so browsers on other origins can use it.
-pub fn stream_head() -> Vec<u8> {
-    b"HTTP/1.1 200 OK\r\n\
+pub fn write_stream_head(out: &mut Vec<u8>) {
+    out.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\n\
       Content-Type: text/plain; charset=utf-8\r\n\
       Transfer-Encoding: chunked\r\n\
       Cache-Control: no-cache\r\n\
       X-Accel-Buffering: no\r\n\
       Access-Control-Allow-Origin: *\r\n\
-      \r\n"
-        .to_vec()
+      \r\n",
+    );
 }
 
-/// One chunk: `<hex len>\r\n<payload>\r\n`. An empty payload yields no bytes at
+/// One chunk whose data is the concatenation of `parts`:
+/// `<hex len>\r\n<parts…>\r\n`. No parts (or only empty ones) yield no bytes at
 /// all, because an empty chunk would end the stream.
-pub fn chunk(payload: &[u8]) -> Vec<u8> {
-    if payload.is_empty() {
-        return Vec::new();
+pub fn write_chunk(out: &mut Vec<u8>, parts: &[&[u8]]) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len == 0 {
+        return;
     }
-    let mut out = Vec::with_capacity(payload.len() + 20);
+    out.reserve(len + 20);
     // Writing into a Vec cannot fail.
-    write!(out, "{:x}\r\n", payload.len()).expect("Vec write");
-    out.extend_from_slice(payload);
+    write!(out, "{len:x}\r\n").expect("Vec write");
+    for part in parts {
+        out.extend_from_slice(part);
+    }
     out.extend_from_slice(b"\r\n");
-    out
+}
+
+/// A message on a stream: one chunk holding the payload and a newline, so line
+/// readers (curl, classic comet clients) see one message per line.
+pub fn write_stream_message(out: &mut Vec<u8>, payload: &[u8]) {
+    write_chunk(out, &[payload, b"\n"]);
 }
 
 /// The first chunk of a stream, naming the connected user: `welcome <id>\n`.
-pub fn welcome_chunk(user: u64) -> Vec<u8> {
-    chunk(format!("welcome {user}\n").as_bytes())
+pub fn write_welcome_chunk(out: &mut Vec<u8>, user: u64) {
+    let mut line = [0u8; 32];
+    let mut cursor = std::io::Cursor::new(&mut line[..]);
+    // "welcome " + 20 digits + "\n" fits in 32 bytes.
+    writeln!(cursor, "welcome {user}").expect("fits in 32 bytes");
+    let n = cursor.position() as usize;
+    write_chunk(out, &[&line[..n]]);
 }
 
 /// A heartbeat chunk carrying one newline (non-empty: an empty chunk ends the stream).
@@ -45,6 +60,27 @@ pub const STREAM_END: &[u8] = b"0\r\n\r\n";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn enc(write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut out = Vec::new();
+        write(&mut out);
+        out
+    }
+    fn stream_head() -> Vec<u8> {
+        enc(write_stream_head)
+    }
+    fn chunk(payload: &[u8]) -> Vec<u8> {
+        enc(|o| write_chunk(o, &[payload]))
+    }
+    fn welcome_chunk(user: u64) -> Vec<u8> {
+        enc(|o| write_welcome_chunk(o, user))
+    }
+
+    #[test]
+    fn a_message_is_one_newline_terminated_chunk() {
+        assert_eq!(enc(|o| write_stream_message(o, b"hi")), b"3\r\nhi\n\r\n");
+        assert_eq!(enc(|o| write_chunk(o, &[b"", b""])), b"");
+    }
     use crate::body::BodyDecoder;
     use crate::head::BodyKind;
 

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::PublishCounts;
 
-fn conn(shard: u16, token: u32) -> ConnRef {
-    ConnRef { shard, token }
+fn conn(loop_id: u16, token: u32) -> ConnRef {
+    ConnRef { loop_id, token }
 }
 
 fn msg(subject: u64, text: &'static str) -> Arc<Message> {
@@ -19,7 +19,7 @@ fn msg(subject: u64, text: &'static str) -> Arc<Message> {
 fn publish(r: &mut Router, subject: u64, now: Instant) -> (PublishCounts, Vec<(ConnRef, u64)>) {
     let mut got = Vec::new();
     let counts = r.handle_publish(msg(subject, "x"), now, &mut |c, seq| got.push((c, seq)));
-    got.sort_by_key(|(c, _)| (c.shard, c.token));
+    got.sort_by_key(|(c, _)| (c.loop_id, c.token));
     (counts, got)
 }
 

@@ -6,92 +6,101 @@ use super::Opcode;
 /// Largest control frame payload (RFC 6455 5.5); longer inputs are truncated.
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
 
-fn frame(opcode: Opcode, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len();
-    let mut out = Vec::with_capacity(len + 10);
-    out.push(0x80 | opcode.bits());
+/// Appends a frame header: FIN, opcode, the (unmasked or masked) minimal length.
+fn write_header(out: &mut Vec<u8>, fin: bool, opcode: Opcode, len: usize, masked: bool) {
+    let mask_bit = if masked { 0x80 } else { 0 };
+    out.push(if fin { 0x80 } else { 0 } | opcode.bits());
     if len < 126 {
-        out.push(len as u8);
+        out.push(mask_bit | len as u8);
     } else if let Ok(len16) = u16::try_from(len) {
-        out.push(126);
+        out.push(mask_bit | 126);
         out.extend_from_slice(&len16.to_be_bytes());
     } else {
-        out.push(127);
+        out.push(mask_bit | 127);
         out.extend_from_slice(&(len as u64).to_be_bytes());
     }
+}
+
+/// Appends a complete (FIN) server frame. Control frames (close, ping, pong) have
+/// their payload cut to 125 bytes (RFC 6455 5.5). A text payload should be UTF-8; it
+/// is not checked here because published payloads are passed through as they came.
+pub fn write_ws_frame(out: &mut Vec<u8>, opcode: Opcode, payload: &[u8]) {
+    let payload = if opcode.is_control() {
+        &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)]
+    } else {
+        payload
+    };
+    out.reserve(payload.len() + 10);
+    write_header(out, true, opcode, payload.len(), false);
     out.extend_from_slice(payload);
-    out
 }
 
-/// A complete text message. The payload should be UTF-8; it is not checked here
-/// because published payloads are passed through as they came.
-pub fn ws_text_frame(payload: &[u8]) -> Vec<u8> {
-    frame(Opcode::Text, payload)
-}
-
-/// A complete binary message.
-pub fn ws_binary_frame(payload: &[u8]) -> Vec<u8> {
-    frame(Opcode::Binary, payload)
-}
-
-/// A ping (payload truncated to 125 bytes).
-pub fn ws_ping(payload: &[u8]) -> Vec<u8> {
-    frame(
-        Opcode::Ping,
-        &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)],
-    )
-}
-
-/// A pong, echoing a ping's payload (truncated to 125 bytes).
-pub fn ws_pong(payload: &[u8]) -> Vec<u8> {
-    frame(
-        Opcode::Pong,
-        &payload[..payload.len().min(MAX_CONTROL_PAYLOAD)],
-    )
-}
-
-/// A close frame with `code` and `reason` (cut at a character boundary to fit in
-/// 125 bytes). Code 1005 ("no status") sends an empty close payload, as the RFC
-/// forbids putting 1005 on the wire.
-pub fn ws_close(code: u16, reason: &str) -> Vec<u8> {
+/// Appends a close frame with `code` and `reason` (cut at a character boundary to
+/// fit in 125 bytes). Code 1005 ("no status") sends an empty close payload, as the
+/// RFC forbids putting 1005 on the wire.
+pub fn write_ws_close(out: &mut Vec<u8>, code: u16, reason: &str) {
     if code == 1005 {
-        return frame(Opcode::Close, &[]);
+        write_header(out, true, Opcode::Close, 0, false);
+        return;
     }
     let mut cut = reason.len().min(MAX_CONTROL_PAYLOAD - 2);
     while !reason.is_char_boundary(cut) {
         cut -= 1;
     }
-    let mut payload = Vec::with_capacity(2 + cut);
-    payload.extend_from_slice(&code.to_be_bytes());
-    payload.extend_from_slice(&reason.as_bytes()[..cut]);
-    frame(Opcode::Close, &payload)
+    write_header(out, true, Opcode::Close, 2 + cut, false);
+    out.extend_from_slice(&code.to_be_bytes());
+    out.extend_from_slice(&reason.as_bytes()[..cut]);
 }
 
-/// A masked client frame, as a client sends it (for load tools and tests; the
-/// server never masks). Length is minimally encoded.
-pub fn ws_client_frame(opcode: Opcode, fin: bool, mask: [u8; 4], payload: &[u8]) -> Vec<u8> {
-    let mut out = frame(opcode, &[]);
-    // `frame` wrote FIN|opcode and a zero length byte: redo the length, masked.
-    out[0] = if fin { 0x80 } else { 0 } | opcode.bits();
-    out.pop();
-    let len = payload.len();
-    if len < 126 {
-        out.push(0x80 | len as u8);
-    } else if let Ok(len16) = u16::try_from(len) {
-        out.push(0x80 | 126);
-        out.extend_from_slice(&len16.to_be_bytes());
-    } else {
-        out.push(0x80 | 127);
-        out.extend_from_slice(&(len as u64).to_be_bytes());
-    }
+/// Appends a masked client frame, as a client sends it (for load tools and tests;
+/// the server never masks). Length is minimally encoded.
+pub fn write_ws_client_frame(
+    out: &mut Vec<u8>,
+    opcode: Opcode,
+    fin: bool,
+    mask: [u8; 4],
+    payload: &[u8],
+) {
+    out.reserve(payload.len() + 14);
+    write_header(out, fin, opcode, payload.len(), true);
     out.extend_from_slice(&mask);
     out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
+}
+
+/// [`write_ws_client_frame`] into a new buffer: for load tools and tests, where one
+/// allocation per client frame does not matter.
+pub fn ws_client_frame(opcode: Opcode, fin: bool, mask: [u8; 4], payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_ws_client_frame(&mut out, opcode, fin, mask, payload);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn frame(opcode: Opcode, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_ws_frame(&mut out, opcode, payload);
+        out
+    }
+    fn ws_text_frame(payload: &[u8]) -> Vec<u8> {
+        frame(Opcode::Text, payload)
+    }
+    fn ws_binary_frame(payload: &[u8]) -> Vec<u8> {
+        frame(Opcode::Binary, payload)
+    }
+    fn ws_ping(payload: &[u8]) -> Vec<u8> {
+        frame(Opcode::Ping, payload)
+    }
+    fn ws_pong(payload: &[u8]) -> Vec<u8> {
+        frame(Opcode::Pong, payload)
+    }
+    fn ws_close(code: u16, reason: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_ws_close(&mut out, code, reason);
+        out
+    }
 
     #[test]
     fn length_encodings() {

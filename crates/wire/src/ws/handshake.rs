@@ -14,17 +14,16 @@ pub fn ws_accept_key(key: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(sha.digest().bytes())
 }
 
-/// The `101 Switching Protocols` answer to a valid upgrade request.
-pub fn ws_handshake_response(key: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 101 Switching Protocols\r\n\
-         Upgrade: websocket\r\n\
-         Connection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {}\r\n\
-         \r\n",
-        ws_accept_key(key)
-    )
-    .into_bytes()
+/// Appends the `101 Switching Protocols` answer to a valid upgrade request.
+pub fn write_ws_handshake(out: &mut Vec<u8>, key: &str) {
+    out.extend_from_slice(
+        b"HTTP/1.1 101 Switching Protocols\r\n\
+          Upgrade: websocket\r\n\
+          Connection: Upgrade\r\n\
+          Sec-WebSocket-Accept: ",
+    );
+    out.extend_from_slice(ws_accept_key(key).as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
 }
 
 #[cfg(test)]
@@ -43,7 +42,11 @@ mod tests {
     #[test]
     fn handshake_response_bytes() {
         assert_eq!(
-            ws_handshake_response("dGhlIHNhbXBsZSBub25jZQ=="),
+            {
+                let mut out = Vec::new();
+                write_ws_handshake(&mut out, "dGhlIHNhbXBsZSBub25jZQ==");
+                out
+            },
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
         );
     }

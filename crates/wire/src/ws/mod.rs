@@ -14,10 +14,9 @@ mod message;
 mod parse;
 
 pub use encode::{
-    ws_binary_frame, ws_client_frame, ws_close, ws_ping, ws_pong, ws_text_frame,
-    MAX_CONTROL_PAYLOAD,
+    write_ws_client_frame, write_ws_close, write_ws_frame, ws_client_frame, MAX_CONTROL_PAYLOAD,
 };
-pub use handshake::{ws_accept_key, ws_handshake_response};
+pub use handshake::{write_ws_handshake, ws_accept_key};
 pub use message::WsMessageState;
 pub use parse::{parse_ws_frame, WsFrame};
 

@@ -2,6 +2,7 @@
 //! frames (`Bytes`) in order, written with one `writev` as soon as the socket drains.
 //! This is also where coalescing happens: several pending messages leave in one write.
 
+use crate::core::Outbox;
 use bytes::{Buf, Bytes};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
@@ -16,8 +17,17 @@ pub struct OutQueue {
 }
 
 impl OutQueue {
-    pub fn push_part(&mut self, part: Part<'_>) {
-        self.push(part.tail(0));
+    /// Queues the outbox's bytes after the first `skip` (already written).
+    pub fn push_outbox(&mut self, outbox: &Outbox, mut skip: usize) {
+        for piece in outbox.pieces() {
+            let len = outbox.slice(piece).len();
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            self.push(outbox.tail(piece, skip));
+            skip = 0;
+        }
     }
 
     pub fn push(&mut self, part: Bytes) {
@@ -76,87 +86,47 @@ impl OutQueue {
     }
 }
 
-/// A piece of one delivery: shared frame bytes (kept by reference if they must wait) or a
-/// small per-recipient piece on the stack (copied only if it must wait).
-#[derive(Clone, Copy)]
-pub enum Part<'a> {
-    Shared(&'a Bytes),
-    Copy(&'a [u8]),
-}
-
-impl Part<'_> {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Part::Shared(b) => b,
-            Part::Copy(s) => s,
-        }
-    }
-
-    fn tail(&self, from: usize) -> Bytes {
-        match self {
-            Part::Shared(b) => b.slice(from..),
-            Part::Copy(s) => Bytes::copy_from_slice(&s[from..]),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.as_slice().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.as_slice().is_empty()
-    }
-}
-
-/// Most parts one delivery is made of (an SSE event is an `id:` line plus shared data).
-pub const MAX_PARTS: usize = 4;
-
-/// Writes `parts` straight to the socket when nothing is queued (the idle-connection fast
-/// path: no allocation), returning what did not fit as a new queue.
+/// Writes the outbox's bytes straight to the socket (the idle-connection fast path:
+/// no allocation when the socket takes everything), returning how many bytes left
+/// and, when the socket filled up, the rest as a new queue.
 pub fn write_now(
     sink: &mut impl Write,
-    parts: &[Part<'_>],
+    outbox: &Outbox,
 ) -> io::Result<(usize, Option<Box<OutQueue>>)> {
-    assert!(
-        parts.len() <= MAX_PARTS,
-        "a delivery has at most {MAX_PARTS} parts"
-    );
-    let mut skip = 0usize;
+    let pieces = outbox.pieces();
+    let mut written = 0usize;
     loop {
-        let mut slices = [IoSlice::new(&[]); MAX_PARTS];
+        // On the stack: no allocation per write.
+        let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
         let mut count = 0;
-        let mut left = skip;
-        for p in parts {
-            if left >= p.len() {
-                left -= p.len();
+        let mut skip = written;
+        for piece in pieces {
+            let bytes = outbox.slice(piece);
+            if skip >= bytes.len() {
+                skip -= bytes.len();
                 continue;
             }
-            slices[count] = IoSlice::new(&p.as_slice()[left..]);
+            if count == MAX_IOVECS {
+                break;
+            }
+            slices[count] = IoSlice::new(&bytes[skip..]);
             count += 1;
-            left = 0;
+            skip = 0;
         }
         if count == 0 {
-            return Ok((skip, None));
+            return Ok((written, None));
         }
         match sink.write_vectored(&slices[..count]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => skip += n,
+            Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }
     let mut queue = Box::<OutQueue>::default();
-    let mut left = skip;
-    for p in parts {
-        if left >= p.len() {
-            left -= p.len();
-            continue;
-        }
-        queue.push(p.tail(left));
-        left = 0;
-    }
-    Ok((skip, Some(queue)))
+    queue.push_outbox(outbox, written);
+    Ok((written, Some(queue)))
 }
 
 #[cfg(test)]
@@ -183,15 +153,26 @@ mod tests {
         }
     }
 
+    fn outbox(parts: &[&'static [u8]]) -> Outbox {
+        let mut out = Outbox::new(1);
+        for (i, p) in parts.iter().enumerate() {
+            if i % 2 == 0 {
+                out.send_static(p);
+            } else {
+                out.write(|b| b.extend_from_slice(p));
+            }
+        }
+        out
+    }
+
     #[test]
     fn partial_writes_keep_the_rest_in_order() {
-        let a = Bytes::from_static(b"hello ");
-        let b = Bytes::from_static(b"world");
+        let out = outbox(&[b"hello ", b"world"]);
         let mut sink = Tight {
             got: vec![],
             room: 8,
         };
-        let (n, queue) = write_now(&mut sink, &[Part::Shared(&a), Part::Copy(&b)]).unwrap();
+        let (n, queue) = write_now(&mut sink, &out).unwrap();
         assert_eq!(n, 8);
         let mut queue = queue.expect("3 bytes left");
         assert_eq!(queue.bytes(), 3);
@@ -204,12 +185,29 @@ mod tests {
 
     #[test]
     fn everything_fits_means_no_queue() {
-        let a = Bytes::from_static(b"abc");
+        let out = outbox(&[b"abc"]);
         let mut sink = Tight {
             got: vec![],
             room: 100,
         };
-        let (n, queue) = write_now(&mut sink, &[Part::Shared(&a)]).unwrap();
+        let (n, queue) = write_now(&mut sink, &out).unwrap();
         assert_eq!((n, queue.is_none()), (3, true));
+    }
+
+    #[test]
+    fn more_pieces_than_one_writev_takes() {
+        let mut out = Outbox::new(1);
+        for i in 0..(3 * MAX_IOVECS) {
+            out.write(|b| b.push(b'a' + (i % 26) as u8));
+            out.send_static(b"-");
+        }
+        let mut sink = Tight {
+            got: vec![],
+            room: usize::MAX,
+        };
+        let (n, queue) = write_now(&mut sink, &out).unwrap();
+        assert_eq!(n, 6 * MAX_IOVECS);
+        assert!(queue.is_none());
+        assert_eq!(sink.got, out.take_all_bytes());
     }
 }

@@ -1,0 +1,36 @@
+//! `bus`: the one seam between gateways and the router (DESIGN "pieces").
+//!
+//! A gateway event loop asks the router side for something with [`Bus::call`] on
+//! behalf of one connection ([`ConnRef`]: the loop and its token for the connection):
+//! log in (and read history), log out, publish, change subscriptions, read history,
+//! list ids. The reply comes back at once when the router lives in this process
+//! (`hub::LocalBus`), or later through the loop's [`Mailbox`] when it lives
+//! elsewhere (over NATS). Deliveries always arrive in the mailbox: one [`Delivery`]
+//! batch per publish and loop, never one item per recipient.
+//!
+//! This crate is only the seam: types and the trait. It knows no socket, no store
+//! and no broker, so a gateway links neither the store nor a database driver.
+//!
+//! Layout:
+//! - [`request`]: [`Request`] and [`Reply`], what crosses the seam.
+//! - [`mailbox`]: [`Mailbox`], a loop's inbox of deliveries and late replies.
+
+pub mod mailbox;
+pub mod request;
+
+pub use mailbox::{Delivery, Inbound, Mailbox};
+pub use request::{Call, Reply, Request};
+pub use router::{ConnRef, HistoryRead, Message, PublishCounts, RouterStats};
+
+/// The router side as a gateway sees it.
+///
+/// Ordering promise every implementation keeps: the deliveries of one user reach
+/// each loop in that user's sequence order, and a `Login` with `since` reads history
+/// and starts deliveries with nothing missed and nothing twice between the two.
+pub trait Bus: Send + Sync {
+    /// Sends `request` on behalf of connection `conn`. Returns the reply when it is
+    /// ready at once; otherwise `None`, and the reply arrives later in the mailbox of
+    /// `conn.loop_id` as [`Inbound::Reply`] with `conn.token`. Requests whose reply
+    /// carries nothing (`Logout`) may be answered with [`Reply::Done`] at once.
+    fn call(&self, conn: ConnRef, request: Request) -> Option<Reply>;
+}

@@ -1,0 +1,89 @@
+//! What a gateway asks of the router side, and what it gets back.
+
+use bytes::Bytes;
+use router::HistoryRead;
+
+/// A request from one connection (see [`crate::Bus::call`]).
+#[derive(Debug)]
+pub enum Request {
+    /// The connection is now `user`'s (SPEC B1). With `since`, the reply carries the
+    /// user's history after it, read in the same step as the login (SPEC B6); without,
+    /// just the user's current sequence number. Logging in twice is harmless.
+    Login { user: u64, since: Option<u64> },
+    /// The connection no longer belongs to `user` (it closed or changed user).
+    Logout { user: u64 },
+    /// One message to `subject`'s connections and its subscribers' (SPEC B2, C1).
+    Publish { subject: u64, payload: Bytes },
+    /// Several publishes in order (SPEC C2); the reply sums their reach.
+    PublishBatch { items: Vec<(u64, Bytes)> },
+    /// Adds (`add`) or removes durable edges `(subscriber, subject)` (SPEC B3).
+    ChangeSubscriptions { edges: Vec<(u64, u64)>, add: bool },
+    /// `user`'s history after `since`, without logging in.
+    ReadHistory { user: u64, since: u64 },
+    /// Subscribers of `subject`, sorted.
+    Subscribers { subject: u64 },
+    /// Subjects `subscriber` follows, sorted.
+    Subscriptions { subscriber: u64 },
+    /// The router's counters.
+    Stats,
+}
+
+impl Request {
+    /// What kind of call this is, for the caller to remember while it waits.
+    pub fn call(&self) -> Call {
+        match self {
+            Request::Login { .. } => Call::Login,
+            Request::Logout { .. } => Call::Logout,
+            Request::Publish { .. } => Call::Publish,
+            Request::PublishBatch { .. } => Call::PublishBatch,
+            Request::ChangeSubscriptions { add: true, .. } => Call::Subscribe,
+            Request::ChangeSubscriptions { add: false, .. } => Call::Unsubscribe,
+            Request::ReadHistory { .. } => Call::ReadHistory,
+            Request::Subscribers { .. } => Call::Subscribers,
+            Request::Subscriptions { .. } => Call::Subscriptions,
+            Request::Stats => Call::Stats,
+        }
+    }
+}
+
+/// The kind of a [`Request`], one byte: what a connection waiting for a reply keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    Login,
+    Logout,
+    Publish,
+    PublishBatch,
+    Subscribe,
+    Unsubscribe,
+    ReadHistory,
+    Subscribers,
+    Subscriptions,
+    Stats,
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug)]
+pub enum Reply {
+    /// `Login` and `ReadHistory`: messages after `since` (none without one), the
+    /// user's current sequence number and whether some were lost.
+    History(HistoryRead),
+    /// `Logout`: nothing to say.
+    Done,
+    /// `Publish` / `PublishBatch`: messages accepted and their exact reach, summed.
+    Published {
+        messages: u64,
+        connections: u64,
+        users: u64,
+    },
+    /// `ChangeSubscriptions`: edges in the request and how many changed (new when
+    /// adding, existing when removing).
+    Changed { edges: u64, changed: u64 },
+    /// `Subscribers` / `Subscriptions`.
+    Ids(Vec<u64>),
+    /// `Stats`: counters as one JSON object (the router's, and whatever the
+    /// answering side adds: a gateway answers `/stats` with its own counters too).
+    Stats(serde_json::Value),
+    /// The router side could not do it (the store failed, the broker is away): the
+    /// client gets a 503 with this text and may retry.
+    Unavailable(String),
+}

@@ -1,0 +1,113 @@
+//! Deliveries and heartbeats: a message becomes bytes for this connection's
+//! transport, encoded once per message and loop ([`Frames`]) and shared; only the
+//! SSE `id:` line is per recipient.
+
+use super::{reply, Connection, Cx, State};
+use crate::config::SlowPolicy;
+use bytes::Bytes;
+use wire::Opcode;
+
+/// The encodings of one message, made on first use and shared by every recipient
+/// of the loop's batch.
+pub struct Frames<'a> {
+    payload: &'a [u8],
+    stream: Option<Bytes>,
+    sse: Option<Bytes>,
+    ws: Option<Bytes>,
+}
+
+impl<'a> Frames<'a> {
+    pub fn new(payload: &'a [u8]) -> Frames<'a> {
+        Frames {
+            payload,
+            stream: None,
+            sse: None,
+            ws: None,
+        }
+    }
+
+    fn encoded(slot: &mut Option<Bytes>, encode: impl FnOnce(&mut Vec<u8>)) -> &Bytes {
+        slot.get_or_insert_with(|| {
+            let mut out = Vec::new();
+            encode(&mut out);
+            Bytes::from(out)
+        })
+    }
+
+    fn stream(&mut self) -> &Bytes {
+        let payload = self.payload;
+        Self::encoded(&mut self.stream, |o| wire::write_stream_message(o, payload))
+    }
+
+    fn sse(&mut self) -> &Bytes {
+        let payload = self.payload;
+        Self::encoded(&mut self.sse, |o| wire::write_sse_data(o, payload))
+    }
+
+    fn ws(&mut self) -> &Bytes {
+        let payload = self.payload;
+        Self::encoded(&mut self.ws, |o| {
+            wire::write_ws_frame(o, Opcode::Text, payload)
+        })
+    }
+}
+
+/// What became of one delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written or queued for the client.
+    Sent,
+    /// Not for this connection now (between requests; history keeps it).
+    Skipped,
+    /// Refused by the slow-consumer policy (SPEC D4): counted by the caller.
+    SlowDrop,
+}
+
+pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, seq: u64, frames: &mut Frames) -> Outcome {
+    let state = conn.state;
+    if state == State::PollWaiting {
+        let since = conn
+            .pending
+            .as_ref()
+            .and_then(|p| p.poll_since)
+            .unwrap_or(0);
+        // The wait began with nothing after `since`; anything between is lost.
+        let gap = seq > since + 1;
+        reply::answer_poll(conn, cx, &[(seq, frames.payload)], seq, gap);
+        return Outcome::Sent;
+    }
+    if !state.is_subscription() {
+        return Outcome::Skipped;
+    }
+    // Judged on what the socket has not taken (SPEC D4).
+    if cx.queued > 0 && cx.queued + frames.payload.len() + 32 > cx.config.max_queued {
+        if cx.config.slow_policy == SlowPolicy::Disconnect {
+            cx.out.close_now();
+        }
+        return Outcome::SlowDrop;
+    }
+    match state {
+        State::Stream => cx.out.send(frames.stream()),
+        State::Sse => {
+            cx.out.write(|out| wire::write_sse_id(out, seq));
+            cx.out.send(frames.sse());
+        }
+        _ => cx.out.send(frames.ws()),
+    }
+    Outcome::Sent
+}
+
+/// A heartbeat on an idle subscription; skipped while output waits anyway.
+pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
+    if cx.queued == 0 {
+        match conn.state {
+            State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
+            State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
+            _ => cx.out.send_static(WS_PING),
+        }
+    }
+    conn.arm_heartbeat(cx);
+}
+
+/// The WebSocket heartbeat: a ping with an empty payload (RFC 6455 5.5.2).
+const WS_PING: &[u8] = &[0x89, 0x00];

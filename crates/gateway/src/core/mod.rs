@@ -1,0 +1,406 @@
+//! The connection core: one client connection's protocol state, with no IO
+//! (sans-IO, in the style of quinn-proto).
+//!
+//! A [`Connection`] is driven by inputs — [`Connection::handle_bytes`] (what the
+//! socket read), [`Connection::handle_reply`] (the bus answered),
+//! [`Connection::handle_delivery`] (a message for this connection),
+//! [`Connection::handle_timeout`] (its timer fired) and [`Connection::handle_close`]
+//! (the socket is gone) — and writes its outputs into the caller's [`Outbox`]: bytes
+//! to send, bus requests, its next timer, whether to close. It knows no socket, no
+//! lock and no clock: the time comes in [`Cx::now`] as wheel ticks, so tests drive it
+//! with a virtual clock.
+//!
+//! Budget (DESIGN "the budget per connection"): an idle subscribed connection is
+//! 24 bytes and owns no buffer; `pending` exists only while input waits (a partial
+//! head or frame, a body, pipelined requests behind a waiting call).
+//!
+//! Layout: [`request`] turns heads and bodies into subscriptions, polls and API
+//! calls; [`reply`] turns bus replies into responses; [`delivery`] writes messages
+//! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
+
+mod delivery;
+mod outbox;
+mod reply;
+mod request;
+mod websocket;
+
+#[cfg(test)]
+mod tests;
+
+pub use delivery::{Frames, Outcome};
+pub use outbox::{Outbox, Piece};
+
+use crate::config::SlowPolicy;
+use bus::{Call, Reply, Request};
+use wire::{BodyDecoder, Route, Transport, WsMessageState};
+
+/// Time in timing-wheel ticks since the event loop started (see `wheel::TICK_MS`).
+pub type Tick = u32;
+
+/// Settings every connection of a loop reads, with durations in ticks (≥ 1).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub heartbeat: Tick,
+    pub head_timeout: Tick,
+    pub keepalive_timeout: Tick,
+    pub poll_timeout: Tick,
+    /// How long a closing connection may take to read our last bytes.
+    pub linger: Tick,
+    pub max_message: usize,
+    pub max_batch: usize,
+    pub max_queued: usize,
+    pub slow_policy: SlowPolicy,
+    /// SSE `retry:` advice to clients, in milliseconds.
+    pub sse_retry_ms: u32,
+    pub limits: wire::Limits,
+}
+
+/// What one core call reads besides the connection, and where its output goes.
+pub struct Cx<'a> {
+    /// The current time, in ticks.
+    pub now: Tick,
+    pub config: &'a Config,
+    /// Output bytes of this connection the socket has not taken yet.
+    pub queued: usize,
+    pub out: &'a mut Outbox,
+}
+
+/// Pipelined input held at most behind a call or a waiting long-poll.
+const MAX_HELD_INPUT: usize = 64 * 1024;
+
+/// What the connection is doing; decides how input is read and deliveries written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum State {
+    /// Waiting for (the rest of) a request head; the head timeout runs.
+    Head,
+    /// Reading a request body (`pending.body`); the head timeout runs.
+    Body,
+    /// Between requests on a keep-alive connection; the idle timeout runs.
+    Idle,
+    /// An API request waits for its bus reply.
+    Calling(Call),
+    /// A subscription's login waits for its reply (which carries the history).
+    Subscribing(Transport),
+    /// A long-poll's login and history read wait for their reply.
+    Polling,
+    /// A long-poll waits for a message or its timeout (A3).
+    PollWaiting,
+    /// HTTP/1.1 chunked streaming subscription (A1).
+    Stream,
+    /// Server-Sent Events subscription (A2).
+    Sse,
+    /// WebSocket subscription (A4).
+    WebSocket,
+    /// The last bytes are being written; the caller half-closes once they are out,
+    /// and the connection closes at the peer's EOF or the linger timeout.
+    Closing,
+}
+
+impl State {
+    /// Subscribed states receive deliveries and heartbeats and are exempt from the
+    /// keep-alive timeout.
+    pub fn is_subscription(self) -> bool {
+        matches!(self, State::Stream | State::Sse | State::WebSocket)
+    }
+
+    /// States that wait for the bus and hold any input meanwhile.
+    fn is_waiting(self) -> bool {
+        matches!(
+            self,
+            State::Calling(_) | State::Subscribing(_) | State::Polling | State::PollWaiting
+        )
+    }
+}
+
+/// Flag: the connection is logged in to the router as `user`.
+const LOGGED_IN: u8 = 1;
+/// Flag: the current request asked to keep the connection open.
+const KEEP_ALIVE: u8 = 2;
+/// Flag: a WebSocket close frame has been sent.
+const WS_CLOSE_SENT: u8 = 4;
+
+/// One connection's protocol state: 24 bytes (checked by a test).
+pub struct Connection {
+    state: State,
+    flags: u8,
+    ws: WsMessageState,
+    /// The tick of the connection's one timer; the caller's wheel asks for it.
+    deadline: Tick,
+    user: u64,
+    pending: Option<Box<Pending>>,
+}
+
+/// Input and request state that exists only while it is needed.
+#[derive(Default)]
+struct Pending {
+    /// Unconsumed bytes: a partial head or frame, or pipelined requests waiting
+    /// their turn behind a call or a long-poll.
+    input: Vec<u8>,
+    /// A request whose head is parsed and whose body is being read.
+    body: Option<Box<BodyRead>>,
+    /// Long-poll: the sequence number the waiting request reads after (`None`:
+    /// "the next message", fixed when the login reply says where the user is).
+    poll_since: Option<u64>,
+    /// WebSocket: the client's `Sec-WebSocket-Key`, kept until the login reply.
+    ws_key: Option<String>,
+}
+
+struct BodyRead {
+    route: Route,
+    decoder: BodyDecoder,
+    body: Vec<u8>,
+}
+
+impl Default for Connection {
+    fn default() -> Self {
+        Connection::new()
+    }
+}
+
+impl Connection {
+    /// A connection that has just been accepted; call [`Connection::handle_open`].
+    pub fn new() -> Connection {
+        Connection {
+            state: State::Head,
+            flags: 0,
+            ws: WsMessageState::default(),
+            deadline: 0,
+            user: 0,
+            pending: None,
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The tick the connection wants its timer at (the caller's wheel compares).
+    pub fn deadline(&self) -> Tick {
+        self.deadline
+    }
+
+    /// The caller's wheel moved the timer to `tick` (it never schedules in the past).
+    pub fn reschedule(&mut self, tick: Tick) {
+        self.deadline = tick;
+    }
+
+    /// True while the connection only waits for its last bytes to leave.
+    pub fn is_closing(&self) -> bool {
+        self.state == State::Closing
+    }
+
+    /// The connection was accepted: the head timeout starts.
+    pub fn handle_open(&mut self, cx: &mut Cx) {
+        self.arm(cx, cx.config.head_timeout);
+    }
+
+    /// Bytes read from the socket. Everything that cannot be used yet is held.
+    pub fn handle_bytes(&mut self, cx: &mut Cx, input: &[u8]) {
+        let held = self
+            .pending
+            .as_mut()
+            .map(|p| std::mem::take(&mut p.input))
+            .unwrap_or_default();
+        if held.is_empty() {
+            let used = self.consume(cx, input);
+            self.hold(cx, &input[used..]);
+        } else {
+            let mut input_all = held;
+            input_all.extend_from_slice(input);
+            let used = self.consume(cx, &input_all);
+            self.hold(cx, &input_all[used..]);
+        }
+    }
+
+    /// The bus answered this connection's request.
+    pub fn handle_reply(&mut self, cx: &mut Cx, reply: Reply) {
+        reply::handle(self, cx, reply);
+    }
+
+    /// A message for this connection: `seq` is its user's sequence number for it.
+    pub fn handle_delivery(&mut self, cx: &mut Cx, seq: u64, frames: &mut Frames) -> Outcome {
+        delivery::handle(self, cx, seq, frames)
+    }
+
+    /// The connection's timer fired (the caller checked it is due).
+    pub fn handle_timeout(&mut self, cx: &mut Cx) {
+        match self.state {
+            State::Head | State::Body => self.fail(cx, 408, "request timeout"),
+            State::Idle | State::Closing => cx.out.close_now(),
+            State::Calling(_) | State::Subscribing(_) | State::Polling => {
+                self.fail(cx, 503, "the router did not answer in time")
+            }
+            State::PollWaiting => reply::answer_poll_timeout(self, cx),
+            State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
+        }
+    }
+
+    /// The socket is gone (peer EOF, error, or the caller closed it): logs out.
+    pub fn handle_close(&mut self, cx: &mut Cx) {
+        self.logout(cx);
+        self.state = State::Closing;
+        self.pending = None;
+    }
+
+    // ---- shared by the submodules ----
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+
+    /// Sets the connection's one timer `after` ticks from now.
+    fn arm(&mut self, cx: &mut Cx, after: Tick) {
+        self.deadline = cx.now.wrapping_add(after.max(1));
+        cx.out.set_timer(self.deadline);
+    }
+
+    /// A heartbeat timer, jittered ±10 % so connections opened together do not beat
+    /// together.
+    fn arm_heartbeat(&mut self, cx: &mut Cx) {
+        let base = cx.config.heartbeat.max(1);
+        let spread = (base / 5).max(1);
+        let jitter = cx.out.random() % (spread + 1);
+        self.arm(cx, base - base / 10 + jitter);
+    }
+
+    fn pending(&mut self) -> &mut Pending {
+        self.pending.get_or_insert_with(Default::default)
+    }
+
+    /// Drops the pending box once nothing is left in it (idle connections hold none).
+    fn tidy(&mut self) {
+        if let Some(p) = &self.pending {
+            let polling = matches!(self.state, State::Polling | State::PollWaiting);
+            let needed = !p.input.is_empty()
+                || p.body.is_some()
+                || p.ws_key.is_some()
+                || (polling && p.poll_since.is_some());
+            if !needed {
+                self.pending = None;
+            }
+        }
+    }
+
+    /// Logs in as `user` (logging out of another user first) and asks the bus,
+    /// which answers with the user's history after `since`.
+    fn login(&mut self, cx: &mut Cx, user: u64, since: Option<u64>) {
+        if self.has(LOGGED_IN) && self.user != user {
+            self.logout(cx);
+        }
+        self.user = user;
+        self.set(LOGGED_IN, true);
+        cx.out.request(Request::Login { user, since });
+    }
+
+    fn logout(&mut self, cx: &mut Cx) {
+        if self.has(LOGGED_IN) {
+            self.set(LOGGED_IN, false);
+            cx.out.request(Request::Logout { user: self.user });
+        }
+    }
+
+    /// Sends a bus request and waits for its reply in `state`, holding input.
+    fn call(&mut self, cx: &mut Cx, request: Request, state: State) {
+        cx.out.request(request);
+        self.state = state;
+        // A bus that never answers must not hold the connection forever.
+        self.arm(cx, cx.config.head_timeout);
+    }
+
+    /// Consumes as much of `buf` as the state allows; returns the bytes used.
+    fn consume(&mut self, cx: &mut Cx, buf: &[u8]) -> usize {
+        let mut pos = 0;
+        loop {
+            let rest = &buf[pos..];
+            if rest.is_empty() {
+                return pos;
+            }
+            let used = match self.state {
+                State::Head | State::Idle => request::handle_head_bytes(self, cx, rest),
+                State::Body => request::handle_body_bytes(self, cx, rest),
+                State::WebSocket => websocket::handle_frame_bytes(self, cx, rest),
+                // Subscribers have nothing more to say; closing sockets are drained.
+                State::Stream | State::Sse | State::Closing => return buf.len(),
+                // Pipelined input waits until the call or the poll is answered.
+                s if s.is_waiting() => return pos,
+                _ => unreachable!("every state is listed above"),
+            };
+            match used {
+                // Not enough bytes for the next step.
+                Consumed::Wait => return pos,
+                Consumed::Bytes(n) => pos += n,
+                // A failure: whatever remains is dropped.
+                Consumed::All => return buf.len(),
+            }
+        }
+    }
+
+    /// Keeps what `consume` could not use, bounded while a call or poll waits.
+    fn hold(&mut self, cx: &mut Cx, rest: &[u8]) {
+        if !rest.is_empty() && self.state != State::Closing {
+            let waiting = self.state.is_waiting();
+            let input = &mut self.pending().input;
+            input.extend_from_slice(rest);
+            if waiting && input.len() > MAX_HELD_INPUT {
+                self.fail(cx, 431, "too much pipelined input behind a waiting request");
+                return;
+            }
+        }
+        self.tidy();
+    }
+
+    /// Answers with a complete response written by `encode`; then waits for the next
+    /// request (keep-alive) or closes once the bytes are out.
+    fn respond(&mut self, cx: &mut Cx, keep_alive: bool, encode: impl FnOnce(&mut Vec<u8>)) {
+        cx.out.write(encode);
+        if keep_alive {
+            self.state = State::Idle;
+            self.arm(cx, cx.config.keepalive_timeout);
+            if self.pending.as_ref().is_some_and(|p| !p.input.is_empty()) {
+                cx.out.resume_input();
+            }
+        } else {
+            self.start_closing(cx);
+        }
+    }
+
+    /// A clean error: a short text response, then close (the request framing may be
+    /// lost). 503 carries `Retry-After`.
+    fn fail(&mut self, cx: &mut Cx, status: u16, message: &str) {
+        let retry: &[(&str, &str)] = if status == 503 {
+            &[("Retry-After", "1")]
+        } else {
+            &[]
+        };
+        self.set(KEEP_ALIVE, false);
+        self.respond(cx, false, |out| {
+            wire::write_error_response(out, status, message, false, retry)
+        });
+    }
+
+    /// Closes after the queued output is written: the caller half-closes (FIN) once
+    /// it is out, then waits for the peer's EOF, so our last bytes are not lost to a
+    /// reset.
+    fn start_closing(&mut self, cx: &mut Cx) {
+        self.state = State::Closing;
+        self.pending = None;
+        self.arm(cx, cx.config.linger);
+    }
+}
+
+/// How much input a step used.
+enum Consumed {
+    /// Nothing yet: more bytes are needed.
+    Wait,
+    Bytes(usize),
+    /// The connection failed; drop the rest of the input.
+    All,
+}

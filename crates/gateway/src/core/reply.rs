@@ -1,0 +1,191 @@
+//! Bus replies: an API call's answer becomes its HTTP response, a subscription's
+//! login reply becomes the transport's head (and resumed history), a long-poll's
+//! becomes an answer or a wait.
+
+use super::{Connection, Cx, State, KEEP_ALIVE};
+use bus::{Call, HistoryRead, Reply};
+use std::io::Write as _;
+use wire::Transport;
+
+pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
+    match (conn.state, reply) {
+        (State::Calling(call), reply) => api_response(conn, cx, call, reply),
+        (State::Subscribing(_) | State::Polling, Reply::Unavailable(message)) => {
+            conn.fail(cx, 503, &format!("router unavailable: {message}"));
+        }
+        (State::Subscribing(transport), Reply::History(history)) => {
+            start_subscription(conn, cx, transport, history)
+        }
+        (State::Polling, Reply::History(history)) => poll_reply(conn, cx, history),
+        // A reply with nothing to act on (a logout's), or for a request this
+        // connection has since moved past.
+        _ => {}
+    }
+}
+
+/// Formats an API reply: JSON for success, text for errors (see README's API table).
+fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
+    let keep = conn.has(KEEP_ALIVE);
+    let mut body = Vec::with_capacity(64);
+    // Writing into a Vec cannot fail.
+    match (call, reply) {
+        (
+            Call::Publish,
+            Reply::Published {
+                connections, users, ..
+            },
+        ) => write!(body, r#"{{"connections":{connections},"users":{users}}}"#).expect("Vec"),
+        (
+            Call::PublishBatch,
+            Reply::Published {
+                messages,
+                connections,
+                users,
+            },
+        ) => write!(
+            body,
+            r#"{{"messages":{messages},"connections":{connections},"users":{users}}}"#
+        )
+        .expect("Vec"),
+        (Call::Subscribe, Reply::Changed { edges, changed }) => {
+            write!(body, r#"{{"edges":{edges},"added":{changed}}}"#).expect("Vec")
+        }
+        (Call::Unsubscribe, Reply::Changed { edges, changed }) => {
+            write!(body, r#"{{"edges":{edges},"removed":{changed}}}"#).expect("Vec")
+        }
+        (Call::Subscribers | Call::Subscriptions, Reply::Ids(ids)) => {
+            serde_json::to_writer(&mut body, &ids).expect("ids serialise")
+        }
+        (Call::Stats, Reply::Stats(doc)) => {
+            serde_json::to_writer(&mut body, &doc).expect("a JSON value serialises")
+        }
+        (_, Reply::Unavailable(message)) => {
+            return conn.respond(cx, keep, |out| {
+                let message = format!("unavailable: {message}");
+                wire::write_error_response(out, 503, &message, keep, &[("Retry-After", "1")])
+            });
+        }
+        (call, reply) => {
+            // A bus answering a different question is a bug on the other side; the
+            // client gets a 500 rather than a made-up success.
+            tracing::error!(?call, ?reply, "bus reply does not match the request");
+            return conn.fail(cx, 500, "internal error: unexpected reply");
+        }
+    }
+    body.push(b'\n');
+    conn.respond(cx, keep, |out| {
+        wire::write_response(out, 200, "application/json", &body, keep, &[])
+    });
+}
+
+/// The login of a subscription is done: the transport's head goes out, then what
+/// history holds after the client's resume point, then deliveries as they come.
+fn start_subscription(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    transport: Transport,
+    history: HistoryRead,
+) {
+    let ws_key = conn.pending.as_mut().and_then(|p| p.ws_key.take());
+    let user = conn.user;
+    match transport {
+        Transport::Stream => {
+            cx.out.write(|out| {
+                wire::write_stream_head(out);
+                wire::write_welcome_chunk(out, user);
+            });
+            conn.state = State::Stream;
+            // Streams never go back to requests: pipelined input is dropped.
+            conn.pending = None;
+        }
+        Transport::Sse => {
+            let retry = cx.config.sse_retry_ms;
+            cx.out.write(|out| wire::write_sse_head(out, retry));
+            if history.gap {
+                let first = history.messages.first().map_or(history.last + 1, |m| m.0);
+                cx.out.write(|out| wire::write_sse_gap(out, first));
+            }
+            for (seq, msg) in &history.messages {
+                cx.out.write(|out| {
+                    wire::write_sse_id(out, *seq);
+                    wire::write_sse_data(out, &msg.payload);
+                });
+            }
+            conn.state = State::Sse;
+            conn.pending = None;
+        }
+        Transport::WebSocket => {
+            let key = ws_key.unwrap_or_default();
+            cx.out.write(|out| wire::write_ws_handshake(out, &key));
+            conn.state = State::WebSocket;
+            // Client frames may already be waiting behind the upgrade request.
+            if conn.pending.as_ref().is_some_and(|p| !p.input.is_empty()) {
+                cx.out.resume_input();
+            }
+        }
+    }
+    conn.tidy();
+    conn.arm_heartbeat(cx);
+}
+
+/// A long-poll's login reply: answer at once when history has news (or a gap to
+/// report), otherwise wait for the next delivery or the poll timeout.
+fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
+    let since = conn
+        .pending
+        .as_ref()
+        .and_then(|p| p.poll_since)
+        .unwrap_or(history.last);
+    if !history.messages.is_empty() || history.gap {
+        let messages: Vec<(u64, &[u8])> = history
+            .messages
+            .iter()
+            .map(|(seq, m)| (*seq, &m.payload[..]))
+            .collect();
+        answer_poll(conn, cx, &messages, history.last.max(since), history.gap);
+    } else {
+        conn.pending().poll_since = Some(since);
+        conn.state = State::PollWaiting;
+        conn.arm(cx, cx.config.poll_timeout);
+    }
+}
+
+/// A waiting long-poll's time is up: an empty answer that keeps the client's place.
+pub(super) fn answer_poll_timeout(conn: &mut Connection, cx: &mut Cx) {
+    let since = conn
+        .pending
+        .as_ref()
+        .and_then(|p| p.poll_since)
+        .unwrap_or(0);
+    answer_poll(conn, cx, &[], since, false);
+}
+
+/// Answers a long-poll with `messages` (the JSON body of `wire::write_poll_body`).
+pub(super) fn answer_poll(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    messages: &[(u64, &[u8])],
+    last: u64,
+    gap: bool,
+) {
+    if let Some(p) = conn.pending.as_mut() {
+        p.poll_since = None;
+    }
+    let keep = conn.has(KEEP_ALIVE);
+    let mut body = Vec::with_capacity(64 + messages.iter().map(|m| m.1.len() + 24).sum::<usize>());
+    wire::write_poll_body(&mut body, messages, last, gap);
+    conn.respond(cx, keep, |out| {
+        wire::write_response(
+            out,
+            200,
+            "application/json",
+            &body,
+            keep,
+            &[
+                ("Cache-Control", "no-cache"),
+                ("Access-Control-Allow-Origin", "*"),
+            ],
+        )
+    });
+    conn.tidy();
+}

@@ -1,0 +1,223 @@
+//! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
+//! an API call with a body; heads and bodies are parsed by `wire`.
+
+use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE};
+use bus::Request;
+use bytes::Bytes;
+use wire::{BodyKind, RequestHead, Route, Transport};
+
+/// Parses a request head from `buf` (state Head or Idle).
+pub(super) fn handle_head_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) -> Consumed {
+    match wire::parse_head(buf, &cx.config.limits) {
+        Ok(None) => {
+            if conn.state == State::Idle {
+                // The first bytes of the next request: the head clock starts.
+                conn.state = State::Head;
+                conn.arm(cx, cx.config.head_timeout);
+            }
+            Consumed::Wait
+        }
+        Ok(Some((head, n))) => {
+            handle_head(conn, cx, head);
+            Consumed::Bytes(n)
+        }
+        Err(e) => {
+            conn.fail(cx, e.status(), &e.to_string());
+            Consumed::All
+        }
+    }
+}
+
+fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
+    conn.set(KEEP_ALIVE, head.keep_alive);
+    let route = match wire::route(&head) {
+        Ok(route) => route,
+        Err(e) => {
+            // Without a body the framing is intact and keep-alive may go on.
+            let keep = head.keep_alive && head.body == BodyKind::None;
+            // `headers()` carries Allow for 405 and Upgrade for 426 (RFC 9110).
+            conn.respond(cx, keep, |out| {
+                wire::write_error_response(out, e.status(), &e.to_string(), keep, e.headers())
+            });
+            return;
+        }
+    };
+    match route {
+        Route::Subscribe {
+            user, transport, ..
+        } => {
+            if head.body != BodyKind::None {
+                return conn.fail(cx, 400, "a subscription request has no body");
+            }
+            subscribe(conn, cx, user, transport, &head);
+        }
+        Route::Poll { user, since, .. } => {
+            // Epochs are not carried to the bus yet (issue 10 integration).
+            let since = since.map(|s| s.seq);
+            if head.body != BodyKind::None {
+                return conn.fail(cx, 400, "a poll request has no body");
+            }
+            if since.is_some() {
+                conn.pending().poll_since = since;
+            }
+            conn.login(cx, user, since);
+            conn.call_wait(cx, State::Polling);
+        }
+        route => start_api(conn, cx, route, &head),
+    }
+}
+
+/// Starts a subscription (SPEC A1, A2, A4): logs in first, and answers with the
+/// transport's head when the login reply comes (`reply`), so a publish the client
+/// triggers after reading the head always finds the connection.
+fn subscribe(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    user: u64,
+    transport: Transport,
+    head: &RequestHead,
+) {
+    let mut since = None;
+    match transport {
+        Transport::WebSocket => {
+            // `wire::route` picks WebSocket only for a complete, valid handshake.
+            let key = head.websocket.as_ref().map(|ws| ws.key.clone());
+            conn.pending().ws_key = key;
+        }
+        // Resume after Last-Event-ID: the login reply carries what history holds.
+        Transport::Sse => since = head.last_event_id.map(|s| s.seq),
+        Transport::Stream => {}
+    }
+    conn.login(cx, user, since);
+    conn.call_wait(cx, State::Subscribing(transport));
+}
+
+/// An API route: read its body if it has one, then call the bus.
+fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHead) {
+    let limit = match route {
+        Route::Publish { .. } => Some(cx.config.max_message),
+        Route::PublishBatch | Route::SubscriptionsBulk => Some(cx.config.max_batch),
+        _ => None,
+    };
+    let Some(limit) = limit else {
+        if head.body != BodyKind::None {
+            return conn.fail(cx, 400, "this request takes no body");
+        }
+        return dispatch(conn, cx, route, Vec::new());
+    };
+    match head.body {
+        BodyKind::None | BodyKind::Length(0) => dispatch(conn, cx, route, Vec::new()),
+        BodyKind::Length(n) if n > limit as u64 => {
+            conn.fail(cx, 413, &format!("body larger than {limit} bytes"));
+        }
+        kind => {
+            if head.expect_continue {
+                cx.out.send_static(wire::CONTINUE_100);
+            }
+            conn.pending().body = Some(Box::new(BodyRead {
+                route,
+                decoder: wire::BodyDecoder::new(kind, limit),
+                body: Vec::new(),
+            }));
+            conn.state = State::Body;
+            conn.arm(cx, cx.config.head_timeout);
+        }
+    }
+}
+
+/// Reads body bytes (state Body); a complete body dispatches its request.
+pub(super) fn handle_body_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) -> Consumed {
+    // Invariant: State::Body is entered only with a body in the pending box.
+    let read = conn
+        .pending
+        .as_mut()
+        .and_then(|p| p.body.as_mut())
+        .expect("the body state has a body being read");
+    match read.decoder.handle_bytes(buf, &mut read.body) {
+        Ok((n, true)) => {
+            let read = conn
+                .pending
+                .as_mut()
+                .and_then(|p| p.body.take())
+                .expect("checked above");
+            let BodyRead { route, body, .. } = *read;
+            dispatch(conn, cx, route, body);
+            Consumed::Bytes(n)
+        }
+        Ok((n, false)) if n > 0 => Consumed::Bytes(n),
+        Ok(_) => Consumed::Wait,
+        Err(e) => {
+            conn.fail(cx, e.status(), &e.to_string());
+            Consumed::All
+        }
+    }
+}
+
+/// A complete API request: answered here (health, bad bodies) or sent to the bus.
+fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
+    let request = match route {
+        Route::Publish { subject } => Request::Publish {
+            subject,
+            payload: Bytes::from(body),
+        },
+        Route::PublishBatch => match wire::parse_batch(&body) {
+            Ok(items) => Request::PublishBatch {
+                items: items
+                    .into_iter()
+                    .map(|item| (item.subject, Bytes::from(item.data)))
+                    .collect(),
+            },
+            Err(e) => return bad_request(conn, cx, &e.to_string()),
+        },
+        Route::SubscriptionPut {
+            subscriber,
+            subject,
+        } => Request::ChangeSubscriptions {
+            edges: vec![(subscriber, subject)],
+            add: true,
+        },
+        Route::SubscriptionDelete {
+            subscriber,
+            subject,
+        } => Request::ChangeSubscriptions {
+            edges: vec![(subscriber, subject)],
+            add: false,
+        },
+        Route::SubscriptionsBulk => match wire::parse_edges(&body) {
+            Ok(edges) => Request::ChangeSubscriptions { edges, add: true },
+            Err(e) => return bad_request(conn, cx, &e.to_string()),
+        },
+        Route::Subscribers { subject } => Request::Subscribers { subject },
+        Route::Subscriptions { subscriber } => Request::Subscriptions { subscriber },
+        Route::Stats => Request::Stats,
+        Route::Health => {
+            let keep = conn.has(KEEP_ALIVE);
+            return conn.respond(cx, keep, |out| {
+                wire::write_response(out, 200, "text/plain; charset=utf-8", b"ok\n", keep, &[])
+            });
+        }
+        // Transports are routed in `handle_head` and never reach here.
+        Route::Subscribe { .. } | Route::Poll { .. } => {
+            unreachable!("subscriptions and polls are not API calls")
+        }
+    };
+    let call = request.call();
+    conn.call(cx, request, State::Calling(call));
+}
+
+/// A body that does not parse: 400 naming the problem; the framing is intact, so
+/// keep-alive goes on.
+fn bad_request(conn: &mut Connection, cx: &mut Cx, message: &str) {
+    let keep = conn.has(KEEP_ALIVE);
+    conn.respond(cx, keep, |out| {
+        wire::write_error_response(out, 400, message, keep, &[])
+    });
+}
+
+impl Connection {
+    /// Waits in `state` for the reply to the request `login` just queued.
+    fn call_wait(&mut self, cx: &mut Cx, state: State) {
+        self.state = state;
+        self.arm(cx, cx.config.head_timeout);
+    }
+}

@@ -1,0 +1,498 @@
+//! The connection core without sockets and without sleeping: bytes, replies,
+//! deliveries and ticks in; exact bytes, bus requests, timers and closes out.
+
+use super::*;
+use bus::HistoryRead;
+use bytes::Bytes;
+use router::Message;
+use std::sync::Arc;
+
+/// One connection, its settings and a virtual clock.
+struct Harness {
+    conn: Connection,
+    config: Config,
+    out: Outbox,
+    now: Tick,
+    /// Bytes "the socket has not taken" for the next call.
+    queued: usize,
+}
+
+/// What one call produced.
+#[derive(Debug, Default)]
+struct Step {
+    bytes: Vec<u8>,
+    requests: Vec<Request>,
+    timer: Option<Tick>,
+    close: bool,
+    resume: bool,
+}
+
+impl Step {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+fn config() -> Config {
+    Config {
+        heartbeat: 400,
+        head_timeout: 200,
+        keepalive_timeout: 100,
+        poll_timeout: 600,
+        linger: 40,
+        max_message: 1024,
+        max_batch: 4096,
+        max_queued: 1000,
+        slow_policy: SlowPolicy::Disconnect,
+        sse_retry_ms: 2000,
+        limits: wire::Limits::default(),
+    }
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let mut h = Harness {
+            conn: Connection::new(),
+            config: config(),
+            out: Outbox::new(42),
+            now: 1000,
+            queued: 0,
+        };
+        let step = h.step(|c, cx| c.handle_open(cx));
+        assert_eq!(step.timer, Some(1200), "the head timeout starts at accept");
+        h
+    }
+
+    fn step(&mut self, call: impl FnOnce(&mut Connection, &mut Cx)) -> Step {
+        let mut cx = Cx {
+            now: self.now,
+            config: &self.config,
+            queued: self.queued,
+            out: &mut self.out,
+        };
+        call(&mut self.conn, &mut cx);
+        let mut step = Step {
+            bytes: self.out.take_all_bytes(),
+            timer: self.out.take_timer(),
+            close: self.out.take_close(),
+            resume: self.out.take_resume(),
+            ..Step::default()
+        };
+        self.out.take_requests(&mut step.requests);
+        step
+    }
+
+    fn bytes(&mut self, input: &[u8]) -> Step {
+        self.step(|c, cx| c.handle_bytes(cx, input))
+    }
+
+    fn reply(&mut self, reply: Reply) -> Step {
+        self.step(|c, cx| c.handle_reply(cx, reply))
+    }
+
+    fn deliver(&mut self, seq: u64, payload: &[u8]) -> (Outcome, Step) {
+        let mut outcome = Outcome::Skipped;
+        let step =
+            self.step(|c, cx| outcome = c.handle_delivery(cx, seq, &mut Frames::new(payload)));
+        (outcome, step)
+    }
+
+    /// Moves the clock to the connection's deadline and fires its timer.
+    fn fire_timer(&mut self) -> Step {
+        self.now = self.conn.deadline();
+        self.step(|c, cx| c.handle_timeout(cx))
+    }
+
+    /// Subscribes as `user` with `request` and answers the login with `history`.
+    fn subscribed(request: &str, history: HistoryRead) -> (Harness, Step) {
+        let mut h = Harness::new();
+        let step = h.bytes(request.as_bytes());
+        assert!(
+            step.bytes.is_empty(),
+            "nothing is sent before the login reply"
+        );
+        assert!(matches!(step.requests[..], [Request::Login { .. }]));
+        let step = h.reply(Reply::History(history));
+        (h, step)
+    }
+}
+
+fn history(last: u64, messages: &[(u64, &'static str)], gap: bool) -> HistoryRead {
+    HistoryRead {
+        messages: messages
+            .iter()
+            .map(|&(seq, text)| {
+                let msg = Message {
+                    subject: 1,
+                    payload: Bytes::from_static(text.as_bytes()),
+                };
+                (seq, Arc::new(msg))
+            })
+            .collect(),
+        last,
+        gap,
+        epoch: None,
+    }
+}
+
+const STREAM_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n\
+Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n\
+Access-Control-Allow-Origin: *\r\n\r\n";
+
+#[test]
+fn a_stream_logs_in_before_its_head_then_gets_messages_and_heartbeats() {
+    let mut h = Harness::new();
+    let step = h.bytes(b"GET /sub/7 HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(matches!(
+        step.requests[..],
+        [Request::Login {
+            user: 7,
+            since: None
+        }]
+    ));
+    let step = h.reply(Reply::History(history(0, &[], false)));
+    assert_eq!(step.text(), format!("{STREAM_HEAD}a\r\nwelcome 7\n\r\n"));
+    let beat = step.timer.expect("a heartbeat timer") - h.now;
+    assert!((360..=440).contains(&beat), "heartbeat ±10 %: {beat}");
+    let (outcome, step) = h.deliver(1, b"hi");
+    assert_eq!(
+        (outcome, step.text().as_str()),
+        (Outcome::Sent, "3\r\nhi\n\r\n")
+    );
+    assert_eq!(h.fire_timer().text(), "1\r\n\n\r\n");
+    // Input from a subscriber is ignored; closing logs out.
+    assert!(h.bytes(b"junk").bytes.is_empty());
+    let step = h.step(|c, cx| c.handle_close(cx));
+    assert!(matches!(step.requests[..], [Request::Logout { user: 7 }]));
+}
+
+#[test]
+fn a_slow_head_gets_408_then_the_connection_lingers_and_closes() {
+    let mut h = Harness::new();
+    assert!(h.bytes(b"GET /sub/1 HT").bytes.is_empty());
+    h.now += 150;
+    assert!(h.bytes(b"TP/1.1\r\n").bytes.is_empty());
+    let step = h.fire_timer();
+    assert_eq!(h.now, 1200, "the head clock started at accept");
+    assert_eq!(
+        step.text(),
+        "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 16\r\nConnection: close\r\n\r\nrequest timeout\n"
+    );
+    assert!(h.conn.is_closing() && !step.close);
+    assert_eq!(step.timer, Some(1200 + 40), "linger");
+    assert!(h.fire_timer().close);
+}
+
+#[test]
+fn an_idle_keep_alive_connection_closes_after_its_timeout_and_a_new_head_restarts_the_clock() {
+    let mut h = Harness::new();
+    let step = h.bytes(b"GET /healthz HTTP/1.1\r\n\r\n");
+    assert_eq!(
+        step.text(),
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n\r\nok\n"
+    );
+    assert_eq!(
+        step.timer,
+        Some(1100),
+        "keep-alive idle timeout from the response"
+    );
+    h.now = 1050;
+    let step = h.bytes(b"GET /heal");
+    assert_eq!(
+        step.timer,
+        Some(1250),
+        "the first byte of a head starts the head clock"
+    );
+    let step = h.bytes(b"thz HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert!(step.text().contains("Connection: close\r\n"));
+    assert!(h.conn.is_closing());
+
+    let mut h = Harness::new();
+    h.bytes(b"GET /healthz HTTP/1.1\r\n\r\n");
+    let step = h.fire_timer();
+    assert!(step.close && step.bytes.is_empty());
+}
+
+#[test]
+fn a_long_poll_waits_then_answers_from_the_delivery_or_its_timeout() {
+    let mut h = Harness::new();
+    let step = h.bytes(b"GET /poll/7?since=3 HTTP/1.1\r\n\r\n");
+    assert!(matches!(
+        step.requests[..],
+        [Request::Login {
+            user: 7,
+            since: Some(3)
+        }]
+    ));
+    let step = h.reply(Reply::History(history(3, &[], false)));
+    assert!(step.bytes.is_empty());
+    assert_eq!(step.timer, Some(1000 + 600));
+    assert_eq!(h.conn.state(), State::PollWaiting);
+    let (outcome, step) = h.deliver(4, b"x");
+    assert_eq!(outcome, Outcome::Sent);
+    let body = r#"{"messages":[{"seq":4,"data":"x"}],"last":4,"gap":false}"#;
+    assert_eq!(
+        step.text(),
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\n\r\n{body}",
+            body.len()
+        )
+    );
+    // Between polls deliveries are skipped: history keeps them.
+    assert_eq!(h.deliver(5, b"y").0, Outcome::Skipped);
+
+    // Without `since` the poll waits for the next message; its timeout answers empty.
+    let step = h.bytes(b"GET /poll/7 HTTP/1.1\r\n\r\n");
+    assert!(matches!(
+        step.requests[..],
+        [Request::Login {
+            user: 7,
+            since: None
+        }]
+    ));
+    h.reply(Reply::History(history(5, &[], false)));
+    let step = h.fire_timer();
+    assert!(step
+        .text()
+        .ends_with(r#"{"messages":[],"last":5,"gap":false}"#));
+    assert_eq!(h.conn.state(), State::Idle);
+}
+
+#[test]
+fn a_long_poll_with_news_answers_at_once_and_reports_a_gap() {
+    let mut h = Harness::new();
+    h.bytes(b"GET /poll/2?since=1 HTTP/1.1\r\n\r\n");
+    let step = h.reply(Reply::History(history(9, &[(8, "h"), (9, "i")], true)));
+    assert!(step.text().ends_with(
+        r#"{"messages":[{"seq":8,"data":"h"},{"seq":9,"data":"i"}],"last":9,"gap":true}"#
+    ));
+    // A poll as another user logs the first one out.
+    let step = h.bytes(b"GET /poll/3 HTTP/1.1\r\n\r\n");
+    assert!(matches!(
+        step.requests[..],
+        [Request::Logout { user: 2 }, Request::Login { user: 3, .. }]
+    ));
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_after_each_reply() {
+    let mut h = Harness::new();
+    let input = b"POST /pub/1 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /healthz HTTP/1.1\r\n\r\n";
+    let step = h.bytes(input);
+    assert!(
+        step.bytes.is_empty(),
+        "the health check waits behind the publish"
+    );
+    let [Request::Publish {
+        subject: 1,
+        payload,
+    }] = &step.requests[..]
+    else {
+        panic!("one publish: {:?}", step.requests)
+    };
+    assert_eq!(&payload[..], b"hi");
+    let step = h.reply(Reply::Published {
+        messages: 1,
+        connections: 3,
+        users: 2,
+    });
+    assert_eq!(
+        step.text(),
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 28\r\n\r\n\
+{\"connections\":3,\"users\":2}\n"
+    );
+    assert!(
+        step.resume,
+        "held input is to be read again after the reply"
+    );
+    let step = h.bytes(b"");
+    assert!(step.text().ends_with("\r\n\r\nok\n"));
+}
+
+#[test]
+fn api_replies_and_bad_bodies() {
+    let mut h = Harness::new();
+    let step = h.bytes(b"PUT /subscriptions/4/5 HTTP/1.1\r\n\r\n");
+    assert!(
+        matches!(&step.requests[..], [Request::ChangeSubscriptions { edges, add: true }] if edges == &[(4, 5)])
+    );
+    assert!(h
+        .reply(Reply::Changed {
+            edges: 1,
+            changed: 1
+        })
+        .text()
+        .ends_with("{\"edges\":1,\"added\":1}\n"));
+    h.bytes(b"GET /subscribers/5 HTTP/1.1\r\n\r\n");
+    assert!(h
+        .reply(Reply::Ids(vec![4, 6]))
+        .text()
+        .ends_with("\r\n\r\n[4,6]\n"));
+    h.bytes(b"GET /stats HTTP/1.1\r\n\r\n");
+    let doc = serde_json::json!({"connections": 1});
+    assert!(h
+        .reply(Reply::Stats(doc))
+        .text()
+        .ends_with("{\"connections\":1}\n"));
+    h.bytes(b"DELETE /subscriptions/4/5 HTTP/1.1\r\n\r\n");
+    let step = h.reply(Reply::Unavailable("store: disk full".into()));
+    assert!(step.text().starts_with("HTTP/1.1 503"));
+    assert!(step.text().contains("Retry-After: 1\r\n"));
+    assert!(!h.conn.is_closing(), "a 503 keeps the connection");
+    let step = h.bytes(b"POST /pub HTTP/1.1\r\nContent-Length: 5\r\n\r\nnope\n");
+    assert!(step.requests.is_empty());
+    assert!(step.text().starts_with("HTTP/1.1 400"));
+    let step = h.bytes(b"POST /pub/1 HTTP/1.1\r\nContent-Length: 2000\r\n\r\n");
+    assert!(step.text().starts_with("HTTP/1.1 413"));
+    assert!(h.conn.is_closing());
+}
+
+#[test]
+fn sse_resumes_from_last_event_id_with_history_and_gap() {
+    let request = "GET /sse/7 HTTP/1.1\r\nLast-Event-ID: 2\r\n\r\n";
+    let mut h = Harness::new();
+    let step = h.bytes(request.as_bytes());
+    assert!(matches!(
+        step.requests[..],
+        [Request::Login {
+            user: 7,
+            since: Some(2)
+        }]
+    ));
+    let step = h.reply(Reply::History(history(4, &[(4, "d")], true)));
+    assert!(step
+        .text()
+        .ends_with("\r\n\r\nretry: 2000\n\nevent: gap\ndata: {\"first\":4}\n\nid: 4\ndata: d\n\n"));
+    let (_, step) = h.deliver(5, b"a\nb");
+    assert_eq!(step.text(), "id: 5\ndata: a\ndata: b\n\n");
+    assert_eq!(h.fire_timer().text(), ": hb\n\n");
+}
+
+const UPGRADE: &str =
+    "GET /ws/9 HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+fn client_frame(op: wire::Opcode, fin: bool, payload: &[u8]) -> Vec<u8> {
+    wire::ws_client_frame(op, fin, [1, 2, 3, 4], payload)
+}
+
+#[test]
+fn websocket_handshake_fragments_control_frames_and_close() {
+    use wire::Opcode::*;
+    let (mut h, step) = Harness::subscribed(UPGRADE, history(0, &[], false));
+    assert_eq!(
+        step.text(),
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
+    );
+    let (_, step) = h.deliver(1, b"hey");
+    assert_eq!(step.bytes, b"\x81\x03hey");
+    assert_eq!(h.fire_timer().bytes, b"\x89\x00", "a ping heartbeat");
+    // A fragmented text message with a ping between its fragments, in pieces.
+    let mut input = client_frame(Text, false, b"a");
+    input.extend(client_frame(Ping, true, b"p"));
+    input.extend(client_frame(Continuation, true, b"b"));
+    let (first, second) = input.split_at(5);
+    assert!(h.bytes(first).bytes.is_empty());
+    assert_eq!(h.bytes(second).bytes, b"\x8a\x01p", "pong echoes the ping");
+    // The client closes: the code is echoed, then we wait for its EOF.
+    let step = h.bytes(&client_frame(Close, true, &1000u16.to_be_bytes()));
+    assert_eq!(step.bytes, b"\x88\x02\x03\xe8");
+    assert!(h.conn.is_closing());
+}
+
+#[test]
+fn websocket_protocol_errors_close_with_their_code() {
+    let (mut h, _) = Harness::subscribed(UPGRADE, history(0, &[], false));
+    // Unmasked client frame: 1002.
+    let step = h.bytes(b"\x81\x01x");
+    assert_eq!(&step.bytes[2..4], &1002u16.to_be_bytes());
+    assert_eq!(step.bytes[..2], [0x88, step.bytes.len() as u8 - 2]);
+    assert!(h.conn.is_closing());
+    let (mut h, _) = Harness::subscribed(UPGRADE, history(0, &[], false));
+    let step = h.bytes(&client_frame(wire::Opcode::Text, true, b"\xff"));
+    assert_eq!(&step.bytes[2..4], &1007u16.to_be_bytes(), "invalid UTF-8");
+}
+
+#[test]
+fn frames_sent_before_the_login_reply_are_read_after_it() {
+    let mut h = Harness::new();
+    let mut input = UPGRADE.as_bytes().to_vec();
+    input.extend(client_frame(wire::Opcode::Ping, true, b"early"));
+    h.bytes(&input);
+    let step = h.reply(Reply::History(history(0, &[], false)));
+    assert!(step.resume);
+    assert_eq!(h.bytes(b"").bytes, b"\x8a\x05early");
+}
+
+#[test]
+fn a_delivery_to_blocked_output_follows_the_slow_policy() {
+    let (mut h, _) = Harness::subscribed("GET /sub/1 HTTP/1.1\r\n\r\n", history(0, &[], false));
+    // Something waits, but there is room: queued behind it.
+    h.queued = 100;
+    let (outcome, step) = h.deliver(1, b"m");
+    assert_eq!(
+        (outcome, step.text().as_str()),
+        (Outcome::Sent, "2\r\nm\n\r\n")
+    );
+    // The heartbeat is skipped while output waits.
+    assert!(h.fire_timer().bytes.is_empty());
+    // Over the limit: disconnect (default) …
+    h.queued = 990;
+    let (outcome, step) = h.deliver(2, b"m");
+    assert_eq!(outcome, Outcome::SlowDrop);
+    assert!(step.close && step.bytes.is_empty());
+    // … or drop and keep the connection.
+    let (mut h, _) = Harness::subscribed("GET /sub/1 HTTP/1.1\r\n\r\n", history(0, &[], false));
+    h.config.slow_policy = SlowPolicy::Drop;
+    h.queued = 990;
+    let (outcome, step) = h.deliver(2, b"m");
+    assert_eq!(outcome, Outcome::SlowDrop);
+    assert!(!step.close && step.bytes.is_empty());
+}
+
+#[test]
+fn a_router_that_does_not_answer_gets_a_503() {
+    let mut h = Harness::new();
+    h.bytes(b"GET /sub/1 HTTP/1.1\r\n\r\n");
+    let step = h.fire_timer();
+    assert!(step
+        .text()
+        .starts_with("HTTP/1.1 503 Service Unavailable\r\n"));
+    assert!(step.text().contains("Retry-After: 1\r\n"));
+    let (mut h, step) = Harness::subscribed("GET /sub/1 HTTP/1.1\r\n\r\n", history(0, &[], false));
+    assert!(!step.bytes.is_empty());
+    // A late reply for a connection that moved on is ignored.
+    assert!(h.reply(Reply::Done).bytes.is_empty());
+}
+
+#[test]
+fn pipelined_input_behind_a_waiting_call_is_bounded() {
+    let mut h = Harness::new();
+    h.bytes(b"GET /poll/1?since=0 HTTP/1.1\r\n\r\n");
+    h.reply(Reply::History(history(0, &[], false)));
+    let flood = vec![b'G'; MAX_HELD_INPUT + 1];
+    let step = h.bytes(&flood);
+    assert!(step.text().starts_with("HTTP/1.1 431"));
+    assert!(h.conn.is_closing());
+}
+
+#[test]
+fn malformed_heads_and_unknown_paths() {
+    let mut h = Harness::new();
+    let step = h.bytes(b"GET /nope HTTP/1.1\r\n\r\n");
+    assert!(step.text().starts_with("HTTP/1.1 404"));
+    assert!(!h.conn.is_closing(), "no body: keep-alive goes on");
+    let step = h.bytes(b"GET /ws/1 HTTP/1.1\r\n\r\n");
+    assert!(step.text().starts_with("HTTP/1.1 426"));
+    assert!(step.text().contains("Upgrade: websocket\r\n"));
+    let step = h.bytes(b"BAD\x00 / HTTP/1.1\r\n\r\n");
+    assert!(step.text().starts_with("HTTP/1.1 400"));
+    assert!(h.conn.is_closing());
+    assert!(
+        h.bytes(b"more").bytes.is_empty(),
+        "a closing connection says nothing more"
+    );
+}

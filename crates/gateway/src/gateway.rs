@@ -1,0 +1,101 @@
+//! [`Gateway`]: what the event loops of one process share — the bus, the loops'
+//! mailboxes, the connection limits, the counters and the `/stats` document.
+
+use crate::config::ServerConfig;
+use bus::{Bus, Mailbox};
+use observe::metrics::ProcessMetrics;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The `/stats` document of this process (gateway counters and the router's).
+pub type StatsFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+pub struct Gateway {
+    pub config: ServerConfig,
+    pub bus: Arc<dyn Bus>,
+    /// Indexed by loop id.
+    pub mailboxes: Vec<Arc<Mailbox>>,
+    pub metrics: Arc<ProcessMetrics>,
+    pub stats: StatsFn,
+    /// Set by `Server::shutdown`: every loop closes its connections and ends.
+    pub stop: AtomicBool,
+    /// Open client connections of this process, for `max_connections`.
+    connections: AtomicUsize,
+    /// Connections per source address, only when `max_per_ip` is set.
+    per_ip: Mutex<HashMap<u32, u32>>,
+}
+
+impl Gateway {
+    pub fn new(
+        config: ServerConfig,
+        bus: Arc<dyn Bus>,
+        mailboxes: Vec<Arc<Mailbox>>,
+        metrics: Arc<ProcessMetrics>,
+        stats: StatsFn,
+    ) -> Gateway {
+        Gateway {
+            config,
+            bus,
+            mailboxes,
+            metrics,
+            stats,
+            stop: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            per_ip: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Reserves a connection slot for a client at `ip_key`; `Err` says which limit
+    /// refused it.
+    pub fn admit(&self, ip_key: u32) -> Result<(), &'static str> {
+        let before = self.connections.fetch_add(1, Ordering::AcqRel);
+        if before >= self.config.max_connections {
+            self.connections.fetch_sub(1, Ordering::AcqRel);
+            return Err("too many connections");
+        }
+        if self.config.max_per_ip > 0 {
+            let mut map = self.per_ip.lock();
+            let n = map.entry(ip_key).or_insert(0);
+            if *n as usize >= self.config.max_per_ip {
+                drop(map);
+                self.connections.fetch_sub(1, Ordering::AcqRel);
+                return Err("too many connections from this address");
+            }
+            *n += 1;
+        }
+        Ok(())
+    }
+
+    /// Gives back what [`Gateway::admit`] reserved.
+    pub fn release(&self, ip_key: u32) {
+        self.connections.fetch_sub(1, Ordering::AcqRel);
+        if self.config.max_per_ip > 0 {
+            let mut map = self.per_ip.lock();
+            if let Some(n) = map.get_mut(&ip_key) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&ip_key);
+                }
+            }
+        }
+    }
+}
+
+/// A 32-bit key for a peer address (IPv4 as is, IPv6 folded), for per-address limits.
+pub fn ip_key(addr: std::net::IpAddr) -> u32 {
+    match addr {
+        std::net::IpAddr::V4(v4) => u32::from(v4),
+        std::net::IpAddr::V6(v6) => {
+            let o = v6.octets();
+            o.chunks(4).fold(0u32, |acc, c| {
+                acc ^ u32::from_be_bytes([c[0], c[1], c[2], c[3]])
+            })
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The loop's mailbox: delivery batches from the bus become writes, and late replies
+//! reach their connection.
+//!
+//! Latency has to stay bounded at every rate (DESIGN: what arrives while a fan-out is
+//! still writing joins the writes still to come). A lone batch on idle connections is
+//! written at once, target by target: the lowest latency for one message. Every
+//! [`SLICE`] targets the loop looks at its mailbox and its time budget; when more mail
+//! has arrived, or [`ROUND_BUDGET`] is used, the rest of the fan-out is only queued on
+//! its connections, and queued connections are flushed slice by slice — one `writev`
+//! per connection for everything queued on it, including messages that arrived
+//! meanwhile. Over budget, the loop goes back to its sockets (reads, accepts, timers)
+//! and comes back at once.
+
+use super::EventLoop;
+use crate::core::{Cx, Frames, Outcome};
+use bus::{Delivery, Inbound, Reply};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Targets (or queued connections) handled between two looks at the mailbox and the
+/// clock: ~1–2 ms of loopback writes.
+const SLICE: usize = 256;
+/// Time a loop spends on deliveries before it serves its sockets again.
+const ROUND_BUDGET: Duration = Duration::from_millis(2);
+
+impl EventLoop {
+    /// Runs the mailbox and flushes what it queued, until both are empty or the
+    /// round's budget is used (then `more_work` brings the loop back at once).
+    pub(super) fn drain_mailbox(&mut self) {
+        let deadline = Instant::now() + ROUND_BUDGET;
+        let mut inbox = std::mem::take(&mut self.inbox);
+        loop {
+            self.gateway.mailboxes[self.id as usize].drain(&mut inbox);
+            if !inbox.is_empty() {
+                let batches = inbox
+                    .iter()
+                    .filter(|i| matches!(i, Inbound::Deliver(_)))
+                    .count();
+                // Several batches, or output of this pass still queued: merge.
+                let mut queue_only = batches > 1 || self.dirty_pending();
+                for item in inbox.drain(..) {
+                    match item {
+                        Inbound::Deliver(batch) => {
+                            queue_only = self.deliver(&batch, queue_only, deadline)
+                        }
+                        Inbound::Reply { token, reply } => self.late_reply(token, reply),
+                    }
+                }
+                // Pipelined requests behind answered long-polls: after the pass, so a
+                // delivery never runs request handling.
+                self.run_resumes();
+            } else if !self.dirty_pending() {
+                break;
+            }
+            if !self.flush_dirty(deadline) {
+                self.more_work = true;
+                break;
+            }
+        }
+        self.inbox = inbox;
+    }
+
+    /// One batch: every target connection's core writes the message its way; written
+    /// at once, or only queued once `queue_only` (returned: whether the rest of this
+    /// pass queues).
+    fn deliver(&mut self, batch: &Delivery, mut queue_only: bool, deadline: Instant) -> bool {
+        let mut frames = Frames::new(&batch.msg.payload);
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        for (i, &(token, seq)) in batch.targets.iter().enumerate() {
+            if !queue_only && i > 0 && i % SLICE == 0 && self.should_merge(deadline) {
+                queue_only = true;
+            }
+            // Planned for a connection that has closed since: skip.
+            let Some(index) = self.live(token) else {
+                continue;
+            };
+            let slot = &mut self.slots[index];
+            let mut cx = Cx {
+                now: self.now,
+                config: &self.config,
+                queued: slot.queued_bytes(),
+                out: &mut self.outbox,
+            };
+            match slot.conn.handle_delivery(&mut cx, seq, &mut frames) {
+                Outcome::Sent => sent += 1,
+                Outcome::SlowDrop => dropped += 1,
+                Outcome::Skipped => {}
+            }
+            if !self.outbox.is_empty() {
+                self.settle(index, queue_only);
+            }
+        }
+        self.metrics.messages_out.fetch_add(sent, Ordering::Relaxed);
+        if dropped > 0 {
+            self.metrics
+                .slow_drops
+                .fetch_add(dropped, Ordering::Relaxed);
+        }
+        self.metrics
+            .record_delivery_latency(Instant::now().saturating_duration_since(batch.published));
+        queue_only
+    }
+
+    /// Mail arrived or the budget is used: stop writing one by one.
+    fn should_merge(&self, deadline: Instant) -> bool {
+        self.gateway.mailboxes[self.id as usize].has_mail() || Instant::now() >= deadline
+    }
+
+    pub(super) fn dirty_pending(&self) -> bool {
+        self.dirty_pos < self.dirty.len()
+    }
+
+    /// Flushes queued connections slice by slice. Returns false when the budget ran
+    /// out with work left; true when all are flushed or new mail should be merged.
+    fn flush_dirty(&mut self, deadline: Instant) -> bool {
+        loop {
+            if !self.dirty_pending() {
+                self.dirty.clear();
+                self.dirty_pos = 0;
+                return true;
+            }
+            let end = (self.dirty_pos + SLICE).min(self.dirty.len());
+            for i in self.dirty_pos..end {
+                // A slot closed (and maybe reused) meanwhile has nothing queued from
+                // this pass: flushing it is harmless.
+                self.flush(self.dirty[i]);
+            }
+            self.dirty_pos = end;
+            if self.gateway.mailboxes[self.id as usize].has_mail() {
+                return true;
+            }
+            if self.dirty_pending() && Instant::now() >= deadline {
+                return false;
+            }
+        }
+    }
+
+    /// A reply that arrived after the request (a bus across processes).
+    fn late_reply(&mut self, token: u32, reply: Reply) {
+        self.count_reply(&reply);
+        if let Some(index) = self.live(token) {
+            self.with_core(index, |conn, cx| conn.handle_reply(cx, reply));
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Bytes between sockets and cores: reading into a core, then applying what the core
+//! left in the outbox — bytes to the socket or its queue, the timer to the wheel,
+//! requests to the bus (their replies go straight back to the core), input to
+//! resume after the current event, and closing.
+
+use super::output::{write_now, OutQueue};
+use super::slot;
+use super::EventLoop;
+use crate::core::{Connection, Cx};
+use bus::{ConnRef, Reply, Request};
+use std::io::{self, Read};
+use std::sync::atomic::Ordering;
+
+impl EventLoop {
+    /// Reads until the socket is drained, handing every read to the core.
+    pub(super) fn on_readable(&mut self, index: usize) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while let Some(slot) = self.slots.get_mut(index) {
+            match slot.stream.read(&mut scratch) {
+                Ok(0) => {
+                    self.close(index);
+                    break;
+                }
+                Ok(n) => {
+                    self.with_core(index, |conn, cx| conn.handle_bytes(cx, &scratch[..n]));
+                    // A short read drained the socket; new data brings a new edge.
+                    if n < scratch.len() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(index);
+                    break;
+                }
+            }
+        }
+        self.scratch = scratch;
+        self.run_resumes();
+    }
+
+    /// Runs one core call on connection `index`, then applies its outbox.
+    pub(super) fn with_core(&mut self, index: usize, call: impl FnOnce(&mut Connection, &mut Cx)) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let mut cx = Cx {
+            now: self.now,
+            config: &self.config,
+            queued: slot.queued_bytes(),
+            out: &mut self.outbox,
+        };
+        call(&mut slot.conn, &mut cx);
+        self.settle(index, false);
+    }
+
+    /// Applies the outbox of connection `index` until the core has nothing more to
+    /// say. With `coalesce`, bytes are queued and written later by `flush_dirty`.
+    pub(super) fn settle(&mut self, index: usize, coalesce: bool) {
+        loop {
+            if !self.outbox.pieces().is_empty() && !self.send(index, coalesce) {
+                return; // the write failed and the connection is closed
+            }
+            let token = slot::token(index, self.gens[index]);
+            if let Some(tick) = self.outbox.take_timer() {
+                let at = self.wheel.schedule(token, tick);
+                if at != tick {
+                    self.slots[index].conn.reschedule(at);
+                }
+            }
+            if self.outbox.take_resume() {
+                self.resume.push(token);
+            }
+            let close = self.outbox.take_close();
+            let mut requests = std::mem::take(&mut self.requests);
+            self.outbox.take_requests(&mut requests);
+            for request in requests.drain(..) {
+                if let Some(reply) = self.dispatch(index, request) {
+                    let slot = &mut self.slots[index];
+                    let mut cx = Cx {
+                        now: self.now,
+                        config: &self.config,
+                        queued: slot.queued_bytes(),
+                        out: &mut self.outbox,
+                    };
+                    slot.conn.handle_reply(&mut cx, reply);
+                }
+            }
+            self.requests = requests;
+            if close {
+                return self.close(index);
+            }
+            if self.outbox.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Sends one request of connection `index` over the bus. `/stats` is answered
+    /// here: the document is this process's.
+    fn dispatch(&mut self, index: usize, request: Request) -> Option<Reply> {
+        if let Request::Stats = request {
+            return Some(Reply::Stats((self.gateway.stats)()));
+        }
+        let publishes = matches!(
+            request,
+            Request::Publish { .. } | Request::PublishBatch { .. }
+        );
+        let conn = ConnRef {
+            loop_id: self.id,
+            token: slot::token(index, self.gens[index]),
+        };
+        let reply = self.gateway.bus.call(conn, request);
+        if publishes {
+            // Deliveries for this loop's own connections were queued without a
+            // wake-up; drain them after this round of events, together with whatever
+            // else the round published (one coalesced write per connection).
+            self.own_mail = true;
+        }
+        if let Some(reply) = &reply {
+            self.count_reply(reply);
+        }
+        reply
+    }
+
+    pub(super) fn count_reply(&self, reply: &Reply) {
+        if let Reply::Published { messages, .. } = reply {
+            self.metrics
+                .messages_in
+                .fetch_add(*messages, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends the outbox's bytes: straight to the socket when nothing waits, else
+    /// behind the queued output; with `coalesce` only queued. False if the write
+    /// failed (the connection is then closed).
+    fn send(&mut self, index: usize, coalesce: bool) -> bool {
+        let slot = &mut self.slots[index];
+        let len = self.outbox.len();
+        if let Some(queue) = slot.out.as_mut() {
+            queue.push_outbox(&self.outbox, 0);
+            self.queued += len;
+        } else if coalesce {
+            let mut queue = Box::<OutQueue>::default();
+            queue.push_outbox(&self.outbox, 0);
+            slot.out = Some(queue);
+            self.queued += len;
+            self.dirty.push(index);
+        } else {
+            match write_now(&mut slot.stream, &self.outbox) {
+                Ok((n, rest)) => {
+                    self.metrics
+                        .bytes_out
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    match rest {
+                        Some(queue) => {
+                            self.queued += queue.bytes();
+                            slot.out = Some(queue);
+                        }
+                        None if slot.conn.is_closing() => half_close(&slot.stream),
+                        None => {}
+                    }
+                }
+                Err(_) => {
+                    self.outbox.clear_bytes();
+                    self.close(index);
+                    return false;
+                }
+            }
+        }
+        self.outbox.clear_bytes();
+        true
+    }
+
+    /// Writes queued output; drops the queue once it is empty, and half-closes a
+    /// closing connection whose last bytes are out.
+    pub(super) fn flush(&mut self, index: usize) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let Some(queue) = slot.out.as_mut() else {
+            return;
+        };
+        let before = queue.bytes();
+        let result = queue.flush(&mut slot.stream);
+        let after = queue.bytes();
+        self.queued = self.queued + after - before;
+        match result {
+            Ok(n) => {
+                self.metrics
+                    .bytes_out
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                if after == 0 {
+                    slot.out = None;
+                    if slot.conn.is_closing() {
+                        half_close(&slot.stream);
+                    }
+                }
+            }
+            Err(_) => self.close(index),
+        }
+    }
+
+    /// Reads held input again for connections whose call or poll was answered.
+    pub(super) fn run_resumes(&mut self) {
+        while let Some(token) = self.resume.pop() {
+            if let Some(index) = self.live(token) {
+                self.with_core(index, |conn, cx| conn.handle_bytes(cx, &[]));
+            }
+        }
+    }
+
+    /// Closes connection `index` now: the core logs out, the slot is freed and the
+    /// socket closed (which also removes it from epoll).
+    pub(super) fn close(&mut self, index: usize) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let mut cx = Cx {
+            now: self.now,
+            config: &self.config,
+            queued: 0,
+            out: &mut self.outbox,
+        };
+        slot.conn.handle_close(&mut cx);
+        self.outbox.clear_bytes();
+        self.outbox.take_timer();
+        self.outbox.take_resume();
+        self.outbox.take_close();
+        let mut requests = std::mem::take(&mut self.requests);
+        self.outbox.take_requests(&mut requests);
+        for request in requests.drain(..) {
+            // A logout: nothing to do with its reply.
+            self.dispatch(index, request);
+        }
+        self.requests = requests;
+        let slot = self.slots.remove(index);
+        self.queued -= slot.queued_bytes();
+        self.gens[index] = self.gens[index].wrapping_add(1);
+        self.gateway.release(slot.ip_key);
+        self.metrics.closes.fetch_add(1, Ordering::Relaxed);
+        self.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// FIN after our last bytes; the peer's EOF (or the linger timeout) closes.
+fn half_close(stream: &mio::net::TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}

@@ -1,0 +1,313 @@
+//! A script interpreter for fuzzing the connection core: each byte string is read as
+//! a sequence of operations — input bytes (raw or from a table of well-formed
+//! requests and frames, possibly split), bus replies to the requests the core made,
+//! deliveries, timer firings, blocked output, closes — and the properties the core
+//! promises are checked after every step:
+//!
+//! - it never panics;
+//! - it never emits bytes after it closed (a close requested, or the closing state);
+//! - every timer it arms is in the future;
+//! - every request that wants a reply is one the core can be answered for.
+//!
+//! Shared by the bounded fuzzer in the test suite (`core_fuzz.rs`) and the
+//! coverage-guided target (`fuzz/fuzz_targets/core.rs`).
+
+use bus::{HistoryRead, Message, Reply, Request};
+use bytes::Bytes;
+use gateway::core::{Config, Connection, Cx, Frames, Outbox, State};
+use gateway::SlowPolicy;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Well-formed pieces that take the core deep into its states.
+pub const FRAGMENTS: &[&[u8]] = &[
+    b"GET /sub/7 HTTP/1.1\r\nHost: t\r\n\r\n",
+    b"GET /sse/7 HTTP/1.1\r\nLast-Event-ID: 3\r\n\r\n",
+    b"GET /sub/7 HTTP/1.1\r\nAccept: text/event-stream\r\n\r\n",
+    b"GET /ws/9 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    b"GET /poll/7?since=2 HTTP/1.1\r\n\r\n",
+    b"GET /poll/7 HTTP/1.1\r\n\r\n",
+    b"POST /pub/1 HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+    b"POST /pub/1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"POST /pub HTTP/1.1\r\nContent-Length: 26\r\n\r\n{\"subject\":1,\"data\":\"x\"}\n\n",
+    b"PUT /subscriptions/1/2 HTTP/1.1\r\n\r\n",
+    b"POST /subscriptions HTTP/1.1\r\nContent-Length: 8\r\n\r\n1 2\n3 4\n",
+    b"GET /subscribers/2 HTTP/1.1\r\n\r\n",
+    b"GET /stats HTTP/1.1\r\n\r\n",
+    b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+    b"GET /healthz HTTP/1.0\r\n\r\n",
+    b"POST /pub/1 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+    b"\x81\x85\x01\x02\x03\x04ig`hn",
+    b"\x89\x80\x01\x02\x03\x04",
+    b"\x01\x81\x01\x02\x03\x04`",
+    b"\x80\x81\x01\x02\x03\x04c",
+    b"\x88\x82\x01\x02\x03\x04\x02\xea",
+    b"\x81\x01x",
+    b"GARBAGE\r\n\r\n",
+    b"\r\n",
+];
+
+/// A tiny cursor over the script.
+struct Script<'a>(&'a [u8]);
+
+impl Script<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+
+    fn take(&mut self, n: usize) -> &[u8] {
+        let n = n.min(self.0.len());
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        head
+    }
+}
+
+fn config(policy: u8) -> Config {
+    Config {
+        heartbeat: 40,
+        head_timeout: 20,
+        keepalive_timeout: 10,
+        poll_timeout: 30,
+        linger: 4,
+        max_message: 256,
+        max_batch: 1024,
+        max_queued: 512,
+        slow_policy: if policy & 1 == 0 {
+            SlowPolicy::Disconnect
+        } else {
+            SlowPolicy::Drop
+        },
+        sse_retry_ms: 1000,
+        limits: wire::Limits::default(),
+    }
+}
+
+fn history(seed: u8) -> HistoryRead {
+    let last = u64::from(seed % 8);
+    let kept = (seed >> 3) % 3;
+    HistoryRead {
+        messages: (0..kept)
+            .map(|i| {
+                let msg = Message {
+                    subject: 1,
+                    payload: Bytes::from_static(b"h\nx"),
+                };
+                (last + 1 + u64::from(i), Arc::new(msg))
+            })
+            .collect(),
+        last: last + u64::from(kept),
+        gap: seed & 0x40 != 0,
+        epoch: None,
+    }
+}
+
+/// A reply for `request`: usually the matching kind, sometimes a failure or a
+/// mismatched kind (a buggy or hostile router side).
+fn reply_for(request: &Request, seed: u8) -> Reply {
+    if seed.is_multiple_of(11) {
+        return Reply::Unavailable("store down".into());
+    }
+    if seed.is_multiple_of(13) {
+        return Reply::Done;
+    }
+    match request {
+        Request::Login { .. } | Request::ReadHistory { .. } => Reply::History(history(seed)),
+        Request::Logout { .. } => Reply::Done,
+        Request::Publish { .. } | Request::PublishBatch { .. } => Reply::Published {
+            messages: 1,
+            connections: u64::from(seed),
+            users: 1,
+        },
+        Request::ChangeSubscriptions { edges, .. } => Reply::Changed {
+            edges: edges.len() as u64,
+            changed: 1,
+        },
+        Request::Subscribers { .. } | Request::Subscriptions { .. } => Reply::Ids(vec![1, 2]),
+        Request::Stats => Reply::Stats(serde_json::json!({"connections": 1})),
+    }
+}
+
+/// The states a run passed through, as a bit set (`1 << state index`), so a fuzzer
+/// can check that it reaches deep into the core.
+pub type Seen = u32;
+
+/// The bit of `state` in [`Seen`].
+pub fn bit(state: State) -> Seen {
+    1 << match state {
+        State::Head => 0,
+        State::Body => 1,
+        State::Idle => 2,
+        State::Calling(_) => 3,
+        State::Subscribing(_) => 4,
+        State::Polling => 5,
+        State::PollWaiting => 6,
+        State::Stream => 7,
+        State::Sse => 8,
+        State::WebSocket => 9,
+        State::Closing => 10,
+    }
+}
+
+/// Runs `script` against one connection and checks the properties (module doc).
+pub fn run(script: &[u8]) -> Seen {
+    let mut seen: Seen = 0;
+    let mut s = Script(script);
+    let config = config(s.byte().unwrap_or(0));
+    let mut out = Outbox::new(u32::from(s.byte().unwrap_or(1)) + 1);
+    let mut conn = Connection::new();
+    let mut now: u32 = 100;
+    let mut queued = 0usize;
+    let mut outstanding: VecDeque<Request> = VecDeque::new();
+    let mut closed = false;
+    let mut requests = Vec::new();
+    let mut step = |conn: &mut Connection,
+                    now: u32,
+                    queued: usize,
+                    closed: &mut bool,
+                    outstanding: &mut VecDeque<Request>,
+                    call: &mut dyn FnMut(&mut Connection, &mut Cx)| {
+        let mut cx = Cx {
+            now,
+            config: &config,
+            queued,
+            out: &mut out,
+        };
+        call(conn, &mut cx);
+        let bytes = out.len();
+        assert!(
+            !(*closed && bytes > 0),
+            "{bytes} bytes emitted after the connection closed"
+        );
+        out.clear_bytes();
+        if let Some(timer) = out.take_timer() {
+            assert!(timer > now, "timer {timer} armed at or before now {now}");
+        }
+        out.take_resume();
+        out.take_requests(&mut requests);
+        for request in requests.drain(..) {
+            outstanding.push_back(request);
+        }
+        if conn.is_closing() {
+            *closed = true;
+        }
+        // A close now: the pump frees the slot and nothing more can happen.
+        out.take_close()
+    };
+    step(
+        &mut conn,
+        now,
+        queued,
+        &mut closed,
+        &mut outstanding,
+        &mut |c, cx| c.handle_open(cx),
+    );
+    while let Some(op) = s.byte() {
+        let freed = match op % 8 {
+            0 | 1 => {
+                let n = usize::from(s.byte().unwrap_or(0) % 64);
+                let input = s.take(n).to_vec();
+                step(
+                    &mut conn,
+                    now,
+                    queued,
+                    &mut closed,
+                    &mut outstanding,
+                    &mut |c, cx| c.handle_bytes(cx, &input),
+                )
+            }
+            2 => {
+                let pick = usize::from(s.byte().unwrap_or(0));
+                let fragment = FRAGMENTS[pick % FRAGMENTS.len()];
+                let cut = usize::from(s.byte().unwrap_or(255)) % (fragment.len() + 1);
+                [&fragment[..cut], &fragment[cut..]].iter().any(|part| {
+                    step(
+                        &mut conn,
+                        now,
+                        queued,
+                        &mut closed,
+                        &mut outstanding,
+                        &mut |c, cx| c.handle_bytes(cx, part),
+                    )
+                })
+            }
+            3 => {
+                let seed = s.byte().unwrap_or(0);
+                match outstanding.pop_front() {
+                    Some(request) => {
+                        let mut reply = Some(reply_for(&request, seed));
+                        step(
+                            &mut conn,
+                            now,
+                            queued,
+                            &mut closed,
+                            &mut outstanding,
+                            &mut |c, cx| {
+                                if let Some(reply) = reply.take() {
+                                    c.handle_reply(cx, reply)
+                                }
+                            },
+                        )
+                    }
+                    None => false,
+                }
+            }
+            4 => {
+                let seq = u64::from(s.byte().unwrap_or(0));
+                let payload: &[u8] = if seq % 3 == 0 {
+                    b"line1\nline2"
+                } else {
+                    &[0xff; 40]
+                };
+                step(
+                    &mut conn,
+                    now,
+                    queued,
+                    &mut closed,
+                    &mut outstanding,
+                    &mut |c, cx| {
+                        c.handle_delivery(cx, seq, &mut Frames::new(payload));
+                    },
+                )
+            }
+            5 => {
+                now = now.max(conn.deadline()).saturating_add(u32::from(op >> 4));
+                step(
+                    &mut conn,
+                    now,
+                    queued,
+                    &mut closed,
+                    &mut outstanding,
+                    &mut |c, cx| c.handle_timeout(cx),
+                )
+            }
+            6 => {
+                queued = usize::from(s.byte().unwrap_or(0)) * 4;
+                false
+            }
+            _ if op & 0x80 != 0 => {
+                step(
+                    &mut conn,
+                    now,
+                    queued,
+                    &mut closed,
+                    &mut outstanding,
+                    &mut |c, cx| c.handle_close(cx),
+                );
+                // The socket is gone: the pump frees the slot.
+                true
+            }
+            _ => {
+                now = now.saturating_add(u32::from(op >> 3));
+                false
+            }
+        };
+        seen |= bit(conn.state());
+        if freed {
+            return seen;
+        }
+    }
+    seen
+}

@@ -1,0 +1,252 @@
+//! `hub`: the router role — one [`Router`] and the durable [`Store`] behind one lock
+//! order, answering bus requests (DESIGN "processes and machines").
+//!
+//! In one process the gateways reach it through [`LocalBus`], a direct call; across
+//! processes a broker carries the same requests to it. Either way this is the only
+//! place that locks the router or the store.
+//!
+//! **Lock order: `store` → `router` → a loop's mailbox.** Subscription changes write
+//! the store first and then the index while still holding the store, so a crash
+//! between the two leaves only the store, from which the index is rebuilt at start.
+//! A publish hands every loop its delivery batch before the router lock is released,
+//! which is what keeps each user's messages in sequence order on every loop.
+//!
+//! Layout:
+//! - this file: [`Hub`], requests in, replies and delivery batches out.
+//! - [`local`]: [`LocalBus`], the in-process [`bus::Bus`].
+//! - [`args`]: the router-side flags of `myriad serve` (store, history).
+
+pub mod args;
+pub mod local;
+
+pub use args::HubArgs;
+pub use local::LocalBus;
+
+use anyhow::Context;
+use bus::{ConnRef, Delivery, HistoryRead, Reply, Request};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use router::{Message, Router, RouterConfig, RouterStats};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use store::Store;
+
+pub struct Hub {
+    store: Mutex<Box<dyn Store>>,
+    router: Mutex<Router>,
+    /// Most connections seen by a tick since the last compaction (see [`Hub::tick`]).
+    peak: AtomicU64,
+}
+
+impl Hub {
+    pub fn new(router: Router, store: Box<dyn Store>) -> Hub {
+        Hub {
+            store: Mutex::new(store),
+            router: Mutex::new(router),
+            peak: AtomicU64::new(0),
+        }
+    }
+
+    /// Opens the store named by `url` and builds the router's index from every
+    /// stored subscription.
+    pub fn open(url: &str, config: RouterConfig) -> anyhow::Result<Hub> {
+        let mut store = store::open(url).with_context(|| format!("cannot open store {url}"))?;
+        let started = Instant::now();
+        // Sized up front: no array regrowth while 30 M edges stream in.
+        let mut builder = router::IndexBuilder::with_capacity(store.edge_count()? as usize);
+        let edges =
+            store.for_each_edge(&mut |subscriber, subject| builder.push(subscriber, subject))?;
+        let index = builder.build();
+        tracing::info!(
+            store = url,
+            edges,
+            index_bytes = index.memory_bytes(),
+            ms = started.elapsed().as_millis() as u64,
+            "subscription index built"
+        );
+        Ok(Hub::new(Router::new(config, index), store))
+    }
+
+    /// Answers `request` from `conn`. A publish hands each loop's batch to
+    /// `deliver(loop_id, batch)` while the router lock is held (see the crate doc).
+    pub fn handle(
+        &self,
+        conn: ConnRef,
+        request: Request,
+        deliver: &mut dyn FnMut(u16, Delivery),
+    ) -> Reply {
+        match request {
+            Request::Login { user, since } => Reply::History(self.login(conn, user, since)),
+            Request::Logout { user } => {
+                self.router.lock().handle_logout(user, conn, Instant::now());
+                Reply::Done
+            }
+            Request::Publish { subject, payload } => {
+                let counts = self.publish(subject, payload, deliver);
+                Reply::Published {
+                    messages: 1,
+                    connections: counts.connections.into(),
+                    users: counts.users.into(),
+                }
+            }
+            Request::PublishBatch { items } => {
+                let (mut connections, mut users) = (0u64, 0u64);
+                let messages = items.len() as u64;
+                // One lock per item: a long batch never holds the router for its
+                // whole length.
+                for (subject, payload) in items {
+                    let counts = self.publish(subject, payload, deliver);
+                    connections += u64::from(counts.connections);
+                    users += u64::from(counts.users);
+                }
+                Reply::Published {
+                    messages,
+                    connections,
+                    users,
+                }
+            }
+            Request::ChangeSubscriptions { edges, add } => self.change(&edges, add),
+            Request::ReadHistory { user, since } => {
+                Reply::History(self.router.lock().history_since(user, since))
+            }
+            Request::Subscribers { subject } => Reply::Ids(self.router.lock().subscribers(subject)),
+            Request::Subscriptions { subscriber } => {
+                match self.store.lock().subscriptions(subscriber) {
+                    Ok(list) => Reply::Ids(list),
+                    Err(e) => Reply::Unavailable(e.to_string()),
+                }
+            }
+            Request::Stats => Reply::Stats(stats_json(&self.stats())),
+        }
+    }
+
+    /// Logs `conn` in as `user` and, with `since`, reads the history after it under
+    /// the same lock: every later message then arrives as a delivery, none twice.
+    fn login(&self, conn: ConnRef, user: u64, since: Option<u64>) -> HistoryRead {
+        let mut router = self.router.lock();
+        router.handle_login(user, conn);
+        match since {
+            Some(since) => router.history_since(user, since),
+            None => HistoryRead {
+                messages: Vec::new(),
+                last: router.last_seq(user),
+                gap: false,
+                epoch: router.position(user).0,
+            },
+        }
+    }
+
+    /// Plans the fan-out of one message and hands every loop its batch before the
+    /// router lock is released.
+    fn publish(
+        &self,
+        subject: u64,
+        payload: Bytes,
+        deliver: &mut dyn FnMut(u16, Delivery),
+    ) -> router::PublishCounts {
+        let msg = Arc::new(Message { subject, payload });
+        let published = Instant::now();
+        // Indexed by loop id; loops are few (one per core and gateway process).
+        let mut per_loop: Vec<Vec<(u32, u64)>> = Vec::new();
+        let mut router = self.router.lock();
+        let counts = router.handle_publish(msg.clone(), published, &mut |conn: ConnRef, seq| {
+            let slot = conn.loop_id as usize;
+            if per_loop.len() <= slot {
+                per_loop.resize_with(slot + 1, Vec::new);
+            }
+            per_loop[slot].push((conn.token, seq));
+        });
+        for (loop_id, targets) in per_loop.into_iter().enumerate() {
+            if !targets.is_empty() {
+                let batch = Delivery {
+                    msg: msg.clone(),
+                    published,
+                    targets,
+                };
+                deliver(loop_id as u16, batch);
+            }
+        }
+        drop(router);
+        counts
+    }
+
+    /// Adds or removes edges: the store first (durable), then the index, with the
+    /// store held throughout (lock order store → router).
+    fn change(&self, edges: &[(u64, u64)], add: bool) -> Reply {
+        let mut store = self.store.lock();
+        let result = if add {
+            store.add(edges)
+        } else {
+            store.remove(edges)
+        };
+        let changed = match result {
+            Ok(n) => n as u64,
+            Err(e) => return Reply::Unavailable(e.to_string()),
+        };
+        let mut router = self.router.lock();
+        for &(subscriber, subject) in edges {
+            if add {
+                router.subscribe(subscriber, subject);
+            } else {
+                router.unsubscribe(subscriber, subject);
+            }
+        }
+        Reply::Changed {
+            edges: edges.len() as u64,
+            changed,
+        }
+    }
+
+    pub fn stats(&self) -> RouterStats {
+        self.router.lock().stats()
+    }
+
+    /// Once a second: expires the history of users gone for its ttl, and gives
+    /// memory back after a mass disconnect (presence fell below half its peak).
+    pub fn tick(&self, now: Instant) {
+        let mut router = self.router.lock();
+        router.handle_tick(now);
+        let connections = router.stats().connections;
+        let peak = self
+            .peak
+            .fetch_max(connections, Ordering::Relaxed)
+            .max(connections);
+        if peak >= 1024 && connections < peak / 2 {
+            router.compact();
+            self.peak.store(connections, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs [`Hub::tick`] once a second on a thread of its own until the hub is
+    /// dropped.
+    pub fn start_ticking(hub: &Arc<Hub>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let weak = Arc::downgrade(hub);
+        std::thread::Builder::new()
+            .name("myriad-hub-tick".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                match weak.upgrade() {
+                    Some(hub) => hub.tick(Instant::now()),
+                    None => return,
+                }
+            })
+    }
+}
+
+/// The router's counters as `/stats` shows them. Named so they cannot be confused:
+/// `subscription_edges` are durable follow edges (A follows B);
+/// `connections_logged_in` are open client connections the router delivers to.
+pub fn stats_json(r: &RouterStats) -> serde_json::Value {
+    serde_json::json!({
+        "users_online": r.users_online,
+        "connections_logged_in": r.connections,
+        "users_with_history": r.users_with_history,
+        "subscription_edges": r.subscriptions,
+        "messages_in": r.messages_in,
+        "deliveries_planned": r.deliveries,
+    })
+}
+
+#[cfg(test)]
+mod tests;

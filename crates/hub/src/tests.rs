@@ -1,0 +1,142 @@
+//! The hub against the memory store: exact replies, batches per loop, lock order
+//! visible as behaviour (a failed store write leaves the index unchanged).
+
+use super::*;
+use router::SubscriptionIndex;
+
+fn hub() -> Hub {
+    Hub::new(
+        Router::new(RouterConfig::default(), SubscriptionIndex::new()),
+        store::open("memory").unwrap(),
+    )
+}
+
+fn conn(loop_id: u16, token: u32) -> ConnRef {
+    ConnRef { loop_id, token }
+}
+
+/// Delivery batches as (loop, targets).
+type Batches = Vec<(u16, Vec<(u32, u64)>)>;
+
+/// Sends `request` and collects the delivery batches.
+fn call(hub: &Hub, from: ConnRef, request: Request) -> (Reply, Batches) {
+    let mut batches = Vec::new();
+    let reply = hub.handle(from, request, &mut |loop_id, d| {
+        batches.push((loop_id, d.targets))
+    });
+    (reply, batches)
+}
+
+fn publish(subject: u64, text: &'static str) -> Request {
+    Request::Publish {
+        subject,
+        payload: Bytes::from_static(text.as_bytes()),
+    }
+}
+
+#[test]
+fn a_publish_reaches_followers_on_every_loop_in_one_batch_each() {
+    let hub = hub();
+    let edges = vec![(2, 1), (3, 1)];
+    let (reply, _) = call(
+        &hub,
+        conn(0, 0),
+        Request::ChangeSubscriptions { edges, add: true },
+    );
+    assert!(matches!(
+        reply,
+        Reply::Changed {
+            edges: 2,
+            changed: 2
+        }
+    ));
+    for (user, c) in [(1, conn(0, 10)), (2, conn(1, 20)), (3, conn(1, 30))] {
+        let (reply, _) = call(&hub, c, Request::Login { user, since: None });
+        assert!(matches!(reply, Reply::History(h) if h.last == 0 && h.messages.is_empty()));
+    }
+    let (reply, batches) = call(&hub, conn(0, 10), publish(1, "hi"));
+    assert!(matches!(
+        reply,
+        Reply::Published {
+            messages: 1,
+            connections: 3,
+            users: 3
+        }
+    ));
+    assert_eq!(
+        batches,
+        vec![(0, vec![(10, 1)]), (1, vec![(20, 1), (30, 1)])]
+    );
+}
+
+#[test]
+fn login_with_since_reads_history_and_a_batch_sums_its_reach() {
+    let hub = hub();
+    let items = vec![(7, Bytes::from_static(b"a")), (7, Bytes::from_static(b"b"))];
+    let c = conn(0, 1);
+    call(
+        &hub,
+        c,
+        Request::Login {
+            user: 7,
+            since: None,
+        },
+    );
+    let (reply, batches) = call(&hub, conn(0, 2), Request::PublishBatch { items });
+    assert!(matches!(
+        reply,
+        Reply::Published {
+            messages: 2,
+            connections: 2,
+            users: 2
+        }
+    ));
+    assert_eq!(batches.len(), 2, "one batch per publish and loop");
+    call(&hub, c, Request::Logout { user: 7 });
+    let (reply, _) = call(
+        &hub,
+        conn(1, 9),
+        Request::Login {
+            user: 7,
+            since: Some(1),
+        },
+    );
+    let Reply::History(h) = reply else {
+        panic!("login answers with history")
+    };
+    assert_eq!((h.last, h.gap, h.messages.len()), (2, false, 1));
+    assert_eq!(&h.messages[0].1.payload[..], b"b");
+}
+
+#[test]
+fn lists_and_removals_are_exact() {
+    let hub = hub();
+    let add = Request::ChangeSubscriptions {
+        edges: vec![(5, 9), (6, 9), (5, 9)],
+        add: true,
+    };
+    assert!(matches!(
+        call(&hub, conn(0, 0), add).0,
+        Reply::Changed {
+            edges: 3,
+            changed: 2
+        }
+    ));
+    let (reply, _) = call(&hub, conn(0, 0), Request::Subscribers { subject: 9 });
+    assert!(matches!(reply, Reply::Ids(ids) if ids == [5, 6]));
+    let (reply, _) = call(&hub, conn(0, 0), Request::Subscriptions { subscriber: 5 });
+    assert!(matches!(reply, Reply::Ids(ids) if ids == [9]));
+    let remove = Request::ChangeSubscriptions {
+        edges: vec![(5, 9), (5, 8)],
+        add: false,
+    };
+    assert!(matches!(
+        call(&hub, conn(0, 0), remove).0,
+        Reply::Changed {
+            edges: 2,
+            changed: 1
+        }
+    ));
+    let (reply, _) = call(&hub, conn(0, 0), Request::Stats);
+    assert!(matches!(reply, Reply::Stats(s) if s["subscription_edges"] == 1));
+}
