@@ -122,11 +122,17 @@ pub fn parse_batch_with(body: &[u8], limits: &BatchLimits) -> Result<Vec<BatchIt
                 limits.max_item
             )));
         }
+        // JSON is UTF-8 (RFC 8259 8.1). serde_json checks the strings it keeps but
+        // skips over unknown fields without looking inside their strings (found by
+        // the fuzzer), so the whole line is checked first.
+        let Ok(text) = std::str::from_utf8(text) else {
+            return Err(err("line is not valid UTF-8".to_owned()));
+        };
         // serde reads a struct from a JSON array too (`[1,"x"]`): only objects are items.
-        if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        if text.trim_start().as_bytes().first() != Some(&b'{') {
             return Err(err("expected a JSON object".to_owned()));
         }
-        let parsed: Line<'_> = serde_json::from_slice(text).map_err(|e| err(describe(&e)))?;
+        let parsed: Line<'_> = serde_json::from_str(text).map_err(|e| err(describe(&e)))?;
         if parsed.data.len() > limits.max_item {
             return Err(big(format!(
                 "\"data\" is {} bytes, over the limit of {}",
@@ -237,7 +243,7 @@ mod tests {
             (b"{\"subject\":\"1\",\"data\":\"a\"}", 1, "unsigned integer"),
             (b"{\"subject\":1}", 1, "missing \"data\""),
             (b"{\"subject\":1,\"data\":5}", 1, "must be a string"),
-            (b"{\"subject\":1,\"data\":\"\xff\"}", 1, "invalid JSON"),
+            (b"{\"subject\":1,\"data\":\"\xff\"}", 1, "not valid UTF-8"),
             (b"{\"subject\":1,\"data\":\"a\"} x", 1, "invalid JSON"),
         ];
         for (body, line, reason) in cases {
@@ -265,6 +271,11 @@ mod tests {
             ),
             (b"{\"subject\":1,\"data\":\"a\",\"x\":[[[[", "invalid JSON"),
             (b"{\"subject\":1,\"data\":\"\\ud800\"}", "invalid JSON"),
+            (
+                b"{\"subject\":1,\"data\":\"a\",\"x\":[{\"k\xf1\":1}]}",
+                "not valid UTF-8",
+            ),
+            (b"{\"subject\":1,\"data\":\"\xc3\"}", "not valid UTF-8"),
         ];
         for (body, reason) in cases {
             let e = parse_batch(body).unwrap_err();

@@ -302,7 +302,8 @@ pub fn check_batch(body: &[u8]) {
 /// `parse_batch_with` under `limits`: items within both limits; an error names an
 /// existing line, is 413 exactly when a limit was hit, and reads as one short line;
 /// a success agrees with a plain `serde_json::Value` reading of every line (the
-/// typed parser may only be stricter); raising the limits never turns a success
+/// typed parser may only be stricter, except for out-of-range numbers in ignored
+/// fields); raising the limits never turns a success
 /// into something else.
 pub fn check_batch_with(body: &[u8], limits: &BatchLimits) {
     let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
@@ -317,7 +318,14 @@ pub fn check_batch_with(body: &[u8], limits: &BatchLimits) {
                 }
                 let item = it.next().expect("one item per non-blank line");
                 assert!(item.data.len() <= limits.max_item);
-                let v: serde_json::Value = serde_json::from_slice(text).expect("valid JSON");
+                let v: serde_json::Value = match serde_json::from_slice(text) {
+                    Ok(v) => v,
+                    // The one leniency: a number past f64's range in a field the
+                    // batch ignores is valid JSON grammar, skipped unread; a Value
+                    // cannot hold it.
+                    Err(e) if e.to_string().starts_with("number out of range") => continue,
+                    Err(e) => panic!("accepted a line that is not JSON: {e}"),
+                };
                 assert_eq!(v["subject"].as_u64(), Some(item.subject));
                 assert_eq!(v["data"].as_str().map(str::as_bytes), Some(&item.data[..]));
             }
