@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what myriad's tests need on a fresh Debian machine (run as root; idempotent):
 # curl, Chromium and a font for the dashboard/plot tests, Python `websockets`, the npm
-# packages of the browser test, the sysctls that loopback connect storms need, and
-# starts PostgreSQL if it is installed but stopped.
+# packages of the browser test, the sysctls that loopback connect storms need, starts
+# PostgreSQL if it is installed but stopped, and creates the user `postgres` and the
+# database `test` the PostgreSQL tests use when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,4 +37,25 @@ raise net.core.netdev_max_backlog 65535
 if command -v pg_ctlcluster >/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
   echo "setup: starting PostgreSQL"
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+fi
+
+# The PostgreSQL tests connect to postgres://postgres@127.0.0.1:5432/test (trust for
+# 127.0.0.1, Debian's default pg_hba.conf for local clusters). As the postgres OS user,
+# over the local socket: create what is missing, change nothing that exists.
+pg_up() { (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; }
+if command -v psql >/dev/null && id postgres >/dev/null 2>&1; then
+  for _ in $(seq 50); do pg_up && break; sleep 0.2; done
+  if pg_up; then
+    pg_sql() { runuser -u postgres -- psql -X -q -d postgres -tAc "$1"; }
+    if [ "$(pg_sql "SELECT 1 FROM pg_roles WHERE rolname = 'postgres'")" != 1 ]; then
+      echo "setup: creating PostgreSQL user postgres"
+      pg_sql "CREATE ROLE postgres SUPERUSER LOGIN"
+    fi
+    if [ "$(pg_sql "SELECT 1 FROM pg_database WHERE datname = 'test'")" != 1 ]; then
+      echo "setup: creating PostgreSQL database test"
+      runuser -u postgres -- createdb -O postgres test
+    fi
+  else
+    echo "setup: PostgreSQL does not answer on 127.0.0.1:5432; the PostgreSQL tests will fail"
+  fi
 fi

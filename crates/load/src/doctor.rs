@@ -1,16 +1,35 @@
 //! `myriad doctor` (SPEC G6): read the process and kernel limits that decide how many
 //! connections this machine can hold, say which of them block a target N, and print
-//! the exact lines to change. Reads only; it changes nothing.
+//! the exact lines to change. Reads only; it changes nothing. `--print-sysctl` prints
+//! the sysctl drop-in of `deploy/99-myriad.conf` (made here, by [`sysctl_dropin`]).
 //!
 //! The figures assume the load client and the server run on this machine, as in the
 //! benchmarks: N connections are 2·N sockets and 2·N file descriptors.
 
-use crate::sys::{self, read_proc};
+use crate::sys;
 use anyhow::bail;
+use observe::procfs;
 use serde::Serialize;
 
-/// Kernel memory of one established TCP socket, bytes (measured here: ≈ 4.2 KB).
+/// All kernel memory one established idle TCP socket costs, bytes: every slab cache it
+/// grows (socket, inode, file, dentry, epoll item: `Slab:` of /proc/meminfo) plus its
+/// buffers. Measured here ≈ 4.2 KB. It plans memory; `tcp_mem` limits only the buffers.
 pub const KERNEL_BYTES_PER_SOCKET: u64 = 4_200;
+/// TCP buffer memory of one established socket with little traffic, bytes: the part
+/// `net.ipv4.tcp_mem` limits (`mem` pages of /proc/net/sockstat). Measured here during
+/// `myriad demo` (20,000 loopback sockets, 500 messages/s): 0.7–1.7 MB in all, at most
+/// ≈ 52 B per socket. An idle socket keeps no buffer; one with unread or unsent data
+/// holds pages until it drains.
+pub const TCP_BUFFER_BYTES_PER_IDLE_SOCKET: u64 = 52;
+/// What the backlog sysctls are raised to: a burst of this many connects is queued, not
+/// refused (every client reconnecting after a restart, a load test's connect storm).
+pub const RECOMMENDED_BACKLOG: u64 = 65_535;
+/// The backlog sysctls, checked here and set by the drop-in: (check name, sysctl key).
+pub const BACKLOG_SYSCTLS: [(&str, &str); 3] = [
+    ("somaxconn", "net.core.somaxconn"),
+    ("tcp_max_syn_backlog", "net.ipv4.tcp_max_syn_backlog"),
+    ("netdev_max_backlog", "net.core.netdev_max_backlog"),
+];
 /// User-space budget per connection on each side (flood and server), bytes.
 pub const USER_BYTES_PER_CONN: u64 = 256;
 /// Backlog values below this drop SYNs during connect storms.
@@ -30,6 +49,9 @@ pub struct DoctorArgs {
     /// Exit with an error when something blocks N.
     #[arg(long)]
     pub strict: bool,
+    /// Print the sysctl drop-in for /etc/sysctl.d/ (deploy/99-myriad.conf) and exit.
+    #[arg(long)]
+    pub print_sysctl: bool,
 }
 
 /// How bad a finding is.
@@ -59,12 +81,13 @@ fn check(level: Level, name: &'static str, detail: String, fix: Vec<String>) -> 
     }
 }
 
-fn num(path: &str) -> Option<u64> {
-    read_proc(path).and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+/// The first number of a sysctl (`fs.file-nr` has three).
+fn num(key: &str) -> Option<u64> {
+    procfs::read_sysctl(key).and_then(|s| s.split_whitespace().next()?.parse().ok())
 }
 
-fn nums(path: &str) -> Vec<u64> {
-    read_proc(path)
+fn nums(key: &str) -> Vec<u64> {
+    procfs::read_sysctl(key)
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|v| v.parse().ok())
@@ -84,7 +107,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             Level::Warn,
             "nofile",
             format!(
-                "soft {soft}, hard {hard}: one process holds at most {per_proc}; flood and serve shard over {procs} processes per side"
+                "soft {soft}, hard {hard}: one process holds at most {per_proc} connections; flood spreads {n} over {procs} child processes by itself, a server needs one process per {per_proc} connections unless the limit is raised"
             ),
             vec![
                 format!("ulimit -n {}", n + 10_000),
@@ -94,7 +117,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             ],
         )
     });
-    if let Some(nr_open) = num("/proc/sys/fs/nr_open") {
+    if let Some(nr_open) = num("fs.nr_open") {
         out.push(if nr_open > n + FD_MARGIN {
             check(
                 Level::Ok,
@@ -112,8 +135,8 @@ pub fn checks(n: u64) -> Vec<Check> {
         });
     }
     let need_files = 2 * n + 10_000;
-    if let Some(file_max) = num("/proc/sys/fs/file-max") {
-        let used = num("/proc/sys/fs/file-nr").unwrap_or(0);
+    if let Some(file_max) = num("fs.file-max") {
+        let used = num("fs.file-nr").unwrap_or(0);
         out.push(if file_max >= need_files + used {
             check(Level::Ok, "fs.file-max", format!("{file_max} ({used} in use), need {need_files}"), vec![])
         } else {
@@ -125,7 +148,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             )
         });
     }
-    let range = nums("/proc/sys/net/ipv4/ip_local_port_range");
+    let range = nums("net.ipv4.ip_local_port_range");
     if range.len() == 2 && range[1] >= range[0] {
         let ports = range[1] - range[0] + 1;
         let sources = n.div_ceil(ports * 4 / 5);
@@ -147,24 +170,8 @@ pub fn checks(n: u64) -> Vec<Check> {
             fix,
         ));
     }
-    for (name, path, sysctl) in [
-        (
-            "somaxconn",
-            "/proc/sys/net/core/somaxconn",
-            "net.core.somaxconn",
-        ),
-        (
-            "tcp_max_syn_backlog",
-            "/proc/sys/net/ipv4/tcp_max_syn_backlog",
-            "net.ipv4.tcp_max_syn_backlog",
-        ),
-        (
-            "netdev_max_backlog",
-            "/proc/sys/net/core/netdev_max_backlog",
-            "net.core.netdev_max_backlog",
-        ),
-    ] {
-        if let Some(v) = num(path) {
+    for (name, sysctl) in BACKLOG_SYSCTLS {
+        if let Some(v) = num(sysctl) {
             out.push(if v >= MIN_BACKLOG {
                 check(Level::Ok, name, format!("{v}"), vec![])
             } else {
@@ -172,40 +179,20 @@ pub fn checks(n: u64) -> Vec<Check> {
                     Level::Warn,
                     name,
                     format!("{v}: connect storms overflow it (refused or retried SYNs)"),
-                    vec![format!("sysctl -w {sysctl}=65535")],
+                    vec![format!("sysctl -w {sysctl}={RECOMMENDED_BACKLOG}")],
                 )
             });
         }
     }
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    let tcp_mem = nums("/proc/sys/net/ipv4/tcp_mem");
-    let kernel_need = 2 * n * KERNEL_BYTES_PER_SOCKET;
-    if tcp_mem.len() == 3 {
-        let high = tcp_mem[2] * page;
-        out.push(if high >= kernel_need {
-            check(Level::Ok, "tcp_mem", format!("high {} MB, {n} connections need ~{} MB", high >> 20, kernel_need >> 20), vec![])
-        } else {
-            let p = kernel_need.div_ceil(page) * 2;
-            check(
-                Level::Warn,
-                "tcp_mem",
-                format!("high {} MB < ~{} MB for {n} connections (2 sockets × {KERNEL_BYTES_PER_SOCKET} B)", high >> 20, kernel_need >> 20),
-                vec![format!("sysctl -w net.ipv4.tcp_mem=\"{} {} {}\"", p / 2, p * 3 / 4, p)],
-            )
-        });
+    if let Some(c) = tcp_mem_check(n) {
+        out.push(c);
     }
     // One conntrack entry covers both directions of a connection; keep a tenth spare
     // for TIME_WAIT entries and the rest of the machine.
     let track_need = n + n / 10;
-    let tracked = num("/proc/sys/net/netfilter/nf_conntrack_count").unwrap_or(0);
-    let sockstat = read_proc("/proc/net/sockstat").unwrap_or_default();
-    let tcp_inuse = sockstat
-        .lines()
-        .find(|l| l.starts_with("TCP:"))
-        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    match num("/proc/sys/net/netfilter/nf_conntrack_max") {
+    let tracked = num("net.netfilter.nf_conntrack_count").unwrap_or(0);
+    let tcp_inuse = procfs::read_sockstat().map_or(0, |s| s.tcp_inuse);
+    match num("net.netfilter.nf_conntrack_max") {
         // Loaded, yet none of the open TCP sockets is tracked: no rule uses conntrack.
         Some(max) if tracked == 0 && tcp_inuse > 100 => out.push(check(
             Level::Ok,
@@ -225,14 +212,9 @@ pub fn checks(n: u64) -> Vec<Check> {
         Some(max) => out.push(check(Level::Ok, "nf_conntrack_max", format!("{max}, need {track_need}"), vec![])),
         None => out.push(check(Level::Ok, "nf_conntrack", "not loaded".into(), vec![])),
     }
-    let meminfo = read_proc("/proc/meminfo").unwrap_or_default();
-    let avail_kb = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
+    let kernel_need = 2 * n * KERNEL_BYTES_PER_SOCKET;
     let mem_need = kernel_need + 2 * n * USER_BYTES_PER_CONN;
-    let avail = avail_kb * 1024;
+    let avail = procfs::read_meminfo().map_or(0, |m| m.available);
     let level = if avail >= mem_need {
         Level::Ok
     } else if avail * 2 >= mem_need {
@@ -243,14 +225,87 @@ pub fn checks(n: u64) -> Vec<Check> {
     out.push(check(
         level,
         "memory",
-        format!("{} MB available, {n} connections need ~{} MB (kernel sockets + {USER_BYTES_PER_CONN} B per side)", avail >> 20, mem_need >> 20),
+        format!("{} MB available, {n} connections need ~{} MB (2 sockets × {KERNEL_BYTES_PER_SOCKET} B of kernel memory + {USER_BYTES_PER_CONN} B per side)", avail >> 20, mem_need >> 20),
         vec![],
     ));
     out
 }
 
+/// `net.ipv4.tcp_mem` (pages: min, pressure, max) limits TCP buffer memory only, not the
+/// socket slab; idle sockets hold almost none, so the check counts
+/// [`TCP_BUFFER_BYTES_PER_IDLE_SOCKET`]. `None` when the file is unreadable.
+fn tcp_mem_check(n: u64) -> Option<Check> {
+    let page = procfs::page_size();
+    let tcp_mem = nums("net.ipv4.tcp_mem");
+    let [_, pressure, max] = tcp_mem[..] else {
+        return None;
+    };
+    let (pressure, max) = (pressure * page, max * page);
+    let need = 2 * n * TCP_BUFFER_BYTES_PER_IDLE_SOCKET;
+    let why = format!(
+        "it limits TCP buffers only: {n} idle connections hold ~{} MB (2 sockets × {TCP_BUFFER_BYTES_PER_IDLE_SOCKET} B); a socket with queued data holds more",
+        need >> 20
+    );
+    Some(if pressure >= need {
+        check(
+            Level::Ok,
+            "tcp_mem",
+            format!(
+                "pressure {} MB, max {} MB; {why}",
+                pressure >> 20,
+                max >> 20
+            ),
+            vec![],
+        )
+    } else {
+        // Leave room for every socket to queue one page on top of the idle need.
+        let want = (need + 2 * n * page).div_ceil(page);
+        check(
+            Level::Warn,
+            "tcp_mem",
+            format!("pressure {} MB is below the need; {why}. Under pressure the kernel shrinks buffers, past max ({} MB) it drops data", pressure >> 20, max >> 20),
+            vec![format!(
+                "sysctl -w net.ipv4.tcp_mem=\"{} {} {}\"",
+                want / 2,
+                want,
+                want * 3 / 2
+            )],
+        )
+    })
+}
+
+/// The sysctl drop-in for a myriad server (`deploy/99-myriad.conf`, installed as
+/// `/etc/sysctl.d/99-myriad.conf`). Fixed values that only raise defaults, so it is safe
+/// on any machine; what depends on N (`tcp_mem`, conntrack, file limits) `doctor` checks.
+pub fn sysctl_dropin() -> String {
+    let mut out = String::from(
+        "# /etc/sysctl.d/99-myriad.conf: kernel settings for a myriad server.\n\
+         # Printed by `myriad doctor --print-sysctl`; apply with `sysctl --system`.\n\
+         #\n\
+         # Connect storms (thousands of clients reconnecting at once, e.g. after a restart)\n\
+         # overflow the default accept and SYN backlogs: connects are refused or retried\n\
+         # seconds later. These queue a burst instead.\n",
+    );
+    for (_, key) in BACKLOG_SYSCTLS {
+        out.push_str(&format!("{key} = {RECOMMENDED_BACKLOG}\n"));
+    }
+    out.push_str(
+        "#\n\
+         # Open files: every connection is a descriptor. The systemd unit's LimitNOFILE\n\
+         # (deploy/myriad.service) may not exceed fs.nr_open (1048576 by default).\n\
+         # TCP buffer memory (net.ipv4.tcp_mem), conntrack and memory depend on the\n\
+         # connection count: `myriad doctor --connections N` checks them and prints the\n\
+         # lines to add here.\n",
+    );
+    out
+}
+
 /// `myriad doctor`.
 pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
+    if args.print_sysctl {
+        print!("{}", sysctl_dropin());
+        return Ok(());
+    }
     let all = checks(args.connections);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&all)?);
@@ -311,5 +366,35 @@ mod tests {
             .expect("nofile is always checked");
         assert_eq!(nofile.level, Level::Warn);
         assert!(nofile.fix.iter().any(|f| f.starts_with("ulimit -n")));
+        assert!(
+            nofile.detail.contains("one process per"),
+            "{}",
+            nofile.detail
+        );
+        let tcp_mem = huge
+            .iter()
+            .find(|c| c.name == "tcp_mem")
+            .expect("tcp_mem is checked on Linux");
+        assert_eq!(tcp_mem.level, Level::Warn, "{tcp_mem:?}");
+        assert!(tcp_mem.detail.contains("TCP buffers only"), "{tcp_mem:?}");
+    }
+
+    /// `deploy/99-myriad.conf` is what `doctor --print-sysctl` prints, byte for byte.
+    #[test]
+    fn the_deploy_dropin_is_what_doctor_prints() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/99-myriad.conf");
+        let file = std::fs::read_to_string(path).expect("deploy/99-myriad.conf exists");
+        assert_eq!(
+            file,
+            sysctl_dropin(),
+            "deploy/99-myriad.conf differs from `myriad doctor --print-sysctl`; regenerate it: \
+             myriad doctor --print-sysctl > deploy/99-myriad.conf"
+        );
+        for (_, key) in BACKLOG_SYSCTLS {
+            assert!(
+                file.contains(&format!("\n{key} = {RECOMMENDED_BACKLOG}\n")),
+                "{key}"
+            );
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Process plumbing the load tools share: the open-file limit, RSS and CPU readings,
-//! and a Ctrl-C flag. Linux only (reads `/proc`); not a portability layer.
+//! and a Ctrl-C flag. Linux only; the `/proc` files are read by `observe::procfs`
+//! (not a portability layer).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -52,22 +53,14 @@ pub fn raise_nofile() -> u64 {
     nofile().0
 }
 
-/// Descriptors this process has open now.
+/// Descriptors this process has open now (0 if /proc is unreadable).
 pub fn open_fds() -> u64 {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+    observe::procfs::open_fds().unwrap_or(0)
 }
 
 /// Resident set size of this process in bytes (0 if /proc is unreadable).
 pub fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    pages * page
+    observe::procfs::read_self().map_or(0, |s| s.rss_pages * observe::procfs::page_size())
 }
 
 /// CPU time used by this process so far: (user, system).

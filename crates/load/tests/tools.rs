@@ -170,6 +170,7 @@ fn doctor_reports_every_check() {
         connections: 1000,
         json: true,
         strict: false,
+        print_sysctl: false,
     })
     .unwrap();
 }

@@ -3,22 +3,27 @@
 
 use clap::{Parser, Subcommand};
 
+/// The heading of the flags every subcommand takes, apart from its own.
+const GLOBAL_HEADING: &str = "Global options";
+
 #[derive(Parser)]
 #[command(
     name = "myriad",
-    version,
+    // The package version and the git commit it was built from (build.rs).
+    version = env!("MYRIAD_VERSION"),
     about = "A real-time push server for a million connections on one machine"
 )]
 struct Cli {
-    /// Log level or filter (trace, debug, info, warn, error; or a tracing filter string).
-    #[arg(long, global = true, env = "MYRIAD_LOG", default_value = "info")]
-    log: String,
+    /// Log level or filter (trace, debug, info, warn, error; or a tracing filter string)
+    /// [default: info; warn for demo, whose own lines tell what happens].
+    #[arg(long, global = true, env = "MYRIAD_LOG", help_heading = GLOBAL_HEADING)]
+    log: Option<String>,
     /// Log format: text or json.
-    #[arg(long, global = true, env = "MYRIAD_LOG_FORMAT", default_value = "text")]
+    #[arg(long, global = true, env = "MYRIAD_LOG_FORMAT", default_value = "text", help_heading = GLOBAL_HEADING)]
     log_format: String,
     /// TOML config file: keys are flag names (`listen = "0.0.0.0:8000"`, `max-connections = 20000`).
     /// Precedence: flags, then MYRIAD_* variables, then this file, then defaults.
-    #[arg(long, global = true, env = "MYRIAD_CONFIG")]
+    #[arg(long, global = true, env = "MYRIAD_CONFIG", help_heading = GLOBAL_HEADING)]
     config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -40,9 +45,9 @@ enum Command {
     /// Check file limits, ports, backlogs, tcp_mem, conntrack and memory for N connections.
     Doctor(load::doctor::DoctorArgs),
     /// Live terminal view of a server's processes (CPU, memory, connections, loop lag) from their admin addresses.
-    Top(observe::top::TopArgs),
+    Top(viewer::top::TopArgs),
     /// Render PNG charts (memory, CPU, connections, loop lag, deliveries, latency) from serve/flood CSV files.
-    Plot(observe::plot::PlotArgs),
+    Plot(viewer::plot::PlotArgs),
     /// Friends graph tools: generate a Barabási–Albert graph, load an edge list into the store.
     Friends(load::friends::FriendsArgs),
     /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
@@ -55,7 +60,11 @@ pub fn main() -> anyhow::Result<()> {
     crate::config_file::apply(std::env::args_os())?;
     let cli = Cli::parse();
     let _ = &cli.config; // read before parsing, by config_file::apply
-    init_logging(&cli.log, &cli.log_format);
+    let log = cli.log.as_deref().unwrap_or(match cli.command {
+        Command::Demo(_) => "warn",
+        _ => "info",
+    });
+    init_logging(log, &cli.log_format);
     match cli.command {
         // -- dispatch: one arm per variant; add yours below, keep this marker --
         Command::Bench(args) => crate::bench::run(args),
@@ -64,8 +73,8 @@ pub fn main() -> anyhow::Result<()> {
         Command::Drone(args) => load::drone::run(args),
         Command::Fleet(args) => load::fleet::run(args),
         Command::Doctor(args) => load::doctor::run(args),
-        Command::Top(args) => observe::top::run(args),
-        Command::Plot(args) => observe::plot::run(args),
+        Command::Top(args) => viewer::top::run(args),
+        Command::Plot(args) => viewer::plot::run(args),
         Command::Friends(args) => load::friends::run(args),
         Command::Serve(args) => crate::serve::run(args),
         Command::Demo(args) => crate::demo::run(args),

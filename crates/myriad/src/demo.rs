@@ -2,15 +2,22 @@
 //!
 //! It generates a Barabási–Albert friends graph, loads it into an embedded SQLite store,
 //! starts `myriad serve` as a child process (a process may hold only so many files, and
-//! the load must not share the server's), opens thousands of connections with `flood`,
-//! publishes with `msggen` for a while, prints one live line per second, and ends with
-//! a short report (also written as Markdown next to the CSV and the plots). The store
-//! and every process it started are cleaned up; the report, CSVs and plots stay.
+//! the load must not share the server's) with its admin listener, so the dashboard can be
+//! watched live during the run, opens thousands of connections with `flood`, publishes
+//! with `msggen` for a while, prints one live line per second (`live`), and ends with a
+//! report (`report`) written as Markdown next to the CSVs, the charts and the server's
+//! log. Every process it started is stopped and the store removed, unless `--keep`
+//! leaves the server running with the graph loaded.
 
-use crate::server_process::{kernel_socket_bytes, ServerProcess};
+mod live;
+mod report;
+
+use crate::server_process::ServerProcess;
 use anyhow::Context;
+use observe::kernel::SocketMemory;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -36,9 +43,20 @@ pub struct DemoArgs {
     /// Messages published per second (each reaches the user and their friends).
     #[arg(long, default_value_t = 500.0)]
     pub rate: f64,
-    /// Where the report, CSVs and plots go.
+    /// Where the report, CSVs, charts and the server's log go (created if missing).
     #[arg(long, default_value = "myriad-demo")]
     pub out: PathBuf,
+    /// The server's client and API address (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// The server's admin address: live dashboard at /, /metrics, /stats, /history
+    /// (port 0: any free port; the URL is printed at the start).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub admin: SocketAddr,
+    /// Leave the server running afterwards with the graph loaded (its store in --out),
+    /// and print the curl lines to try and how to stop it.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -51,10 +69,19 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let out = args.out.canonicalize()?;
     let work = tempfile::tempdir().context("cannot create a temporary directory")?;
     let started = Instant::now();
+    eprintln!(
+        "demo: the report, CSVs, charts and the server's log go to {}",
+        out.display()
+    );
 
-    // 1. The friends graph, into the embedded store.
+    // 1. The friends graph, into the embedded store: in the temporary directory, or in
+    //    --out when the server stays running after the demo.
     let graph = work.path().join("friends.txt");
-    let db = work.path().join("demo.db");
+    let db = if args.keep {
+        fresh_store(&out.join("demo.db"))?
+    } else {
+        work.path().join("demo.db")
+    };
     let store_url = format!("sqlite:{}", db.display());
     eprintln!(
         "demo: generating a Barabási–Albert graph of {} users (m = {})",
@@ -79,34 +106,46 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         db.display()
     );
 
-    // 2. The server, in its own process.
+    // 2. The server, in its own process, logging to a file so the live view stays clean.
     let server_csv = out.join("server.csv");
-    let server = ServerProcess::start(&[
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--store".into(),
-        store_url,
-        "--csv".into(),
-        server_csv.display().to_string(),
-    ])?;
+    let flood_csv = out.join("flood.csv");
+    let server_log = out.join("server.log");
+    let server = ServerProcess::start_logging_to(
+        &[
+            "--listen".into(),
+            args.listen.to_string(),
+            "--admin".into(),
+            args.admin.to_string(),
+            "--store".into(),
+            store_url,
+            "--csv".into(),
+            server_csv.display().to_string(),
+        ],
+        &server_log,
+    )?;
     std::thread::sleep(Duration::from_millis(300));
     let rss_idle = server.rss();
-    let tcp_idle = kernel_socket_bytes();
+    let kernel_idle = SocketMemory::read();
     eprintln!(
-        "demo: server pid {} on {} (RSS {} KiB)",
+        "demo: server pid {} on {} (RSS {} KiB), log in {}",
         server.child.id(),
         server.addr,
-        rss_idle / 1024
+        rss_idle / 1024,
+        server_log.display()
     );
+    match server.admin {
+        Some(admin) => eprintln!(
+            "demo: dashboard: http://{admin}/  (open it now to watch connections, memory and deliveries live)"
+        ),
+        None => eprintln!("demo: the server did not report its admin address; no dashboard"),
+    }
 
     // 3. The connections, held until publishing is over.
-    let transport = args.transport;
-    let flood_csv = out.join("flood.csv");
     let flood_args = load::flood::FloodArgs {
         urls: vec![format!("http://{}/sub/%d", server.addr)],
         connections: args.connections,
         rate: 0.0,
-        transport,
+        transport: args.transport,
         users: Some(format!("1-{}", args.users)),
         max_time: args.seconds + 120.0,
         csv: Some(flood_csv.clone()),
@@ -125,14 +164,15 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
 
     // 4. Live view; publishing starts once every connection is open (or after 30 s).
-    eprintln!("demo:   time   open  failed   msgs/s  deliv/s   p50 ms   p99 ms  server RSS/conn");
+    eprintln!("{}", live::HEADER);
     let stop_msggen = Arc::new(AtomicBool::new(false));
     let mut msggen: Option<std::thread::JoinHandle<anyhow::Result<load::msggen::MsggenSummary>>> =
         None;
-    let mut publish_window: Option<(Instant, Value)> = None; // when publishing began, server stats then
-    let mut peak = (0u64, 0u64, 0u64); // open, server RSS, kernel socket memory
-    let mut connected = (0u64, 0u64, 0u64); // the same, once connected and before publishing
-    let mut last_out = 0u64;
+    let mut start_stats = Value::Null; // server counters when publishing began
+    let mut peak = (0u64, 0u64); // open connections, server RSS
+    let mut connected: Option<(u64, u64, SocketMemory)> = None; // the same once all are open, before publishing
+    let mut rates = live::ServerRates::default();
+    let mut last_second = None;
     let mut lines = Vec::new();
     loop {
         let tick = match ticks.recv_timeout(Duration::from_secs(3)) {
@@ -141,34 +181,35 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
         let stats = server.stats().unwrap_or(Value::Null);
-        let out_total = stats["messages_out"].as_u64().unwrap_or(0);
+        let (published_per_s, delivered_per_s) = rates.update(Instant::now(), &stats);
         let rss = server.rss();
         if tick.open >= peak.0 {
-            peak = (tick.open, rss, kernel_socket_bytes());
+            peak = (tick.open, rss);
         }
-        let per_conn = match tick.open {
-            0 => "-".to_string(),
-            open => (rss.saturating_sub(rss_idle) / open).to_string(),
-        };
-        let line = format!(
-            "{:>6.0}s {:>6} {:>7} {:>8} {:>8} {:>8.2} {:>8.2} {:>10} B",
-            tick.elapsed.as_secs_f64(),
-            tick.open,
-            tick.failed,
-            tick.messages,
-            out_total.saturating_sub(last_out),
-            tick.lat_p50_us as f64 / 1000.0,
-            tick.lat_p99_us as f64 / 1000.0,
-            per_conn
-        );
-        eprintln!("demo: {line}");
-        lines.push(line);
-        last_out = out_total;
+        let second = tick.elapsed.as_secs_f64().round() as u64;
+        // After the stop the flood reports once more while closing: not a second of the run.
+        if !stop_flood.load(Ordering::Relaxed) && last_second != Some(second) {
+            last_second = Some(second);
+            let line = live::Line {
+                second,
+                open: tick.open,
+                failed: tick.failed,
+                published_per_s,
+                delivered_per_s,
+                // No stamped message in this second: no latency to show.
+                latency_us: (tick.messages > 0 && tick.lat_p99_us > 0)
+                    .then_some((tick.lat_p50_us, tick.lat_p99_us)),
+                rss_per_conn: (tick.open > 0).then(|| rss.saturating_sub(rss_idle) / tick.open),
+            }
+            .render();
+            eprintln!("{line}");
+            lines.push(line);
+        }
         let all_open = tick.open + tick.failed >= args.connections;
         if msggen.is_none() && (all_open || tick.elapsed > Duration::from_secs(30)) {
             // Memory of idle connections: measured before any message, so no history yet.
-            connected = (tick.open, rss, kernel_socket_bytes());
-            publish_window = Some((Instant::now(), stats.clone()));
+            connected = Some((tick.open, rss, SocketMemory::read()));
+            start_stats = stats.clone();
             let msggen_args = load::msggen::MsggenArgs {
                 url: format!("http://{}", server.addr),
                 rate: args.rate,
@@ -198,89 +239,94 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         None => None,
     };
     let end_stats = server.stats().unwrap_or(Value::Null);
-    drop(server);
 
     // 5. The report.
-    let start_stats = publish_window.map(|w| w.1).unwrap_or(Value::Null);
-    let window = published.as_ref().map_or(1.0, |p| p.elapsed_s.max(0.001));
-    let deliveries = end_stats["messages_out"].as_u64().unwrap_or(0)
-        - start_stats["messages_out"].as_u64().unwrap_or(0);
-    let user_idle = connected.1.saturating_sub(rss_idle) as f64 / connected.0.max(1) as f64;
-    let user_peak = peak.1.saturating_sub(rss_idle) as f64 / peak.0.max(1) as f64;
-    // Both ends of every loopback connection are on this machine: halve it.
-    let kernel_per_conn =
-        connected.2.saturating_sub(tcp_idle) as f64 / (2 * connected.0.max(1)) as f64;
-    let plots = observe::plot::render(&observe::plot::PlotArgs {
+    let counter = |v: &Value| v["messages_out"].as_u64().unwrap_or(0);
+    let (open_idle, rss_connected, kernel_connected) =
+        connected.unwrap_or((0, rss_idle, kernel_idle));
+    let charts = viewer::plot::render(&viewer::plot::PlotArgs {
         files: vec![server_csv.clone(), flood_csv.clone()],
         out: out.clone(),
         window: 10,
         font: None,
-    });
-    let plots = match plots {
-        Ok(files) => format!("{} charts in {}", files.len(), out.display()),
-        Err(e) => format!("no charts ({e:#})"),
+    })
+    .map_err(|e| format!("{e:#}"));
+    let figures = report::Figures {
+        users: args.users,
+        m: args.m,
+        pairs: loaded.pairs,
+        transport: format!("{:?}", args.transport).to_lowercase(),
+        open: flood.peak_open,
+        asked: args.connections,
+        failed: flood.failed,
+        connect_rate: flood.connect_rate,
+        user_idle: rss_connected.saturating_sub(rss_idle) as f64 / open_idle.max(1) as f64,
+        user_peak: peak.1.saturating_sub(rss_idle) as f64 / peak.0.max(1) as f64,
+        kernel: kernel_connected.per_socket_since(&kernel_idle),
+        sent: published.as_ref().map_or(0, |p| p.sent),
+        achieved_rate: published.as_ref().map_or(0.0, |p| p.achieved_rate),
+        errors: published.as_ref().map_or(0, |p| p.errors),
+        deliveries: counter(&end_stats).saturating_sub(counter(&start_stats)),
+        window_s: published.as_ref().map_or(1.0, |p| p.elapsed_s.max(0.001)),
+        latency_ms: (
+            flood.lat_p50_us as f64 / 1000.0,
+            flood.lat_p99_us as f64 / 1000.0,
+            flood.lat_max_us as f64 / 1000.0,
+        ),
+        total_s: started.elapsed().as_secs_f64(),
+        charts,
+        live: lines,
     };
-    let report = format!(
-        "# myriad demo\n\n\
-         | what | value |\n|---|---|\n\
-         | friends graph | {users} users, m = {m}, {pairs} friendships |\n\
-         | connections held ({transport}) | {open} of {asked} ({failed} failed), {rate:.0} connects/s |\n\
-         | server memory per idle connection | {user:.0} B user space (RSS growth / connections, before publishing) |\n\
-         | … with history filled | {user_peak:.0} B user space (each user keeps its last messages for resume) |\n\
-         | kernel memory per socket | {kernel:.0} B (slab + TCP buffers, machine-wide growth / 2 ends / connections) |\n\
-         | published | {sent} messages at {achieved:.0}/s ({errors} errors) |\n\
-         | deliveries | {deliveries} in {window:.1} s = {dps:.0}/s |\n\
-         | publish → receive latency | p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms |\n\
-         | total time | {total:.1} s |\n\n\
-         Server CSV: `{scsv}`; flood CSV: `{fcsv}`; {plots}.\n\n\
-         ## Live view\n\n```\n  time   open  failed   msgs/s  deliv/s   p50 ms   p99 ms  server RSS/conn\n{live}\n```\n",
-        users = args.users,
-        m = args.m,
-        pairs = loaded.pairs,
-        transport = format!("{:?}", args.transport).to_lowercase(),
-        open = flood.peak_open,
-        asked = args.connections,
-        failed = flood.failed,
-        rate = flood.connect_rate,
-        user = user_idle,
-        user_peak = user_peak,
-        kernel = kernel_per_conn,
-        sent = published.as_ref().map_or(0, |p| p.sent),
-        achieved = published.as_ref().map_or(0.0, |p| p.achieved_rate),
-        errors = published.as_ref().map_or(0, |p| p.errors),
-        deliveries = deliveries,
-        window = window,
-        dps = deliveries as f64 / window,
-        p50 = flood.lat_p50_us as f64 / 1000.0,
-        p99 = flood.lat_p99_us as f64 / 1000.0,
-        max = flood.lat_max_us as f64 / 1000.0,
-        total = started.elapsed().as_secs_f64(),
-        scsv = server_csv.display(),
-        fcsv = flood_csv.display(),
-        plots = plots,
-        live = lines.join("\n"),
-    );
+    let text = report::markdown(&figures);
     let report_path = out.join("report.md");
-    std::fs::write(&report_path, &report)?;
-    println!("{}", summary_text(&report));
-    println!("Report: {}", report_path.display());
-    drop(work); // removes the store and the graph file
+    std::fs::write(&report_path, &text)?;
+    println!("{}", report::summary_text(&text));
+    println!(
+        "\nReport: {}\nCharts, CSVs and the server's log: {}",
+        report_path.display(),
+        out.display()
+    );
+    if args.keep {
+        let (addr, admin) = (server.addr, server.admin);
+        let pid = server.detach();
+        print_keep_help(pid, addr, admin, &db);
+    } else {
+        drop(server);
+    }
+    drop(work); // removes the graph file, and the store unless it is kept
     Ok(())
 }
 
-/// The report's table, for the terminal.
-fn summary_text(report: &str) -> String {
-    report
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| what"))
-        .map(|l| {
-            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
-            format!(
-                "{:<36} {}",
-                cells.first().copied().unwrap_or(""),
-                cells.get(1).copied().unwrap_or("")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// A store file with nothing in it: a kept demo's store from an earlier run is removed,
+/// so the new graph is loaded into an empty store.
+fn fresh_store(db: &Path) -> anyhow::Result<PathBuf> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let f = PathBuf::from(format!("{}{suffix}", db.display()));
+        match std::fs::remove_file(&f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove {}", f.display())),
+        }
+    }
+    Ok(db.to_path_buf())
+}
+
+/// What to try against a kept server, and how to stop it.
+fn print_keep_help(pid: u32, addr: SocketAddr, admin: Option<SocketAddr>, db: &Path) {
+    println!(
+        "\nThe server keeps running (pid {pid}) with the friends graph in {}:",
+        db.display()
+    );
+    if let Some(admin) = admin {
+        println!("  dashboard:  http://{admin}/   (Prometheus: http://{admin}/metrics)");
+    }
+    println!("  curl -N http://{addr}/sub/42                        # a stream for user 42 (one line per message)");
+    println!("  curl -N -H 'Accept: text/event-stream' http://{addr}/sub/42   # the same as SSE");
+    println!("  curl http://{addr}/subscriptions/42                 # whom user 42 follows");
+    println!("  curl http://{addr}/subscribers/42                   # who follows user 42");
+    println!(
+        "  curl -d 'hello' http://{addr}/pub/42                # publish to 42 and their followers"
+    );
+    println!("  curl http://{addr}/stats");
+    println!("Stop it with: kill {pid}");
 }

@@ -47,8 +47,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         listen = %server.local_addr(),
         loops = config.loops,
-        admin = monitor.admin_addr().map_or_else(off, |a| a.to_string()),
-        csv = args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
+        admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
+        csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
         store = %args.hub.store,
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );

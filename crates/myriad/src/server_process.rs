@@ -1,47 +1,96 @@
 //! A `myriad serve` child process for the demo and the benches: started from this
-//! executable, found by the address it logs, measured through /proc and `/stats`.
-//! Also the machine-wide kernel memory probes both use.
+//! executable, found by the address it logs, measured through /proc (`observe::procfs`)
+//! and `/stats`. Also the machine-wide kernel memory probe the benches use.
 
 use anyhow::{bail, Context};
+use observe::procfs;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// A `myriad serve` child process, killed on drop.
+/// How long a starting server may take to log its addresses (it builds the index first).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A `myriad serve` child process, killed on drop unless [`ServerProcess::detach`]ed.
 pub struct ServerProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin listener (dashboard, /metrics), when `--admin` was given.
+    pub admin: Option<SocketAddr>,
+    detached: bool,
 }
 
 impl ServerProcess {
     /// Runs `myriad serve ARGS` (which should include `--listen 127.0.0.1:0`).
     pub fn start(args: &[String]) -> anyhow::Result<ServerProcess> {
-        let exe = std::env::current_exe().context("cannot find this executable")?;
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .args(args)
-            .env("MYRIAD_LOG", "info")
-            .env("MYRIAD_LOG_FORMAT", "text")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
+        let mut child = serve_command(args)
             .stderr(Stdio::piped())
             .spawn()
             .context("cannot start myriad serve")?;
         let stderr = child.stderr.take().context("no stderr")?;
         let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
+        let (addr, admin) = loop {
             let Some(Ok(line)) = lines.next() else {
                 bail!("myriad serve exited before listening: {:?}", child.wait());
             };
-            if let Some(addr) = field(&line, "listen=") {
-                break addr.parse().context("bad listen address")?;
+            if let Some(found) = addresses(&line)? {
+                break found;
             }
         };
         // Keep draining the log so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Ok(ServerProcess { child, addr })
+        Ok(ServerProcess {
+            child,
+            addr,
+            admin,
+            detached: false,
+        })
+    }
+
+    /// The same with the server's log written to `log` instead of a pipe: nothing of it
+    /// reaches the terminal, and a detached server keeps logging there after we exit.
+    pub fn start_logging_to(args: &[String], log: &Path) -> anyhow::Result<ServerProcess> {
+        let file = std::fs::File::create(log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let mut child = serve_command(args)
+            .stderr(Stdio::from(file))
+            .spawn()
+            .context("cannot start myriad serve")?;
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            // Only whole lines: the one with the addresses may be half written.
+            let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+            for line in whole.lines() {
+                if let Some((addr, admin)) = addresses(line)? {
+                    return Ok(ServerProcess {
+                        child,
+                        addr,
+                        admin,
+                        detached: false,
+                    });
+                }
+            }
+            if let Some(status) = child.try_wait()? {
+                bail!("myriad serve exited before listening ({status}); its log:\n{text}");
+            }
+            if started.elapsed() > START_TIMEOUT {
+                bail!(
+                    "myriad serve did not log its address within {START_TIMEOUT:?}; see {}",
+                    log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Leave the server running after this handle is gone; returns its pid.
+    pub fn detach(mut self) -> u32 {
+        self.detached = true;
+        self.child.id()
     }
 
     pub fn rss(&self) -> u64 {
@@ -63,24 +112,55 @@ impl ServerProcess {
 impl ServerProcess {
     /// CPU time (user, system) the server has used so far, in seconds.
     pub fn cpu(&self) -> (f64, f64) {
-        let hz = observe::procfs::clock_ticks() as f64;
-        proc_stat(self.child.id()).map_or((0.0, 0.0), |s| {
+        let hz = procfs::clock_ticks() as f64;
+        procfs::read_proc_stat(self.child.id()).map_or((0.0, 0.0), |s| {
             (s.utime_ticks as f64 / hz, s.stime_ticks as f64 / hz)
         })
     }
 }
 
-/// `/proc/<pid>/stat` through observe's parser (CPU ticks, RSS pages).
-fn proc_stat(pid: u32) -> Option<observe::procfs::ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    observe::procfs::parse_proc_stat(&text)
-}
-
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if !self.detached {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
+}
+
+/// `myriad serve ARGS` from this executable, logging plain text at info.
+fn serve_command(args: &[String]) -> Command {
+    // current_exe fails only when /proc/self/exe is unreadable; then PATH's myriad will do.
+    let exe = std::env::current_exe().unwrap_or_else(|_| "myriad".into());
+    let mut cmd = Command::new(exe);
+    cmd.arg("serve")
+        .args(args)
+        .env("MYRIAD_LOG", "info")
+        .env("MYRIAD_LOG_FORMAT", "text")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    cmd
+}
+
+/// The client and admin addresses from the server's start line (`listen=… admin=…`), or
+/// `None` for other lines. The admin field may read `admin=ADDR`, `admin="ADDR"`,
+/// `admin=Some(ADDR)`, or anything else that is not an address (`off`, `None`).
+fn addresses(line: &str) -> anyhow::Result<Option<(SocketAddr, Option<SocketAddr>)>> {
+    let Some(listen) = field(line, "listen=") else {
+        return Ok(None);
+    };
+    let listen = listen
+        .parse()
+        .with_context(|| format!("bad listen address in {line:?}"))?;
+    let admin = field(line, "admin=").and_then(|a| {
+        let a = a
+            .strip_prefix("Some(")
+            .and_then(|a| a.strip_suffix(')'))
+            .unwrap_or(a);
+        a.trim_matches('"').parse().ok()
+    });
+    Ok(Some((listen, admin)))
 }
 
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -90,27 +170,52 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 
 /// Resident set size of a process, in bytes (0 once it is gone).
 pub fn rss_of(pid: u32) -> u64 {
-    proc_stat(pid).map_or(0, |s| s.rss_pages * observe::procfs::page_size())
+    procfs::read_proc_stat(pid).map_or(0, |s| s.rss_pages * procfs::page_size())
 }
 
-/// Kernel memory that grows with sockets: the slab caches (socket, inode, file, dentry
-/// objects) from /proc/meminfo plus TCP buffer pages from /proc/net/sockstat.
+/// Kernel memory that grows with sockets, as the benches count it: every slab cache
+/// (socket, inode, file, dentry objects: `Slab:` of /proc/meminfo) plus TCP buffer pages
+/// from /proc/net/sockstat. Wider than `observe::kernel` (socket slabs + buffers), which
+/// the demo, the dashboard and the plots use.
 pub fn kernel_socket_bytes() -> u64 {
-    meminfo_kb("Slab:") * 1024 + tcp_mem_bytes()
-}
-
-/// One `/proc/meminfo` line's value in kB (0 when absent); `key` includes the colon.
-pub fn meminfo_kb(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    procfs::read_meminfo().map_or(0, |m| m.slab) + tcp_mem_bytes()
 }
 
 /// Kernel TCP buffer memory in bytes (`/proc/net/sockstat` mem pages).
 pub fn tcp_mem_bytes() -> u64 {
-    observe::procfs::read_sockstat().map_or(0, |s| s.tcp_mem_pages * observe::procfs::page_size())
+    procfs::read_sockstat().map_or(0, |s| s.tcp_mem_pages * procfs::page_size())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_from_the_start_line_in_every_form() {
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let line = "2026-01-01T00:00:00Z  INFO gateway::serve: myriad serving listen=127.0.0.1:8000 loops=2 admin=Some(127.0.0.1:9000) csv=None";
+        assert_eq!(
+            addresses(line).unwrap(),
+            Some((at("127.0.0.1:8000"), Some(at("127.0.0.1:9000"))))
+        );
+        let plain = "INFO myriad serving listen=127.0.0.1:8000 admin=127.0.0.1:9000";
+        assert_eq!(
+            addresses(plain).unwrap(),
+            Some((at("127.0.0.1:8000"), Some(at("127.0.0.1:9000"))))
+        );
+        let quoted = "INFO myriad serving listen=127.0.0.1:8000 loops=2 admin=\"127.0.0.1:9000\" csv=\"off\"";
+        assert_eq!(
+            addresses(quoted).unwrap(),
+            Some((at("127.0.0.1:8000"), Some(at("127.0.0.1:9000"))))
+        );
+        for none in ["admin=None", "admin=off", "admin=\"off\""] {
+            let line = format!("INFO myriad serving listen=127.0.0.1:8000 {none}");
+            assert_eq!(
+                addresses(&line).unwrap(),
+                Some((at("127.0.0.1:8000"), None))
+            );
+        }
+        assert_eq!(addresses("INFO subscription index built").unwrap(), None);
+        assert!(addresses("listen=nonsense").is_err());
+    }
 }

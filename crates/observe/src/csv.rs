@@ -13,8 +13,8 @@
 //! | cpu_user, cpu_sys | process CPU, cores |
 //! | rss_bytes | resident memory |
 //! | user_bytes_per_conn | (RSS − RSS when idle) / connections |
-//! | kernel_bytes_per_conn | TCP buffer memory (sockstat) / TCP sockets, machine-wide |
-//! | slab_bytes_per_conn | socket slab growth / TCP sockets added since idle, machine-wide |
+//! | kernel_bytes_per_conn | TCP buffer growth (sockstat) / TCP sockets added since idle, machine-wide |
+//! | slab_bytes_per_conn | socket slab growth / TCP sockets added since idle, machine-wide (the two add up to `observe::kernel`'s kernel memory per socket) |
 //! | connections | open client connections |
 //! | connects_per_s, closes_per_s | accepted / closed connections per second |
 //! | messages_in_per_s | messages published through this process's API |

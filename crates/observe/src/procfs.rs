@@ -1,5 +1,7 @@
-//! Readers for the few `/proc` files the monitor needs, split into pure parsers (text in,
-//! numbers out, unit-tested on fixed samples) and thin `read_*` wrappers.
+//! Readers for the `/proc` files myriad looks at, split into pure parsers (text in,
+//! numbers out, unit-tested on fixed samples) and thin `read_*` wrappers. The one place
+//! that reads `/proc` for the monitor, the load tools, `doctor`, the demo and the benches:
+//! one meminfo reader, one `/proc/<pid>/stat` reader, one descriptor counter.
 //!
 //! This module reports raw cumulative values (clock ticks, pages, kB converted to bytes);
 //! it computes no rates. Linux only: on other systems the readers return errors.
@@ -106,6 +108,8 @@ pub struct MemInfo {
     pub cache: u64,
     /// total − free − cache, as `free(1)` counts "used".
     pub used: u64,
+    /// All slab caches (`Slab:`), reclaimable or not.
+    pub slab: u64,
 }
 
 /// Parse `/proc/meminfo` (values in kB).
@@ -132,6 +136,7 @@ pub fn parse_meminfo(text: &str) -> Option<MemInfo> {
         available,
         cache,
         used: total.saturating_sub(free).saturating_sub(cache),
+        slab: get("Slab").unwrap_or(0),
     })
 }
 
@@ -231,6 +236,18 @@ pub fn read_self() -> io::Result<ProcStat> {
     Ok(st)
 }
 
+/// Another process's CPU times, threads and RSS from `/proc/<pid>/stat` (an error once
+/// it is gone).
+pub fn read_proc_stat(pid: u32) -> io::Result<ProcStat> {
+    let path = format!("/proc/{pid}/stat");
+    parse_proc_stat(&fs::read_to_string(&path)?).ok_or_else(|| bad(&path))
+}
+
+/// Descriptors this process has open now (entries of `/proc/self/fd`).
+pub fn open_fds() -> io::Result<u64> {
+    Ok(fs::read_dir("/proc/self/fd")?.count() as u64)
+}
+
 /// Machine CPU times.
 pub fn read_cpu_times() -> io::Result<CpuTimes> {
     parse_cpu_times(&fs::read_to_string("/proc/stat")?).ok_or_else(|| bad("/proc/stat"))
@@ -253,6 +270,13 @@ pub fn read_sockstat() -> io::Result<SockStat> {
 /// Socket slab memory, or `None` when `/proc/slabinfo` is not readable (not root).
 pub fn read_slabinfo() -> Option<SlabStats> {
     parse_slabinfo(&fs::read_to_string("/proc/slabinfo").ok()?)
+}
+
+/// A sysctl by its dotted name (`net.core.somaxconn` reads /proc/sys/net/core/somaxconn),
+/// trimmed; `None` when the kernel has no such setting (a module not loaded).
+pub fn read_sysctl(key: &str) -> Option<String> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 /// Bytes per memory page.
@@ -374,5 +398,10 @@ mod tests {
             assert!(slab.socket_bytes > 0);
         }
         assert!(page_size() >= 4096 && clock_ticks() > 0);
+        assert!(read_sysctl("net.core.somaxconn").is_some_and(|v| v.parse::<u64>().is_ok()));
+        assert_eq!(read_sysctl("net.no.such.setting"), None);
+        assert!(open_fds().unwrap() >= 3, "stdio at least");
+        let me = read_proc_stat(std::process::id()).unwrap();
+        assert!(me.threads >= 1 && me.rss_pages > 0);
     }
 }

@@ -85,11 +85,6 @@ pub fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
-/// Open file descriptors of this process (entries of `/proc/self/fd`).
-fn open_fds() -> Option<u64> {
-    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
-}
-
 /// The soft limit on open files.
 fn max_fds() -> Option<u64> {
     let mut lim = libc::rlimit {
@@ -152,7 +147,7 @@ pub fn render(s: &Sample, m: &ProcessMetrics, extra: &serde_json::Value) -> Stri
         "Resident memory size in bytes.",
         &[("", s.rss_bytes as f64)],
     );
-    if let Some(n) = open_fds() {
+    if let Ok(n) = crate::procfs::open_fds() {
         o.metric(
             "process_open_fds",
             Gauge,
@@ -279,7 +274,7 @@ pub fn render(s: &Sample, m: &ProcessMetrics, extra: &serde_json::Value) -> Stri
     o.metric(
         "myriad_memory_per_connection_bytes",
         Gauge,
-        "Memory per connection: user = (RSS - idle RSS) / connections; kernel = TCP buffer pages / TCP sockets; slab = socket slab growth per TCP socket since idle.",
+        "Memory per connection: user = (RSS - idle RSS) / connections; kernel = TCP buffer growth and slab = socket slab growth per TCP socket added since idle, machine-wide (kernel + slab = kernel memory per socket).",
         &[
             ("space=\"user\"", s.user_bytes_per_conn),
             ("space=\"kernel\"", s.kernel_bytes_per_conn),

@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::kernel::SocketMemory;
 use crate::metrics::{HistogramSnapshot, ProcessMetrics};
 use crate::procfs;
 
@@ -62,11 +63,12 @@ pub struct Sample {
     pub rss_idle_bytes: u64,
     /// (RSS − idle RSS) / connections: user-space memory per connection (0 without any).
     pub user_bytes_per_conn: f64,
-    /// Kernel TCP buffer memory / allocated TCP sockets, machine-wide: what a socket costs
-    /// the kernel in buffers (0 without sockets). Client sockets on the same box count too.
+    /// Kernel TCP buffer growth per TCP socket added since idle, machine-wide (0 until
+    /// `kernel::MIN_SOCKETS_ADDED` sockets were added). With `slab_bytes_per_conn` it is the kernel memory per socket of
+    /// [`crate::kernel`]; client sockets on the same box count too.
     pub kernel_bytes_per_conn: f64,
-    /// Socket slab growth per TCP socket since idle: (slab − idle slab) / (TCP sockets −
-    /// idle TCP sockets), machine-wide (0 when slabinfo is unreadable or no socket was added).
+    /// Socket slab growth per TCP socket added since idle, machine-wide (0 when slabinfo
+    /// is unreadable or too few sockets were added). See [`crate::kernel`].
     pub slab_bytes_per_conn: f64,
     pub connections: u64,
     pub connects_per_s: f64,
@@ -157,8 +159,8 @@ pub struct Sampler {
     page: u64,
     ticks: f64,
     rss_idle: u64,
-    /// Socket slab bytes and TCP sockets at the last idle sample (slab_bytes_per_conn's baseline).
-    slab_idle: Option<(u64, u64)>,
+    /// Kernel socket memory at the last sample without connections (the per-socket baseline).
+    socket_idle: SocketMemory,
     prev: Previous,
 }
 
@@ -189,12 +191,7 @@ impl Sampler {
             page,
             ticks: procfs::clock_ticks() as f64,
             rss_idle: me.rss_pages * page,
-            slab_idle: procfs::read_slabinfo().map(|sl| {
-                (
-                    sl.socket_bytes,
-                    procfs::read_sockstat().unwrap_or_default().tcp_alloc,
-                )
-            }),
+            socket_idle: SocketMemory::read(),
             prev,
         }
     }
@@ -212,29 +209,17 @@ impl Sampler {
 
         let connections = m.sum(|l| &l.connections);
         let rss = me.rss_pages * self.page;
+        let socket_mem = SocketMemory::from_readings(&ss, slab.as_ref());
         if connections == 0 {
             self.rss_idle = rss;
-            self.slab_idle = slab.map(|sl| (sl.socket_bytes, ss.tcp_alloc));
+            self.socket_idle = socket_mem;
         }
-        let slab_per_socket = match (slab, self.slab_idle) {
-            (Some(sl), Some((idle_bytes, idle_socks))) if ss.tcp_alloc > idle_socks => {
-                sl.socket_bytes.saturating_sub(idle_bytes) as f64
-                    / (ss.tcp_alloc - idle_socks) as f64
-            }
-            _ => 0.0,
-        };
+        let per_socket = socket_mem.per_socket_since(&self.socket_idle);
         let per_conn = |bytes: f64| {
             if connections == 0 {
                 0.0
             } else {
                 bytes / connections as f64
-            }
-        };
-        let per_sock = |bytes: u64| {
-            if ss.tcp_alloc == 0 {
-                0.0
-            } else {
-                bytes as f64 / ss.tcp_alloc as f64
             }
         };
 
@@ -296,8 +281,8 @@ impl Sampler {
             rss_bytes: rss,
             rss_idle_bytes: self.rss_idle,
             user_bytes_per_conn: per_conn(rss.saturating_sub(self.rss_idle) as f64),
-            kernel_bytes_per_conn: per_sock(tcp_mem_bytes),
-            slab_bytes_per_conn: slab_per_socket,
+            kernel_bytes_per_conn: per_socket.map_or(0.0, |p| p.buffers),
+            slab_bytes_per_conn: per_socket.and_then(|p| p.slab).unwrap_or(0.0),
             connections,
             connects_per_s: rate(connects, self.prev.connects),
             closes_per_s: rate(closes, self.prev.closes),

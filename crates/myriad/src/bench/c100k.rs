@@ -11,7 +11,6 @@ use super::held::{flood_args, sub_url, Held, Live, Probe};
 use super::report::{bytes, count, memory_verdict, met, Report, MEMORY_TARGET};
 use super::{BenchArgs, Ctx};
 use crate::server_process::kernel_socket_bytes;
-use crate::server_process::meminfo_kb;
 use load::doctor::KERNEL_BYTES_PER_SOCKET;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +32,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         .max(1);
     // Each socket end costs ≈ 4.2 KB of kernel memory; both ends are here.
     let need = n * (2 * KERNEL_BYTES_PER_SOCKET + 1024) + MEMORY_MARGIN;
-    let available = meminfo_kb("MemAvailable:") * 1024;
+    let available = observe::procfs::read_meminfo().map_or(0, |m| m.available);
     anyhow::ensure!(
         available >= need,
         "{n} connections need about {} of memory; {} available",

@@ -5,7 +5,7 @@
 //! Not here: measuring (see `held`) or writing reports (see `report`).
 
 use super::BenchArgs;
-use crate::server_process::{meminfo_kb, ServerProcess};
+use crate::server_process::ServerProcess;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -117,13 +117,15 @@ pub fn machine_facts() -> Vec<String> {
         .map_or("unknown".to_string(), |x| x.1.trim().to_string());
     let (soft, hard) = load::sys::nofile();
     let load = load::sys::read_proc("/proc/loadavg").unwrap_or_default();
+    let mem = observe::procfs::read_meminfo().unwrap_or_default();
+    const GIB: f64 = (1u64 << 30) as f64;
     vec![
         format!("cores: {cores} ({model})"),
         format!("kernel: Linux {kernel}"),
         format!(
             "memory: {:.1} GiB total, {:.1} GiB available at report time",
-            meminfo_kb("MemTotal:") as f64 / 1048576.0,
-            meminfo_kb("MemAvailable:") as f64 / 1048576.0
+            mem.total as f64 / GIB,
+            mem.available as f64 / GIB
         ),
         format!("open files per process: soft {soft}, hard {hard}"),
         format!("load average at report time: {load}"),
@@ -168,7 +170,7 @@ mod tests {
         let f = machine_facts();
         assert!(f[0].starts_with("cores: "));
         assert!(f[1].starts_with("kernel: Linux "));
-        assert!(meminfo_kb("MemTotal:") > 0);
+        assert!(f[2].starts_with("memory: ") && !f[2].starts_with("memory: 0.0"));
         assert!(std::fs::read_to_string("/proc/net/netstat")
             .is_ok_and(|t| t.contains("ListenOverflows")));
         let _ = listen_overflows();

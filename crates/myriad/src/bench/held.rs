@@ -104,19 +104,8 @@ pub struct Probe {
 
 /// (busy, total) jiffies of all cores from /proc/stat.
 fn machine_jiffies() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let v: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let total: u64 = v.iter().take(8).sum();
-    // idle and iowait are fields 4 and 5.
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    (total.saturating_sub(idle), total)
+    let cpu = observe::procfs::read_cpu_times().unwrap_or_default();
+    (cpu.total.saturating_sub(cpu.idle), cpu.total)
 }
 
 impl Probe {

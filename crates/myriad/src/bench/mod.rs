@@ -13,7 +13,7 @@
 //!   [`churn`], [`keepalive`], [`c100k`].
 //!
 //! Not here: the load tools themselves (`load`), the server (`gateway`), the charts
-//! (`observe::plot`). Every scenario is bounded in connections and time, and ends
+//! (`viewer::plot`). Every scenario is bounded in connections and time, and ends
 //! every process it started (the servers are killed on drop).
 
 mod broadcast;

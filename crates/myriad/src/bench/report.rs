@@ -1,6 +1,6 @@
 //! A scenario's Markdown report: the figure | measured | target | met? table, the exact
 //! command line, machine facts and kernel settings, the shared-cores caveat, notes,
-//! plots (rendered by `observe::plot` from the scenario's CSVs) and the live view.
+//! plots (rendered by `viewer::plot` from the scenario's CSVs) and the live view.
 //! `write_index` puts the tables of an `all` run into one summary.
 
 use super::context::{machine_facts, Ctx};
@@ -123,7 +123,7 @@ impl Report {
         let plots = if csvs.is_empty() {
             Err(anyhow::anyhow!("no CSV"))
         } else {
-            observe::plot::render(&observe::plot::PlotArgs {
+            viewer::plot::render(&viewer::plot::PlotArgs {
                 files: csvs.clone(),
                 out: self.dir.clone(),
                 window: 10,

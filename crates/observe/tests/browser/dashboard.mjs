@@ -2,19 +2,21 @@
 // and checks that it works as a person would see it: the page loads, every chart
 // receives samples and draws them, and the console stays free of errors.
 //
-// Usage: node dashboard.mjs URL SCREENSHOT.png [MIN_SAMPLES]
+// Usage: node dashboard.mjs URL SCREENSHOT.png [MIN_SAMPLES] [EXTRA_REGEXP]
+// EXTRA_REGEXP must match the server figures line (default: "subscriptions").
 // Exit 0 and a JSON summary on success; exit 1 with the reason otherwise.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [url, screenshot, minArg] = process.argv.slice(2);
+const [url, screenshot, minArg, extraArg] = process.argv.slice(2);
 if (!url || !screenshot) {
   console.error("usage: node dashboard.mjs URL SCREENSHOT.png [MIN_SAMPLES]");
   process.exit(2);
 }
 const MIN_SAMPLES = Number(minArg || 3);
+const EXTRA = new RegExp(extraArg || "subscriptions");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 // Each chart and the colour of a series that must appear inside its plot area.
 // Each chart and the colours of its series; one of them must be drawn inside the plot area
@@ -69,7 +71,7 @@ try {
         if (img[i + 3] > 200 && rgb.some(([r, g, b]) =>
           Math.abs(img[i] - r) < 8 && Math.abs(img[i + 1] - g) < 8 && Math.abs(img[i + 2] - b) < 8)) hits++;
       }
-      out[id] = { points: Number(c.dataset.points || 0), pixels: hits };
+      out[id] = { points: Number(c.dataset.points || 0), pixels: hits, top: Number(c.dataset.top || 0) };
     }
     return {
       charts: out,
@@ -77,13 +79,17 @@ try {
       connections: document.getElementById("f-conn").textContent,
       state: document.getElementById("state").textContent,
       extra: document.getElementById("extra").textContent,
+      extraParts: Array.from(document.querySelectorAll("#extra b"), b => b.textContent),
     };
   }, CHARTS);
   for (const [id, r] of Object.entries(result.charts)) {
     if (r.points < MIN_SAMPLES) problems.push(`${id}: ${r.points} points, want >= ${MIN_SAMPLES}`);
     if (r.pixels < 20) problems.push(`${id}: none of the series colours ${CHARTS[id]} drawn in the plot area (${r.pixels} px)`);
   }
-  if (!/subscriptions/.test(result.extra)) problems.push("server figures (extra) not shown: " + result.extra);
+  if (!EXTRA.test(result.extra)) problems.push(`server figures (extra) do not match ${EXTRA}: ` + result.extra);
+  // Counters are whole numbers: no "loops 2.0", no "pid 18k".
+  const fractional = result.extraParts.filter(t => /^(pid|loops) /.test(t) && !/^(pid|loops) [0-9]+$/.test(t));
+  if (fractional.length) problems.push("counters not shown as integers: " + fractional.join(", "));
   if (!/^live/.test(result.state)) problems.push("status is not live: " + result.state);
   if (!/[0-9]/.test(result.connections)) problems.push("connections figure not shown: " + result.connections);
   await page.screenshot({ path: screenshot, fullPage: true });

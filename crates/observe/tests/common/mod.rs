@@ -55,7 +55,10 @@ impl Drop for Fed {
 
 pub fn fed_monitor(secs: u64) -> Fed {
     let metrics = ProcessMetrics::new(2);
-    let extra = Arc::new(|| serde_json::json!({"router": {"subjects": 12, "subscriptions": 34}}));
+    // Like the server's /stats: counters, among them a pid of five digits.
+    let extra = Arc::new(
+        || serde_json::json!({"pid": 18342, "loops": 2, "router": {"subjects": 12, "subscriptions": 34}}),
+    );
     let monitor = Monitor::start(
         metrics.clone(),
         MonitorOptions {

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use observe::csv::{CsvWriter, FLOOD_COLUMNS};
-use observe::plot::{render, PlotArgs};
 use observe::Sample;
+use viewer::plot::{render, PlotArgs};
 
 /// Two minutes of a plausible run: ramp to 10k connections, hold with broadcasts, leave.
 fn write_server_csv(path: &Path) {

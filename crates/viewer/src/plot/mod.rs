@@ -87,7 +87,7 @@ pub fn render(args: &PlotArgs) -> anyhow::Result<Vec<PathBuf>> {
     load_font(args.font.as_deref())?;
     let mut inputs = Vec::new();
     for f in &args.files {
-        let table = crate::csv::Table::read(f)
+        let table = observe::csv::Table::read(f)
             .with_context(|| format!("cannot read CSV {}", f.display()))?;
         if table.is_empty() {
             bail!("{} has a header but no rows", f.display());

@@ -1,14 +1,12 @@
-//! The state behind `myriad top`: fetch `/stats` from each admin address, turn the
-//! processes into sorted table rows with a totals line, and render a text snapshot.
-//!
-//! No terminal code here (see `view`); the strings produced are what both the live view
-//! and `--once` show.
+//! The state behind `myriad top`: fetch `/stats` from each admin address, sort the
+//! processes and sum them into a totals line. No text here (see `table`) and no
+//! terminal (see `view`).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::sample::{MachineSample, Sample};
+use observe::sample::{MachineSample, Sample};
 
 /// How long one admin address may take to answer before its row shows an error.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -147,26 +145,6 @@ pub fn sort_rows(rows: &mut [ProcessRow], key: SortKey) {
     rows.sort_by(|a, b| k(b).total_cmp(&k(a)).then(a.sample.pid.cmp(&b.sample.pid)));
 }
 
-/// Column titles of the process table.
-pub const HEADER: [&str; 14] = [
-    "ADDR",
-    "PID",
-    "CONNS",
-    "CONN/s",
-    "CLOSE/s",
-    "CPU%",
-    "USR%",
-    "SYS%",
-    "RSS",
-    "B/CONN",
-    "IN/s",
-    "OUT/s",
-    "OUT B/s",
-    "LAG avg/p90/max",
-];
-/// Further columns, shown when the terminal is wide enough and always in `--once`.
-pub const HEADER_WIDE: [&str; 3] = ["QUEUED", "DROPS", "LAT p50/p99"];
-
 /// The sum (or maximum, for lag) of several processes, as a pseudo-sample.
 pub fn totals(rows: &[ProcessRow]) -> Sample {
     let mut t = Sample::default();
@@ -192,6 +170,7 @@ pub fn totals(rows: &[ProcessRow]) -> Sample {
         t.lag_max_us = t.lag_max_us.max(s.lag_max_us);
         t.latency_p50_us = t.latency_p50_us.max(s.latency_p50_us);
         t.latency_p99_us = t.latency_p99_us.max(s.latency_p99_us);
+        t.latency_batches += s.latency_batches;
     }
     t.lag_avg_us = if t.lag_ticks > 0 {
         lag_weighted / t.lag_ticks as f64
@@ -207,173 +186,11 @@ pub fn totals(rows: &[ProcessRow]) -> Sample {
     t
 }
 
-/// Bytes with a binary unit: `512 B`, `3.4 KiB`, `1.2 GiB`.
-pub fn fmt_bytes(v: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = v;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// A count with an SI suffix: `950`, `12.3k`, `1.0M`.
-pub fn fmt_si(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.1}G", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if a >= 1e4 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-/// A duration in microseconds: `850µs`, `12.5ms`, `1.2s`.
-pub fn fmt_us(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{:.1}s", us / 1e6)
-    } else if us >= 1e3 {
-        format!("{:.1}ms", us / 1e3)
-    } else {
-        format!("{us:.0}µs")
-    }
-}
-
-fn pct(cores: f64) -> String {
-    format!("{:.0}", cores * 100.0)
-}
-
-/// The cells of one row (first the [`HEADER`] columns, then [`HEADER_WIDE`]).
-pub fn cells(addr: &str, pid: &str, s: &Sample) -> Vec<String> {
-    vec![
-        addr.to_string(),
-        pid.to_string(),
-        fmt_si(s.connections as f64),
-        fmt_si(s.connects_per_s),
-        fmt_si(s.closes_per_s),
-        pct(s.cpu_user + s.cpu_sys),
-        pct(s.cpu_user),
-        pct(s.cpu_sys),
-        fmt_bytes(s.rss_bytes as f64),
-        if s.connections > 0 {
-            fmt_bytes(s.user_bytes_per_conn)
-        } else {
-            "-".into()
-        },
-        fmt_si(s.messages_in_per_s),
-        fmt_si(s.messages_out_per_s),
-        fmt_bytes(s.bytes_out_per_s),
-        format!(
-            "{}/{}/{}",
-            fmt_us(s.lag_avg_us),
-            fmt_us(s.lag_p90_us as f64),
-            fmt_us(s.lag_max_us as f64)
-        ),
-        fmt_bytes(s.queued_bytes as f64),
-        fmt_si(s.slow_drops as f64),
-        format!(
-            "{}/{}",
-            fmt_us(s.latency_p50_us as f64),
-            fmt_us(s.latency_p99_us as f64)
-        ),
-    ]
-}
-
-/// The one-line machine summary.
-pub fn machine_line(m: &MachineSample) -> String {
-    let per_sock = if m.tcp_alloc > 0 {
-        m.tcp_mem_bytes as f64 / m.tcp_alloc as f64
-    } else {
-        0.0
-    };
-    format!(
-        "machine: CPU {}% of {} cores (user {}%, sys {}%) · mem used {} free {} cache {} · TCP inuse {} orphan {} tw {} · kernel TCP mem {} ({}/socket){}",
-        pct(m.cpu_total),
-        m.cpus,
-        pct(m.cpu_user),
-        pct(m.cpu_sys),
-        fmt_bytes(m.mem_used_bytes as f64),
-        fmt_bytes(m.mem_free_bytes as f64),
-        fmt_bytes(m.mem_cache_bytes as f64),
-        fmt_si(m.tcp_inuse as f64),
-        fmt_si(m.tcp_orphan as f64),
-        fmt_si(m.tcp_tw as f64),
-        fmt_bytes(m.tcp_mem_bytes as f64),
-        fmt_bytes(per_sock),
-        m.sock_slab_bytes.map(|b| format!(" · socket slab {}", fmt_bytes(b as f64))).unwrap_or_default(),
-    )
-}
-
-/// All table rows (processes, sorted) followed by the totals row.
-pub fn table(snap: &Snapshot, key: SortKey) -> (Vec<Vec<String>>, Vec<String>) {
-    let mut rows = snap.rows.clone();
-    sort_rows(&mut rows, key);
-    let body = rows
-        .iter()
-        .map(|r| cells(&r.addr, &r.sample.pid.to_string(), &r.sample))
-        .collect();
-    let total = cells("TOTAL", &format!("{}p", rows.len()), &totals(&rows));
-    (body, total)
-}
-
-/// The `--once` text: title, machine line, aligned table with totals, errors.
-pub fn render_text(snap: &Snapshot, key: SortKey) -> String {
-    let (body, total) = table(snap, key);
-    let header: Vec<String> = HEADER
-        .iter()
-        .chain(HEADER_WIDE.iter())
-        .map(|s| s.to_string())
-        .collect();
-    let mut all = vec![header];
-    all.extend(body);
-    all.push(total);
-    let widths: Vec<usize> = (0..all[0].len())
-        .map(|c| all.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = format!(
-        "myriad top: {} process(es), sorted by {}\n",
-        snap.rows.len(),
-        key.name()
-    );
-    if let Some(m) = &snap.machine {
-        out.push_str(&machine_line(m));
-        out.push('\n');
-    }
-    for row in &all {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| {
-                if c == 0 {
-                    format!("{cell:<w$}", w = widths[c])
-                } else {
-                    format!("{cell:>w$}", w = widths[c])
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    for (addr, e) in &snap.errors {
-        out.push_str(&format!("error: {addr}: {e}\n"));
-    }
-    out
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn row(pid: u32, conns: u64, cpu: f64, lag_p90: u64) -> ProcessRow {
+    pub(crate) fn row(pid: u32, conns: u64, cpu: f64, lag_p90: u64) -> ProcessRow {
         let sample = Sample {
             pid,
             connections: conns,
@@ -422,25 +239,8 @@ mod tests {
     }
 
     #[test]
-    fn formats() {
-        assert_eq!(fmt_bytes(512.0), "512 B");
-        assert_eq!(fmt_bytes(3.5 * 1024.0), "3.5 KiB");
-        assert_eq!(fmt_si(950.0), "950");
-        assert_eq!(fmt_si(12_345.0), "12.3k");
-        assert_eq!(fmt_us(850.0), "850µs");
-        assert_eq!(fmt_us(12_500.0), "12.5ms");
+    fn addresses_in_any_form() {
         assert_eq!(host_port("http://127.0.0.1:9/stats"), "127.0.0.1:9");
-        let snap = Snapshot {
-            rows: vec![row(7, 5, 0.25, 100)],
-            ..Snapshot::default()
-        };
-        let text = render_text(&snap, SortKey::Conns);
-        let lines: Vec<&str> = text.lines().collect();
-        assert!(
-            lines[1].starts_with("ADDR") && lines[2].starts_with("127.0.0.1:7"),
-            "{text}"
-        );
-        assert!(lines[3].starts_with("TOTAL"), "{text}");
-        assert!(lines[2].contains("  25  "), "cpu percent in {text}");
+        assert_eq!(host_port("127.0.0.1:9"), "127.0.0.1:9");
     }
 }

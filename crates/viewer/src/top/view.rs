@@ -7,10 +7,8 @@ use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use super::model::{self, Snapshot, SortKey, HEADER, HEADER_WIDE};
-
-/// Narrowest terminal that gets the wide columns (queued, drops, latency).
-const WIDE_COLUMNS_MIN_WIDTH: u16 = 150;
+use super::model::{Snapshot, SortKey};
+use super::table::{self, GAP, HEADER};
 
 /// Draw one frame.
 pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &str) {
@@ -39,51 +37,40 @@ pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &st
         ),
         title,
     );
-    let m = snap
-        .machine
-        .as_ref()
-        .map(model::machine_line)
-        .unwrap_or_else(|| "machine: no answer yet".into());
-    f.render_widget(
-        Paragraph::new(format!(" {m}")).wrap(Wrap { trim: true }),
-        machine,
-    );
-
-    let wide = area.width >= WIDE_COLUMNS_MIN_WIDTH;
-    let ncols = if wide {
-        HEADER.len() + HEADER_WIDE.len()
-    } else {
-        HEADER.len()
+    let m: Vec<Line> = match &snap.machine {
+        Some(m) => table::machine_lines(m)
+            .into_iter()
+            .map(|l| Line::raw(format!(" {l}")))
+            .collect(),
+        None => vec![Line::raw(" machine: no answer yet")],
     };
-    let (body, total) = model::table(snap, key);
-    let header_cells: Vec<&str> = HEADER
+    f.render_widget(Paragraph::new(m).wrap(Wrap { trim: true }), machine);
+
+    let (body, total) = table::table(snap, key);
+    // Column widths: the widest of header and cells, so numbers never get cut; columns
+    // that do not fit inside the border leave, least important first.
+    let all_widths = table::column_widths(
+        &body
+            .iter()
+            .chain(std::iter::once(&total))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let shown = table::fit_columns(&all_widths, area.width.saturating_sub(2) as usize);
+    let widths: Vec<Constraint> = shown
         .iter()
-        .chain(HEADER_WIDE.iter())
-        .take(ncols)
-        .copied()
+        .map(|&c| Constraint::Length(all_widths[c] as u16))
         .collect();
-    // Column widths: the widest of header and cells, so numbers never get cut.
-    let widths: Vec<Constraint> = (0..ncols)
-        .map(|c| {
-            let w = body
-                .iter()
-                .chain(std::iter::once(&total))
-                .map(|r| r[c].chars().count())
-                .chain(std::iter::once(header_cells[c].len()))
-                .max()
-                .unwrap_or(4);
-            Constraint::Length(w as u16)
-        })
-        .collect();
+    let header_cells: Vec<&str> = shown.iter().map(|&c| HEADER[c]).collect();
     // Text columns (address) left, numbers right, as in `top`.
     let row = |r: Vec<String>| {
-        Row::new(r.into_iter().take(ncols).enumerate().map(|(c, v)| {
+        Row::new(shown.iter().map(|&c| {
             let align = if c == 0 {
                 Alignment::Left
             } else {
                 Alignment::Right
             };
-            Cell::from(Text::from(v).alignment(align))
+            Cell::from(Text::from(r[c].clone()).alignment(align))
         }))
     };
     let mut rows: Vec<Row> = body.into_iter().map(row).collect();
@@ -104,7 +91,7 @@ pub fn draw(f: &mut Frame, snap: &Snapshot, key: SortKey, addrs: usize, age: &st
     }));
     let t = Table::new(rows, widths)
         .header(header.style(Style::default().add_modifier(Modifier::REVERSED)))
-        .column_spacing(2)
+        .column_spacing(GAP as u16)
         .block(Block::bordered().title(" processes "));
     f.render_widget(t, table);
 

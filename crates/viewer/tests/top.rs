@@ -1,9 +1,12 @@
 //! `myriad top --once` against real admin listeners over TCP: two live monitors and one
 //! address where nothing listens.
 
+// The monitor fed with real counters is observe's own test helper, shared by path rather
+// than copied.
+#[path = "../../observe/tests/common/mod.rs"]
 mod common;
 
-use observe::top::{snapshot_text, SortKey, TopArgs};
+use viewer::top::{snapshot_text, SortKey, TopArgs};
 
 fn num(cell: &str) -> f64 {
     let (n, mul) = match cell.strip_suffix('k') {
@@ -38,6 +41,7 @@ fn once_lists_processes_sorted_with_totals_and_errors() {
         once: true,
         interval_ms: 1000,
         sort: SortKey::Conns,
+        width: Some(120),
     };
     let text = snapshot_text(&args).unwrap();
     eprintln!("{text}");
@@ -47,15 +51,24 @@ fn once_lists_processes_sorted_with_totals_and_errors() {
         "{text}"
     );
     assert!(lines[1].starts_with("machine: CPU "), "{text}");
+    assert!(lines[2].starts_with("TCP sockets: "), "{text}");
     assert!(
-        lines[2].starts_with("ADDR") && lines[2].contains("LAG avg/p90/max"),
+        lines[3].starts_with("ADDR  ") && lines[3].contains("OUT/s"),
         "{text}"
     );
-    let rows: Vec<Vec<&str>> = lines[3..5]
+    // Errors name an OS message of any length; the rest fits 120 columns.
+    for l in lines.iter().filter(|l| !l.starts_with("error: ")) {
+        assert!(
+            l.chars().count() <= 120,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    let rows: Vec<Vec<&str>> = lines[4..6]
         .iter()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    let total: Vec<&str> = lines[5].split_whitespace().collect();
+    let total: Vec<&str> = lines[6].split_whitespace().collect();
     assert_eq!(total[0], "TOTAL", "{text}");
     assert_eq!(total[1], "2p");
     for r in &rows {
@@ -72,7 +85,7 @@ fn once_lists_processes_sorted_with_totals_and_errors() {
         "totals add up: {text}"
     );
     assert!(
-        lines[6].starts_with(&format!("error: {dead}: ")),
+        lines[7].starts_with(&format!("error: {dead}: ")),
         "unreachable address reported: {text}"
     );
 
@@ -82,9 +95,31 @@ fn once_lists_processes_sorted_with_totals_and_errors() {
         once: true,
         interval_ms: 1000,
         sort: SortKey::Cpu,
+        width: None,
     };
     let err = snapshot_text(&none).unwrap_err().to_string();
     assert!(err.contains("no admin address answered"), "{err}");
+
+    // Wide enough, every column is there.
+    let wide = TopArgs {
+        width: Some(400),
+        ..args
+    };
+    let text = snapshot_text(&wide).unwrap();
+    let header = text.lines().nth(3).unwrap();
+    for title in [
+        "USR%",
+        "SYS%",
+        "LAG avg/p90/max",
+        "QUEUED",
+        "DROPS",
+        "LAT p50/p99",
+    ] {
+        assert!(
+            header.contains(title),
+            "{title} missing at width 400: {text}"
+        );
+    }
     a.stop();
     b.stop();
 }

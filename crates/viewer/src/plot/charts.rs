@@ -6,7 +6,7 @@
 use plotters::style::RGBColor;
 
 use super::draw::{Panel, Series, Stroke};
-use crate::csv::{CsvKind, Table};
+use observe::csv::{CsvKind, Table};
 
 const USER: RGBColor = RGBColor(55, 178, 77);
 const KERNEL: RGBColor = RGBColor(245, 159, 0);
@@ -114,6 +114,27 @@ fn col(t: &Table, name: &str) -> Vec<f64> {
     t.column(name).unwrap_or_else(|| vec![f64::NAN; t.len()])
 }
 
+/// Fewest connections a per-connection figure is drawn from: below it the process's
+/// fixed cost divided by a handful of connections would stretch the axis (hundreds of
+/// KiB "per connection"), so those rows are drawn as zero, as the dashboard leaves them out.
+pub const MIN_CONNECTIONS_PER_CONN: f64 = 100.0;
+
+/// Column `name` of a server table, zero in rows with too few connections to divide by.
+fn per_connection(t: &Table, name: &str) -> Vec<f64> {
+    let conns = col0(t, "connections");
+    col0(t, name)
+        .into_iter()
+        .zip(conns)
+        .map(|(v, c)| {
+            if c >= MIN_CONNECTIONS_PER_CONN {
+                v
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 fn scale(v: Vec<f64>, k: f64) -> Vec<f64> {
     v.into_iter().map(|x| x * k).collect()
 }
@@ -124,24 +145,30 @@ fn memory(inputs: &[Input]) -> Chart {
         let t = &inp.table;
         match t.kind {
             CsvKind::Server => {
-                let mut a = bytes_panel(inp, "memory per connection (stacked)", "per connection");
+                // Kernel per TCP socket as `observe::kernel` defines it: socket slab +
+                // TCP buffers, growth since idle per TCP socket added, machine-wide.
+                let mut a = bytes_panel(
+                    inp,
+                    "memory per connection (stacked): kernel = socket slab + TCP buffers",
+                    "per connection",
+                );
                 a.stacked = vec![
                     Series::new(
-                        "kernel TCP buffers / socket",
+                        "kernel: TCP buffers / TCP socket added",
                         KERNEL,
-                        col0(t, "kernel_bytes_per_conn"),
+                        per_connection(t, "kernel_bytes_per_conn"),
                         Stroke::Thin,
                     ),
                     Series::new(
-                        "kernel socket slab / socket",
+                        "kernel: socket slab / TCP socket added",
                         SLAB,
-                        col0(t, "slab_bytes_per_conn"),
+                        per_connection(t, "slab_bytes_per_conn"),
                         Stroke::Thin,
                     ),
                     Series::new(
-                        "user space (RSS growth) / conn",
+                        "user space: RSS growth / connection",
                         USER,
-                        col0(t, "user_bytes_per_conn"),
+                        per_connection(t, "user_bytes_per_conn"),
                         Stroke::Thin,
                     ),
                 ];
@@ -414,10 +441,19 @@ mod tests {
     }
 
     #[test]
+    fn per_connection_figures_need_enough_connections() {
+        let t = Table::parse(&b"time_s,connections,user_bytes_per_conn\n0,0,0\n1,3,400000\n2,99,5000\n3,100,300\n4,5000,180\n"[..]).unwrap();
+        assert_eq!(
+            per_connection(&t, "user_bytes_per_conn"),
+            [0.0, 0.0, 0.0, 300.0, 180.0]
+        );
+    }
+
+    #[test]
     fn flood_files_get_no_lag_chart() {
         let text = format!(
             "{}\n0,1,0,0,5,300,100,900,1200,1000000,0.5,0.2\n",
-            crate::csv::FLOOD_COLUMNS.join(",")
+            observe::csv::FLOOD_COLUMNS.join(",")
         );
         let inp = Input {
             name: "flood".into(),

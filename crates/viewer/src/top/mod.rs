@@ -1,11 +1,13 @@
 //! `myriad top ADDR [ADDR...]`: a live terminal view, like `top`, of every process behind
 //! the given admin addresses (their `/stats`), sorted, with totals. `--once` prints one
-//! text snapshot and exits, for scripts and tests.
+//! text snapshot and exits, for scripts and tests. Both fit the width they have (120
+//! columns for `--once` off a terminal) by leaving out the least important columns.
 //!
-//! `model` fetches and shapes the numbers; `view` draws them. It only reads `/stats`; it
-//! changes nothing on the server.
+//! `model` fetches and sums the numbers, `table` turns them into columns of text, `view`
+//! draws them. It only reads `/stats`; it changes nothing on the server.
 
 pub mod model;
+pub mod table;
 mod view;
 
 use std::time::{Duration, Instant};
@@ -29,6 +31,10 @@ pub struct TopArgs {
     /// Sort rows by this column.
     #[arg(long, value_enum, default_value_t = SortKey::Conns)]
     pub sort: SortKey,
+    /// Columns of the --once text; the least important columns leave to fit [default:
+    /// the terminal's width, 120 when not a terminal].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
 }
 
 /// The `--once` text for these arguments. Errors only when no address answered.
@@ -42,7 +48,17 @@ pub fn snapshot_text(args: &TopArgs) -> anyhow::Result<String> {
             .collect();
         anyhow::bail!("no admin address answered ({})", why.join("; "));
     }
-    Ok(model::render_text(&snap, args.sort))
+    let width = args
+        .width
+        .map(usize::from)
+        .or_else(|| {
+            std::io::IsTerminal::is_terminal(&std::io::stdout())
+                .then(|| ratatui::crossterm::terminal::size().ok())
+                .flatten()
+                .map(|(w, _)| w as usize)
+        })
+        .unwrap_or(table::DEFAULT_WIDTH);
+    Ok(table::render_text(&snap, args.sort, width))
 }
 
 /// Run `myriad top`.
