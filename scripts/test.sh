@@ -20,3 +20,9 @@ case "$version" in
   "myriad "*" $want") echo "test.sh: installed $version" ;;
   *) echo "test.sh: the installed myriad says '$version', expected 'myriad <version> $want'" >&2; exit 1 ;;
 esac
+
+# --- fuzzing (issue 10; owner: helper "trust") -----------------------------------
+# libFuzzer on every decoder for FUZZ_SECONDS in total (default 90), from the seed
+# corpus kept in crates/wire/fuzz/seeds/; fails on any crash or broken invariant.
+./scripts/fuzz.sh
+# --- end fuzzing -------------------------------------------------------------------

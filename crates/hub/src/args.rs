@@ -21,6 +21,7 @@ impl HubArgs {
         router::RouterConfig {
             history: self.history,
             history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
+            ..Default::default()
         }
     }
 }

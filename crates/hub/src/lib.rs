@@ -132,6 +132,7 @@ impl Hub {
                 messages: Vec::new(),
                 last: router.last_seq(user),
                 gap: false,
+                epoch: router.position(user).0,
             },
         }
     }

@@ -7,8 +7,15 @@
 //!
 //! Layout:
 //! - [`router`]: [`Router`], the façade the gateway drives (`handle_*` inputs).
-//! - [`presence`]: the compact per-user state (connections + optional history ring).
-//! - [`history`]: the bounded ring of recent messages per user (SPEC B6).
+//! - [`publish`]: fan-out, whole ([`Router::handle_publish`]) or in bounded slices
+//!   ([`Router::begin_publish`], [`Router::step_publish`]) so a caller can release
+//!   its lock between slices.
+//! - [`presence`]: the compact per-user state (connections + optional history ring);
+//!   O(1) login/logout however many connections a user has.
+//! - [`history`]: the bounded ring of recent messages per user (SPEC B6), with its
+//!   epoch and byte count.
+//! - [`budget`]: the bound on all rings together (offline users' rings first,
+//!   longest offline first, then the oldest of the ring being written).
 //! - [`index`]: [`SubscriptionIndex`], CSR shards (~16k edges each), each with a small
 //!   delta for live changes that it folds back on its own.
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
@@ -18,16 +25,19 @@
 //! connection of S and of every subscriber of S; a *delivery* is one message to one
 //! connection.
 
+pub mod budget;
 pub mod hash;
 pub mod history;
 pub mod index;
 pub mod presence;
+pub mod publish;
 pub mod router;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use index::{IndexBuilder, SubscriptionIndex};
+pub use publish::PublishCursor;
 pub use router::Router;
 
 /// A user id; a user is a subject.
@@ -37,7 +47,7 @@ pub type SubjectId = u64;
 
 /// A connection as the router sees it: the gateway event loop holding it and that
 /// loop's token for it (slab index + generation). Opaque to the router.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ConnRef {
     pub loop_id: u16,
     pub token: u32,
@@ -54,6 +64,13 @@ pub struct Message {
 pub const DEFAULT_HISTORY: usize = 64;
 /// Default time a user's history outlives their last connection.
 pub const DEFAULT_HISTORY_TTL: Duration = Duration::from_secs(60);
+/// Default bound on one user's history in charged bytes (payload + 16 B per
+/// message): what one long-poll reply or resume can carry at most.
+pub const DEFAULT_HISTORY_BYTES: usize = 1 << 20;
+/// Default bound on all users' history together, in charged bytes. A broadcast's
+/// payload is shared in memory but charged once per recipient, so this is an
+/// upper bound on the memory history holds.
+pub const DEFAULT_HISTORY_TOTAL_BYTES: usize = 512 << 20;
 
 /// Router settings.
 #[derive(Clone, Debug)]
@@ -62,6 +79,13 @@ pub struct RouterConfig {
     pub history: usize,
     /// How long a user's history outlives their last connection.
     pub history_ttl: Duration,
+    /// Charged bytes kept per user (`--history-bytes`); capped at `u32::MAX`.
+    pub history_bytes: usize,
+    /// Charged bytes kept for all users together; the oldest messages go first.
+    pub history_total_bytes: usize,
+    /// Seeds the epochs of history rings. Give each router start a different seed
+    /// (the default is random per process) so a restarted server is detectable.
+    pub epoch_seed: u64,
 }
 
 impl Default for RouterConfig {
@@ -69,8 +93,27 @@ impl Default for RouterConfig {
         RouterConfig {
             history: DEFAULT_HISTORY,
             history_ttl: DEFAULT_HISTORY_TTL,
+            history_bytes: DEFAULT_HISTORY_BYTES,
+            history_total_bytes: DEFAULT_HISTORY_TOTAL_BYTES,
+            epoch_seed: random_seed(),
         }
     }
+}
+
+/// A per-call random u64 without IO: std's `RandomState` is seeded by the OS once
+/// per process and perturbed per instance.
+pub fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x0065_706f_6368_u64)
+}
+
+/// One message to one connection: the recipient user's sequence number and the
+/// epoch of their history (an SSE id is `<epoch>-<seq>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub conn: ConnRef,
+    pub seq: u64,
+    pub epoch: u32,
 }
 
 /// Exact reach of one publish.
@@ -82,16 +125,29 @@ pub struct PublishCounts {
     pub users: u32,
 }
 
-/// Result of [`Router::history_since`].
+/// Result of [`Router::history_read`]: what a resuming client gets.
 #[derive(Clone, Debug, Default)]
 pub struct HistoryRead {
-    /// `(seq, message)` with `seq > since`, oldest first.
+    /// `(seq, message)` to send, oldest first: those after the client's position
+    /// when it is recoverable, else everything still kept.
     pub messages: Vec<(u64, Arc<Message>)>,
-    /// The user's current sequence number (0 if the router holds no state for them).
+    /// The user's current sequence number (0 if the router holds no state for
+    /// them). Answer with this, not the client's `since`: a client ahead of it
+    /// (state lost) must move back to the router's numbers.
     pub last: u64,
-    /// True when messages after `since` were lost: dropped from the ring, or the
-    /// user's state was forgotten (`since > last`).
+    /// True when `messages` is not everything the client missed: messages were
+    /// dropped from the ring, the client's epoch is not the current one (restart,
+    /// or history dropped after its ttl), or its `since` is ahead of `last`.
     pub gap: bool,
+    /// The current epoch of the user's history; `None` while they have none.
+    pub epoch: Option<u32>,
+}
+
+impl HistoryRead {
+    /// Centrifugo's word for `!gap`: the client's position was recovered in full.
+    pub fn recovered(&self) -> bool {
+        !self.gap
+    }
 }
 
 /// Counters for `/stats` and metrics.
@@ -103,4 +159,12 @@ pub struct RouterStats {
     pub messages_in: u64,
     pub deliveries: u64,
     pub users_with_history: u64,
+    /// Charged bytes of all history rings.
+    pub history_bytes: u64,
+    /// Messages kept in all history rings.
+    pub history_messages: u64,
+    /// Messages evicted to keep all rings within `history_total_bytes`.
+    pub history_evicted: u64,
+    /// Offline users' rings dropped (before their ttl) for that bound.
+    pub history_rings_evicted: u64,
 }

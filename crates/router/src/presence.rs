@@ -6,8 +6,14 @@
 //! message yet — fits in 16 bytes with no heap allocation: one packed
 //! [`ConnRef`] and a null ring pointer; 24 bytes with its map key, which makes a
 //! presence map of a million users 2^21 slots × 25 B ≈ 52 MB. Users with several
-//! connections (rare) keep them in a side [`Overflow`] slab, referenced by index.
+//! connections keep them in a side [`Overflow`] slab, referenced by index.
+//!
+//! Adding and removing a connection is O(1) however many connections the user has:
+//! a connection in an overflow list has its position in a side map (keyed by the
+//! packed connection), so neither the duplicate check nor the removal scans the
+//! list. Only multi-connection users pay for that map (16 B + slack per connection).
 
+use crate::hash::IdMap;
 use crate::history::Ring;
 use crate::ConnRef;
 
@@ -22,24 +28,33 @@ const MANY: u64 = 1 << 63;
 pub struct Conns(u64);
 
 /// Lists of users with two or more connections; freed slots are reused.
+///
+/// Invariant: every connection in `lists[i]` at position `p` has `pos[pack(c)] =
+/// (i, p)`, and `pos` has no other entries.
 #[derive(Debug, Default)]
 pub struct Overflow {
     lists: Vec<Vec<ConnRef>>,
     free: Vec<u32>,
+    /// Packed connection → (list index, position in the list).
+    pos: IdMap<(u32, u32)>,
 }
 
 impl Overflow {
     fn alloc(&mut self, list: Vec<ConnRef>) -> u64 {
-        match self.free.pop() {
+        let i = match self.free.pop() {
             Some(i) => {
                 self.lists[i as usize] = list;
-                u64::from(i)
+                i
             }
             None => {
                 self.lists.push(list);
-                (self.lists.len() - 1) as u64
+                (self.lists.len() - 1) as u32
             }
+        };
+        for (p, &c) in self.lists[i as usize].iter().enumerate() {
+            self.pos.insert(pack(c), (i, p as u32));
         }
+        u64::from(i)
     }
 
     /// Heap bytes held (for memory accounting).
@@ -47,6 +62,7 @@ impl Overflow {
         self.lists.capacity() * std::mem::size_of::<Vec<ConnRef>>()
             + self.lists.iter().map(|l| l.capacity() * 8).sum::<usize>()
             + self.free.capacity() * 4
+            + self.pos.capacity() * (std::mem::size_of::<(u64, (u32, u32))>() + 1)
     }
 
     /// Drops spare capacity once most lists are gone.
@@ -58,6 +74,9 @@ impl Overflow {
         self.free.retain(|&i| i < len);
         self.lists.shrink_to_fit();
         self.free.shrink_to_fit();
+        if self.pos.capacity() > 4 * self.pos.len().max(16) {
+            self.pos.shrink_to_fit();
+        }
     }
 }
 
@@ -98,20 +117,28 @@ impl Conns {
         }
     }
 
-    /// Adds `conn`; false if it was already there.
+    /// Adds `conn`; false if it was already there (or is in another user's list). O(1).
     pub fn add(&mut self, conn: ConnRef, overflow: &mut Overflow) -> bool {
         match self.0 {
             0 => self.0 = pack(conn),
             x if x & MANY == 0 => {
-                if unpack(x) == conn {
+                // A connection already in some overflow list is logged in as another
+                // user: refused (a connection belongs to one user at a time).
+                if unpack(x) == conn || overflow.pos.contains_key(&pack(conn)) {
                     return false;
                 }
                 self.0 = MANY | overflow.alloc(vec![unpack(x), conn]);
             }
             x => {
-                let list = &mut overflow.lists[(x & !MANY) as usize];
-                if list.contains(&conn) {
-                    return false;
+                let i = (x & !MANY) as u32;
+                let list = &mut overflow.lists[i as usize];
+                // O(1): a connection is in at most one list (it is logged in as one
+                // user), so its `pos` entry says whether it is in this one.
+                match overflow.pos.entry(pack(conn)) {
+                    std::collections::hash_map::Entry::Occupied(_) => return false,
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert((i, list.len() as u32));
+                    }
                 }
                 list.push(conn);
             }
@@ -119,7 +146,7 @@ impl Conns {
         true
     }
 
-    /// Removes `conn`; false if it was not there.
+    /// Removes `conn`; false if it was not there. O(1).
     pub fn remove(&mut self, conn: ConnRef, overflow: &mut Overflow) -> bool {
         match self.0 {
             0 => false,
@@ -131,16 +158,24 @@ impl Conns {
                 true
             }
             x => {
-                let i = (x & !MANY) as usize;
-                let list = &mut overflow.lists[i];
-                let Some(at) = list.iter().position(|c| *c == conn) else {
-                    return false;
-                };
-                list.swap_remove(at);
+                let i = (x & !MANY) as u32;
+                let key = pack(conn);
+                match overflow.pos.get(&key) {
+                    Some(&(li, _)) if li == i => {}
+                    _ => return false,
+                }
+                let (_, at) = overflow.pos.remove(&key).expect("checked above");
+                let list = &mut overflow.lists[i as usize];
+                list.swap_remove(at as usize);
+                if let Some(&moved) = list.get(at as usize) {
+                    overflow.pos.insert(pack(moved), (i, at));
+                }
                 if list.len() == 1 {
-                    self.0 = pack(list[0]);
-                    overflow.lists[i] = Vec::new();
-                    overflow.free.push(i as u32);
+                    let last = list[0];
+                    overflow.pos.remove(&pack(last));
+                    self.0 = pack(last);
+                    overflow.lists[i as usize] = Vec::new();
+                    overflow.free.push(i);
                 }
                 true
             }
@@ -224,5 +259,74 @@ mod tests {
         assert_eq!(o.lists.len(), 1);
         o.shrink();
         assert_eq!(collect(d, &o), vec![a, b]);
+    }
+
+    /// Checks the `pos` invariant against the lists.
+    fn check(o: &Overflow) {
+        let mut n = 0;
+        for (i, l) in o.lists.iter().enumerate() {
+            for (p, c) in l.iter().enumerate() {
+                assert_eq!(o.pos.get(&pack(*c)), Some(&(i as u32, p as u32)));
+                n += 1;
+            }
+        }
+        assert_eq!(o.pos.len(), n);
+    }
+
+    #[test]
+    fn many_connections_of_one_user_stay_consistent() {
+        let mut o = Overflow::default();
+        let mut c = Conns::default();
+        let conn = |t: u32| ConnRef {
+            loop_id: (t % 3) as u16,
+            token: t,
+        };
+        for t in 0..5000 {
+            assert!(c.add(conn(t), &mut o));
+        }
+        assert!(!c.add(conn(4999), &mut o));
+        assert_eq!(c.len(&o), 5000);
+        check(&o);
+        // Remove in an order that moves elements around (odd tokens, from the top).
+        for t in (0..5000).rev().filter(|t| t % 2 == 1) {
+            assert!(c.remove(conn(t), &mut o), "{t}");
+            assert!(!c.remove(conn(t), &mut o));
+        }
+        check(&o);
+        let mut left = collect(c, &o);
+        left.sort_by_key(|c| c.token);
+        assert_eq!(
+            left,
+            (0..5000)
+                .filter(|t| t % 2 == 0)
+                .map(conn)
+                .collect::<Vec<_>>()
+        );
+        for t in (0..5000).filter(|t| t % 2 == 0) {
+            assert!(c.remove(conn(t), &mut o));
+        }
+        assert!(c.is_empty());
+        check(&o);
+        assert!(o.pos.is_empty());
+    }
+
+    #[test]
+    fn a_connection_of_another_user_is_not_removed_here() {
+        let mut o = Overflow::default();
+        let (mut a, mut b) = (Conns::default(), Conns::default());
+        let conn = |t: u32| ConnRef {
+            loop_id: 0,
+            token: t,
+        };
+        a.add(conn(1), &mut o);
+        a.add(conn(2), &mut o);
+        b.add(conn(3), &mut o);
+        b.add(conn(4), &mut o);
+        assert!(!a.remove(conn(3), &mut o));
+        assert!(!b.remove(conn(1), &mut o));
+        check(&o);
+        assert!(b.remove(conn(3), &mut o));
+        assert_eq!(collect(b, &o), vec![conn(4)]);
+        check(&o);
     }
 }

@@ -1,19 +1,21 @@
 //! [`Router`]: presence + subscription index + history, driven by `handle_*`
-//! inputs from the gateway. A publish resolves `{subject} ∪ subscribers(subject)`
-//! to online connections and hands each one to the caller's closure as
-//! `(ConnRef, seq)`; the router allocates nothing per delivery (history rings grow
-//! amortised, and an `Arc` clone per recipient user is an atomic increment).
+//! inputs from the gateway. Publishing lives in `publish` (whole or in slices);
+//! this file holds logins, history reads, subscriptions, expiry and accounting.
+//!
+//! Resume (SPEC B6): every history read says the user's current epoch and last
+//! sequence number and whether the client's `(epoch, since)` could be served
+//! without loss ([`HistoryRead::gap`]); see `history` for the rules.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::budget::HistoryTotals;
 use crate::hash::IdMap;
-use crate::history::Ring;
 use crate::presence::{Overflow, UserState};
+use crate::publish::{Epochs, Fanout};
 use crate::{
-    ConnRef, HistoryRead, Message, PublishCounts, RouterConfig, RouterStats, SubjectId,
-    SubscriptionIndex, UserId,
+    ConnRef, HistoryRead, Message, RouterConfig, RouterStats, SubjectId, SubscriptionIndex, UserId,
 };
 
 /// `compact()` shrinks a map whose capacity exceeds this many times its length.
@@ -29,16 +31,24 @@ pub struct Router {
     overflow: Overflow,
     /// (went offline at, user) in logout order; checked lazily by `handle_tick`.
     expiry: VecDeque<(Instant, UserId)>,
+    /// Totals of all rings, and their bound.
+    totals: HistoryTotals,
+    epochs: Epochs,
     users_online: u64,
     connections: u64,
-    messages_in: u64,
-    deliveries: u64,
-    users_with_history: u64,
+    pub(crate) messages_in: u64,
+    pub(crate) deliveries: u64,
+    pub(crate) users_with_history: u64,
 }
 
 impl Router {
     pub fn new(config: RouterConfig, index: SubscriptionIndex) -> Router {
         Router {
+            totals: HistoryTotals::new(config.history_total_bytes),
+            epochs: Epochs {
+                seed: config.epoch_seed,
+                issued: 0,
+            },
             config,
             index,
             users: IdMap::default(),
@@ -52,7 +62,8 @@ impl Router {
         }
     }
 
-    /// A connection of `user` opened. Logging the same `conn` twice is a no-op.
+    /// A connection of `user` opened. Logging the same `conn` twice is a no-op; a
+    /// connection is logged in as one user at a time. O(1).
     pub fn handle_login(&mut self, user: UserId, conn: ConnRef) {
         let state = self.users.entry(user).or_default();
         let was_offline = state.conns.is_empty();
@@ -93,71 +104,83 @@ impl Router {
 
     fn forget(&mut self, user: UserId) {
         if let Some(state) = self.users.remove(&user) {
-            if state.ring.is_some() {
+            if let Some(ring) = state.ring {
                 self.users_with_history -= 1;
+                self.totals.forget(ring.len(), ring.bytes());
             }
         }
     }
 
-    /// Delivers `msg` to `{msg.subject} ∪ subscribers(msg.subject)`; see the crate doc.
-    pub fn handle_publish(
-        &mut self,
-        msg: Arc<Message>,
+    /// The per-step view of the router a fan-out works on: the index (read) and
+    /// presence, history and counters (written), borrowed apart.
+    pub(crate) fn fanout<'a>(
+        &'a mut self,
+        msg: &'a Arc<Message>,
         now: Instant,
-        deliver: &mut impl FnMut(ConnRef, u64),
-    ) -> PublishCounts {
-        self.messages_in += 1;
-        let subject = msg.subject;
-        let mut fan = Fanout {
+    ) -> (&'a SubscriptionIndex, Fanout<'a>) {
+        let fan = Fanout {
             users: &mut self.users,
             overflow: &self.overflow,
-            msg: &msg,
+            totals: &mut self.totals,
+            offline: &mut self.expiry,
+            epochs: &mut self.epochs,
+            msg,
             capacity: self.config.history,
+            max_bytes: self.config.history_bytes,
             ttl: self.config.history_ttl,
             now,
-            counts: PublishCounts::default(),
+            counts: Default::default(),
             new_rings: 0,
+            dropped_rings: 0,
+            cost: crate::history::charge(msg),
+            deliveries: 0,
             expired: 0,
         };
-        fan.reach(subject, deliver);
-        self.index.for_each_subscriber(subject, |u| {
-            // A user who follows themself was reached above.
-            if u != subject {
-                fan.reach(u, deliver);
-            }
-        });
-        let (counts, new_rings, expired) = (fan.counts, fan.new_rings, fan.expired);
-        self.users_with_history += new_rings;
-        self.deliveries += u64::from(counts.connections);
-        if expired > 0 {
-            // Offline users whose history outlived the ttl: let the tick drop them now.
-            self.handle_tick(now);
-        }
-        counts
+        (&self.index, fan)
     }
 
-    /// Messages for `user` with seq > `since` still kept; see [`HistoryRead`].
-    pub fn history_since(&self, user: UserId, since: u64) -> HistoryRead {
+    /// What a client of `user` resuming at `(epoch, since)` gets; see [`HistoryRead`].
+    /// `epoch: None` (a client that never learned one) trusts `since` as a number
+    /// of the current ring.
+    pub fn history_read(&self, user: UserId, epoch: Option<u32>, since: u64) -> HistoryRead {
         match self.users.get(&user).and_then(|s| s.ring.as_deref()) {
             Some(ring) => {
-                let (messages, gap) = ring.since(since);
+                let (messages, gap) = ring.read(epoch, since);
                 HistoryRead {
                     messages,
                     last: ring.last(),
                     gap,
+                    epoch: Some(ring.epoch()),
                 }
             }
+            // No history: a client that saw anything (a number, or an epoch) has
+            // lost what came after it.
             None => HistoryRead {
                 messages: Vec::new(),
                 last: 0,
-                gap: since > 0,
+                gap: since > 0 || epoch.is_some(),
+                epoch: None,
             },
         }
+    }
+
+    /// [`Router::history_read`] without an epoch.
+    pub fn history_since(&self, user: UserId, since: u64) -> HistoryRead {
+        self.history_read(user, None, since)
     }
 
     /// The user's current sequence number (0 if the router holds no state for them).
     pub fn last_seq(&self, user: UserId) -> u64 {
         self.users.get(&user).map_or(0, UserState::last_seq)
+    }
+
+    /// The user's current `(epoch, last seq)`: where a new subscriber starts.
+    /// `(None, 0)` while the user has no history.
+    pub fn position(&self, user: UserId) -> (Option<u32>, u64) {
+        match self.users.get(&user).and_then(|s| s.ring.as_deref()) {
+            Some(r) => (Some(r.epoch()), r.last()),
+            None => (None, 0),
+        }
     }
 
     /// Adds `subscriber` → `subject` to the index; true if new.
@@ -219,6 +242,10 @@ impl Router {
             messages_in: self.messages_in,
             deliveries: self.deliveries,
             users_with_history: self.users_with_history,
+            history_bytes: self.totals.bytes as u64,
+            history_messages: self.totals.messages,
+            history_evicted: self.totals.evicted,
+            history_rings_evicted: self.totals.rings_evicted,
         }
     }
 
@@ -258,53 +285,6 @@ fn table_buckets(capacity: usize) -> usize {
         0 => 0,
         c if c < 7 => (c + 1).next_power_of_two(),
         c => (c * 8 / 7).next_power_of_two(),
-    }
-}
-
-/// Per-publish state, split from `Router` so the index can be borrowed while
-/// presence is mutated.
-struct Fanout<'a> {
-    users: &'a mut IdMap<UserState>,
-    overflow: &'a Overflow,
-    msg: &'a Arc<Message>,
-    capacity: usize,
-    ttl: std::time::Duration,
-    now: Instant,
-    counts: PublishCounts,
-    new_rings: u64,
-    expired: u64,
-}
-
-impl Fanout<'_> {
-    #[inline]
-    fn reach(&mut self, user: UserId, deliver: &mut impl FnMut(ConnRef, u64)) {
-        let Some(state) = self.users.get_mut(&user) else {
-            return;
-        };
-        let ring = match &mut state.ring {
-            Some(ring) => {
-                if ring
-                    .offline_since
-                    .is_some_and(|t| self.now.saturating_duration_since(t) >= self.ttl)
-                {
-                    // History already outlived the user; the tick will drop it.
-                    self.expired += 1;
-                    return;
-                }
-                ring
-            }
-            None => {
-                self.new_rings += 1;
-                state.ring.insert(Box::new(Ring::new()))
-            }
-        };
-        let seq = ring.push(self.msg, self.capacity);
-        let n = state.conns.len(self.overflow);
-        if n > 0 {
-            self.counts.users += 1;
-            self.counts.connections += n as u32;
-            state.conns.for_each(self.overflow, |c| deliver(c, seq));
-        }
     }
 }
 

@@ -66,14 +66,54 @@ pub trait Store: Send {
     fn edge_count(&mut self) -> Result<u64, StoreError>;
 }
 
+/// How much a committed change survives (`--store-sync`). Applies to SQLite; the
+/// memory store survives nothing, and PostgreSQL follows its own
+/// `synchronous_commit` (durable by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMode {
+    /// `PRAGMA synchronous=NORMAL` with WAL: a commit survives the process being
+    /// killed (the OS has the WAL), but the last commits may be lost on power loss
+    /// or an OS crash (the WAL is fsynced at checkpoints, not per commit).
+    #[default]
+    Normal,
+    /// `PRAGMA synchronous=FULL`: the WAL is fsynced at every commit, so a 200 on
+    /// `PUT /subscriptions` survives power loss too; each commit costs an fsync.
+    Full,
+}
+
+impl std::str::FromStr for SyncMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SyncMode, String> {
+        match s {
+            "normal" => Ok(SyncMode::Normal),
+            "full" => Ok(SyncMode::Full),
+            other => Err(format!(
+                "unknown store sync mode {other:?} (normal or full)"
+            )),
+        }
+    }
+}
+
+/// Store settings the binary passes through (flags such as `--store-sync`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreOptions {
+    pub sync: SyncMode,
+}
+
 /// Opens a store by URL: `memory`, `sqlite:PATH`, or `postgres://...` (an optional
 /// `schema=NAME` query parameter selects the schema, default `public`).
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    open_with(url, &StoreOptions::default())
+}
+
+/// [`open`] with settings.
+pub fn open_with(url: &str, options: &StoreOptions) -> Result<Box<dyn Store>, StoreError> {
     if url == "memory" {
         Ok(Box::new(memory::MemoryStore::new()))
     } else if let Some(path) = url.strip_prefix("sqlite:") {
-        Ok(Box::new(sqlite::SqliteStore::open(
+        Ok(Box::new(sqlite::SqliteStore::open_with(
             path.strip_prefix("//").unwrap_or(path),
+            options,
         )?))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Box::new(postgres::PgStore::connect(url)?))

@@ -17,7 +17,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::bulk::SortedEdges;
-use crate::{codec, from_sql, to_sql, Store, StoreError};
+use crate::{codec, from_sql, to_sql, Store, StoreError, StoreOptions, SyncMode};
 
 /// Schema version stored in `PRAGMA user_version`.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -74,10 +74,22 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, &StoreOptions::default())
+    }
+
+    /// Opens with settings: `options.sync` picks `PRAGMA synchronous` (see [`SyncMode`]).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: &StoreOptions,
+    ) -> Result<SqliteStore, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let sync = match options.sync {
+            SyncMode::Normal => "NORMAL",
+            SyncMode::Full => "FULL",
+        };
+        conn.pragma_update(None, "synchronous", sync)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         match version {
             0 => {
@@ -92,6 +104,14 @@ impl SqliteStore {
             }
         }
         Ok(SqliteStore { conn })
+    }
+
+    /// The connection's `PRAGMA synchronous` as SQLite reports it (1 = NORMAL,
+    /// 2 = FULL): what a commit really waits for.
+    pub fn synchronous(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))?)
     }
 }
 

@@ -5,7 +5,11 @@
 //! Hand-rolled (no UTF-8 or `str::parse` per token) because a bulk load carries
 //! millions of lines. Not here: storing the edges.
 
-/// A line of an edge list that is not `A B`.
+/// Default most edges in one request ([`parse_edges_with`]): 16 MB of parsed pairs,
+/// and a bound on how long one request can keep the router busy.
+pub const DEFAULT_MAX_EDGES: usize = 1_000_000;
+
+/// A line of an edge list that is not `A B`, or a list over its limit.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 #[error("line {line}: {reason}")]
 pub struct EdgeError {
@@ -15,19 +19,38 @@ pub struct EdgeError {
 }
 
 impl EdgeError {
-    /// Always 400: the body is the client's mistake.
+    /// 400 for a malformed line, 413 for a list over the edge limit.
     pub fn status(&self) -> u16 {
-        400
+        if self.reason == TOO_MANY {
+            413
+        } else {
+            400
+        }
     }
 }
 
-/// Parses an edge list into `(subscriber, subject)` pairs, in order.
+const TOO_MANY: &str = "too many edges in one request";
+
+/// Parses an edge list into `(subscriber, subject)` pairs, in order, with at most
+/// [`DEFAULT_MAX_EDGES`] edges.
 pub fn parse_edges(body: &[u8]) -> Result<Vec<(u64, u64)>, EdgeError> {
+    parse_edges_with(body, DEFAULT_MAX_EDGES)
+}
+
+/// Parses an edge list of at most `max_edges` edges (the line of the first edge
+/// past it is named in a 413).
+pub fn parse_edges_with(body: &[u8], max_edges: usize) -> Result<Vec<(u64, u64)>, EdgeError> {
     // Roughly 12 bytes per line for typical ids: reserve once, not per doubling.
-    let mut edges = Vec::with_capacity(body.len() / 12);
+    let mut edges = Vec::with_capacity((body.len() / 12).min(max_edges));
     for (idx, raw) in body.split(|&b| b == b'\n').enumerate() {
         let text = raw.strip_suffix(b"\r").unwrap_or(raw);
         match parse_line(text) {
+            Ok(Some(_)) if edges.len() == max_edges => {
+                return Err(EdgeError {
+                    line: idx + 1,
+                    reason: TOO_MANY,
+                })
+            }
             Ok(Some(edge)) => edges.push(edge),
             Ok(None) => {}
             Err(reason) => {
@@ -111,5 +134,21 @@ mod tests {
             assert!(e.reason.contains(reason), "{e}");
             assert_eq!(e.status(), 400);
         }
+    }
+
+    #[test]
+    fn edge_limit_is_413_naming_the_line() {
+        let body = b"1 2\n# c\n\n3 4\n5 6\n";
+        assert_eq!(parse_edges_with(body, 3).unwrap().len(), 3);
+        let e = parse_edges_with(body, 2).unwrap_err();
+        assert_eq!((e.line, e.status()), (5, 413));
+        assert_eq!(e.to_string(), "line 5: too many edges in one request");
+        assert_eq!(parse_edges_with(b"# only comments\n", 0).unwrap(), vec![]);
+        assert_eq!(parse_edges_with(b"1 2", 0).unwrap_err().status(), 413);
+        // A malformed line before the limit is still a 400.
+        assert_eq!(
+            parse_edges_with(b"x\n1 2\n3 4", 1).unwrap_err().status(),
+            400
+        );
     }
 }

@@ -12,9 +12,11 @@
 //! |---|---|
 //! | `head` | request heads: [`parse_head`] → [`RequestHead`] or [`HeadError`] (status) |
 //! | `route` | [`route`]: which endpoint a head asks for |
+//! | `query` | `since` and `token` of subscription paths |
+//! | `since` | [`Since`]: a resume position `<seq>` or `<epoch>-<seq>` |
 //! | `body` | [`BodyDecoder`]: Content-Length / chunked bodies, incremental |
-//! | `batch` | [`parse_batch`]: NDJSON batch publish bodies |
-//! | `edges` | [`parse_edges`]: "A B" edge lists for bulk subscriptions |
+//! | `batch` | [`parse_batch_with`]: NDJSON batch publish bodies, typed and bounded |
+//! | `edges` | [`parse_edges_with`]: "A B" edge lists for bulk subscriptions, bounded |
 //! | `response` | complete responses and error answers |
 //! | `stream` | chunked streaming (A1) |
 //! | `sse` | Server-Sent Events (A2) |
@@ -25,11 +27,18 @@
 //!
 //! | error | answer |
 //! |---|---|
-//! | [`HeadError`] | 400 malformed / bad framing / bad upgrade, 417 Expect, 431 too large, 501 Transfer-Encoding, 505 version; then close |
-//! | [`RouteError`] | 404, 405 (+ `Allow`), 400 bad id, 426 (+ `Upgrade`) |
+//! | [`HeadError`] | 400 malformed / bare LF line ending / duplicate `Host`, `Origin` or other single header / absolute-form target without a host / bad `Last-Event-ID` / bad framing / bad upgrade, 417 Expect, 431 too large, 501 Transfer-Encoding, 505 version; then close |
+//! | [`RouteError`] | 404, 405 (+ `Allow`), 400 bad id or `since` (`BadId`), 400 repeated or badly escaped `token` (`BadQuery`), 426 (+ `Upgrade`) |
 //! | [`BodyError`] | 413 too large, 400 malformed chunked; then close |
-//! | [`BatchError`], [`EdgeError`] | 400, message names the line |
+//! | [`BatchError`] | 400 malformed line (not an object, wrong field type, repeated field, bad JSON); 413 an item's `data` over `max_item` (`--max-message`), a line longer than any valid item, more than `max_items` items; the message names the line |
+//! | [`EdgeError`] | 400 malformed line; 413 more than `max_edges` edges; the message names the line |
 //! | [`WsError`] | close 1002 protocol error, 1007 invalid UTF-8, 1009 too big |
+//!
+//! Resume positions ([`Since`]: `<seq>` or `<epoch>-<seq>`) come from `?since=` on
+//! every subscription path and from `Last-Event-ID` (SSE, where it wins over the
+//! URL); `?token=` carries a JWT for clients that cannot set `Authorization`.
+//! HTTP/1.0 requests are flagged ([`RequestHead::is_http10`]) so streaming answers
+//! can be close-delimited.
 //!
 //! Hand-rolled chunked decoding and WebSocket framing are deliberate: the gateway
 //! keeps no per-connection buffers (≤ 256 B per idle connection) and parses from a
@@ -40,15 +49,20 @@ mod body;
 mod edges;
 mod head;
 mod poll;
+mod query;
 mod response;
 mod route;
+mod since;
 mod sse;
 mod stream;
 mod ws;
 
-pub use batch::{parse_batch, BatchError, BatchItem};
+pub use batch::{
+    parse_batch, parse_batch_with, BatchError, BatchItem, BatchLimits, DEFAULT_MAX_BATCH_ITEMS,
+    DEFAULT_MAX_ITEM,
+};
 pub use body::{BodyDecoder, BodyError, MAX_CHUNK_EXT, MAX_TRAILER};
-pub use edges::{parse_edges, EdgeError};
+pub use edges::{parse_edges, parse_edges_with, EdgeError, DEFAULT_MAX_EDGES};
 pub use head::{
     parse_head, BodyKind, HeadError, Limits, Method, RequestHead, WsUpgrade, DEFAULT_MAX_HEAD,
     DEFAULT_MAX_HEADERS,
@@ -56,6 +70,7 @@ pub use head::{
 pub use poll::write_poll_body;
 pub use response::{reason_phrase, write_error_response, write_response, CONTINUE_100};
 pub use route::{route, Route, RouteError, Transport};
+pub use since::Since;
 pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
 pub use stream::{
     write_chunk, write_stream_head, write_stream_message, write_welcome_chunk, STREAM_END,

@@ -12,6 +12,8 @@
 //! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
 
 use crate::head::{Method, RequestHead};
+use crate::query::parse_query;
+use crate::since::{canonical_u64, Since};
 
 /// How a subscription is delivered.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -27,10 +29,22 @@ pub enum Transport {
 /// An endpoint of the gateway.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Route {
-    /// `GET /sub/<id>`, `/test/<id>`, `/sse/<id>`, `/ws/<id>`.
-    Subscribe { user: u64, transport: Transport },
-    /// `GET /poll/<id>?since=<seq>`.
-    Poll { user: u64, since: Option<u64> },
+    /// `GET /sub/<id>`, `/test/<id>`, `/sse/<id>`, `/ws/<id>`, with optional
+    /// `?since=` and `?token=`. For SSE, `since` is `Last-Event-ID` when the request
+    /// has one (a browser's automatic reconnect sends the newest id but keeps the
+    /// URL, with its older `since`), else `?since=`.
+    Subscribe {
+        user: u64,
+        transport: Transport,
+        since: Option<Since>,
+        token: Option<String>,
+    },
+    /// `GET /poll/<id>?since=<seq>` (and `?token=`).
+    Poll {
+        user: u64,
+        since: Option<Since>,
+        token: Option<String>,
+    },
     /// `POST /pub/<id>`.
     Publish { subject: u64 },
     /// `POST /pub` (NDJSON body).
@@ -65,6 +79,9 @@ pub enum RouteError {
     /// `/ws/<id>` without a valid WebSocket upgrade.
     #[error("WebSocket upgrade required")]
     UpgradeRequired,
+    /// A subscription query parameter is malformed or repeated.
+    #[error("invalid query: {0}")]
+    BadQuery(&'static str),
 }
 
 impl RouteError {
@@ -73,7 +90,7 @@ impl RouteError {
         match self {
             RouteError::NotFound => 404,
             RouteError::MethodNotAllowed { .. } => 405,
-            RouteError::BadId => 400,
+            RouteError::BadId | RouteError::BadQuery(_) => 400,
             RouteError::UpgradeRequired => 426,
         }
     }
@@ -92,7 +109,7 @@ impl RouteError {
                 ("Connection", "Upgrade"),
                 ("Sec-WebSocket-Version", "13"),
             ],
-            RouteError::NotFound | RouteError::BadId => &[],
+            RouteError::NotFound | RouteError::BadId | RouteError::BadQuery(_) => &[],
         }
     }
 }
@@ -124,15 +141,12 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             } else {
                 Transport::Stream
             };
-            Ok(Route::Subscribe { user, transport })
+            subscribe(head, user, transport)
         }
         ("sse", Some(id), None) => {
             need(m, Method::Get, GET)?;
             let user = parse_id(id)?;
-            Ok(Route::Subscribe {
-                user,
-                transport: Transport::Sse,
-            })
+            subscribe(head, user, Transport::Sse)
         }
         ("ws", Some(id), None) => {
             need(m, Method::Get, GET)?;
@@ -140,16 +154,17 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             if head.websocket.is_none() {
                 return Err(RouteError::UpgradeRequired);
             }
-            Ok(Route::Subscribe {
-                user,
-                transport: Transport::WebSocket,
-            })
+            subscribe(head, user, Transport::WebSocket)
         }
         ("poll", Some(id), None) => {
             need(m, Method::Get, GET)?;
             let user = parse_id(id)?;
-            let since = parse_since(head.query.as_deref())?;
-            Ok(Route::Poll { user, since })
+            let q = parse_query(head.query.as_deref())?;
+            Ok(Route::Poll {
+                user,
+                since: q.since,
+                token: q.token,
+            })
         }
         ("pub", None, None) => {
             need(m, Method::Post, POST)?;
@@ -216,34 +231,22 @@ fn need(got: Method, want: Method, allow: &'static str) -> Result<(), RouteError
     }
 }
 
-/// Canonical decimal u64: digits only, no leading zero unless the id is `0`.
-pub(crate) fn parse_canonical_u64(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.is_empty() || (b.len() > 1 && b[0] == b'0') || !b.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    s.parse().ok()
+fn subscribe(head: &RequestHead, user: u64, transport: Transport) -> Result<Route, RouteError> {
+    let q = parse_query(head.query.as_deref())?;
+    let since = match (transport, head.last_event_id) {
+        (Transport::Sse, Some(id)) => Some(id),
+        _ => q.since,
+    };
+    Ok(Route::Subscribe {
+        user,
+        transport,
+        since,
+        token: q.token,
+    })
 }
 
 fn parse_id(s: &str) -> Result<u64, RouteError> {
-    parse_canonical_u64(s).ok_or(RouteError::BadId)
-}
-
-/// `since=<seq>` from the query; other parameters are ignored, a repeated or
-/// malformed `since` is an error.
-fn parse_since(query: Option<&str>) -> Result<Option<u64>, RouteError> {
-    let mut since = None;
-    for pair in query.unwrap_or_default().split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k != "since" {
-            continue;
-        }
-        if since.is_some() {
-            return Err(RouteError::BadId);
-        }
-        since = Some(parse_canonical_u64(v).ok_or(RouteError::BadId)?);
-    }
-    Ok(since)
+    canonical_u64(s).ok_or(RouteError::BadId)
 }
 
 #[cfg(test)]

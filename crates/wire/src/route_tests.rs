@@ -15,11 +15,22 @@ fn r(method: &str, target: &str) -> Result<Route, RouteError> {
     route(&req(method, target, ""))
 }
 
+fn seq(seq: u64) -> Since {
+    Since { epoch: None, seq }
+}
+
 const WS: &str = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
 
 #[test]
 fn subscribe_transports() {
-    let sub = |user, transport| Ok(Route::Subscribe { user, transport });
+    let sub = |user, transport| {
+        Ok(Route::Subscribe {
+            user,
+            transport,
+            since: None,
+            token: None,
+        })
+    };
     assert_eq!(r("GET", "/sub/42"), sub(42, Transport::Stream));
     assert_eq!(r("GET", "/test/7"), sub(7, Transport::Stream));
     assert_eq!(
@@ -48,21 +59,24 @@ fn api_routes() {
         r("GET", "/poll/3"),
         Ok(Route::Poll {
             user: 3,
-            since: None
+            since: None,
+            token: None
         })
     );
     assert_eq!(
         r("GET", "/poll/3?since=10"),
         Ok(Route::Poll {
             user: 3,
-            since: Some(10)
+            since: Some(seq(10)),
+            token: None
         })
     );
     assert_eq!(
         r("GET", "/poll/3?x=1&since=0&y"),
         Ok(Route::Poll {
             user: 3,
-            since: Some(0)
+            since: Some(seq(0)),
+            token: None
         })
     );
     assert_eq!(r("POST", "/pub/5"), Ok(Route::Publish { subject: 5 }));
@@ -115,6 +129,110 @@ fn bad_ids() {
     assert_eq!(r("GET", "/poll/1?since=x"), Err(RouteError::BadId));
     assert_eq!(r("GET", "/poll/1?since="), Err(RouteError::BadId));
     assert_eq!(r("GET", "/poll/1?since=1&since=2"), Err(RouteError::BadId));
+    assert_eq!(r("GET", "/sub/1?since=1-"), Err(RouteError::BadId));
+    assert_eq!(r("GET", "/sub/1?since=-1"), Err(RouteError::BadId));
+    assert_eq!(
+        r("GET", "/sse/1?token=%zz").map_err(|e| e.status()),
+        Err(400)
+    );
+    assert_eq!(
+        r("GET", "/poll/1?token=a&token=a"),
+        Err(RouteError::BadQuery("token given twice"))
+    );
+}
+
+#[test]
+fn resume_and_token_on_every_subscription_path() {
+    let since = Some(Since {
+        epoch: Some(7),
+        seq: 12,
+    });
+    let token = Some("h.p.s".to_owned());
+    let want = |transport| {
+        Ok(Route::Subscribe {
+            user: 5,
+            transport,
+            since,
+            token: token.clone(),
+        })
+    };
+    let q = "?since=7-12&token=h.p.s&cb=1";
+    assert_eq!(r("GET", &format!("/sub/5{q}")), want(Transport::Stream));
+    assert_eq!(r("GET", &format!("/test/5{q}")), want(Transport::Stream));
+    assert_eq!(r("GET", &format!("/sse/5{q}")), want(Transport::Sse));
+    assert_eq!(
+        route(&req("GET", &format!("/ws/5{q}"), WS)),
+        want(Transport::WebSocket)
+    );
+    assert_eq!(
+        r("GET", &format!("/poll/5{q}")),
+        Ok(Route::Poll {
+            user: 5,
+            since,
+            token: token.clone()
+        })
+    );
+    // SSE: Last-Event-ID (the browser's newest id) wins over the URL's `since`.
+    let h = req("GET", "/sse/5?since=7-12", "Last-Event-ID: 7-40\r\n");
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Subscribe {
+            since: Some(Since {
+                epoch: Some(7),
+                seq: 40
+            }),
+            ..
+        })
+    ));
+    let h = req("GET", "/sse/5", "Last-Event-ID: 3\r\n");
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Subscribe {
+            since: Some(Since {
+                epoch: None,
+                seq: 3
+            }),
+            ..
+        })
+    ));
+    // Other transports and long-poll ignore Last-Event-ID.
+    let h = req("GET", "/sub/5", "Last-Event-ID: 3\r\n");
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Subscribe { since: None, .. })
+    ));
+    let h = req("GET", "/poll/5?since=1", "Last-Event-ID: 3\r\n");
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Poll {
+            since: Some(Since { seq: 1, .. }),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn absolute_form_targets_route_by_path() {
+    let h = req(
+        "GET",
+        "http://example.com:8080/sub/1?since=2",
+        "Host: other\r\n",
+    );
+    assert_eq!(h.host.as_deref(), Some("example.com:8080"));
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Subscribe {
+            user: 1,
+            since: Some(Since { seq: 2, .. }),
+            ..
+        })
+    ));
+    assert_eq!(
+        r("POST", "HTTPS://h/pub/3"),
+        Ok(Route::Publish { subject: 3 })
+    );
+    assert_eq!(r("GET", "http://h").map_err(|e| e.status()), Err(404));
+    assert_eq!(r("GET", "http://h?x").map_err(|e| e.status()), Err(404));
 }
 
 #[test]
@@ -159,6 +277,8 @@ fn statuses_and_headers() {
     assert_eq!(RouteError::NotFound.status(), 404);
     assert_eq!(RouteError::BadId.status(), 400);
     assert_eq!(RouteError::UpgradeRequired.status(), 426);
+    assert_eq!(RouteError::BadQuery("x").status(), 400);
+    assert!(RouteError::BadQuery("x").headers().is_empty());
     let e = RouteError::MethodNotAllowed {
         allow: "PUT, DELETE",
     };

@@ -43,13 +43,17 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
         }
     };
     match route {
-        Route::Subscribe { user, transport } => {
+        Route::Subscribe {
+            user, transport, ..
+        } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
             }
             subscribe(conn, cx, user, transport, &head);
         }
-        Route::Poll { user, since } => {
+        Route::Poll { user, since, .. } => {
+            // Epochs are not carried to the bus yet (issue 10 integration).
+            let since = since.map(|s| s.seq);
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a poll request has no body");
             }
@@ -81,7 +85,7 @@ fn subscribe(
             conn.pending().ws_key = key;
         }
         // Resume after Last-Event-ID: the login reply carries what history holds.
-        Transport::Sse => since = head.last_event_id,
+        Transport::Sse => since = head.last_event_id.map(|s| s.seq),
         Transport::Stream => {}
     }
     conn.login(cx, user, since);

@@ -131,6 +131,7 @@ fn history(last: u64, messages: &[(u64, &'static str)], gap: bool) -> HistoryRea
             .collect(),
         last,
         gap,
+        epoch: None,
     }
 }
 

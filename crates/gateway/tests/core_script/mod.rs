@@ -100,6 +100,7 @@ fn history(seed: u8) -> HistoryRead {
             .collect(),
         last: last + u64::from(kept),
         gap: seed & 0x40 != 0,
+        epoch: None,
     }
 }
 

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::PublishCounts;
 
 fn conn(loop_id: u16, token: u32) -> ConnRef {
     ConnRef { loop_id, token }
@@ -98,6 +99,7 @@ fn history_survives_reconnect_within_ttl_and_reports_gaps() {
     let cfg = RouterConfig {
         history: 3,
         history_ttl: Duration::from_secs(60),
+        ..RouterConfig::default()
     };
     let mut r = Router::new(cfg, SubscriptionIndex::new());
     r.handle_login(5, conn(0, 1));
@@ -140,6 +142,7 @@ fn history_is_dropped_after_ttl_offline() {
     let cfg = RouterConfig {
         history: 8,
         history_ttl: Duration::from_secs(10),
+        ..RouterConfig::default()
     };
     let mut r = Router::new(cfg, SubscriptionIndex::new());
     r.handle_login(1, conn(0, 1));

@@ -1,4 +1,5 @@
-//! `parse_batch` (NDJSON batch publish) on arbitrary bytes.
+//! `parse_batch_with` (NDJSON batch publish, typed and bounded): byte 0 picks the
+//! limits, the rest is the body.
 #![no_main]
 
 #[path = "../../tests/invariants/mod.rs"]
@@ -7,5 +8,5 @@ mod invariants;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    invariants::check_batch(data);
+    invariants::targets::batch(data);
 });

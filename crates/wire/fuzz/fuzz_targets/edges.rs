@@ -7,5 +7,5 @@ mod invariants;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    invariants::check_edges(data);
+    invariants::targets::edges(data);
 });

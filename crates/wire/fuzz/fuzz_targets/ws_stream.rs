@@ -8,5 +8,5 @@ mod invariants;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    invariants::check_ws_stream(data, 1 << 16);
+    invariants::targets::ws_stream(data);
 });

@@ -6,12 +6,17 @@
 //! the semantics the gateway needs: framing (Content-Length / chunked, with the
 //! request-smuggling checks of RFC 9112 6.3), keep-alive, SSE and WebSocket
 //! detection. `Host` is not required: the gateway serves a single origin, and load
-//! clients that omit it (classic C1M tools do) must still be served.
+//! clients that omit it (classic C1M tools do) must still be served; but a second
+//! `Host` is refused, and so is a bare LF line ending anywhere in the head: both
+//! are read differently by different HTTP implementations, which is what request
+//! smuggling through a proxy exploits (RFC 9112 2.2, 3.2).
 
 mod text;
 mod version;
 
 use base64::Engine as _;
+
+use crate::since::Since;
 use text::{contains_ignore_case, parse_decimal, split_target, trim_ows};
 use version::{classify_version, VersionClass};
 
@@ -102,11 +107,24 @@ pub struct RequestHead {
     pub accept_event_stream: bool,
     /// Present only for a complete, valid WebSocket upgrade request.
     pub websocket: Option<WsUpgrade>,
-    /// `Last-Event-ID`, parsed as a sequence number.
-    pub last_event_id: Option<u64>,
+    /// `Last-Event-ID`: `<seq>` or `<epoch>-<seq>` (see [`Since`]).
+    pub last_event_id: Option<Since>,
     pub authorization: Option<String>,
     /// `Expect: 100-continue`.
     pub expect_continue: bool,
+    /// The authority: from an absolute-form target if there is one (RFC 9112 3.2.2:
+    /// it then overrides `Host`), else the `Host` header.
+    pub host: Option<String>,
+    /// `Origin` (for the CORS and WebSocket origin checks), as sent.
+    pub origin: Option<String>,
+}
+
+impl RequestHead {
+    /// True for HTTP/1.0: such a client cannot read a chunked body, so a streaming
+    /// answer must be close-delimited (no `Transfer-Encoding`, end = connection close).
+    pub fn is_http10(&self) -> bool {
+        self.minor_version == 0
+    }
 }
 
 /// Why a head was refused. Every variant maps to one status (see [`HeadError::status`]);
@@ -146,9 +164,13 @@ pub enum HeadError {
     /// A header value that must be text is not valid UTF-8.
     #[error("invalid {0} header")]
     BadHeaderValue(&'static str),
-    /// `Last-Event-ID` is not a decimal sequence number.
-    #[error("invalid Last-Event-ID (want a sequence number)")]
+    /// `Last-Event-ID` is not `<seq>` or `<epoch>-<seq>`.
+    #[error("invalid Last-Event-ID (want <seq> or <epoch>-<seq>)")]
     BadLastEventId,
+    /// A line of the head ends in LF without CR (RFC 9112 2.2 lets a server refuse it;
+    /// accepting it disagrees with stricter proxies in front).
+    #[error("bare LF line ending (want CRLF)")]
+    BareLf,
     /// `Expect` other than `100-continue` (417).
     #[error("unsupported Expect (only 100-continue)")]
     UnsupportedExpect,
@@ -173,6 +195,7 @@ impl HeadError {
             | HeadError::DuplicateHeader(_)
             | HeadError::BadHeaderValue(_)
             | HeadError::BadLastEventId
+            | HeadError::BareLf
             | HeadError::BadWebSocketUpgrade(_) => 400,
         }
     }
@@ -196,24 +219,43 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
     // call, and makes the outcome depend on that window alone, so an error seen on
     // a prefix stays the same error however many bytes follow.
     let window = &buf[..buf.len().min(limits.max_head)];
+    // httparse accepts bare LF. Parse only up to the first bare LF: a head that ends
+    // before it is fine (the LF belongs to the body or the next request), an error
+    // before it is reported as usual, and a head still open there is refused. The
+    // outcome thus depends only on the bytes up to that LF, so no prefix of an input
+    // answers differently from the whole (the fuzz invariant).
+    let bare_lf = first_bare_lf(window);
+    let scan = &window[..bare_lf.unwrap_or(window.len())];
     let mut req = httparse::Request::new(slots);
-    match req.parse(window) {
+    match req.parse(scan) {
         Ok(httparse::Status::Complete(consumed)) => {
-            interpret(&req).map(|head| Some((head, consumed)))
+            return interpret(&req).map(|head| Some((head, consumed)))
         }
-        Ok(httparse::Status::Partial) if buf.len() > limits.max_head => {
-            Err(HeadError::HeadTooLarge)
-        }
-        Ok(httparse::Status::Partial) => Ok(None),
-        Err(httparse::Error::Version) if classify_version(window) == VersionClass::Undecided => {
-            if buf.len() > limits.max_head {
-                Err(HeadError::HeadTooLarge)
-            } else {
-                Ok(None)
-            }
-        }
-        Err(e) => Err(map_httparse_error(e, window)),
+        Ok(httparse::Status::Partial) => {}
+        // The version token may still be arriving: decided by the next bytes.
+        Err(httparse::Error::Version) if classify_version(scan) == VersionClass::Undecided => {}
+        Err(e) => return Err(map_httparse_error(e, scan)),
     }
+    if bare_lf.is_some() {
+        Err(HeadError::BareLf)
+    } else if buf.len() > limits.max_head {
+        Err(HeadError::HeadTooLarge)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Position of the first LF not preceded by CR.
+fn first_bare_lf(window: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = window[from..].iter().position(|&b| b == b'\n') {
+        let at = from + i;
+        if at == 0 || window[at - 1] != b'\r' {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 fn map_httparse_error(e: httparse::Error, window: &[u8]) -> HeadError {
@@ -248,6 +290,8 @@ struct Fields<'a> {
     last_event_id: Option<&'a [u8]>,
     authorization: Option<&'a [u8]>,
     expect: Option<&'a [u8]>,
+    host: Option<&'a [u8]>,
+    origin: Option<&'a [u8]>,
 }
 
 fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> {
@@ -293,6 +337,11 @@ fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> 
             set_once(&mut f.authorization, value, "Authorization")?;
         } else if name.eq_ignore_ascii_case("expect") {
             set_once(&mut f.expect, value, "Expect")?;
+        } else if name.eq_ignore_ascii_case("host") {
+            // RFC 9112 3.2: more than one Host is a 400.
+            set_once(&mut f.host, value, "Host")?;
+        } else if name.eq_ignore_ascii_case("origin") {
+            set_once(&mut f.origin, value, "Origin")?;
         }
     }
 
@@ -326,7 +375,7 @@ fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> 
 
     let last_event_id = match f.last_event_id {
         None => None,
-        Some(v) => Some(parse_decimal(v).ok_or(HeadError::BadLastEventId)?),
+        Some(v) => Some(Since::parse(v).ok_or(HeadError::BadLastEventId)?),
     };
     let authorization = match f.authorization {
         None => None,
@@ -339,7 +388,19 @@ fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> 
         Some(_) => return Err(HeadError::UnsupportedExpect),
     };
 
-    let (path, query) = split_target(target);
+    let origin = match f.origin {
+        None => None,
+        Some(v) => Some(utf8(v, "Origin")?.to_owned()),
+    };
+    let (authority, path, query) = split_target(target);
+    let host = match authority {
+        Some("") => return Err(HeadError::Malformed("absolute-form target without a host")),
+        Some(a) => Some(a.to_owned()),
+        None => match f.host {
+            None => None,
+            Some(v) => Some(utf8(v, "Host")?.to_owned()),
+        },
+    };
     Ok(RequestHead {
         method,
         path: path.to_owned(),
@@ -352,6 +413,8 @@ fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> 
         last_event_id,
         authorization,
         expect_continue,
+        host,
+        origin,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Unit tests for `head` (kept apart to keep `head.rs` short).
 
 use super::*;
+use crate::since::Since;
 
 fn parse(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HeadError> {
     parse_head(buf, &Limits::default())
@@ -146,7 +147,29 @@ fn chunked_forms() {
 fn sse_hints() {
     let h = head(b"GET /sub/1 HTTP/1.1\r\nAccept: text/html, Text/Event-Stream;q=1\r\nLast-Event-ID: 99\r\n\r\n");
     assert!(h.accept_event_stream);
-    assert_eq!(h.last_event_id, Some(99));
+    assert_eq!(
+        h.last_event_id,
+        Some(Since {
+            epoch: None,
+            seq: 99
+        })
+    );
+    let h = head(b"GET /sub/1 HTTP/1.1\r\nLast-Event-ID: 3-99\r\n\r\n");
+    assert_eq!(
+        h.last_event_id,
+        Some(Since {
+            epoch: Some(3),
+            seq: 99
+        })
+    );
+    assert_eq!(
+        err(b"GET / HTTP/1.1\r\nLast-Event-ID: 099\r\n\r\n"),
+        HeadError::BadLastEventId
+    );
+    assert_eq!(
+        err(b"GET / HTTP/1.1\r\nLast-Event-ID: 1-2-3\r\n\r\n"),
+        HeadError::BadLastEventId
+    );
     assert_eq!(
         err(b"GET / HTTP/1.1\r\nLast-Event-ID: x\r\n\r\n"),
         HeadError::BadLastEventId
@@ -311,4 +334,85 @@ fn non_ascii_targets_do_not_panic() {
     assert_eq!(h.path, "/subsc\u{20ac}ript");
     let h = head("GET h\u{e9}tp://x/ HTTP/1.1\r\n\r\n".as_bytes());
     assert_eq!(h.path, "h\u{e9}tp://x/");
+}
+
+#[test]
+fn bare_lf_is_refused_anywhere_in_the_head() {
+    for bad in [
+        &b"GET / HTTP/1.1\n\n"[..],
+        b"GET / HTTP/1.1\nHost: a\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\n",
+        b"\nGET / HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX: a\nContent-Length: 5\r\n\r\n",
+        b"GET / HTTP/2.0\n\r\n",
+    ] {
+        assert_eq!(
+            parse(bad),
+            Err(HeadError::BareLf),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+        assert_eq!(HeadError::BareLf.status(), 400);
+    }
+    // Decided as soon as the LF arrives, the same as with the rest of the head.
+    assert_eq!(parse(b"GET / HTTP/1.1\n"), Err(HeadError::BareLf));
+    assert_eq!(
+        parse(b"GET / HTTP/1.1\r\nHost: a\n"),
+        Err(HeadError::BareLf)
+    );
+    // An error before the LF is reported as before.
+    assert_eq!(
+        parse(b"GET / HTTP/1.1\r\nBad Name: a\r\nX: b\n\r\n"),
+        Err(HeadError::Malformed("invalid header name"))
+    );
+    // After the head, LF belongs to the body or the next request: not the head's.
+    let buf = b"POST /pub HTTP/1.1\r\nContent-Length: 4\r\n\r\na\nb\n";
+    let (h, n) = parse(buf).unwrap().unwrap();
+    assert_eq!((h.body, &buf[n..]), (BodyKind::Length(4), &b"a\nb\n"[..]));
+    // CRLF empty lines before the request line are still skipped (RFC 9112 2.2).
+    assert!(parse(b"\r\nGET / HTTP/1.1\r\n\r\n").unwrap().is_some());
+}
+
+#[test]
+fn host_and_origin() {
+    let h =
+        head(b"GET /sub/1 HTTP/1.1\r\nHost: example.com\r\nOrigin: https://app.example\r\n\r\n");
+    assert_eq!(h.host.as_deref(), Some("example.com"));
+    assert_eq!(h.origin.as_deref(), Some("https://app.example"));
+    let h = head(b"GET /sub/1 HTTP/1.1\r\n\r\n");
+    assert_eq!((h.host, h.origin), (None, None));
+    assert_eq!(
+        err(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+        HeadError::DuplicateHeader("Host")
+    );
+    assert_eq!(
+        err(b"GET / HTTP/1.1\r\nhost: a\r\nHOST: a\r\n\r\n").status(),
+        400,
+        "even the same value twice"
+    );
+    assert_eq!(
+        err(b"GET / HTTP/1.1\r\nOrigin: a\r\nOrigin: b\r\n\r\n"),
+        HeadError::DuplicateHeader("Origin")
+    );
+    assert_eq!(
+        err(b"GET / HTTP/1.1\r\nOrigin: \xff\r\n\r\n"),
+        HeadError::BadHeaderValue("Origin")
+    );
+    // Absolute form: the target's authority overrides Host (RFC 9112 3.2.2).
+    let h = head(b"GET http://a.example/sub/1 HTTP/1.1\r\nHost: b.example\r\n\r\n");
+    assert_eq!(
+        (h.host.as_deref(), h.path.as_str()),
+        (Some("a.example"), "/sub/1")
+    );
+    assert_eq!(
+        err(b"GET http:///sub/1 HTTP/1.1\r\n\r\n"),
+        HeadError::Malformed("absolute-form target without a host")
+    );
+}
+
+#[test]
+fn http10_is_flagged() {
+    assert!(head(b"GET /sub/1 HTTP/1.0\r\n\r\n").is_http10());
+    assert!(!head(b"GET /sub/1 HTTP/1.1\r\n\r\n").is_http10());
 }

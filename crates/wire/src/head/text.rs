@@ -33,9 +33,11 @@ pub(super) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// Splits a request target into path and query; absolute-form
-/// (`http://host/p?q`, RFC 9112 3.2.2) is reduced to its path.
-pub(super) fn split_target(target: &str) -> (&str, Option<&str>) {
+/// Splits a request target into (authority, path, query). Origin-form (`/p?q`) has
+/// no authority; absolute-form (`http://host/p?q`, RFC 9112 3.2.2) yields its
+/// authority (without userinfo) and is reduced to its path (`/` when empty).
+pub(super) fn split_target(target: &str) -> (Option<&str>, &str, Option<&str>) {
+    let mut authority = None;
     let mut t = target;
     for scheme in ["http://", "https://"] {
         // `get` (not indexing): the target may hold multi-byte characters.
@@ -43,13 +45,16 @@ pub(super) fn split_target(target: &str) -> (&str, Option<&str>) {
             .is_some_and(|p| p.eq_ignore_ascii_case(scheme))
         {
             let rest = &t[scheme.len()..];
-            t = rest.find(['/', '?']).map_or("/", |i| &rest[i..]);
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let auth = &rest[..end];
+            authority = Some(auth.rsplit_once('@').map_or(auth, |(_, host)| host));
+            t = if end == rest.len() { "/" } else { &rest[end..] };
             break;
         }
     }
     match t.split_once('?') {
-        Some((p, q)) => (if p.is_empty() { "/" } else { p }, Some(q)),
-        None => (t, None),
+        Some((p, q)) => (authority, if p.is_empty() { "/" } else { p }, Some(q)),
+        None => (authority, t, None),
     }
 }
 
@@ -92,12 +97,18 @@ mod tests {
 
     #[test]
     fn targets() {
-        assert_eq!(split_target("/a?b=1"), ("/a", Some("b=1")));
-        assert_eq!(split_target("/a"), ("/a", None));
-        assert_eq!(split_target("/a?"), ("/a", Some("")));
-        assert_eq!(split_target("https://h:1/x?y"), ("/x", Some("y")));
-        assert_eq!(split_target("http://h?q"), ("/", Some("q")));
-        assert_eq!(split_target("http://h"), ("/", None));
-        assert_eq!(split_target("*"), ("*", None));
+        assert_eq!(split_target("/a?b=1"), (None, "/a", Some("b=1")));
+        assert_eq!(split_target("/a"), (None, "/a", None));
+        assert_eq!(split_target("/a?"), (None, "/a", Some("")));
+        assert_eq!(
+            split_target("https://h:1/x?y"),
+            (Some("h:1"), "/x", Some("y"))
+        );
+        assert_eq!(split_target("HTTP://h?q"), (Some("h"), "/", Some("q")));
+        assert_eq!(split_target("http://h"), (Some("h"), "/", None));
+        assert_eq!(split_target("http://u:p@h/s"), (Some("h"), "/s", None));
+        assert_eq!(split_target("http:///x"), (Some(""), "/x", None));
+        assert_eq!(split_target("*"), (None, "*", None));
+        assert_eq!(split_target("ftp://h/x"), (None, "ftp://h/x", None));
     }
 }

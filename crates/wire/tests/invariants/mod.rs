@@ -6,9 +6,11 @@
 
 #![allow(dead_code)] // each user calls a subset
 
+pub mod targets;
+
 use wire::{
-    parse_batch, parse_edges, parse_head, parse_ws_frame, BodyDecoder, BodyError, BodyKind,
-    HeadError, Limits, Opcode, WsError, WsMessageState,
+    parse_batch, parse_batch_with, parse_edges, parse_head, parse_ws_frame, route, BatchLimits,
+    BodyDecoder, BodyError, BodyKind, HeadError, Limits, Opcode, Since, WsError, WsMessageState,
 };
 
 /// What a check saw, so a fuzzer can assert it reached every outcome.
@@ -286,13 +288,94 @@ pub fn check_ws_stream(buf: &[u8], max_payload: usize) {
 /// `parse_batch`: an error names a line that exists; success yields no more
 /// items than lines.
 pub fn check_batch(body: &[u8]) {
+    check_batch_with(body, &BatchLimits::default());
     let lines = body.split(|&b| b == b'\n').count();
     match parse_batch(body) {
         Ok(items) => assert!(items.len() <= lines),
         Err(e) => {
             assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}", e.line);
-            assert_eq!(e.status(), 400);
+            assert!(matches!(e.status(), 400 | 413));
         }
+    }
+}
+
+/// `parse_batch_with` under `limits`: items within both limits; an error names an
+/// existing line, is 413 exactly when a limit was hit, and reads as one short line;
+/// a success agrees with a plain `serde_json::Value` reading of every line (the
+/// typed parser may only be stricter, except for out-of-range numbers in ignored
+/// fields); raising the limits never turns a success
+/// into something else.
+pub fn check_batch_with(body: &[u8], limits: &BatchLimits) {
+    let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+    match parse_batch_with(body, limits) {
+        Ok(items) => {
+            assert!(items.len() <= limits.max_items && items.len() <= lines.len());
+            let mut it = items.iter();
+            for raw in &lines {
+                let text = raw.strip_suffix(b"\r").unwrap_or(raw);
+                if text.iter().all(|b| b.is_ascii_whitespace()) {
+                    continue;
+                }
+                let item = it.next().expect("one item per non-blank line");
+                assert!(item.data.len() <= limits.max_item);
+                let v: serde_json::Value = match serde_json::from_slice(text) {
+                    Ok(v) => v,
+                    // The one leniency: a number past f64's range in a field the
+                    // batch ignores is valid JSON grammar, skipped unread; a Value
+                    // cannot hold it.
+                    Err(e) if e.to_string().starts_with("number out of range") => continue,
+                    Err(e) => panic!("accepted a line that is not JSON: {e}"),
+                };
+                assert_eq!(v["subject"].as_u64(), Some(item.subject));
+                assert_eq!(v["data"].as_str().map(str::as_bytes), Some(&item.data[..]));
+            }
+            assert!(it.next().is_none());
+            let wider = BatchLimits {
+                max_item: limits.max_item.saturating_mul(2),
+                max_items: limits.max_items.saturating_mul(2),
+            };
+            assert_eq!(parse_batch_with(body, &wider), Ok(items));
+        }
+        Err(e) => {
+            assert!(e.line >= 1 && e.line <= lines.len(), "line {}", e.line);
+            assert_eq!(e.status(), if e.too_large { 413 } else { 400 });
+            let msg = e.to_string();
+            assert!(msg.len() < 200 && !msg.contains('\n'), "{msg:?}");
+        }
+    }
+}
+
+/// Every head that parses routes without panicking, to a status the failure table
+/// names; an absolute-form target routes exactly like its origin form.
+pub fn check_route(buf: &[u8]) {
+    let Ok(Some((head, _))) = parse_head(buf, &Limits::default()) else {
+        return;
+    };
+    let routed = route(&head);
+    if let Err(e) = &routed {
+        assert!(matches!(e.status(), 400 | 404 | 405 | 426), "{e:?}");
+    }
+    if head.path.starts_with('/') {
+        let target = match &head.query {
+            Some(q) => format!("{}?{q}", head.path),
+            None => head.path.clone(),
+        };
+        let absolute = format!("GET http://h{target} HTTP/1.1\r\n\r\n");
+        let origin = format!("GET {target} HTTP/1.1\r\n\r\n");
+        let a = parse_head(absolute.as_bytes(), &Limits::default());
+        let o = parse_head(origin.as_bytes(), &Limits::default());
+        if let (Ok(Some((a, _))), Ok(Some((o, _)))) = (a, o) {
+            assert_eq!((&a.path, &a.query), (&o.path, &o.query));
+            assert_eq!(route(&a), route(&o), "{target:?}");
+        }
+    }
+}
+
+/// `Since::parse` accepts exactly the canonical forms: what it accepts prints back
+/// byte for byte.
+pub fn check_since(v: &[u8]) {
+    if let Some(s) = Since::parse(v) {
+        assert_eq!(s.to_string().as_bytes(), v);
     }
 }
 
@@ -300,10 +383,20 @@ pub fn check_batch(body: &[u8]) {
 pub fn check_edges(body: &[u8]) {
     let lines = body.split(|&b| b == b'\n').count();
     match parse_edges(body) {
-        Ok(edges) => assert!(edges.len() <= lines),
+        Ok(edges) => {
+            assert!(edges.len() <= lines);
+            // The same list under a limit of its own length passes; one less is 413.
+            assert_eq!(wire::parse_edges_with(body, edges.len()), Ok(edges.clone()));
+            if let Some(fewer) = edges.len().checked_sub(1) {
+                assert_eq!(
+                    wire::parse_edges_with(body, fewer).map_err(|e| e.status()),
+                    Err(413)
+                );
+            }
+        }
         Err(e) => {
             assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}", e.line);
-            assert_eq!(e.status(), 400);
+            assert!(matches!(e.status(), 400 | 413));
         }
     }
 }

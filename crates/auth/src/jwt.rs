@@ -1,0 +1,178 @@
+//! [`JwtVerifier`]: checks a compact JWS token (RFC 7515/7519) in a fixed order —
+//! shape, header, algorithm and key, signature, then claims and time — so a token is
+//! never believed before its signature is checked, and the check that failed is
+//! the one reported.
+//!
+//! The header and payload are parsed here into typed structs (the signature math is
+//! `jsonwebtoken::crypto::verify`); `jsonwebtoken`'s own `decode` is not used
+//! because it reads the system clock, and time here is a parameter.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::claims::{parse_claims, Claims, PublishGrant};
+use crate::keys::{alg_name, JwtKeys};
+use crate::AuthError;
+
+/// Seconds of clock skew tolerated on `exp` and `nbf`.
+pub const DEFAULT_LEEWAY: u64 = 30;
+
+/// Longest token considered (a token arrives in a request head of at most 8 KiB).
+pub const MAX_TOKEN_BYTES: usize = 8192;
+
+/// What a verified subscription token grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The user the connection is logged in as (the token's `sub`, equal to the path's id).
+    pub user: u64,
+    /// Subjects the connection may publish to over WebSocket (C7).
+    pub publish: PublishGrant,
+    /// `exp` in whole Unix seconds, if the token has one: the gateway may close the
+    /// connection then (the token stops being valid; clients reconnect with a new one).
+    pub expires_at: Option<u64>,
+}
+
+/// Verifies subscription tokens against the configured keys.
+#[derive(Debug)]
+pub struct JwtVerifier {
+    keys: JwtKeys,
+    leeway: u64,
+}
+
+/// The JOSE header fields myriad reads.
+#[derive(Deserialize)]
+struct Header {
+    alg: String,
+    kid: Option<String>,
+    /// RFC 7515 4.1.11: extensions the recipient must understand. myriad understands
+    /// none, so any `crit` refuses the token.
+    crit: Option<serde::de::IgnoredAny>,
+}
+
+impl JwtVerifier {
+    pub fn new(keys: JwtKeys) -> JwtVerifier {
+        JwtVerifier {
+            keys,
+            leeway: DEFAULT_LEEWAY,
+        }
+    }
+
+    /// Replaces the clock-skew leeway (seconds) applied to `exp` and `nbf`.
+    pub fn with_leeway(mut self, seconds: u64) -> JwtVerifier {
+        self.leeway = seconds;
+        self
+    }
+
+    pub fn keys(&self) -> &JwtKeys {
+        &self.keys
+    }
+
+    /// Checks a token completely at Unix time `now` (seconds) and returns its claims.
+    pub fn verify(&self, token: &str, now: u64) -> Result<Claims, AuthError> {
+        if token.is_empty() {
+            return Err(AuthError::Missing);
+        }
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(AuthError::Malformed("token too long"));
+        }
+        let mut parts = token.split('.');
+        let (Some(h64), Some(p64), Some(s64), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(AuthError::Malformed("want header.payload.signature"));
+        };
+        let header = parse_header(h64)?;
+        let entry = self
+            .keys
+            .select(header.kid.as_deref())
+            .ok_or(AuthError::UnknownKey)?;
+        // The key decides the algorithm; the header may only agree with it. This is
+        // what refuses `none` and an HS256 token aimed at an RSA/EC public key.
+        if header.alg != alg_name(entry.alg) {
+            return Err(AuthError::Algorithm);
+        }
+        let message = &token.as_bytes()[..h64.len() + 1 + p64.len()];
+        match jsonwebtoken::crypto::verify(s64, message, &entry.key, entry.alg) {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return Err(AuthError::Signature),
+        }
+        let payload = URL_SAFE_NO_PAD
+            .decode(p64)
+            .map_err(|_| AuthError::Malformed("payload is not base64url"))?;
+        let claims = parse_claims(&payload)?;
+        let now = now as f64;
+        let leeway = self.leeway as f64;
+        // RFC 7519 4.1.4: valid only before `exp`.
+        if claims.exp.is_some_and(|exp| now >= exp + leeway) {
+            return Err(AuthError::Expired);
+        }
+        if claims.nbf.is_some_and(|nbf| now + leeway < nbf) {
+            return Err(AuthError::NotYetValid);
+        }
+        Ok(claims)
+    }
+
+    /// A subscription to `user`'s stream: the token must be present, valid at `now`,
+    /// and name `user` as its `sub` (else 403).
+    pub fn authorize_subscribe(
+        &self,
+        token: Option<&str>,
+        user: u64,
+        now: u64,
+    ) -> Result<Grant, AuthError> {
+        let claims = self.verify(token.ok_or(AuthError::Missing)?, now)?;
+        let sub = claims.sub.ok_or(AuthError::NoSubject)?;
+        if sub != user {
+            return Err(AuthError::WrongUser {
+                token: sub,
+                path: user,
+            });
+        }
+        Ok(Grant {
+            user,
+            publish: claims.publish,
+            // Saturating float → int: a negative or huge exp stays ordered.
+            expires_at: claims.exp.map(|e| e.max(0.0) as u64),
+        })
+    }
+}
+
+impl Grant {
+    /// A client publish over WebSocket to `subject` (C7).
+    pub fn authorize_publish(&self, subject: u64) -> Result<(), AuthError> {
+        if self.publish.allows(subject) {
+            Ok(())
+        } else {
+            Err(AuthError::PublishDenied(subject))
+        }
+    }
+}
+
+/// Decodes and parses a JOSE header (base64url of a JSON object); never panics.
+fn parse_header(h64: &str) -> Result<Header, AuthError> {
+    let json = URL_SAFE_NO_PAD
+        .decode(h64)
+        .map_err(|_| AuthError::Malformed("header is not base64url"))?;
+    let header: Header =
+        serde_json::from_slice(&json).map_err(|_| AuthError::Malformed("header is not valid"))?;
+    if header.crit.is_some() {
+        return Err(AuthError::Malformed("unsupported crit header"));
+    }
+    Ok(header)
+}
+
+/// Parses a token's header and payload without checking anything cryptographic:
+/// `(alg, kid, claims)`. For the fuzz targets and diagnostics only — never to
+/// decide access.
+pub fn inspect_unverified(token: &str) -> Result<(String, Option<String>, Claims), AuthError> {
+    let mut parts = token.split('.');
+    let (Some(h64), Some(p64)) = (parts.next(), parts.next()) else {
+        return Err(AuthError::Malformed("want header.payload.signature"));
+    };
+    let header = parse_header(h64)?;
+    let payload = URL_SAFE_NO_PAD
+        .decode(p64)
+        .map_err(|_| AuthError::Malformed("payload is not base64url"))?;
+    Ok((header.alg, header.kid, parse_claims(&payload)?))
+}

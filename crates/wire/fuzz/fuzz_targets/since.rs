@@ -1,0 +1,11 @@
+//! `Since::parse` (`Last-Event-ID`, `?since=`): accepts exactly the canonical forms.
+#![no_main]
+
+#[path = "../../tests/invariants/mod.rs"]
+mod invariants;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    invariants::targets::since(data);
+});

@@ -1,0 +1,107 @@
+//! The query parameters of subscription paths: `since` (resume position, see
+//! [`Since`]) and `token` (a JWT for clients that cannot set headers, such as a
+//! browser's `EventSource` and `WebSocket`). Other parameters are ignored (cache
+//! busters); a repeated `since` or `token` is refused, since two readers could
+//! disagree about which one counts.
+
+use crate::route::RouteError;
+use crate::since::Since;
+
+/// `since` and `token` of a subscription path's query.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SubscriptionQuery {
+    pub since: Option<Since>,
+    pub token: Option<String>,
+}
+
+pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, RouteError> {
+    let mut q = SubscriptionQuery::default();
+    for pair in query.unwrap_or_default().split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "since" => {
+                if q.since.is_some() {
+                    return Err(RouteError::BadId);
+                }
+                q.since = Some(Since::parse(v.as_bytes()).ok_or(RouteError::BadId)?);
+            }
+            "token" => {
+                if q.token.is_some() {
+                    return Err(RouteError::BadQuery("token given twice"));
+                }
+                q.token = Some(percent_decode(v).ok_or(RouteError::BadQuery(
+                    "token is not valid percent-encoded UTF-8",
+                ))?);
+            }
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// RFC 3986 percent-decoding (`+` is kept: it is a base64 character, not a space).
+fn percent_decode(v: &str) -> Option<String> {
+    if !v.contains('%') {
+        return Some(v.to_owned());
+    }
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let hi = (hex[0] as char).to_digit(16)?;
+            let lo = (hex[1] as char).to_digit(16)?;
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_and_token() {
+        let q = parse_query(Some("x=1&since=5-9&token=a.b.c&cb")).unwrap();
+        assert_eq!(
+            q.since,
+            Some(Since {
+                epoch: Some(5),
+                seq: 9
+            })
+        );
+        assert_eq!(q.token.as_deref(), Some("a.b.c"));
+        assert_eq!(parse_query(None).unwrap(), SubscriptionQuery::default());
+        assert_eq!(
+            parse_query(Some("token=a%2Eb%2ec+d"))
+                .unwrap()
+                .token
+                .as_deref(),
+            Some("a.b.c+d")
+        );
+        assert_eq!(
+            parse_query(Some("token=")).unwrap().token.as_deref(),
+            Some("")
+        );
+        for (bad, want) in [
+            ("since=1&since=2", RouteError::BadId),
+            ("since=01", RouteError::BadId),
+            ("since=", RouteError::BadId),
+            ("token=a&token=b", RouteError::BadQuery("token given twice")),
+        ] {
+            assert_eq!(parse_query(Some(bad)), Err(want), "{bad}");
+        }
+        for bad in ["token=%", "token=%4", "token=%zz", "token=%ff"] {
+            assert!(
+                matches!(parse_query(Some(bad)), Err(RouteError::BadQuery(_))),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The fuzz targets' entry points: how each target reads one input (its first
+//! bytes select limits and cut points), shared by the libFuzzer binaries in
+//! `fuzz/` and the corpus replay in `tests/fuzz_strict.rs`, so a seed or a crash
+//! means the same thing to both.
+
+use wire::{BatchLimits, BodyKind, Limits};
+
+/// `parse_head`: byte 0 picks the limits, bytes 1–4 the prefix cuts; the rest is
+/// the request. Complete heads are also routed.
+pub fn parse_head(data: &[u8]) {
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let (cuts, input) = rest.split_at(rest.len().min(4));
+    let limits = if sel & 1 == 0 {
+        Limits::default()
+    } else {
+        Limits {
+            max_head: 64 + usize::from(sel >> 1),
+            max_headers: usize::from(sel >> 5),
+        }
+    };
+    let cuts: Vec<usize> = cuts.iter().map(|&c| usize::from(c)).collect();
+    super::check_head(input, &limits, &cuts);
+}
+
+/// `BodyDecoder`: byte 0 the framing, bytes 1–2 the limit, 3–6 the split points.
+pub fn body_decoder(data: &[u8]) {
+    if data.len() < 7 {
+        return;
+    }
+    let (params, input) = data.split_at(7);
+    let limit = usize::from(u16::from_le_bytes([params[1], params[2]]));
+    let kind = match params[0] % 3 {
+        0 => BodyKind::Chunked,
+        1 => BodyKind::Length(u64::from(params[0])),
+        _ => BodyKind::None,
+    };
+    let cuts: Vec<usize> = params[3..].iter().map(|&c| usize::from(c)).collect();
+    super::check_body(kind, limit, input, &cuts);
+}
+
+/// `parse_ws_frame`: bytes 0–1 the payload limit, 2–5 the prefix cuts.
+pub fn ws_frame(data: &[u8]) {
+    if data.len() < 6 {
+        return;
+    }
+    let (params, input) = data.split_at(6);
+    let max = usize::from(u16::from_le_bytes([params[0], params[1]]));
+    let cuts: Vec<usize> = params[2..].iter().map(|&c| usize::from(c)).collect();
+    super::check_ws_frame(input, max, &cuts);
+}
+
+/// A stream of client frames through `WsMessageState`.
+pub fn ws_stream(data: &[u8]) {
+    super::check_ws_stream(data, 1 << 16);
+}
+
+/// Batch bodies: byte 0 picks small limits (`max_item` = byte / 4, `max_items` =
+/// byte % 4 + 1) or, when 0xff, the defaults; the rest is the body.
+pub fn batch(data: &[u8]) {
+    let Some((&sel, body)) = data.split_first() else {
+        return;
+    };
+    super::check_batch(body);
+    let limits = if sel == 0xff {
+        BatchLimits::default()
+    } else {
+        BatchLimits {
+            max_item: usize::from(sel / 4),
+            max_items: usize::from(sel % 4) + 1,
+        }
+    };
+    super::check_batch_with(body, &limits);
+}
+
+/// Edge lists.
+pub fn edges(data: &[u8]) {
+    super::check_edges(data);
+}
+
+/// Heads through `route` (absolute-form targets, `since` and `token` queries).
+pub fn route(data: &[u8]) {
+    super::check_route(data);
+}
+
+/// Resume positions (`Last-Event-ID`, `?since=`).
+pub fn since(data: &[u8]) {
+    super::check_since(data);
+}
+
+/// A target's entry point.
+pub type Target = fn(&[u8]);
+
+/// Every target by name (the names of `fuzz/Cargo.toml`'s binaries and of the
+/// seed directories under `fuzz/seeds/`).
+pub const TARGETS: &[(&str, Target)] = &[
+    ("parse_head", parse_head),
+    ("body_decoder", body_decoder),
+    ("ws_frame", ws_frame),
+    ("ws_stream", ws_stream),
+    ("batch", batch),
+    ("edges", edges),
+    ("route", route),
+    ("since", since),
+];

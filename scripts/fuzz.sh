@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
+# targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
+# streams, batch and edge lists, resume positions, JWTs), each started from its
+# seed corpus in crates/wire/fuzz/seeds/<target>/.
+#
+# Runs on the stable toolchain: libFuzzer's coverage instrumentation needs only
+# stable -C flags (no sanitizer, so no nightly; safe Rust panics without ASan).
+#
+#   FUZZ_SECONDS=90 scripts/fuzz.sh            # total budget, split evenly (default 90)
+#   scripts/fuzz.sh route jwt                  # only these targets
+#
+# A crash or a violated invariant fails the run and leaves the input in
+# target/fuzz/artifacts/<target>-crash-*; replay it with
+# target/fuzz/x86_64-unknown-linux-gnu/release/<target> <file>, then add it to the
+# target's seeds/ directory so every `cargo test` replays it (tests/fuzz_strict.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+fuzz_dir=crates/wire/fuzz
+triple=$(rustc -vV | sed -n 's/^host: //p')
+export CARGO_TARGET_DIR="$root/target/fuzz"
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt)
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
+total=${FUZZ_SECONDS:-90}
+per=$(( (total + ${#targets[@]} - 1) / ${#targets[@]} ))
+
+echo "fuzz: building ${#targets[@]} libFuzzer targets (stable, $triple)"
+(
+  cd "$fuzz_dir"
+  # --target keeps the instrumentation flags off build scripts and proc macros.
+  RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks" \
+    cargo build --release --locked --bins --target "$triple" --quiet
+)
+bin="$CARGO_TARGET_DIR/$triple/release"
+artifacts="$CARGO_TARGET_DIR/artifacts"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$artifacts"
+started=$SECONDS
+for t in "${targets[@]}"; do
+  seeds="$fuzz_dir/seeds/$t"
+  [ -d "$seeds" ] || { echo "fuzz: no seed corpus $seeds" >&2; exit 1; }
+  mkdir -p "$work/$t"
+  log="$work/$t.log"
+  # New inputs go to the first (scratch) directory; the seeds are read only.
+  if ! "$bin/$t" "$work/$t" "$seeds" -max_total_time="$per" -max_len=4096 -timeout=10 \
+      -rss_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "fuzz: $t FAILED; input saved under $artifacts/" >&2
+    exit 1
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
+  echo "fuzz: $t ok: ${runs:-?} runs in ${per}s, $cov, corpus $(ls "$work/$t" | wc -l) new inputs"
+done
+echo "fuzz: ${#targets[@]} targets, 0 crashes, $(( SECONDS - started ))s of fuzzing"
