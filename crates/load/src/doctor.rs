@@ -129,7 +129,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             check(
                 Level::Warn,
                 "fs.nr_open",
-                format!("{nr_open}: no process can get {n} files (sharding still works)"),
+                format!("{nr_open}: no process can get {n} files (spreading over processes still works)"),
                 vec![format!("sysctl -w fs.nr_open={}", n + 10_000)],
             )
         });

@@ -124,7 +124,7 @@ fn binds_each_connection_to_the_next_source_address() {
 }
 
 #[test]
-fn shards_over_child_processes_past_the_per_process_limit() {
+fn spreads_over_child_processes_past_the_per_process_limit() {
     let server = Server::start(Kind::Stream);
     let mut a = args(server.url("/sub/%d"), 1200, Transport::Stream);
     a.per_process = Some(500);

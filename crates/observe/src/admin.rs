@@ -9,7 +9,7 @@
 //! | `/` | the live dashboard (self-contained HTML + JS polling `/stats`) |
 //!
 //! It is not on the hot path: one thread, requests answered in turn. It does not
-//! sample anything itself; it reads what the sampler left in [`Shared`].
+//! sample anything itself; it reads what the sampler left in [`MonitorState`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use tiny_http::{Header, Method, Response, Server};
 
-use crate::monitor::Shared;
+use crate::monitor::MonitorState;
 use crate::prometheus;
 
 /// The dashboard page, embedded so the binary needs no files and no network.
@@ -32,7 +32,7 @@ pub(crate) struct Admin {
 }
 
 impl Admin {
-    pub(crate) fn start(addr: SocketAddr, shared: Arc<Shared>) -> anyhow::Result<Admin> {
+    pub(crate) fn start(addr: SocketAddr, shared: Arc<MonitorState>) -> anyhow::Result<Admin> {
         let server = Server::http(addr)
             .map_err(|e| anyhow::anyhow!("cannot bind the admin address {addr}: {e}"))?;
         let server = Arc::new(server);
@@ -96,7 +96,7 @@ fn json(v: &serde_json::Value) -> Response<std::io::Cursor<Vec<u8>>> {
 }
 
 /// The `/stats` document.
-pub(crate) fn stats_json(shared: &Shared) -> serde_json::Value {
+pub(crate) fn stats_json(shared: &MonitorState) -> serde_json::Value {
     let sample = shared.latest();
     // A sample always serialises: it has only numbers and options of numbers.
     let s = serde_json::to_value(&sample).expect("Sample serialises");
@@ -120,7 +120,7 @@ pub(crate) fn stats_json(shared: &Shared) -> serde_json::Value {
     })
 }
 
-fn route(path: &str, shared: &Shared) -> Response<std::io::Cursor<Vec<u8>>> {
+fn route(path: &str, shared: &MonitorState) -> Response<std::io::Cursor<Vec<u8>>> {
     match path {
         "/" | "/index.html" => Response::from_string(DASHBOARD_HTML)
             .with_header(header("Content-Type", "text/html; charset=utf-8"))

@@ -52,7 +52,7 @@ impl Default for MonitorOptions {
 }
 
 /// State shared by the sampler thread, the admin thread and [`Monitor`].
-pub(crate) struct Shared {
+pub(crate) struct MonitorState {
     pub(crate) metrics: Arc<ProcessMetrics>,
     pub(crate) extra: ExtraStats,
     pub(crate) children: Mutex<Option<ChildSamples>>,
@@ -62,7 +62,7 @@ pub(crate) struct Shared {
     wake: Condvar,
 }
 
-impl Shared {
+impl MonitorState {
     /// The newest sample.
     pub(crate) fn latest(&self) -> Sample {
         let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
@@ -73,7 +73,7 @@ impl Shared {
 
 /// Owns the sampler and admin threads; dropping it stops and joins them.
 pub struct Monitor {
-    shared: Arc<Shared>,
+    shared: Arc<MonitorState>,
     admin: Option<Admin>,
     sampler: Option<JoinHandle<()>>,
 }
@@ -94,7 +94,7 @@ impl Monitor {
         // so they are zeroed rather than shown as noise.
         let mut first = sampler.sample();
         first.zero_rates();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(MonitorState {
             metrics,
             extra: opts.extra,
             children: Mutex::new(None),
@@ -163,7 +163,7 @@ impl Drop for Monitor {
     }
 }
 
-fn run_sampler(shared: &Shared, sampler: &mut Sampler, csv: &mut Option<CsvWriter>) {
+fn run_sampler(shared: &MonitorState, sampler: &mut Sampler, csv: &mut Option<CsvWriter>) {
     let mut next = Instant::now() + SAMPLE_INTERVAL;
     loop {
         {

@@ -1,6 +1,6 @@
 //! `myriad-flood`: flood alone, with its flags at the top level. flood's child
 //! processes can run from it (`--child-exe`), which is how the load crate's own tests
-//! exercise sharding without the `myriad` binary. Users run `myriad flood`.
+//! exercise child processes without the `myriad` binary. Users run `myriad flood`.
 
 use clap::Parser;
 

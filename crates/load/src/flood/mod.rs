@@ -3,18 +3,18 @@
 //! callback) and the final summary; the run's life (ramp, hold, close, samples) is in
 //! `lifecycle`, HTTP/1.1 and TLS connections on mio in `engine` (requests in
 //! `request`, responses scanned in `scan`), HTTP/2 streams on tokio in `h2`, child
-//! processes in `shard`.
+//! processes in `children`.
 //!
 //! One process holds at most (soft NOFILE − [`FD_MARGIN`]) connections; above that,
 //! flood re-executes itself as child processes, each with its share of the global
 //! connection numbers, and sums their per-second JSON lines.
 
+mod children;
 pub mod engine;
 mod h2;
 mod lifecycle;
 mod request;
 pub mod scan;
-mod shard;
 pub mod stats;
 pub mod target;
 
@@ -116,7 +116,7 @@ pub struct FloodArgs {
     /// Connections per process (default: soft NOFILE limit minus a margin).
     #[arg(long)]
     pub per_process: Option<u64>,
-    /// Run as a child: JSON lines on stdout, no probe, no sharding.
+    /// Run as a child: JSON lines on stdout, no probe, no further child processes.
     #[arg(long, hide = true)]
     pub child: bool,
     /// A child's first global connection number.
@@ -290,7 +290,7 @@ pub fn run_until(
     let procs_summaries = if !children {
         vec![run_here(&plan, stop, &mut |s| report.sample(&s))?]
     } else {
-        shard::run_children(&args, procs, stop, &mut |s| report.sample(&s))?
+        children::run_children(&args, procs, stop, &mut |s| report.sample(&s))?
     };
     let mut summary = summarize(&args, &procs_summaries);
     if children {
@@ -384,7 +384,7 @@ fn run_here(
 
 /// A child: JSON lines on stdout, the parent sums them.
 fn run_child(plan: &engine::Plan, stop: &AtomicBool) -> anyhow::Result<FloodSummary> {
-    shard::child_setup();
+    children::child_setup();
     let mut out = std::io::stdout();
     let sum = run_here(plan, stop, &mut |s| {
         let line = serde_json::to_string(&stats::ChildLine::Sample(s)).unwrap_or_default();
