@@ -55,8 +55,10 @@ impl EventLoop {
         if self.gens.len() <= index {
             self.gens.resize(index + 1, 0);
         }
+        let mut conn = Connection::new();
+        conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
         let slot = entry.insert(Slot {
-            conn: Connection::new(),
+            conn,
             out: None,
             stream,
             ip_key,
