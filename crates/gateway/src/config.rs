@@ -164,6 +164,15 @@ pub struct GatewayArgs {
         hide_env_values = true
     )]
     pub api_keys: Vec<String>,
+    /// Browser origins (scheme://host[:port], comma-separated) let in to subscribe and
+    /// to call the API; `*`: any page may subscribe, none may call the API.
+    #[arg(
+        long,
+        env = "MYRIAD_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub allowed_origins: Vec<String>,
 }
 
 impl GatewayArgs {
@@ -211,6 +220,7 @@ impl GatewayArgs {
         Ok(Access {
             jwt: keys.map(auth::JwtVerifier::new),
             api_keys: auth::ApiKeys::new(&self.api_keys).context("--api-key")?,
+            origins: core::Origins::parse(&self.allowed_origins).map_err(anyhow::Error::msg)?,
         })
     }
 }

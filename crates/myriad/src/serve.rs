@@ -52,6 +52,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         store = %args.hub.store,
         subscriptions = %config.access.describe_subscriptions(),
         api = %config.access.describe_api(),
+        origins = %config.access.describe_origins(),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
     server.wait()

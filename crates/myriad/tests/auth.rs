@@ -240,3 +240,52 @@ fn api_calls_need_a_configured_key() {
     assert_eq!(api(&server, "GET", "/healthz", None, b"").0, 200);
     assert_eq!(status(&head_of(&server, &sub("/sub/5", None))), 200);
 }
+
+/// The status of `request_line` sent with `Origin: origin` and `extra` (headers, then
+/// optionally a blank line and a body).
+fn with_origin(server: &Server, request_line: &str, origin: &str, extra: &str) -> u16 {
+    let end = if extra.contains("\r\n\r\n") {
+        ""
+    } else {
+        "\r\n"
+    };
+    let request = format!("{request_line}\r\nHost: t\r\nOrigin: {origin}\r\n{extra}{end}");
+    status(&head_of(server, &request))
+}
+
+#[test]
+fn origins_gate_subscriptions_websockets_and_the_api() {
+    let server = Server::start(&[
+        "--allowed-origins",
+        "https://app.example,http://b.example:81",
+    ]);
+    let ws_extra = "Upgrade: websocket\r\nConnection: Upgrade\r\n\
+                    Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+    let post = "Content-Type: text/plain\r\nContent-Length: 1\r\n\r\nx";
+    for (line, origin, extra, want) in [
+        ("GET /sse/1 HTTP/1.1", "https://app.example", "", 200),
+        ("GET /sse/1 HTTP/1.1", "https://evil.example", "", 403),
+        (
+            "GET /poll/1?since=0 HTTP/1.1",
+            "https://evil.example",
+            "",
+            403,
+        ),
+        ("GET /ws/1 HTTP/1.1", "http://b.example:81", ws_extra, 101),
+        ("GET /ws/1 HTTP/1.1", "http://b.example:82", ws_extra, 403),
+        ("GET /sub/1 HTTP/1.1", "null", "", 403),
+        // A "simple" cross-origin POST (no preflight) never publishes.
+        ("POST /pub/1 HTTP/1.1", "https://evil.example", post, 403),
+        ("POST /pub/1 HTTP/1.1", "https://app.example", post, 200),
+        ("OPTIONS /pub/1 HTTP/1.1", "https://evil.example", "", 405),
+    ] {
+        let got = with_origin(&server, line, origin, extra);
+        assert_eq!(got, want, "{line} from {origin}");
+    }
+    // The default (`*`): any page subscribes, no page calls the API.
+    let open = Server::start(&[]);
+    let page = "https://x.example";
+    assert_eq!(with_origin(&open, "GET /sse/1 HTTP/1.1", page, ""), 200);
+    assert_eq!(with_origin(&open, "POST /pub/1 HTTP/1.1", page, post), 403);
+    assert_eq!(open.publish(1, "still serving")["connections"], 0);
+}

@@ -9,7 +9,7 @@
 //!   server that forgot its keys is not an open relay;
 //! - `/healthz` never needs a credential (load balancers probe it).
 
-use super::{Connection, Cx, KEEP_ALIVE, PEER_LOOPBACK};
+use super::{Connection, Cx, Origins, KEEP_ALIVE, PEER_LOOPBACK};
 use crate::wheel::TICK_MS;
 use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
 use wire::{BodyKind, RequestHead};
@@ -21,6 +21,8 @@ pub struct Access {
     pub jwt: Option<JwtVerifier>,
     /// Empty: the API answers loopback peers only.
     pub api_keys: ApiKeys,
+    /// Browser pages let in (`origin`).
+    pub origins: Origins,
 }
 
 impl Access {
@@ -33,6 +35,11 @@ impl Access {
                 format!("JWT {}", algs.join(","))
             }
         }
+    }
+
+    /// Which browser pages are let in, for the start line.
+    pub fn describe_origins(&self) -> String {
+        self.origins.describe()
     }
 
     /// How API calls are let in, for the start line.
@@ -54,7 +61,7 @@ fn unix_now(cx: &Cx) -> u64 {
     cx.config.unix_start + u64::from(cx.now) * TICK_MS / 1000
 }
 
-/// A subscription or long-poll to `user`: the token from `?token=` (EventSource
+/// A subscription or long-poll to `user`: the page's origin, then the token from `?token=` (EventSource
 /// cannot set headers) or `Authorization: Bearer`. `Ok(None)` when no JWT is
 /// configured.
 pub(super) fn check_subscribe(
@@ -62,7 +69,12 @@ pub(super) fn check_subscribe(
     user: u64,
     query_token: Option<&str>,
     head: &RequestHead,
-) -> Result<Option<Grant>, AuthError> {
+) -> Result<Option<Grant>, Refusal> {
+    if let Some(origin) = &head.origin {
+        if !cx.config.access.origins.allows_subscribe(origin) {
+            return Err(Refusal::Origin);
+        }
+    }
     let Some(verifier) = &cx.config.access.jwt else {
         return Ok(None);
     };
@@ -73,10 +85,17 @@ pub(super) fn check_subscribe(
     verifier
         .authorize_subscribe(token, user, unix_now(cx))
         .map(Some)
+        .map_err(Refusal::Auth)
 }
 
-/// An API call (publish, subscriptions, subscribers, stats).
+/// An API call (publish, subscriptions, subscribers, stats): the page's origin,
+/// then the key (or the loopback rule).
 pub(super) fn check_api(conn: &Connection, cx: &Cx, head: &RequestHead) -> Result<(), Refusal> {
+    if let Some(origin) = &head.origin {
+        if !cx.config.access.origins.allows_api(origin) {
+            return Err(Refusal::Origin);
+        }
+    }
     let keys = &cx.config.access.api_keys;
     if keys.is_empty() {
         return if conn.has(PEER_LOOPBACK) {
@@ -93,6 +112,8 @@ pub(super) fn check_api(conn: &Connection, cx: &Cx, head: &RequestHead) -> Resul
 pub(super) enum Refusal {
     Auth(AuthError),
     LoopbackOnly,
+    /// The request's `Origin` is not let in (`origin`).
+    Origin,
 }
 
 /// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
@@ -102,6 +123,7 @@ pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why
     let (status, message, challenge) = match &why {
         Refusal::Auth(e) => (e.status(), e.to_string(), e.challenge()),
         Refusal::LoopbackOnly => (403, LOOPBACK_ONLY.to_string(), None),
+        Refusal::Origin => (403, "origin not allowed".to_string(), None),
     };
     let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None;
     conn.set(KEEP_ALIVE, keep);

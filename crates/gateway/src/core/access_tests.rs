@@ -15,6 +15,7 @@ fn with_jwt(h: &mut Harness) {
     h.config.access = Arc::new(Access {
         jwt: Some(auth::JwtVerifier::new(keys).with_leeway(0)),
         api_keys: Default::default(),
+        origins: Default::default(),
     });
     h.config.unix_start = START;
 }

@@ -20,6 +20,7 @@
 
 mod access;
 mod delivery;
+mod origin;
 mod outbox;
 mod reply;
 mod request;
@@ -32,6 +33,7 @@ mod tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
+pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 
 use crate::config::SlowPolicy;

@@ -1,7 +1,7 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::access::{self, Refusal};
+use super::access;
 use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE};
 use bus::Request;
 use bytes::Bytes;
@@ -54,7 +54,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 return conn.fail(cx, 400, "a subscription request has no body");
             }
             if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
-                return access::refuse(conn, cx, &head, Refusal::Auth(e));
+                return access::refuse(conn, cx, &head, e);
             }
             subscribe(conn, cx, user, transport, &head);
         }
@@ -64,7 +64,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             ref token,
         } => {
             if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
-                return access::refuse(conn, cx, &head, Refusal::Auth(e));
+                return access::refuse(conn, cx, &head, e);
             }
             // Epochs are not carried to the bus yet (issue 10 integration).
             let since = since.map(|s| s.seq);
