@@ -65,6 +65,9 @@ pub struct EventLoop {
     /// Tokens of connections whose held input is to be read again (after a long-poll
     /// answer or an API reply): run after the current event, never inside it.
     resume: Vec<u32>,
+    /// Connections whose reading paused over `max_queued` and whose queue has since
+    /// drained: their sockets are read again with the resumes (see `io`).
+    reread: Vec<u32>,
     /// Tokens due in the current timer pass.
     due: Vec<u32>,
     /// Connections that got queued output during a merged delivery pass, flushed in
@@ -115,6 +118,7 @@ impl EventLoop {
             scratch: vec![0; SCRATCH],
             inbox: Vec::new(),
             resume: Vec::new(),
+            reread: Vec::new(),
             due: Vec::new(),
             dirty: Vec::new(),
             dirty_pos: 0,
