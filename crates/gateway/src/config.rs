@@ -45,6 +45,66 @@ pub struct ServerConfig {
     /// Tokens and API keys accepted (C5); the default lets every subscription in
     /// and answers the API on loopback only.
     pub access: Arc<Access>,
+    /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsSetup>,
+}
+
+/// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
+/// how it was obtained, for the start line.
+#[derive(Clone)]
+pub struct TlsSetup {
+    pub config: Arc<tls::ReloadableConfig>,
+    /// Where a generated self-signed certificate was written (clients trust this
+    /// file); `None` for `--tls-cert`.
+    pub self_signed: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for TlsSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSetup")
+            .field("source", self.config.source())
+            .field("self_signed", &self.self_signed)
+            .finish()
+    }
+}
+
+impl TlsSetup {
+    /// PEM certificate chain and key files, re-read on SIGHUP.
+    pub fn from_files(cert: PathBuf, key: PathBuf) -> anyhow::Result<TlsSetup> {
+        let config = tls::ReloadableConfig::new(
+            tls::CertSource::Files { cert, key },
+            tls::ServerOptions::default(),
+        )?;
+        Ok(TlsSetup {
+            config: Arc::new(config),
+            self_signed: None,
+        })
+    }
+
+    /// A generated ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1; its PEM
+    /// is written to `dir/cert.pem` so clients can trust it (`curl --cacert`).
+    pub fn self_signed(dir: &std::path::Path) -> anyhow::Result<TlsSetup> {
+        let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
+        let generated = tls::self_signed(&names)?;
+        std::fs::create_dir_all(dir)?;
+        let (cert, _key) = generated.write(dir)?;
+        let config = tls::ReloadableConfig::new(
+            tls::CertSource::Given(generated.identity()?),
+            tls::ServerOptions::default(),
+        )?;
+        Ok(TlsSetup {
+            config: Arc::new(config),
+            self_signed: Some(cert),
+        })
+    }
+}
+
+/// `--tls`: the one mode besides certificate files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMode {
+    /// Generate a self-signed certificate at start (browsers warn; for trying out).
+    SelfSigned,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +125,7 @@ impl Default for ServerConfig {
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
             access: Arc::default(),
+            tls: None,
         }
     }
 }
@@ -173,6 +234,22 @@ pub struct GatewayArgs {
         default_value = "*"
     )]
     pub allowed_origins: Vec<String>,
+    /// TLS certificate chain (PEM) for the client listener: https:// and wss://;
+    /// re-read with the key on SIGHUP (open connections keep theirs).
+    #[arg(
+        long,
+        env = "MYRIAD_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "tls"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) for --tls-cert.
+    #[arg(long, env = "MYRIAD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// `self-signed`: TLS with a certificate generated at start (written next to the
+    /// log's `tls_ca=` path, for clients to trust).
+    #[arg(long, env = "MYRIAD_TLS", value_enum)]
+    pub tls: Option<TlsMode>,
 }
 
 impl GatewayArgs {
@@ -199,7 +276,19 @@ impl GatewayArgs {
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
             access: Arc::new(self.access()?),
+            tls: self.tls_setup()?,
             ..ServerConfig::default()
+        })
+    }
+
+    fn tls_setup(&self) -> anyhow::Result<Option<TlsSetup>> {
+        Ok(match (&self.tls, &self.tls_cert, &self.tls_key) {
+            (Some(TlsMode::SelfSigned), _, _) => {
+                let dir = std::env::temp_dir().join(format!("myriad-tls-{}", std::process::id()));
+                Some(TlsSetup::self_signed(&dir)?)
+            }
+            (None, Some(cert), Some(key)) => Some(TlsSetup::from_files(cert.clone(), key.clone())?),
+            _ => None,
         })
     }
 }

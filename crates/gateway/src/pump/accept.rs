@@ -35,7 +35,11 @@ impl EventLoop {
             0
         };
         if let Err(why) = self.gateway.admit(ip_key) {
-            return reject(&mut stream, why);
+            // A TLS client cannot read a plain 503: it only sees the close.
+            if self.tls.is_none() {
+                reject(&mut stream, why);
+            }
+            return;
         }
         // The listener has TCP_NODELAY and Linux copies it to accepted sockets; the
         // first accept checks that once, so the storm path saves a setsockopt each.
@@ -76,6 +80,9 @@ impl EventLoop {
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
         debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);
+        if !self.tls_open(index) {
+            return self.close(index);
+        }
         self.with_core(index, |conn, cx| conn.handle_open(cx));
     }
 }
