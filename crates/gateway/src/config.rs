@@ -39,6 +39,9 @@ pub struct ServerConfig {
     /// SSE `retry:` advice to clients.
     pub sse_retry: Duration,
     pub tcp_nodelay: bool,
+    /// Leave the SO_REUSEPORT listening group while this process is full and rejoin
+    /// below [`ServerConfig::rejoin_below`] (several gateway processes on one port).
+    pub leave_when_full: bool,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +61,7 @@ impl Default for ServerConfig {
             slow_policy: SlowPolicy::Disconnect,
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
+            leave_when_full: false,
         }
     }
 }
@@ -71,6 +75,13 @@ pub fn default_loops() -> usize {
 const LINGER: Duration = Duration::from_secs(2);
 
 impl ServerConfig {
+    /// A gateway that left the listening group rejoins when its connections fall
+    /// below this: 1/8 under the limit, so a gateway near the limit does not flap
+    /// in and out of the group (each join or leave rehashes the whole port).
+    pub fn rejoin_below(&self) -> usize {
+        self.max_connections - (self.max_connections / 8).max(1).min(self.max_connections)
+    }
+
     /// The connection core's view: durations in wheel ticks (at least one).
     pub fn core(&self) -> core::Config {
         let ticks = |d: Duration| {
@@ -135,6 +146,10 @@ pub struct GatewayArgs {
     /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
     #[arg(long, env = "MYRIAD_NO_NODELAY")]
     pub no_nodelay: bool,
+    /// At --max-connections, close the listener so SO_REUSEPORT sends new clients to
+    /// the other processes on the port; listen again 1/8 below it.
+    #[arg(long, env = "MYRIAD_LEAVE_WHEN_FULL")]
+    pub leave_when_full: bool,
 }
 
 impl GatewayArgs {
@@ -160,6 +175,7 @@ impl GatewayArgs {
             max_queued: self.max_queued,
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
+            leave_when_full: self.leave_when_full,
             ..ServerConfig::default()
         })
     }
