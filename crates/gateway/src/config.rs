@@ -48,6 +48,9 @@ pub struct ServerConfig {
     /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
     /// `None`: plain HTTP.
     pub tls: Option<TlsSetup>,
+    /// Leave the SO_REUSEPORT listening group while this process is full and rejoin
+    /// below [`ServerConfig::rejoin_below`] (several gateway processes on one port).
+    pub leave_when_full: bool,
 }
 
 /// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
@@ -126,6 +129,7 @@ impl Default for ServerConfig {
             tcp_nodelay: true,
             access: Arc::default(),
             tls: None,
+            leave_when_full: false,
         }
     }
 }
@@ -139,6 +143,13 @@ pub fn default_loops() -> usize {
 const LINGER: Duration = Duration::from_secs(2);
 
 impl ServerConfig {
+    /// A gateway that left the listening group rejoins when its connections fall
+    /// below this: 1/8 under the limit, so a gateway near the limit does not flap
+    /// in and out of the group (each join or leave rehashes the whole port).
+    pub fn rejoin_below(&self) -> usize {
+        self.max_connections - (self.max_connections / 8).max(1).min(self.max_connections)
+    }
+
     /// The connection core's view: durations in wheel ticks (at least one). Called
     /// when a loop starts its clock: `unix_start` is now.
     pub fn core(&self) -> core::Config {
@@ -250,6 +261,10 @@ pub struct GatewayArgs {
     /// log's `tls_ca=` path, for clients to trust).
     #[arg(long, env = "MYRIAD_TLS", value_enum)]
     pub tls: Option<TlsMode>,
+    /// At --max-connections, close the listener so SO_REUSEPORT sends new clients to
+    /// the other processes on the port; listen again 1/8 below it.
+    #[arg(long, env = "MYRIAD_LEAVE_WHEN_FULL")]
+    pub leave_when_full: bool,
 }
 
 impl GatewayArgs {
@@ -277,6 +292,7 @@ impl GatewayArgs {
             tcp_nodelay: !self.no_nodelay,
             access: Arc::new(self.access()?),
             tls: self.tls_setup()?,
+            leave_when_full: self.leave_when_full,
             ..ServerConfig::default()
         })
     }
