@@ -184,6 +184,23 @@ pub fn checks(n: u64) -> Vec<Check> {
             });
         }
     }
+    // Several gateway processes share a port (`serve --processes`) once N exceeds one
+    // process's file limit; a full one closes its listener, and without migration the
+    // connections still queued in it are reset (measured in NOTES.md, issue 9).
+    if let Some(v) = num(MIGRATE_SYSCTL) {
+        out.push(if v == 1 {
+            check(Level::Ok, "tcp_migrate_req", "1".into(), vec![])
+        } else {
+            check(
+                Level::Warn,
+                "tcp_migrate_req",
+                format!(
+                    "{v}: a full gateway process leaving the port resets the clients queued at it"
+                ),
+                vec![format!("sysctl -w {MIGRATE_SYSCTL}=1")],
+            )
+        });
+    }
     if let Some(c) = tcp_mem_check(n) {
         out.push(c);
     }
@@ -274,6 +291,10 @@ fn tcp_mem_check(n: u64) -> Option<Check> {
     })
 }
 
+/// Moves the connections queued at a closing SO_REUSEPORT listener to the other
+/// listeners of its group (Linux 5.14) instead of resetting them.
+pub const MIGRATE_SYSCTL: &str = "net.ipv4.tcp_migrate_req";
+
 /// The sysctl drop-in for a myriad server (`deploy/99-myriad.conf`, installed as
 /// `/etc/sysctl.d/99-myriad.conf`). Fixed values that only raise defaults, so it is safe
 /// on any machine; what depends on N (`tcp_mem`, conntrack, file limits) `doctor` checks.
@@ -289,6 +310,12 @@ pub fn sysctl_dropin() -> String {
     for (_, key) in BACKLOG_SYSCTLS {
         out.push_str(&format!("{key} = {RECOMMENDED_BACKLOG}\n"));
     }
+    out.push_str(&format!(
+        "#\n\
+         # Gateway processes sharing a port (`serve --processes`): a full one leaves the\n\
+         # listening group; this hands the clients queued at it to the others.\n\
+         {MIGRATE_SYSCTL} = 1\n"
+    ));
     out.push_str(
         "#\n\
          # Open files: every connection is a descriptor. The systemd unit's LimitNOFILE\n\

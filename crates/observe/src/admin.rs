@@ -100,24 +100,29 @@ pub(crate) fn stats_json(shared: &MonitorState) -> serde_json::Value {
     let sample = shared.latest();
     // A sample always serialises: it has only numbers and options of numbers.
     let s = serde_json::to_value(&sample).expect("Sample serialises");
-    let mut processes = vec![s.clone()];
-    let children = shared
-        .children
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    if let Some(children) = children {
-        processes.extend(
-            children()
-                .iter()
-                .map(|c| serde_json::to_value(c).expect("Sample serialises")),
-        );
-    }
+    let processes: Vec<serde_json::Value> = processes(shared, sample)
+        .iter()
+        .map(|c| serde_json::to_value(c).expect("Sample serialises"))
+        .collect();
     serde_json::json!({
         "sample": s,
         "extra": (shared.extra)(),
         "processes": processes,
     })
+}
+
+/// This process's sample, then those of the other processes of the server.
+fn processes(shared: &MonitorState, own: crate::Sample) -> Vec<crate::Sample> {
+    let children = shared
+        .children
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let mut all = vec![own];
+    if let Some(children) = children {
+        all.extend(children());
+    }
+    all
 }
 
 fn route(path: &str, shared: &MonitorState) -> Response<std::io::Cursor<Vec<u8>>> {
@@ -126,7 +131,9 @@ fn route(path: &str, shared: &MonitorState) -> Response<std::io::Cursor<Vec<u8>>
             .with_header(header("Content-Type", "text/html; charset=utf-8"))
             .with_header(header("Cache-Control", "no-store")),
         "/metrics" => {
-            let body = prometheus::render(&shared.latest(), &shared.metrics, &(shared.extra)());
+            let latest = shared.latest();
+            let mut body = prometheus::render(&latest, &shared.metrics, &(shared.extra)());
+            body.push_str(&crate::per_process::render(&processes(shared, latest)));
             Response::from_string(body)
                 .with_header(header("Content-Type", prometheus::CONTENT_TYPE))
         }

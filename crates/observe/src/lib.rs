@@ -24,6 +24,7 @@ pub mod csv;
 pub mod kernel;
 pub mod metrics;
 pub mod monitor;
+pub mod per_process;
 pub mod procfs;
 pub mod prometheus;
 pub mod sample;
