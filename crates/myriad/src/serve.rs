@@ -26,6 +26,16 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     load::sys::raise_nofile();
+    // A loop that panics must not leave a half-alive server (one listener fewer,
+    // its connections frozen): abort the whole process so its supervisor restarts
+    // it. The default hook prints the panic first.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+    let term = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     let config = args.gateway.server_config()?;
     let hub = Arc::new(Hub::open(&args.hub.store, args.hub.router_config())?);
     Hub::start_ticking(&hub)?;
@@ -55,5 +65,5 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         origins = %config.access.describe_origins(),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
-    server.wait()
+    server.wait_or_drain(&term, config.drain)
 }

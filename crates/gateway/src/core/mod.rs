@@ -20,6 +20,7 @@
 
 mod access;
 mod delivery;
+mod drain;
 mod origin;
 mod outbox;
 mod reply;
@@ -33,6 +34,7 @@ mod tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
+pub use drain::WS_SERVICE_RESTART;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 
@@ -265,6 +267,16 @@ impl Connection {
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
         }
+    }
+
+    /// The server drains: tell the client to reconnect elsewhere and close (see
+    /// `drain`). Returns false when the connection is already on its way out.
+    pub fn handle_drain(&mut self, cx: &mut Cx) -> bool {
+        if self.state == State::Closing {
+            return false;
+        }
+        drain::handle(self, cx);
+        true
     }
 
     /// The socket is gone (peer EOF, error, or the caller closed it): logs out.

@@ -12,6 +12,9 @@ use std::sync::atomic::Ordering;
 
 impl EventLoop {
     pub(super) fn accept_all(&mut self) {
+        if self.drain.is_some() {
+            return; // the listener is shut (draining)
+        }
         loop {
             match self.listener.accept() {
                 Ok((stream, addr)) => self.on_accept(stream, addr),

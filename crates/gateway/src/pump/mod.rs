@@ -15,6 +15,7 @@
 //! slab entry.
 
 mod accept;
+mod drain;
 mod inbox;
 mod io;
 pub mod output;
@@ -88,6 +89,9 @@ pub struct EventLoop {
     /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the
     /// listener).
     nodelay_inherited: bool,
+    /// Draining: the listener has left the accept group; when the last drain step
+    /// ran (see `drain`).
+    drain: Option<drain::Progress>,
 }
 
 impl EventLoop {
@@ -128,6 +132,7 @@ impl EventLoop {
             accept_paused: false,
             own_mail: false,
             nodelay_inherited: false,
+            drain: None,
         })
     }
 
@@ -166,6 +171,9 @@ impl EventLoop {
             }
             if self.gateway.stop.load(Ordering::Acquire) {
                 self.close_all();
+                return Ok(());
+            }
+            if self.gateway.draining.load(Ordering::Acquire) && self.drain_step() {
                 return Ok(());
             }
             let now = Instant::now();
