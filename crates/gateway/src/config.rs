@@ -47,6 +47,69 @@ pub struct ServerConfig {
     pub access: Arc<Access>,
     /// How long a graceful drain (SIGTERM) spreads its goodbyes over.
     pub drain: Duration,
+    /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsSetup>,
+    /// Leave the SO_REUSEPORT listening group while this process is full and rejoin
+    /// below [`ServerConfig::rejoin_below`] (several gateway processes on one port).
+    pub leave_when_full: bool,
+}
+
+/// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
+/// how it was obtained, for the start line.
+#[derive(Clone)]
+pub struct TlsSetup {
+    pub config: Arc<tls::ReloadableConfig>,
+    /// Where a generated self-signed certificate was written (clients trust this
+    /// file); `None` for `--tls-cert`.
+    pub self_signed: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for TlsSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSetup")
+            .field("source", self.config.source())
+            .field("self_signed", &self.self_signed)
+            .finish()
+    }
+}
+
+impl TlsSetup {
+    /// PEM certificate chain and key files, re-read on SIGHUP.
+    pub fn from_files(cert: PathBuf, key: PathBuf) -> anyhow::Result<TlsSetup> {
+        let config = tls::ReloadableConfig::new(
+            tls::CertSource::Files { cert, key },
+            tls::ServerOptions::default(),
+        )?;
+        Ok(TlsSetup {
+            config: Arc::new(config),
+            self_signed: None,
+        })
+    }
+
+    /// A generated ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1; its PEM
+    /// is written to `dir/cert.pem` so clients can trust it (`curl --cacert`).
+    pub fn self_signed(dir: &std::path::Path) -> anyhow::Result<TlsSetup> {
+        let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
+        let generated = tls::self_signed(&names)?;
+        std::fs::create_dir_all(dir)?;
+        let (cert, _key) = generated.write(dir)?;
+        let config = tls::ReloadableConfig::new(
+            tls::CertSource::Given(generated.identity()?),
+            tls::ServerOptions::default(),
+        )?;
+        Ok(TlsSetup {
+            config: Arc::new(config),
+            self_signed: Some(cert),
+        })
+    }
+}
+
+/// `--tls`: the one mode besides certificate files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMode {
+    /// Generate a self-signed certificate at start (browsers warn; for trying out).
+    SelfSigned,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +131,8 @@ impl Default for ServerConfig {
             tcp_nodelay: true,
             access: Arc::default(),
             drain: Duration::from_secs(5),
+            tls: None,
+            leave_when_full: false,
         }
     }
 }
@@ -81,6 +146,13 @@ pub fn default_loops() -> usize {
 const LINGER: Duration = Duration::from_secs(2);
 
 impl ServerConfig {
+    /// A gateway that left the listening group rejoins when its connections fall
+    /// below this: 1/8 under the limit, so a gateway near the limit does not flap
+    /// in and out of the group (each join or leave rehashes the whole port).
+    pub fn rejoin_below(&self) -> usize {
+        self.max_connections - (self.max_connections / 8).max(1).min(self.max_connections)
+    }
+
     /// The connection core's view: durations in wheel ticks (at least one). Called
     /// when a loop starts its clock: `unix_start` is now.
     pub fn core(&self) -> core::Config {
@@ -180,6 +252,26 @@ pub struct GatewayArgs {
     /// at once; exits 0 when every client is gone).
     #[arg(long, env = "MYRIAD_DRAIN", default_value_t = 5.0)]
     pub drain: f64,
+    /// TLS certificate chain (PEM) for the client listener: https:// and wss://;
+    /// re-read with the key on SIGHUP (open connections keep theirs).
+    #[arg(
+        long,
+        env = "MYRIAD_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "tls"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) for --tls-cert.
+    #[arg(long, env = "MYRIAD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// `self-signed`: TLS with a certificate generated at start (written next to the
+    /// log's `tls_ca=` path, for clients to trust).
+    #[arg(long, env = "MYRIAD_TLS", value_enum)]
+    pub tls: Option<TlsMode>,
+    /// At --max-connections, close the listener so SO_REUSEPORT sends new clients to
+    /// the other processes on the port; listen again 1/8 below it.
+    #[arg(long, env = "MYRIAD_LEAVE_WHEN_FULL")]
+    pub leave_when_full: bool,
 }
 
 impl GatewayArgs {
@@ -207,7 +299,20 @@ impl GatewayArgs {
             tcp_nodelay: !self.no_nodelay,
             access: Arc::new(self.access()?),
             drain: secs("drain", self.drain)?,
+            tls: self.tls_setup()?,
+            leave_when_full: self.leave_when_full,
             ..ServerConfig::default()
+        })
+    }
+
+    fn tls_setup(&self) -> anyhow::Result<Option<TlsSetup>> {
+        Ok(match (&self.tls, &self.tls_cert, &self.tls_key) {
+            (Some(TlsMode::SelfSigned), _, _) => {
+                let dir = std::env::temp_dir().join(format!("myriad-tls-{}", std::process::id()));
+                Some(TlsSetup::self_signed(&dir)?)
+            }
+            (None, Some(cert), Some(key)) => Some(TlsSetup::from_files(cert.clone(), key.clone())?),
+            _ => None,
         })
     }
 }

@@ -59,8 +59,10 @@ impl EventLoop {
     /// Leaves the accept group: no new connection comes to this loop (the kernel
     /// sends them to servers still listening, or refuses them).
     fn stop_listening(&mut self) {
-        let _ = self.poll.registry().deregister(&mut self.listener);
-        let _ = socket2::SockRef::from(&self.listener).shutdown(std::net::Shutdown::Both);
+        // Closing the socket takes it out of the SO_REUSEPORT group.
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
         self.drain = Some(Progress {
             last: Instant::now(),
         });

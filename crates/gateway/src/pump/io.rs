@@ -34,7 +34,11 @@ impl EventLoop {
                     break;
                 }
                 Ok(n) => {
-                    self.with_core(index, |conn, cx| conn.handle_bytes(cx, &scratch[..n]));
+                    if self.tls.is_some() {
+                        self.tls_read(index, &mut scratch[..n]);
+                    } else {
+                        self.with_core(index, |conn, cx| conn.handle_bytes(cx, &scratch[..n]));
+                    }
                     // A short read drained the socket; new data brings a new edge.
                     if n < scratch.len() {
                         break;
@@ -147,6 +151,9 @@ impl EventLoop {
     /// behind the queued output; with `coalesce` only queued. False if the write
     /// failed (the connection is then closed).
     fn send(&mut self, index: usize, coalesce: bool) -> bool {
+        if self.tls.is_some() {
+            return self.tls_send(index, coalesce);
+        }
         let slot = &mut self.slots[index];
         let len = self.outbox.len();
         if let Some(queue) = slot.out.as_mut() {
@@ -266,6 +273,7 @@ impl EventLoop {
         }
         self.requests = requests;
         let slot = self.slots.remove(index);
+        self.tls_forget(index);
         self.queued -= slot.queued_bytes();
         self.gens[index] = self.gens[index].wrapping_add(1);
         self.gateway.release(slot.ip_key);

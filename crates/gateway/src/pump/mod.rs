@@ -12,7 +12,7 @@
 //! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
-//! slab entry.
+//! slab entry; [`tls`] the TLS byte transform between socket and core.
 
 mod accept;
 mod drain;
@@ -20,6 +20,7 @@ mod inbox;
 mod io;
 pub mod output;
 pub mod slot;
+mod tls;
 
 use crate::core::{self, Outbox, Tick};
 use crate::gateway::Gateway;
@@ -46,7 +47,10 @@ const LAG_TICK: Duration = Duration::from_millis(10);
 pub struct EventLoop {
     id: u16,
     poll: Poll,
-    listener: TcpListener,
+    /// `None` while this process has left the listening group (see `accept`).
+    listener: Option<TcpListener>,
+    /// The address the listener is bound to, to rejoin the group.
+    listen_addr: std::net::SocketAddr,
     slots: Slab<Slot>,
     /// Generation per slab slot, bumped on close (1 byte per slot ever used).
     gens: Vec<u8>,
@@ -92,6 +96,8 @@ pub struct EventLoop {
     /// Draining: the listener has left the accept group; when the last drain step
     /// ran (see `drain`).
     drain: Option<drain::Progress>,
+    /// TLS sessions when the listener is TLS (`--tls-cert`, `--tls self-signed`).
+    tls: Option<self::tls::TlsLayer>,
 }
 
 impl EventLoop {
@@ -105,10 +111,18 @@ impl EventLoop {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
         let config = gateway.config.core();
+        let tls = gateway
+            .config
+            .tls
+            .as_ref()
+            .map(|t| self::tls::TlsLayer::new(t.config.clone()));
+        let listen_addr = listener.local_addr()?;
+        metrics.listening.store(1, Ordering::Relaxed);
         Ok(EventLoop {
             id,
             poll,
-            listener,
+            listener: Some(listener),
+            listen_addr,
             slots: Slab::new(),
             gens: Vec::new(),
             wheel: Wheel::new(0),
@@ -133,6 +147,7 @@ impl EventLoop {
             own_mail: false,
             nodelay_inherited: false,
             drain: None,
+            tls,
         })
     }
 
@@ -182,9 +197,13 @@ impl EventLoop {
                 next_tick = now + LAG_TICK;
                 self.now = self.tick_of(now);
                 self.run_timers();
+                self.tls_tick();
                 if self.accept_paused {
                     self.accept_paused = false;
                     self.accept_all();
+                }
+                if self.gateway.config.leave_when_full {
+                    self.steer();
                 }
                 self.metrics
                     .queued_bytes
@@ -260,6 +279,9 @@ impl EventLoop {
             self.inbox = Vec::new();
             self.resume = Vec::new();
             self.wheel.shrink();
+            if let Some(tls) = self.tls.as_mut() {
+                tls.shrink(self.gens.len());
+            }
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]
             unsafe {
