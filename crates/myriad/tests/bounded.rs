@@ -117,6 +117,7 @@ fn pipelined_polls_from_a_client_that_never_reads_stay_bounded() {
     let (status, body) = server.request("GET", "/poll/7?since=39", b"");
     assert_eq!(status, 200, "{body}");
     let rss_after = server.rss();
+    eprintln!("pipelined polls: RSS {rss_before} before, {rss_after} after; queued at most {MAX_QUEUED} + one read");
     assert!(
         rss_after < rss_before + 8 * 1024 * 1024,
         "RSS {rss_before} → {rss_after}"
@@ -158,7 +159,12 @@ fn unread_pongs_stay_bounded() {
         }
     }
     assert!(sent < most, "the server kept reading {sent} bytes of pings");
-    assert_queue_bounded(&server, "pongs");
+    let stats = assert_queue_bounded(&server, "pongs");
+    eprintln!(
+        "unread pongs: the server stopped reading after {sent} bytes of pings; queued {}; RSS {}",
+        stats["queued_bytes"],
+        server.rss()
+    );
     // Reading the pongs lets the server read again: the connection is alive.
     ws.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = 0;
