@@ -45,6 +45,8 @@ pub struct ServerConfig {
     /// Tokens and API keys accepted (C5); the default lets every subscription in
     /// and answers the API on loopback only.
     pub access: Arc<Access>,
+    /// How long a graceful drain (SIGTERM) spreads its goodbyes over.
+    pub drain: Duration,
     /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
     /// `None`: plain HTTP.
     pub tls: Option<TlsSetup>,
@@ -128,6 +130,7 @@ impl Default for ServerConfig {
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
             access: Arc::default(),
+            drain: Duration::from_secs(5),
             tls: None,
             leave_when_full: false,
         }
@@ -245,6 +248,10 @@ pub struct GatewayArgs {
         default_value = "*"
     )]
     pub allowed_origins: Vec<String>,
+    /// Seconds a SIGTERM drain spreads its reconnect notices over (stops accepting
+    /// at once; exits 0 when every client is gone).
+    #[arg(long, env = "MYRIAD_DRAIN", default_value_t = 5.0)]
+    pub drain: f64,
     /// TLS certificate chain (PEM) for the client listener: https:// and wss://;
     /// re-read with the key on SIGHUP (open connections keep theirs).
     #[arg(
@@ -291,6 +298,7 @@ impl GatewayArgs {
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
             access: Arc::new(self.access()?),
+            drain: secs("drain", self.drain)?,
             tls: self.tls_setup()?,
             leave_when_full: self.leave_when_full,
             ..ServerConfig::default()

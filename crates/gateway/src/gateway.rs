@@ -21,6 +21,10 @@ pub struct Gateway {
     pub stats: StatsFn,
     /// Set by `Server::shutdown`: every loop closes its connections and ends.
     pub stop: AtomicBool,
+    /// Set by `Server::drain`: every loop stops accepting and tells its clients to
+    /// reconnect, spread until `drain_until`, then ends.
+    pub draining: AtomicBool,
+    pub drain_until: Mutex<Option<std::time::Instant>>,
     /// Open client connections of this process, for `max_connections`.
     connections: AtomicUsize,
     /// Connections per source address, only when `max_per_ip` is set.
@@ -42,6 +46,8 @@ impl Gateway {
             metrics,
             stats,
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            drain_until: Mutex::new(None),
             connections: AtomicUsize::new(0),
             per_ip: Mutex::new(HashMap::new()),
         }

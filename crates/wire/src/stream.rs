@@ -3,6 +3,7 @@
 //!
 //! Not here: deciding when to send them (the gateway's timing wheel does).
 
+use crate::Since;
 use std::io::Write as _;
 
 /// The response head of a chunked stream. Any origin may read it (CORS `*`): a
@@ -50,6 +51,15 @@ pub fn write_welcome_chunk(out: &mut Vec<u8>, user: u64) {
     writeln!(cursor, "welcome {user}").expect("fits in 32 bytes");
     let n = cursor.position() as usize;
     write_chunk(out, &[&line[..n]]);
+}
+
+/// The line a resuming stream (`?since=`, SPEC B6) gets after its welcome:
+/// `position <epoch>-<seq>\n` (or `position <seq>` while the user has no history),
+/// with ` gap` before the newline when messages after the client's position were
+/// lost. The messages that follow are `seq + 1`, `seq + 2`, … of that epoch.
+pub fn write_stream_position(out: &mut Vec<u8>, position: Since, gap: bool) {
+    let line = format!("position {position}{}\n", if gap { " gap" } else { "" });
+    write_chunk(out, &[line.as_bytes()]);
 }
 
 /// A heartbeat chunk carrying one newline (non-empty: an empty chunk ends the stream).

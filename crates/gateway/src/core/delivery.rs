@@ -63,17 +63,23 @@ pub enum Outcome {
     SlowDrop,
 }
 
-pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, seq: u64, frames: &mut Frames) -> Outcome {
+pub(super) fn handle(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> Outcome {
     let state = conn.state;
     if state == State::PollWaiting {
-        let since = conn
+        let (since, since_epoch) = conn
             .pending
             .as_ref()
-            .and_then(|p| p.poll_since)
-            .unwrap_or(0);
-        // The wait began with nothing after `since`; anything between is lost.
-        let gap = seq > since + 1;
-        reply::answer_poll(conn, cx, &[(seq, frames.payload)], seq, gap);
+            .map_or((0, None), |p| (p.poll_since.unwrap_or(0), p.poll_epoch));
+        // The wait began with nothing after `since`; anything between is lost, and
+        // so is everything when the user's history started a new epoch meanwhile.
+        let gap = seq > since + 1 || since_epoch.is_some_and(|e| e != epoch);
+        reply::answer_poll(conn, cx, &[(seq, frames.payload)], seq, gap, Some(epoch));
         return Outcome::Sent;
     }
     if !state.is_subscription() {
@@ -89,7 +95,11 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, seq: u64, frames: &mut 
     match state {
         State::Stream => cx.out.send(frames.stream()),
         State::Sse => {
-            cx.out.write(|out| wire::write_sse_id(out, seq));
+            let position = wire::Since {
+                epoch: Some(epoch),
+                seq,
+            };
+            cx.out.write(|out| wire::write_sse_id(out, position));
             cx.out.send(frames.sse());
         }
         _ => cx.out.send(frames.ws()),

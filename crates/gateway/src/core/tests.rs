@@ -96,7 +96,7 @@ impl Harness {
     fn deliver(&mut self, seq: u64, payload: &[u8]) -> (Outcome, Step) {
         let mut outcome = Outcome::Skipped;
         let step =
-            self.step(|c, cx| outcome = c.handle_delivery(cx, seq, &mut Frames::new(payload)));
+            self.step(|c, cx| outcome = c.handle_delivery(cx, 7, seq, &mut Frames::new(payload)));
         (outcome, step)
     }
 
@@ -150,7 +150,8 @@ fn a_stream_logs_in_before_its_head_then_gets_messages_and_heartbeats() {
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: None
+            since: None,
+            ..
         }]
     ));
     let step = h.reply(Reply::History(history(0, &[], false)));
@@ -225,7 +226,8 @@ fn a_long_poll_waits_then_answers_from_the_delivery_or_its_timeout() {
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: Some(3)
+            since: Some(3),
+            ..
         }]
     ));
     let step = h.reply(Reply::History(history(3, &[], false)));
@@ -234,7 +236,8 @@ fn a_long_poll_waits_then_answers_from_the_delivery_or_its_timeout() {
     assert_eq!(h.conn.state(), State::PollWaiting);
     let (outcome, step) = h.deliver(4, b"x");
     assert_eq!(outcome, Outcome::Sent);
-    let body = r#"{"messages":[{"seq":4,"data":"x"}],"last":4,"gap":false}"#;
+    let body =
+        r#"{"messages":[{"seq":4,"data":"x"}],"last":4,"gap":false,"epoch":7,"since":"7-4"}"#;
     assert_eq!(
         step.text(),
         format!(
@@ -252,7 +255,8 @@ Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\n\r\n{body}",
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: None
+            since: None,
+            ..
         }]
     ));
     h.reply(Reply::History(history(5, &[], false)));
@@ -361,15 +365,17 @@ fn sse_resumes_from_last_event_id_with_history_and_gap() {
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: Some(2)
+            since: Some(2),
+            ..
         }]
     ));
     let step = h.reply(Reply::History(history(4, &[(4, "d")], true)));
     assert!(step
         .text()
-        .ends_with("\r\n\r\nretry: 2000\n\nevent: gap\ndata: {\"first\":4}\n\nid: 4\ndata: d\n\n"));
+        .ends_with("\r\n\r\nretry: 2000\n\nevent: gap\ndata: {\"first\":4,\"epoch\":null}\n\nid: 4\ndata: d\n\n"));
+    // Deliveries name their epoch (the harness delivers in epoch 7).
     let (_, step) = h.deliver(5, b"a\nb");
-    assert_eq!(step.text(), "id: 5\ndata: a\ndata: b\n\n");
+    assert_eq!(step.text(), "id: 7-5\ndata: a\ndata: b\n\n");
     assert_eq!(h.fire_timer().text(), ": hb\n\n");
 }
 

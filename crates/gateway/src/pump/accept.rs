@@ -24,6 +24,9 @@ use std::sync::atomic::Ordering;
 
 impl EventLoop {
     pub(super) fn accept_all(&mut self) {
+        if self.drain.is_some() {
+            return; // the listener is shut (draining)
+        }
         if self.gateway.config.leave_when_full {
             return self.accept_steered();
         }
@@ -83,6 +86,9 @@ impl EventLoop {
     /// Called every tick with `leave_when_full`: leaves the group when another loop
     /// filled the process, rejoins once below the low-water mark.
     pub(super) fn steer(&mut self) {
+        if self.drain.is_some() {
+            return; // draining: never rejoin
+        }
         let open = self.gateway.connections();
         let config = &self.gateway.config;
         if self.listener.is_some() && open >= config.max_connections {

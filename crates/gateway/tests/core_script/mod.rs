@@ -273,7 +273,7 @@ pub fn run(script: &[u8]) -> Seen {
                     &mut closed,
                     &mut outstanding,
                     &mut |c, cx| {
-                        c.handle_delivery(cx, seq, &mut Frames::new(payload));
+                        c.handle_delivery(cx, 7, seq, &mut Frames::new(payload));
                     },
                 )
             }
