@@ -7,12 +7,13 @@
 //! paces itself to rate / P. Not here: publishing through NATS (SPEC C4) — that comes
 //! with the broker work in a later issue.
 
+use crate::dial::{Conn, Dialer};
 use crate::sys;
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,6 +74,13 @@ pub struct MsggenArgs {
     /// No per-second lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// `https://`: trust the CA certificates in this PEM file (a test CA, or the file
+    /// `serve --tls self-signed` wrote) instead of the system bundle.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// `https://`: do not verify the server's certificate at all.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 impl Default for MsggenArgs {
@@ -90,6 +98,8 @@ impl Default for MsggenArgs {
             seed: None,
             json: false,
             quiet: false,
+            ca: None,
+            insecure: false,
         }
     }
 }
@@ -138,12 +148,16 @@ pub fn run(args: MsggenArgs) -> anyhow::Result<()> {
 
 /// Publish until --duration passes, `stop` becomes true, or Ctrl-C (if caught).
 pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSummary> {
-    let (addr, host) = parse_base(&args.url)?;
+    let dialer = Dialer::new(&args.url, &crate::dial::roots(&args.ca, args.insecure)?)?;
     if args.max == 0 || args.publishers == 0 {
         bail!("--max and --publishers must be at least 1");
     }
-    TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .with_context(|| format!("cannot reach {} ({addr}): is the server running?", args.url))?;
+    dialer.connect(Duration::from_secs(3)).with_context(|| {
+        format!(
+            "cannot reach {} ({}): is the server running?",
+            args.url, dialer.addr
+        )
+    })?;
     let shared = Arc::new(Shared {
         rtt: Mutex::new(Some(crate::flood::stats::new_hist())),
         ..Default::default()
@@ -154,12 +168,12 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     let seed = args.seed.unwrap_or_else(sys::unix_micros);
     let mut threads = Vec::new();
     for i in 0..args.publishers {
-        let (shared, done, args, host) = (shared.clone(), done.clone(), args.clone(), host.clone());
+        let (shared, done, args, dialer) =
+            (shared.clone(), done.clone(), args.clone(), dialer.clone());
         threads.push(std::thread::spawn(move || {
             publisher(
                 &args,
-                addr,
-                &host,
+                &dialer,
                 seed.wrapping_add(i as u64 * 7919),
                 deadline,
                 &done,
@@ -233,25 +247,6 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     Ok(summary)
 }
 
-/// `http://host:port` → (address, Host header).
-fn parse_base(url: &str) -> anyhow::Result<(SocketAddr, String)> {
-    let rest = url
-        .strip_prefix("http://")
-        .with_context(|| format!("bad --url {url:?}: expected http://host:port"))?;
-    let host = rest.split('/').next().unwrap_or(rest).to_string();
-    let with_port = if host.contains(':') {
-        host.clone()
-    } else {
-        format!("{host}:80")
-    };
-    let addr = with_port
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {host}"))?
-        .find(|a| a.is_ipv4())
-        .with_context(|| format!("no IPv4 address for {host}"))?;
-    Ok((addr, host))
-}
-
 /// Pick a subject in 1..=max.
 pub fn pick_subject(rng: &mut impl Rng, dist: Dist, max: u64, exponent: f64) -> u64 {
     match dist {
@@ -283,8 +278,7 @@ pub fn payload(size: usize, out: &mut Vec<u8>) {
 
 fn publisher(
     args: &MsggenArgs,
-    addr: SocketAddr,
-    host: &str,
+    dialer: &Dialer,
     seed: u64,
     deadline: Instant,
     done: &AtomicBool,
@@ -297,7 +291,8 @@ fn publisher(
         Duration::ZERO
     };
     let mut next = Instant::now();
-    let mut conn: Option<TcpStream> = None;
+    let host = dialer.host.as_str();
+    let mut conn: Option<Conn> = None;
     let (mut req, mut body, mut resp) = (Vec::new(), Vec::new(), vec![0u8; MAX_RESPONSE]);
     while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
         let now = Instant::now();
@@ -318,7 +313,7 @@ fn publisher(
             .expect("writing to a Vec cannot fail");
         req.extend_from_slice(&body);
         let t0 = Instant::now();
-        match publish_once(&mut conn, addr, &req, &mut resp) {
+        match publish_once(&mut conn, dialer, &req, &mut resp) {
             Ok((status, connections, users)) if (200..300).contains(&status) => {
                 shared.sent.fetch_add(1, Ordering::Relaxed);
                 shared.deliveries.fetch_add(connections, Ordering::Relaxed);
@@ -350,17 +345,13 @@ fn error(shared: &Shared, msg: String) {
 /// One request on the keep-alive connection (reconnecting if needed):
 /// (status, "connections", "users").
 fn publish_once(
-    conn: &mut Option<TcpStream>,
-    addr: SocketAddr,
+    conn: &mut Option<Conn>,
+    dialer: &Dialer,
     req: &[u8],
     buf: &mut [u8],
 ) -> anyhow::Result<(u16, u64, u64)> {
     if conn.is_none() {
-        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).context("connect")?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(IO_TIMEOUT))?;
-        s.set_write_timeout(Some(IO_TIMEOUT))?;
-        *conn = Some(s);
+        *conn = Some(dialer.connect(IO_TIMEOUT)?);
     }
     // Set just above.
     let s = conn.as_mut().expect("connected");

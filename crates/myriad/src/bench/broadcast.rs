@@ -221,7 +221,8 @@ fn publish(
 ) -> anyhow::Result<load::msggen::MsggenSummary> {
     load::msggen::run_with(
         MsggenArgs {
-            url: format!("http://{}", server.addr),
+            url: super::held::base_url(server),
+            ca: super::context::tls_ca(),
             rate,
             max: SUBJECT,
             publishers: ((rate / RATE_PER_PUBLISHER).ceil() as usize)
