@@ -3,12 +3,13 @@
 //! [`ServerConfig`] the server starts with, and the core's [`core::Config`] in ticks.
 //! Limits are named here with their defaults and why.
 
-use crate::core;
+use crate::core::{self, Access};
 use crate::wheel::TICK_MS;
+use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -41,9 +42,15 @@ pub struct ServerConfig {
     /// SSE `retry:` advice to clients.
     pub sse_retry: Duration,
     pub tcp_nodelay: bool,
+    /// Tokens and API keys accepted (C5); the default lets every subscription in
+    /// and answers the API on loopback only.
+    pub access: Arc<Access>,
     /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
     /// `None`: plain HTTP.
     pub tls: Option<TlsSetup>,
+    /// Leave the SO_REUSEPORT listening group while this process is full and rejoin
+    /// below [`ServerConfig::rejoin_below`] (several gateway processes on one port).
+    pub leave_when_full: bool,
 }
 
 /// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
@@ -120,7 +127,9 @@ impl Default for ServerConfig {
             slow_policy: SlowPolicy::Disconnect,
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
+            access: Arc::default(),
             tls: None,
+            leave_when_full: false,
         }
     }
 }
@@ -134,8 +143,19 @@ pub fn default_loops() -> usize {
 const LINGER: Duration = Duration::from_secs(2);
 
 impl ServerConfig {
-    /// The connection core's view: durations in wheel ticks (at least one).
+    /// A gateway that left the listening group rejoins when its connections fall
+    /// below this: 1/8 under the limit, so a gateway near the limit does not flap
+    /// in and out of the group (each join or leave rehashes the whole port).
+    pub fn rejoin_below(&self) -> usize {
+        self.max_connections - (self.max_connections / 8).max(1).min(self.max_connections)
+    }
+
+    /// The connection core's view: durations in wheel ticks (at least one). Called
+    /// when a loop starts its clock: `unix_start` is now.
     pub fn core(&self) -> core::Config {
+        let unix_start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let ticks = |d: Duration| {
             ((d.as_millis() as u64).div_ceil(TICK_MS)).clamp(1, u32::MAX as u64) as u32
         };
@@ -151,6 +171,8 @@ impl ServerConfig {
             slow_policy: self.slow_policy,
             sse_retry_ms: self.sse_retry.as_millis().min(u32::MAX as u128) as u32,
             limits: wire::Limits::default(),
+            access: self.access.clone(),
+            unix_start,
         }
     }
 }
@@ -198,6 +220,31 @@ pub struct GatewayArgs {
     /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
     #[arg(long, env = "MYRIAD_NO_NODELAY")]
     pub no_nodelay: bool,
+    /// HS256 secret (≥ 32 bytes) subscription tokens are signed with; with neither
+    /// this nor --jwt-key, subscriptions are open.
+    #[arg(long, env = "MYRIAD_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// Public key file for subscription tokens: PEM (RS256 / ES256) or a JWKS.
+    #[arg(long, env = "MYRIAD_JWT_KEY", conflicts_with = "jwt_secret")]
+    pub jwt_key: Option<PathBuf>,
+    /// API key for publish, subscriptions, subscribers and stats (repeatable; the
+    /// variable takes a comma-separated list); none: the API answers loopback only.
+    #[arg(
+        long = "api-key",
+        env = "MYRIAD_API_KEY",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// Browser origins (scheme://host[:port], comma-separated) let in to subscribe and
+    /// to call the API; `*`: any page may subscribe, none may call the API.
+    #[arg(
+        long,
+        env = "MYRIAD_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub allowed_origins: Vec<String>,
     /// TLS certificate chain (PEM) for the client listener: https:// and wss://;
     /// re-read with the key on SIGHUP (open connections keep theirs).
     #[arg(
@@ -214,6 +261,10 @@ pub struct GatewayArgs {
     /// log's `tls_ca=` path, for clients to trust).
     #[arg(long, env = "MYRIAD_TLS", value_enum)]
     pub tls: Option<TlsMode>,
+    /// At --max-connections, close the listener so SO_REUSEPORT sends new clients to
+    /// the other processes on the port; listen again 1/8 below it.
+    #[arg(long, env = "MYRIAD_LEAVE_WHEN_FULL")]
+    pub leave_when_full: bool,
 }
 
 impl GatewayArgs {
@@ -239,7 +290,9 @@ impl GatewayArgs {
             max_queued: self.max_queued,
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
+            access: Arc::new(self.access()?),
             tls: self.tls_setup()?,
+            leave_when_full: self.leave_when_full,
             ..ServerConfig::default()
         })
     }
@@ -252,6 +305,27 @@ impl GatewayArgs {
             }
             (None, Some(cert), Some(key)) => Some(TlsSetup::from_files(cert.clone(), key.clone())?),
             _ => None,
+        })
+    }
+}
+
+impl GatewayArgs {
+    /// The accepted credentials from `--jwt-secret` / `--jwt-key` / `--api-key`.
+    fn access(&self) -> anyhow::Result<Access> {
+        let keys = match (&self.jwt_secret, &self.jwt_key) {
+            (Some(secret), _) => {
+                Some(auth::JwtKeys::hs256(secret.as_bytes()).context("--jwt-secret")?)
+            }
+            (None, Some(path)) => Some(
+                auth::JwtKeys::from_file(path)
+                    .with_context(|| format!("--jwt-key {}", path.display()))?,
+            ),
+            (None, None) => None,
+        };
+        Ok(Access {
+            jwt: keys.map(auth::JwtVerifier::new),
+            api_keys: auth::ApiKeys::new(&self.api_keys).context("--api-key")?,
+            origins: core::Origins::parse(&self.allowed_origins).map_err(anyhow::Error::msg)?,
         })
     }
 }

@@ -63,6 +63,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
         store = %args.hub.store,
+        subscriptions = %config.access.describe_subscriptions(),
+        api = %config.access.describe_api(),
+        origins = %config.access.describe_origins(),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
     server.wait()

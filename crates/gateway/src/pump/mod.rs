@@ -46,7 +46,10 @@ const LAG_TICK: Duration = Duration::from_millis(10);
 pub struct EventLoop {
     id: u16,
     poll: Poll,
-    listener: TcpListener,
+    /// `None` while this process has left the listening group (see `accept`).
+    listener: Option<TcpListener>,
+    /// The address the listener is bound to, to rejoin the group.
+    listen_addr: std::net::SocketAddr,
     slots: Slab<Slot>,
     /// Generation per slab slot, bumped on close (1 byte per slot ever used).
     gens: Vec<u8>,
@@ -66,6 +69,9 @@ pub struct EventLoop {
     /// Tokens of connections whose held input is to be read again (after a long-poll
     /// answer or an API reply): run after the current event, never inside it.
     resume: Vec<u32>,
+    /// Connections whose reading paused over `max_queued` and whose queue has since
+    /// drained: their sockets are read again with the resumes (see `io`).
+    reread: Vec<u32>,
     /// Tokens due in the current timer pass.
     due: Vec<u32>,
     /// Connections that got queued output during a merged delivery pass, flushed in
@@ -106,10 +112,13 @@ impl EventLoop {
             .tls
             .as_ref()
             .map(|t| self::tls::TlsLayer::new(t.config.clone()));
+        let listen_addr = listener.local_addr()?;
+        metrics.listening.store(1, Ordering::Relaxed);
         Ok(EventLoop {
             id,
             poll,
-            listener,
+            listener: Some(listener),
+            listen_addr,
             slots: Slab::new(),
             gens: Vec::new(),
             wheel: Wheel::new(0),
@@ -123,6 +132,7 @@ impl EventLoop {
             scratch: vec![0; SCRATCH],
             inbox: Vec::new(),
             resume: Vec::new(),
+            reread: Vec::new(),
             due: Vec::new(),
             dirty: Vec::new(),
             dirty_pos: 0,
@@ -183,6 +193,9 @@ impl EventLoop {
                 if self.accept_paused {
                     self.accept_paused = false;
                     self.accept_all();
+                }
+                if self.gateway.config.leave_when_full {
+                    self.steer();
                 }
                 self.metrics
                     .queued_bytes
