@@ -280,7 +280,7 @@ impl EventLoop {
             self.resume = Vec::new();
             self.wheel.shrink();
             if let Some(tls) = self.tls.as_mut() {
-                tls.shrink(self.gens.len());
+                tls.shrink();
             }
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]

@@ -358,13 +358,19 @@ pub fn flood_args(
         csv,
         quiet: true,
         max_time: 600.0,
+        ca: super::context::tls_ca(),
         ..Default::default()
     }
 }
 
-/// `http://ADDR/sub/%d` of a server.
+/// `http://ADDR/sub/%d` of a server (`https://` with `--tls`).
 pub fn sub_url(server: &ServerProcess) -> String {
-    format!("http://{}/sub/%d", server.addr)
+    format!("{}/sub/%d", base_url(server))
+}
+
+/// `http://ADDR` of a server (`https://` with `--tls`).
+pub fn base_url(server: &ServerProcess) -> String {
+    format!("{}://{}", super::context::scheme(), server.addr)
 }
 
 /// Prints a line per second for `secs` with no flood running (e.g. after everyone
@@ -390,8 +396,9 @@ pub fn watch(
 /// `POST path` with `body` to a server; returns status and body.
 pub fn post(server: &ServerProcess, path: &str, body: &[u8]) -> anyhow::Result<(u16, String)> {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(server.addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let roots = tls::Roots::CaFile(super::context::tls_ca().unwrap_or_default());
+    let mut s =
+        load::dial::Dialer::new(&base_url(server), &roots)?.connect(Duration::from_secs(30))?;
     write!(
         s,
         "POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
