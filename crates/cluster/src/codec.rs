@@ -160,8 +160,11 @@ pub struct WireDelivery {
     /// When the router took the publish, in ns since the Unix epoch (latency).
     pub published_ns: u64,
     /// `(loop, [(token, the recipient user's epoch and seq)])`, one entry per loop.
-    pub loops: Vec<(u16, Vec<(u32, u32, u64)>)>,
+    pub loops: Vec<(u16, Vec<WireTarget>)>,
 }
+
+/// One recipient on the wire: `(token, epoch, seq)` ([`bus::Target`]).
+pub type WireTarget = (u32, u32, u64);
 
 fn encode<T: Serialize>(value: &T) -> Bytes {
     let mut out = vec![VERSION];

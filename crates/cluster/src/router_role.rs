@@ -37,7 +37,7 @@ pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
 
 /// Recipients of one message per gateway slot: `(slot, [(loop, [(token, seq)])])`.
-type PerSlot = Vec<(u16, Vec<(u16, Vec<(u32, u32, u64)>)>)>;
+type PerSlot = Vec<(u16, Vec<(u16, Vec<codec::WireTarget>)>)>;
 
 /// A back-end publisher has no connection; its publishes use this one.
 const BACKEND: ConnRef = ConnRef {

@@ -86,6 +86,8 @@ fn chromium_eventsource_and_websocket_over_https_and_wss() {
     let want = serde_json::json!(["one", "two\nlines", "three"]);
     assert_eq!(got["sse"], want, "{got}");
     assert_eq!(got["ws"], want, "{got}");
-    assert_eq!(got["lastEventId"], "3", "{got}");
+    // SSE ids are `<epoch>-<seq>` (resume across restarts, SPEC B6).
+    let last = got["lastEventId"].as_str().unwrap_or_default();
+    assert!(last.ends_with("-3"), "{got}");
     assert_eq!(got["problems"], serde_json::json!([]), "{got}");
 }
