@@ -287,5 +287,5 @@ fn origins_gate_subscriptions_websockets_and_the_api() {
     let page = "https://x.example";
     assert_eq!(with_origin(&open, "GET /sse/1 HTTP/1.1", page, ""), 200);
     assert_eq!(with_origin(&open, "POST /pub/1 HTTP/1.1", page, post), 403);
-    assert_eq!(open.publish(1, "still serving")["connections"], 0);
+    assert_eq!(open.publish(2, "still serving")["connections"], 0);
 }

@@ -5,7 +5,6 @@
 use super::{reply, Connection, Cx, State};
 use crate::config::SlowPolicy;
 use bytes::Bytes;
-use wire::Opcode;
 
 /// The encodings of one message, made on first use and shared by every recipient
 /// of the loop's batch.
@@ -47,7 +46,7 @@ impl<'a> Frames<'a> {
     fn ws(&mut self) -> &Bytes {
         let payload = self.payload;
         Self::encoded(&mut self.ws, |o| {
-            wire::write_ws_frame(o, Opcode::Text, payload)
+            wire::write_ws_frame(o, wire::ws_message_opcode(payload), payload)
         })
     }
 }

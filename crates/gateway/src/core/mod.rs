@@ -408,7 +408,21 @@ impl Connection {
     /// Answers with a complete response written by `encode`; then waits for the next
     /// request (keep-alive) or closes once the bytes are out.
     fn respond(&mut self, cx: &mut Cx, keep_alive: bool, encode: impl FnOnce(&mut Vec<u8>)) {
-        cx.out.write(encode);
+        // Tell the client the real idle timeout (RFC 9112 9.3's `Keep-Alive`), so it
+        // does not send on a connection we are about to close.
+        let timeout = u64::from(cx.config.keepalive_timeout) * crate::wheel::TICK_MS / 1000;
+        cx.out.write(|out| {
+            let start = out.len();
+            encode(out);
+            if keep_alive {
+                wire::add_header(
+                    out,
+                    start,
+                    "Keep-Alive",
+                    &format!("timeout={}", timeout.max(1)),
+                );
+            }
+        });
         if keep_alive {
             self.state = State::Idle;
             self.arm(cx, cx.config.keepalive_timeout);

@@ -141,8 +141,13 @@ fn start_subscription(
                 cx.out
                     .write(|out| wire::write_ws_position(out, position, history.gap));
                 for (_, msg) in &history.messages {
-                    cx.out
-                        .write(|out| wire::write_ws_frame(out, wire::Opcode::Text, &msg.payload));
+                    cx.out.write(|out| {
+                        wire::write_ws_frame(
+                            out,
+                            wire::ws_message_opcode(&msg.payload),
+                            &msg.payload,
+                        )
+                    });
                 }
             }
             conn.state = State::WebSocket;
