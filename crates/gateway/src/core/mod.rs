@@ -19,6 +19,7 @@
 //! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
 
 mod access;
+mod client_publish;
 mod delivery;
 mod drain;
 mod origin;
@@ -165,6 +166,8 @@ struct Pending {
     poll_epoch: Option<u32>,
     /// WebSocket: the client's `Sec-WebSocket-Key`, kept until the login reply.
     ws_key: Option<String>,
+    /// WebSocket whose token may publish (C7): its grant and rate bucket.
+    publisher: Option<Box<client_publish::Publisher>>,
 }
 
 struct BodyRead {
@@ -326,6 +329,7 @@ impl Connection {
             let needed = !p.input.is_empty()
                 || p.body.is_some()
                 || p.ws_key.is_some()
+                || p.publisher.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {
                 self.pending = None;

@@ -17,6 +17,16 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
             start_subscription(conn, cx, transport, history)
         }
         (State::Polling, Reply::History(history)) => poll_reply(conn, cx, history),
+        // A client publish over WebSocket (C7).
+        (
+            State::WebSocket,
+            Reply::Published {
+                connections, users, ..
+            },
+        ) => super::client_publish::answer(cx, connections, users),
+        (State::WebSocket, Reply::Unavailable(message)) => {
+            super::client_publish::error(cx, &format!("router unavailable: {message}"))
+        }
         // A reply with nothing to act on (a logout's), or for a request this
         // connection has since moved past.
         _ => {}

@@ -1,7 +1,7 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::access;
+use super::{access, client_publish};
 use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE, RESUME};
 use bus::Request;
 use bytes::Bytes;
@@ -53,8 +53,14 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
             }
-            if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
-                return access::refuse(conn, cx, &head, e);
+            let grant = match access::check_subscribe(cx, user, token.as_deref(), &head) {
+                Ok(grant) => grant,
+                Err(e) => return access::refuse(conn, cx, &head, e),
+            };
+            if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
+                if let Some(p) = client_publish::Publisher::new(grant.publish, cx.now) {
+                    conn.pending().publisher = Some(p);
+                }
             }
             subscribe(conn, cx, user, transport, since, &head);
         }
