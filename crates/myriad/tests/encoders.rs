@@ -46,3 +46,20 @@ fn keep_alive_responses_carry_the_idle_timeout() {
     let (_, body) = server.request("GET", "/healthz", b"");
     assert_eq!(body, "ok\n", "Connection: close answers carry none");
 }
+
+#[test]
+fn http10_subscribers_get_a_close_delimited_stream() {
+    let server = Server::start(&[]);
+    let mut s = server.connect();
+    s.write_all(b"GET /sub/12 HTTP/1.0\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut s, &mut buf, "welcome 12\n");
+    server.wait_stats("login", |s| s["connections_logged_in"] == 1);
+    assert_eq!(server.publish(12, "plain")["connections"], 1);
+    read_until(&mut s, &mut buf, "plain\n");
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(!head.contains("Transfer-Encoding"), "{head}");
+    assert!(head.contains("Connection: close"), "{head}");
+    assert_eq!(body, "welcome 12\nplain\n", "no chunk framing");
+}

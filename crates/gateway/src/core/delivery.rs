@@ -2,7 +2,7 @@
 //! transport, encoded once per message and loop ([`Frames`]) and shared; only the
 //! SSE `id:` line is per recipient.
 
-use super::{reply, Connection, Cx, State};
+use super::{reply, Connection, Cx, State, HTTP10};
 use crate::config::SlowPolicy;
 use bytes::Bytes;
 
@@ -11,6 +11,8 @@ use bytes::Bytes;
 pub struct Frames<'a> {
     payload: &'a [u8],
     stream: Option<Bytes>,
+    /// Close-delimited (HTTP/1.0) stream line.
+    line: Option<Bytes>,
     sse: Option<Bytes>,
     ws: Option<Bytes>,
 }
@@ -20,6 +22,7 @@ impl<'a> Frames<'a> {
         Frames {
             payload,
             stream: None,
+            line: None,
             sse: None,
             ws: None,
         }
@@ -36,6 +39,11 @@ impl<'a> Frames<'a> {
     fn stream(&mut self) -> &Bytes {
         let payload = self.payload;
         Self::encoded(&mut self.stream, |o| wire::write_stream_message(o, payload))
+    }
+
+    fn line(&mut self) -> &Bytes {
+        let payload = self.payload;
+        Self::encoded(&mut self.line, |o| wire::write_stream_line(o, &[payload]))
     }
 
     fn sse(&mut self) -> &Bytes {
@@ -92,6 +100,7 @@ pub(super) fn handle(
         return Outcome::SlowDrop;
     }
     match state {
+        State::Stream if conn.has(HTTP10) => cx.out.send(frames.line()),
         State::Stream => cx.out.send(frames.stream()),
         State::Sse => {
             let position = wire::Since {
@@ -110,6 +119,7 @@ pub(super) fn handle(
 pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
     if cx.queued == 0 {
         match conn.state {
+            State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),
             State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
             State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
             _ => cx.out.send_static(WS_PING),

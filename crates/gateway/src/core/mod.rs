@@ -139,6 +139,8 @@ const PEER_LOOPBACK: u8 = 8;
 /// Flag: a stream or WebSocket subscription asked to resume (`?since=`): it is told
 /// its position before the replayed messages (SSE ids say it on every event).
 const RESUME: u8 = 16;
+/// Flag: an HTTP/1.0 stream subscriber: close-delimited, unchunked lines.
+const HTTP10: u8 = 32;
 
 /// One connection's protocol state: 24 bytes (checked by a test).
 pub struct Connection {

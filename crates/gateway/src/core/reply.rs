@@ -2,7 +2,7 @@
 //! login reply becomes the transport's head (and resumed history), a long-poll's
 //! becomes an answer or a wait.
 
-use super::{Connection, Cx, State, KEEP_ALIVE, RESUME};
+use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::{Call, HistoryRead, Reply};
 use std::io::Write as _;
 use wire::Transport;
@@ -106,6 +106,24 @@ fn start_subscription(
     };
     let resume = conn.has(RESUME);
     match transport {
+        Transport::Stream if conn.has(HTTP10) => {
+            cx.out.write(|out| {
+                wire::write_stream_head_http10(out);
+                wire::write_stream_line(out, &[format!("welcome {user}").as_bytes()]);
+            });
+            if resume {
+                let gap = if history.gap { " gap" } else { "" };
+                let line = format!("position {position}{gap}");
+                cx.out
+                    .write(|out| wire::write_stream_line(out, &[line.as_bytes()]));
+                for (_, msg) in &history.messages {
+                    cx.out
+                        .write(|out| wire::write_stream_line(out, &[&msg.payload]));
+                }
+            }
+            conn.state = State::Stream;
+            conn.pending = None;
+        }
         Transport::Stream => {
             cx.out.write(|out| {
                 wire::write_stream_head(out);

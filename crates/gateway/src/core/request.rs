@@ -2,7 +2,7 @@
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
 use super::{access, client_publish};
-use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE, RESUME};
+use super::{BodyRead, Connection, Consumed, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::Request;
 use bytes::Bytes;
 use wire::{BodyKind, RequestHead, Route, Transport};
@@ -110,6 +110,8 @@ fn subscribe(
         conn.pending().ws_key = key;
     }
     conn.set(RESUME, since.is_some() && transport != Transport::Sse);
+    // HTTP/1.0 cannot read chunked bodies: its stream is close-delimited lines.
+    conn.set(HTTP10, transport == Transport::Stream && head.is_http10());
     conn.login(cx, user, since);
     conn.call_wait(cx, State::Subscribing(transport));
 }
