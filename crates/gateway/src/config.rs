@@ -124,7 +124,7 @@ impl Default for ServerConfig {
             max_message: 64 * 1024,
             max_batch: 16 * 1024 * 1024,
             max_connections: 1_000_000,
-            max_per_ip: 0,
+            max_per_ip: DEFAULT_MAX_PER_IP,
             max_queued: 256 * 1024,
             slow_policy: SlowPolicy::Disconnect,
             sse_retry: Duration::from_secs(2),
@@ -136,6 +136,11 @@ impl Default for ServerConfig {
         }
     }
 }
+
+/// Default connections per client address: one host cannot take a 1 M-connection
+/// server's whole capacity, while a large NAT (10,000 users behind one address) still
+/// fits.
+pub const DEFAULT_MAX_PER_IP: usize = 10_000;
 
 /// One loop per core.
 pub fn default_loops() -> usize {
@@ -211,8 +216,9 @@ pub struct GatewayArgs {
     /// Connections this process holds at most; beyond it new ones get 503 + Retry-After.
     #[arg(long, env = "MYRIAD_MAX_CONNECTIONS", default_value_t = 1_000_000)]
     pub max_connections: usize,
-    /// Connections per client address at most (0 = no limit).
-    #[arg(long, env = "MYRIAD_MAX_PER_IP", default_value_t = 0)]
+    /// Connections per client address at most (0 = no limit); loopback peers are not
+    /// counted.
+    #[arg(long, env = "MYRIAD_MAX_PER_IP", default_value_t = DEFAULT_MAX_PER_IP)]
     pub max_per_ip: usize,
     /// Output bytes queued per connection before the slow-consumer policy applies.
     #[arg(long, env = "MYRIAD_MAX_QUEUED", default_value_t = 256 * 1024)]

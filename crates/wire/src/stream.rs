@@ -20,6 +20,29 @@ pub fn write_stream_head(out: &mut Vec<u8>) {
     );
 }
 
+/// The response head of a stream for an HTTP/1.0 client, which cannot read chunked
+/// bodies: no `Transfer-Encoding`, the body ends when the connection closes
+/// (RFC 9112 6.3, close-delimited). Its messages are [`write_stream_line`]s.
+pub fn write_stream_head_http10(out: &mut Vec<u8>) {
+    out.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\n\
+      Content-Type: text/plain; charset=utf-8\r\n\
+      Connection: close\r\n\
+      Cache-Control: no-cache\r\n\
+      X-Accel-Buffering: no\r\n\
+      Access-Control-Allow-Origin: *\r\n\
+      \r\n",
+    );
+}
+
+/// A line of a close-delimited (HTTP/1.0) stream: `parts` then a newline, unframed.
+pub fn write_stream_line(out: &mut Vec<u8>, parts: &[&[u8]]) {
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out.push(b'\n');
+}
+
 /// One chunk whose data is the concatenation of `parts`:
 /// `<hex len>\r\n<parts…>\r\n`. No parts (or only empty ones) yield no bytes at
 /// all, because an empty chunk would end the stream.

@@ -2,16 +2,17 @@
 //! transport, encoded once per message and loop ([`Frames`]) and shared; only the
 //! SSE `id:` line is per recipient.
 
-use super::{reply, Connection, Cx, State};
+use super::{reply, Connection, Cx, State, HTTP10};
 use crate::config::SlowPolicy;
 use bytes::Bytes;
-use wire::Opcode;
 
 /// The encodings of one message, made on first use and shared by every recipient
 /// of the loop's batch.
 pub struct Frames<'a> {
     payload: &'a [u8],
     stream: Option<Bytes>,
+    /// Close-delimited (HTTP/1.0) stream line.
+    line: Option<Bytes>,
     sse: Option<Bytes>,
     ws: Option<Bytes>,
 }
@@ -21,6 +22,7 @@ impl<'a> Frames<'a> {
         Frames {
             payload,
             stream: None,
+            line: None,
             sse: None,
             ws: None,
         }
@@ -39,6 +41,11 @@ impl<'a> Frames<'a> {
         Self::encoded(&mut self.stream, |o| wire::write_stream_message(o, payload))
     }
 
+    fn line(&mut self) -> &Bytes {
+        let payload = self.payload;
+        Self::encoded(&mut self.line, |o| wire::write_stream_line(o, &[payload]))
+    }
+
     fn sse(&mut self) -> &Bytes {
         let payload = self.payload;
         Self::encoded(&mut self.sse, |o| wire::write_sse_data(o, payload))
@@ -47,7 +54,7 @@ impl<'a> Frames<'a> {
     fn ws(&mut self) -> &Bytes {
         let payload = self.payload;
         Self::encoded(&mut self.ws, |o| {
-            wire::write_ws_frame(o, Opcode::Text, payload)
+            wire::write_ws_frame(o, wire::ws_message_opcode(payload), payload)
         })
     }
 }
@@ -93,6 +100,7 @@ pub(super) fn handle(
         return Outcome::SlowDrop;
     }
     match state {
+        State::Stream if conn.has(HTTP10) => cx.out.send(frames.line()),
         State::Stream => cx.out.send(frames.stream()),
         State::Sse => {
             let position = wire::Since {
@@ -111,6 +119,7 @@ pub(super) fn handle(
 pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
     if cx.queued == 0 {
         match conn.state {
+            State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),
             State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
             State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
             _ => cx.out.send_static(WS_PING),

@@ -12,7 +12,7 @@
 //! | idle keep-alive, partial head | closed |
 //! | API call or login in flight | answered, then closed (keep-alive off) |
 
-use super::{reply, Connection, Cx, State, KEEP_ALIVE, WS_CLOSE_SENT};
+use super::{reply, Connection, Cx, State, HTTP10, KEEP_ALIVE, WS_CLOSE_SENT};
 
 /// The SSE event that tells a client to reconnect (to another server).
 const SSE_RECONNECT: &[u8] = b"event: reconnect\ndata: {}\n\n";
@@ -24,7 +24,10 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx) {
     conn.set(KEEP_ALIVE, false);
     match conn.state {
         State::Stream => {
-            cx.out.send_static(wire::STREAM_END);
+            // A close-delimited (HTTP/1.0) body simply ends with the connection.
+            if !conn.has(HTTP10) {
+                cx.out.send_static(wire::STREAM_END);
+            }
             conn.start_closing(cx);
         }
         State::Sse => {

@@ -19,6 +19,7 @@
 //! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
 
 mod access;
+mod client_publish;
 mod delivery;
 mod drain;
 mod origin;
@@ -138,6 +139,8 @@ const PEER_LOOPBACK: u8 = 8;
 /// Flag: a stream or WebSocket subscription asked to resume (`?since=`): it is told
 /// its position before the replayed messages (SSE ids say it on every event).
 const RESUME: u8 = 16;
+/// Flag: an HTTP/1.0 stream subscriber: close-delimited, unchunked lines.
+const HTTP10: u8 = 32;
 
 /// One connection's protocol state: 24 bytes (checked by a test).
 pub struct Connection {
@@ -165,6 +168,8 @@ struct Pending {
     poll_epoch: Option<u32>,
     /// WebSocket: the client's `Sec-WebSocket-Key`, kept until the login reply.
     ws_key: Option<String>,
+    /// WebSocket whose token may publish (C7): its grant and rate bucket.
+    publisher: Option<Box<client_publish::Publisher>>,
 }
 
 struct BodyRead {
@@ -326,6 +331,7 @@ impl Connection {
             let needed = !p.input.is_empty()
                 || p.body.is_some()
                 || p.ws_key.is_some()
+                || p.publisher.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {
                 self.pending = None;
@@ -408,7 +414,21 @@ impl Connection {
     /// Answers with a complete response written by `encode`; then waits for the next
     /// request (keep-alive) or closes once the bytes are out.
     fn respond(&mut self, cx: &mut Cx, keep_alive: bool, encode: impl FnOnce(&mut Vec<u8>)) {
-        cx.out.write(encode);
+        // Tell the client the real idle timeout (RFC 9112 9.3's `Keep-Alive`), so it
+        // does not send on a connection we are about to close.
+        let timeout = u64::from(cx.config.keepalive_timeout) * crate::wheel::TICK_MS / 1000;
+        cx.out.write(|out| {
+            let start = out.len();
+            encode(out);
+            if keep_alive {
+                wire::add_header(
+                    out,
+                    start,
+                    "Keep-Alive",
+                    &format!("timeout={}", timeout.max(1)),
+                );
+            }
+        });
         if keep_alive {
             self.state = State::Idle;
             self.arm(cx, cx.config.keepalive_timeout);

@@ -2,7 +2,7 @@
 //! login reply becomes the transport's head (and resumed history), a long-poll's
 //! becomes an answer or a wait.
 
-use super::{Connection, Cx, State, KEEP_ALIVE, RESUME};
+use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::{Call, HistoryRead, Reply};
 use std::io::Write as _;
 use wire::Transport;
@@ -17,6 +17,16 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
             start_subscription(conn, cx, transport, history)
         }
         (State::Polling, Reply::History(history)) => poll_reply(conn, cx, history),
+        // A client publish over WebSocket (C7).
+        (
+            State::WebSocket,
+            Reply::Published {
+                connections, users, ..
+            },
+        ) => super::client_publish::answer(cx, connections, users),
+        (State::WebSocket, Reply::Unavailable(message)) => {
+            super::client_publish::error(cx, &format!("router unavailable: {message}"))
+        }
         // A reply with nothing to act on (a logout's), or for a request this
         // connection has since moved past.
         _ => {}
@@ -96,6 +106,24 @@ fn start_subscription(
     };
     let resume = conn.has(RESUME);
     match transport {
+        Transport::Stream if conn.has(HTTP10) => {
+            cx.out.write(|out| {
+                wire::write_stream_head_http10(out);
+                wire::write_stream_line(out, &[format!("welcome {user}").as_bytes()]);
+            });
+            if resume {
+                let gap = if history.gap { " gap" } else { "" };
+                let line = format!("position {position}{gap}");
+                cx.out
+                    .write(|out| wire::write_stream_line(out, &[line.as_bytes()]));
+                for (_, msg) in &history.messages {
+                    cx.out
+                        .write(|out| wire::write_stream_line(out, &[&msg.payload]));
+                }
+            }
+            conn.state = State::Stream;
+            conn.pending = None;
+        }
         Transport::Stream => {
             cx.out.write(|out| {
                 wire::write_stream_head(out);
@@ -141,8 +169,13 @@ fn start_subscription(
                 cx.out
                     .write(|out| wire::write_ws_position(out, position, history.gap));
                 for (_, msg) in &history.messages {
-                    cx.out
-                        .write(|out| wire::write_ws_frame(out, wire::Opcode::Text, &msg.payload));
+                    cx.out.write(|out| {
+                        wire::write_ws_frame(
+                            out,
+                            wire::ws_message_opcode(&msg.payload),
+                            &msg.payload,
+                        )
+                    });
                 }
             }
             conn.state = State::WebSocket;

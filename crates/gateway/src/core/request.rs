@@ -1,8 +1,8 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::access;
-use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE, RESUME};
+use super::{access, client_publish};
+use super::{BodyRead, Connection, Consumed, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::Request;
 use bytes::Bytes;
 use wire::{BodyKind, RequestHead, Route, Transport};
@@ -53,8 +53,14 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
             }
-            if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
-                return access::refuse(conn, cx, &head, e);
+            let grant = match access::check_subscribe(cx, user, token.as_deref(), &head) {
+                Ok(grant) => grant,
+                Err(e) => return access::refuse(conn, cx, &head, e),
+            };
+            if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
+                if let Some(p) = client_publish::Publisher::new(grant.publish, cx.now) {
+                    conn.pending().publisher = Some(p);
+                }
             }
             subscribe(conn, cx, user, transport, since, &head);
         }
@@ -104,6 +110,8 @@ fn subscribe(
         conn.pending().ws_key = key;
     }
     conn.set(RESUME, since.is_some() && transport != Transport::Sse);
+    // HTTP/1.0 cannot read chunked bodies: its stream is close-delimited lines.
+    conn.set(HTTP10, transport == Transport::Stream && head.is_http10());
     conn.login(cx, user, since);
     conn.call_wait(cx, State::Subscribing(transport));
 }

@@ -194,7 +194,8 @@ fn an_idle_keep_alive_connection_closes_after_its_timeout_and_a_new_head_restart
     let step = h.bytes(b"GET /healthz HTTP/1.1\r\n\r\n");
     assert_eq!(
         step.text(),
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n\r\nok\n"
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n\
+Keep-Alive: timeout=5\r\n\r\nok\n"
     );
     assert_eq!(
         step.timer,
@@ -242,7 +243,7 @@ fn a_long_poll_waits_then_answers_from_the_delivery_or_its_timeout() {
         step.text(),
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\n\r\n{body}",
+Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\nKeep-Alive: timeout=5\r\n\r\n{body}",
             body.len()
         )
     );
@@ -307,8 +308,8 @@ fn pipelined_requests_are_answered_in_order_after_each_reply() {
     });
     assert_eq!(
         step.text(),
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 28\r\n\r\n\
-{\"connections\":3,\"users\":2}\n"
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 28\r\n\
+Keep-Alive: timeout=5\r\n\r\n{\"connections\":3,\"users\":2}\n"
     );
     assert!(
         step.resume,

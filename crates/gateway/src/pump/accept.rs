@@ -137,8 +137,11 @@ impl EventLoop {
 
     /// Admits an accepted socket (its process place already taken when `reserved`).
     fn on_accept(&mut self, mut stream: TcpStream, addr: std::net::SocketAddr, reserved: bool) {
-        let ip_key = if self.gateway.config.max_per_ip > 0 {
-            ip_key(addr.ip())
+        // Loopback peers are not counted (key 0): local load generators and a reverse
+        // proxy on the same host, for which one address is every client.
+        let ip = addr.ip().to_canonical();
+        let ip_key = if self.gateway.config.max_per_ip > 0 && !ip.is_loopback() {
+            ip_key(ip)
         } else {
             0
         };
