@@ -200,6 +200,8 @@ fn run_shape(
         &ladder_csv,
     )?;
     held.finish()?;
+    // The live probe thread may still hold the server: end it here, not at exit.
+    server.stop();
     report.csvs.push(flood_csv);
     report.csvs.push(ladder_csv);
     let valid = args.step_secs >= MIN_STEP_SECS;
