@@ -115,6 +115,10 @@ fn run_shape(
         Some(flood_csv.clone()),
     );
     fa.users = Some(users);
+    if let Some(procs) = args.flood_procs {
+        // Receiving 15,000 sockets in one thread can be the limit: spread it.
+        fa.procs = procs.to_string();
+    }
     let held = Held::start(fa, live.clone(), vec![server.clone()]);
     let open = held.wait_open(n, Duration::from_secs(120));
     std::thread::sleep(Duration::from_secs(1));
