@@ -24,6 +24,9 @@ pub struct ServerProcess {
     /// named on its start line as `workers=PID,PID`): counted in CPU and RSS.
     pub workers: Vec<u32>,
     detached: bool,
+    /// Killed already: kill each pid once (a worker's pid is not ours to reap, so a
+    /// second kill much later could reach a reused pid).
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl ServerProcess {
@@ -46,8 +49,19 @@ impl ServerProcess {
     }
 
     /// Any server command that logs `listen=ADDR` (and optionally `workers=PID,...`)
-    /// on stderr once it listens.
+    /// on stderr once it listens. The server dies with the calling thread: a bench
+    /// that ends before its handles drop (or is killed) leaves no server behind, and
+    /// none keeps the benchmark lock (`flock`'s descriptor is inherited) held.
     pub fn start_command(mut cmd: Command) -> anyhow::Result<ServerProcess> {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
+        // allocates or locks runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
@@ -73,6 +87,7 @@ impl ServerProcess {
             admin,
             workers,
             detached: false,
+            stopped: Default::default(),
         })
     }
 
@@ -98,6 +113,7 @@ impl ServerProcess {
                         admin,
                         workers: Vec::new(),
                         detached: false,
+                        stopped: Default::default(),
                     });
                 }
             }
@@ -160,10 +176,25 @@ impl ServerProcess {
     }
 }
 
+impl ServerProcess {
+    /// Kills the server and its workers now, through a shared handle (a probe thread
+    /// may still hold another `Arc` of it when the scenario ends).
+    pub fn stop(&self) {
+        if self.stopped.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        for pid in self.pids() {
+            // SAFETY: kill(2) on processes we started, once; the child is reaped by us
+            // only in `drop`, so its pid cannot have been reused yet.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         if !self.detached {
-            let _ = self.child.kill();
+            self.stop();
             let _ = self.child.wait();
         }
     }

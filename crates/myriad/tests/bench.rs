@@ -167,6 +167,21 @@ fn broadcast_against_the_node_peer() {
         ],
     );
     assert!(r.contains("the Node.js peer"), "{r}");
+    // The cluster ended with the bench (a leftover would keep the bench lock held).
+    let script = out.path().join("broadcast/peer_node.js");
+    let left = (0..50).find_map(|_| {
+        let found = Command::new("pgrep")
+            .arg("-f")
+            .arg(&script)
+            .output()
+            .expect("pgrep");
+        if found.stdout.is_empty() {
+            return Some(String::new());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        None
+    });
+    assert_eq!(left.as_deref(), Some(""), "node processes left behind");
     assert_eq!(row(&r, "subscribers connected (one-user)")[0], "100 of 100");
     let got = row(
         &r,

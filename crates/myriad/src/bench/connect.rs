@@ -21,13 +21,15 @@ const POLL: Duration = Duration::from_millis(20);
 const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest wait for the server to see every connection of a storm closed.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Flood processes of a storm unless `--flood-procs` says otherwise.
+const DEFAULT_PROCS: u32 = 4;
 /// The SPEC's connect-storm target, accepts per second.
 const TARGET: f64 = 30_000.0;
 
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let dir = ctx.dir("connect")?;
     let n = args.connections();
-    let procs = args.flood_procs.max(1);
+    let procs = args.flood_procs.unwrap_or(DEFAULT_PROCS).max(1);
     let live = Live::new("connect");
     let mut report = Report::new(
         "connect",

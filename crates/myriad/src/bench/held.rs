@@ -187,6 +187,9 @@ pub struct FloodState {
     pub peak_client_cpu: AtomicU64,
     /// Every latency since the last `take_hist`: exact percentiles over a bench step.
     pub hist: Mutex<Histogram<u64>>,
+    /// Sum over ticks of the client's CPU (this process and flood's children), in
+    /// hundredths of a percent of one core: a step's average is Δsum / Δticks.
+    pub client_cpu_sum: AtomicU64,
 }
 
 impl Default for FloodState {
@@ -201,6 +204,7 @@ impl Default for FloodState {
             peak_connects_per_s: AtomicU64::new(0),
             peak_client_cpu: AtomicU64::new(0),
             hist: Mutex::new(new_hist()),
+            client_cpu_sum: AtomicU64::new(0),
         }
     }
 }
@@ -253,6 +257,9 @@ impl Held {
                     state
                         .peak_client_cpu
                         .fetch_max((t.cpu_user + t.cpu_sys) as u64, Ordering::Relaxed);
+                    state
+                        .client_cpu_sum
+                        .fetch_add(((t.cpu_user + t.cpu_sys) * 100.0) as u64, Ordering::Relaxed);
                     let n = state.ticks.fetch_add(1, Ordering::Relaxed) + 1;
                     if t.messages > 0 {
                         state.last_busy_tick.store(n, Ordering::Relaxed);
@@ -314,6 +321,25 @@ impl Held {
 
     pub fn open(&self) -> u64 {
         self.state.open.load(Ordering::Relaxed)
+    }
+
+    /// A mark for [`Held::client_cpu_since`].
+    pub fn cpu_mark(&self) -> (u64, u64) {
+        (
+            self.state.client_cpu_sum.load(Ordering::Relaxed),
+            self.state.ticks.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The client's average CPU (percent of one core) over the ticks since `mark`:
+    /// flood's ticks cover this process (flood, msggen) and flood's child processes.
+    pub fn client_cpu_since(&self, mark: (u64, u64)) -> f64 {
+        let (sum, ticks) = self.cpu_mark();
+        let n = ticks.saturating_sub(mark.1);
+        if n == 0 {
+            return 0.0;
+        }
+        sum.saturating_sub(mark.0) as f64 / 100.0 / n as f64
     }
 
     /// Every latency recorded since the previous call (or the start).

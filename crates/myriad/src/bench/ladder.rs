@@ -6,7 +6,7 @@
 //!
 //! Not here: starting servers or subscribers (see `broadcast`).
 
-use super::held::{client_cpu, Held, Live, Probe};
+use super::held::{Held, Live, Probe};
 use super::report::{count, met, ms};
 use load::msggen::{MsggenArgs, MsggenSummary};
 use std::fmt::Write as _;
@@ -75,13 +75,13 @@ pub fn run(
         let before = held.messages();
         let open_before = held.open();
         held.take_hist();
-        let (cpu0, client0) = (probe.cpu(), client_cpu());
+        let (cpu0, client0) = (probe.cpu(), held.cpu_mark());
         let t = live.t0.elapsed().as_secs_f64();
         live.emit(format!("step: {rate} msg/s for {step_secs} s"));
         let sent = publish(addr, subject, rate, step_secs, size)?;
         let secs = sent.elapsed_s.max(1e-3);
         let server_cpu = (probe.cpu() - cpu0) / secs * 100.0;
-        let client_cpu = (client_cpu() - client0) / secs * 100.0;
+        let client_cpu = held.client_cpu_since(client0);
         held.wait_quiet(DRAIN_MAX);
         let received = held.messages() - before;
         let h = held.take_hist();

@@ -142,9 +142,10 @@ pub struct BenchArgs {
     /// Run this `myriad` executable as the server (e.g. a baseline build) instead of this one.
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
-    /// connect: flood processes opening connections at once (so the client is not the limit).
-    #[arg(long, default_value_t = 4)]
-    pub flood_procs: u32,
+    /// Flood processes (connect: default 4, so the client is not the limit; broadcast:
+    /// default one, in the bench process).
+    #[arg(long)]
+    pub flood_procs: Option<u32>,
     /// connect: connect storms to run (each opens --connections, then closes them all).
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
