@@ -265,6 +265,9 @@ impl EventLoop {
 
     /// Gives memory back after a mass disconnect (the router compacts on its own).
     fn give_back_memory(&mut self) {
+        if let Some(tls) = self.tls.as_mut() {
+            tls.trim_after_handshakes();
+        }
         let open = self.slots.len();
         if open > self.peak {
             self.peak = open;

@@ -32,12 +32,22 @@ pub(super) struct TlsLayer {
     config: Arc<ReloadableConfig>,
     /// Sessions by slab index (`None` for a free slot). A side table rather than a
     /// slot field: the slot keeps its 40 B on plain listeners and in the size test.
-    sessions: Vec<Option<Box<ServerSession>>>,
+    /// Inline, not boxed: boxed 240-byte sessions were allocated between the ~4 KB of
+    /// rustls state every handshake frees, and that interleaving kept the freed pages
+    /// resident (measured: 1,076 B per idle TLS connection at 15,000 with boxes and a
+    /// heap trim; see NOTES issue 13). In one array, the handshake garbage lies on
+    /// pages of its own, which the trim below returns.
+    sessions: Vec<Option<ServerSession>>,
     /// Records to write (handshake flight, alert, sealed output), reused per call.
     cipher: Vec<u8>,
     /// Plaintext of one read, handed to the core, reused per call.
     plain: Vec<u8>,
+    /// Handshakes finished since the last [`TlsLayer::trim_after_handshakes`].
+    handshakes: u32,
 }
+
+/// Handshakes between two heap trims (see [`TlsLayer::trim_after_handshakes`]).
+const TRIM_EVERY: u32 = 1024;
 
 impl TlsLayer {
     pub(super) fn new(config: Arc<ReloadableConfig>) -> TlsLayer {
@@ -46,6 +56,24 @@ impl TlsLayer {
             sessions: Vec::new(),
             cipher: Vec::new(),
             plain: Vec::new(),
+            handshakes: 0,
+        }
+    }
+
+    /// A handshake passes through ~4 KB of rustls state that is freed when the session
+    /// moves to the lean record layer. Once per second
+    /// (the loop's give-back tick), after at least [`TRIM_EVERY`] handshakes, the free
+    /// pages inside the heap go back to the kernel (glibc's `malloc_trim` releases
+    /// whole free pages anywhere in the heap, not only its top). Cost: one walk of the
+    /// free lists, milliseconds at 15,000 connections.
+    pub(super) fn trim_after_handshakes(&mut self) {
+        if self.handshakes >= TRIM_EVERY {
+            self.handshakes = 0;
+            // SAFETY: malloc_trim only returns free heap pages to the kernel.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::malloc_trim(0);
+            }
         }
     }
 
@@ -73,7 +101,7 @@ impl EventLoop {
                 if tls.sessions.len() <= index {
                     tls.sessions.resize_with(index + 1, || None);
                 }
-                tls.sessions[index] = Some(Box::new(session));
+                tls.sessions[index] = Some(session);
                 true
             }
             Err(e) => {
@@ -112,6 +140,11 @@ impl EventLoop {
                 }
             }
             Ok(status) => {
+                if status.established {
+                    if let Some(tls) = self.tls.as_mut() {
+                        tls.handshakes = tls.handshakes.saturating_add(1);
+                    }
+                }
                 if alive && !plain.is_empty() {
                     self.with_core(index, |conn, cx| conn.handle_bytes(cx, &plain));
                 }

@@ -171,7 +171,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_tune: bool,
     /// Serve over TLS (one ECDSA P-256 certificate generated for the run): flood,
-    /// msggen and the bench's API calls use https:// and trust it (not c100k).
+    /// msggen and the bench's API calls use https:// and trust it (not keepalive).
     #[arg(long)]
     pub tls: bool,
 }
@@ -219,6 +219,11 @@ impl BenchArgs {
 
 /// `myriad bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    // keepalive's clients are raw sockets: they speak no TLS.
+    anyhow::ensure!(
+        !(args.tls && matches!(args.scenario, Scenario::Keepalive | Scenario::All)),
+        "--tls: keepalive (and so all) is not measured over TLS; pick another scenario"
+    );
     let mut ctx = Ctx::new(&args)?;
     let scenarios: Vec<Scenario> = match args.scenario {
         Scenario::All => vec![
