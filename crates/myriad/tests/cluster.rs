@@ -158,7 +158,10 @@ fn sse(server: &Server, user: u64, last_event_id: Option<&str>) -> (TcpStream, V
 /// The last SSE `id:` in `buf` as sent (`<epoch>-<seq>`), for `Last-Event-ID`.
 fn last_sse_id(buf: &[u8]) -> String {
     let text = String::from_utf8_lossy(buf);
-    let id = text.lines().filter_map(|l| l.strip_prefix("id: ")).next_back();
+    let id = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .next_back();
     id.expect("an SSE id").trim().to_string()
 }
 
