@@ -36,8 +36,14 @@ pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
 /// last, whose top loop id is [`BACKEND`]'s.
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
 
-/// Recipients of one message per gateway slot: `(slot, [(loop, [(token, seq)])])`.
-type PerSlot = Vec<(u16, Vec<(u16, Vec<(u32, u64)>)>)>;
+/// One loop's recipients of a message: `(loop, [(token, seq)])`.
+type LoopTargets = (u16, Vec<(u32, u64)>);
+/// Recipients of one message per gateway slot.
+type PerSlot = Vec<(u16, Vec<LoopTargets>)>;
+
+/// Recipients per delivery message: at ≤ 15 B each (varint token and seq), 64 Ki
+/// recipients stay under 1 MiB, NATS's default max_payload, with the payload.
+const MAX_TARGETS: usize = 1 << 16;
 
 /// A back-end publisher has no connection; its publishes use this one.
 const BACKEND: ConnRef = ConnRef {
@@ -89,6 +95,7 @@ impl RouterRole {
     async fn serve(mut self, client: async_nats::Client) -> anyhow::Result<()> {
         let mut calls = client.subscribe(subjects::ROUTER).await?;
         let mut publishes = client.subscribe(subjects::PUBLISH_ALL).await?;
+        let mut stats = client.subscribe(subjects::STATS).await?;
         // Gateways that outlived a previous router send their presence again.
         let resync = ToGateway::Resync {
             router: self.instance,
@@ -107,6 +114,11 @@ impl RouterRole {
                     let answer = self.backend_publish(&message.subject, message.payload);
                     if let Some(reply) = message.reply {
                         self.out.push((reply.to_string(), Bytes::from(answer)));
+                    }
+                }
+                Some(message) = stats.next() => {
+                    if let Some(reply) = message.reply {
+                        self.out.push((reply.to_string(), Bytes::from(self.stats().to_string())));
                     }
                 }
                 _ = tick.tick() => self.forget_silent(Instant::now()),
@@ -148,7 +160,7 @@ impl RouterRole {
             }
             ToRouter::Heartbeat { gateway, .. } => {
                 if self.known(gateway, true).is_some() {
-                    let stats = hub::stats_json(&self.hub.stats()).to_string();
+                    let stats = self.stats().to_string();
                     let subject = subjects::gateway(gateway);
                     let msg = ToGateway::RouterStats(stats);
                     self.out.push((subject, codec::encode_to_gateway(&msg)));
@@ -273,16 +285,17 @@ impl RouterRole {
                 continue;
             };
             self.flush_replies(gateway);
-            let delivery = ToGateway::Deliver(WireDelivery {
-                subject: msg.subject,
-                payload: msg.payload.clone(),
-                published_ns,
-                loops,
-            });
-            self.out.push((
-                subjects::gateway(gateway),
-                codec::encode_to_gateway(&delivery),
-            ));
+            let subject = subjects::gateway(gateway);
+            for loops in split_targets(loops, MAX_TARGETS) {
+                let delivery = ToGateway::Deliver(WireDelivery {
+                    subject: msg.subject,
+                    payload: msg.payload.clone(),
+                    published_ns,
+                    loops,
+                });
+                self.out
+                    .push((subject.clone(), codec::encode_to_gateway(&delivery)));
+            }
         }
     }
 
@@ -321,6 +334,16 @@ impl RouterRole {
         }
     }
 
+    /// The router's counters and the gateways it knows.
+    fn stats(&self) -> serde_json::Value {
+        let mut doc = hub::stats_json(&self.hub.stats());
+        if let Some(doc) = doc.as_object_mut() {
+            doc.insert("router_pid".into(), std::process::id().into());
+            doc.insert("gateways".into(), self.gateways.by_id.len().into());
+        }
+        doc
+    }
+
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
     fn forget_silent(&mut self, now: Instant) {
         let silent: Vec<GatewayId> = self
@@ -344,8 +367,65 @@ impl RouterRole {
     }
 }
 
+/// Splits one gateway's recipients into messages of at most `max` targets each
+/// (one message in the common case).
+fn split_targets(loops: Vec<LoopTargets>, max: usize) -> Vec<Vec<LoopTargets>> {
+    let total: usize = loops.iter().map(|(_, t)| t.len()).sum();
+    if total <= max {
+        return vec![loops];
+    }
+    let mut out = Vec::new();
+    let mut current: Vec<LoopTargets> = Vec::new();
+    let mut room = max;
+    for (loop_id, targets) in loops {
+        let mut rest = &targets[..];
+        while !rest.is_empty() {
+            let take = rest.len().min(room);
+            current.push((loop_id, rest[..take].to_vec()));
+            rest = &rest[take..];
+            room -= take;
+            if room == 0 {
+                out.push(std::mem::take(&mut current));
+                room = max;
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 /// The router-side loop ids of gateway `slot`.
 fn loops_of(slot: u16) -> std::ops::Range<u16> {
     let first = slot << LOOP_BITS;
     first..first + (1 << LOOP_BITS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every recipient once, in order, in messages of at most `max`.
+    #[test]
+    fn split_targets_keeps_every_recipient_in_order_within_the_bound() {
+        let loops: Vec<LoopTargets> = vec![
+            (0, (0..7).map(|t| (t, 1)).collect()),
+            (1, (100..103).map(|t| (t, 2)).collect()),
+            (2, (200..210).map(|t| (t, 3)).collect()),
+        ];
+        assert_eq!(split_targets(loops.clone(), 100), vec![loops.clone()]);
+        let parts = split_targets(loops.clone(), 4);
+        assert!(parts
+            .iter()
+            .all(|p| p.iter().map(|(_, t)| t.len()).sum::<usize>() <= 4));
+        let flat = |ls: &[LoopTargets]| -> Vec<(u16, u32, u64)> {
+            ls.iter()
+                .flat_map(|(l, ts)| ts.iter().map(move |&(t, s)| (*l, t, s)))
+                .collect()
+        };
+        let joined: Vec<_> = parts.iter().flat_map(|p| flat(p)).collect();
+        assert_eq!(joined, flat(&loops));
+        assert_eq!(parts.len(), 5); // 20 recipients, 4 per message
+    }
 }
