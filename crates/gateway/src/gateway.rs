@@ -54,17 +54,38 @@ impl Gateway {
     /// Reserves a connection slot for a client at `ip_key`; `Err` says which limit
     /// refused it.
     pub fn admit(&self, ip_key: u32) -> Result<(), &'static str> {
+        if !self.reserve() {
+            return Err("too many connections");
+        }
+        self.admit_reserved(ip_key)
+    }
+
+    /// Takes one place under `max_connections`, before a socket is even accepted
+    /// (a gateway that leaves its listening group when full must know before the
+    /// accept, not after, or the client it accepted would be refused).
+    pub fn reserve(&self) -> bool {
         let before = self.connections.fetch_add(1, Ordering::AcqRel);
         if before >= self.config.max_connections {
             self.connections.fetch_sub(1, Ordering::AcqRel);
-            return Err("too many connections");
+            return false;
         }
+        true
+    }
+
+    /// Gives back a [`Gateway::reserve`] that found no socket to accept.
+    pub fn unreserve(&self) {
+        self.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The per-address check for a client whose place is reserved; on `Err` the place
+    /// is given back.
+    pub fn admit_reserved(&self, ip_key: u32) -> Result<(), &'static str> {
         if self.config.max_per_ip > 0 {
             let mut map = self.per_ip.lock();
             let n = map.entry(ip_key).or_insert(0);
             if *n as usize >= self.config.max_per_ip {
                 drop(map);
-                self.connections.fetch_sub(1, Ordering::AcqRel);
+                self.unreserve();
                 return Err("too many connections from this address");
             }
             *n += 1;

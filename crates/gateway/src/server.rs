@@ -34,6 +34,11 @@ impl Server {
         make_bus: impl FnOnce(Vec<Arc<Mailbox>>) -> Arc<dyn Bus>,
     ) -> anyhow::Result<Server> {
         let loops = config.loops.max(1);
+        if config.tls.is_some() {
+            // SIGHUP re-reads the certificate (polled by the loops' tick) instead of
+            // ending the process.
+            tls::sighup::install();
+        }
         let mut addr = config.listen;
         let mut listeners = Vec::with_capacity(loops);
         for _ in 0..loops {
@@ -121,6 +126,7 @@ fn process_stats(metrics: Arc<ProcessMetrics>, loops: usize, router_stats: Stats
             "closes": m.sum(|l| &l.closes),
             "queued_bytes": m.sum(|l| &l.queued_bytes),
             "slow_drops": m.sum(|l| &l.slow_drops),
+            "listening": m.sum(|l| &l.listening),
         });
         if let (Some(doc), serde_json::Value::Object(router)) =
             (doc.as_object_mut(), router_stats())
@@ -133,7 +139,10 @@ fn process_stats(metrics: Arc<ProcessMetrics>, loops: usize, router_stats: Stats
 
 /// A non-blocking listener sharing `addr` with the other loops (SO_REUSEPORT). With
 /// `nodelay`, TCP_NODELAY is set on the listener so accepted sockets inherit it.
-fn bind_reuseport(addr: SocketAddr, nodelay: bool) -> std::io::Result<mio::net::TcpListener> {
+pub(crate) fn bind_reuseport(
+    addr: SocketAddr,
+    nodelay: bool,
+) -> std::io::Result<mio::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;

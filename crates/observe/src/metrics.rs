@@ -192,6 +192,9 @@ pub struct LoopMetrics {
     pub queued_bytes: AtomicU64,
     /// Counter: deliveries dropped or connections cut by the slow-consumer policy.
     pub slow_drops: AtomicU64,
+    /// Gauge: 1 while the loop's listener is in the port's listening group (a full
+    /// gateway process sharing the port leaves it), else 0.
+    pub listening: AtomicU64,
     lag: Histogram,
     delivery_latency: Histogram,
 }

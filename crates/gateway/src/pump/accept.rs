@@ -1,8 +1,20 @@
 //! Accepting sockets: the process and per-address limits (503 + Retry-After beyond
 //! them), TCP_NODELAY, a slab slot and the head timeout.
+//!
+//! With `leave_when_full` (several gateway processes on one port) a full process
+//! leaves the SO_REUSEPORT listening group instead of refusing: the kernel hashes
+//! new connections blindly over the group's listeners, and only a closed listener
+//! leaves it (one that is merely not polled still gets its share, which then waits
+//! unanswered). The place is reserved before each accept, so the accept that fills
+//! the process closes the listener before that client is even answered. What is
+//! still in the closed listener's accept queue is moved to another listener of the
+//! group when `net.ipv4.tcp_migrate_req = 1` (Linux 5.14; `myriad doctor` names it),
+//! else reset by the kernel. A steering eBPF program would avoid the close, at the
+//! price of a BPF map shared by processes; the close is simpler and was enough
+//! (figures in NOTES.md, issue 9).
 
 use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
-use super::EventLoop;
+use super::{EventLoop, LISTENER};
 use crate::core::Connection;
 use crate::gateway::ip_key;
 use mio::net::TcpStream;
@@ -12,9 +24,15 @@ use std::sync::atomic::Ordering;
 
 impl EventLoop {
     pub(super) fn accept_all(&mut self) {
+        if self.gateway.config.leave_when_full {
+            return self.accept_steered();
+        }
         loop {
-            match self.listener.accept() {
-                Ok((stream, addr)) => self.on_accept(stream, addr),
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
+            match listener.accept() {
+                Ok((stream, addr)) => self.on_accept(stream, addr, false),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -28,14 +46,107 @@ impl EventLoop {
         }
     }
 
-    fn on_accept(&mut self, mut stream: TcpStream, addr: std::net::SocketAddr) {
+    /// [`EventLoop::accept_all`] for a process that shares its port: a place is
+    /// reserved before each accept; when none is left the listener is closed first.
+    fn accept_steered(&mut self) {
+        loop {
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
+            if !self.gateway.reserve() {
+                return self.leave_group();
+            }
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    if self.gateway.connections() >= self.gateway.config.max_connections {
+                        // This accept filled the process: leave before answering it.
+                        self.leave_group();
+                    }
+                    self.on_accept(stream, addr, true);
+                }
+                Err(e) => {
+                    self.gateway.unreserve();
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => return,
+                        io::ErrorKind::Interrupted => continue,
+                        _ => {
+                            tracing::warn!(loop_id = self.id, error = %e, "accept failed; pausing accepts for a tick");
+                            self.accept_paused = true;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Called every tick with `leave_when_full`: leaves the group when another loop
+    /// filled the process, rejoins once below the low-water mark.
+    pub(super) fn steer(&mut self) {
+        let open = self.gateway.connections();
+        let config = &self.gateway.config;
+        if self.listener.is_some() && open >= config.max_connections {
+            self.leave_group();
+        } else if self.listener.is_none() && open < config.rejoin_below() {
+            match crate::server::bind_reuseport(self.listen_addr, config.tcp_nodelay) {
+                Ok(mut listener) => {
+                    if let Err(e) =
+                        self.poll
+                            .registry()
+                            .register(&mut listener, LISTENER, Interest::READABLE)
+                    {
+                        tracing::warn!(loop_id = self.id, error = %e, "cannot register the listener again");
+                        return;
+                    }
+                    self.listener = Some(listener);
+                    self.metrics.listening.store(1, Ordering::Relaxed);
+                    tracing::info!(
+                        loop_id = self.id,
+                        connections = open,
+                        "room again: rejoined the listening group"
+                    );
+                    // Edge-triggered: connections queued before the register give no event.
+                    self.accept_all();
+                }
+                Err(e) => {
+                    tracing::warn!(loop_id = self.id, error = %e, "cannot rejoin the listening group")
+                }
+            }
+        }
+    }
+
+    /// Closes this loop's listener: SO_REUSEPORT stops hashing clients to it.
+    fn leave_group(&mut self) {
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+            drop(listener);
+            self.metrics.listening.store(0, Ordering::Relaxed);
+            tracing::info!(
+                loop_id = self.id,
+                connections = self.gateway.connections(),
+                "full: left the listening group"
+            );
+        }
+    }
+
+    /// Admits an accepted socket (its process place already taken when `reserved`).
+    fn on_accept(&mut self, mut stream: TcpStream, addr: std::net::SocketAddr, reserved: bool) {
         let ip_key = if self.gateway.config.max_per_ip > 0 {
             ip_key(addr.ip())
         } else {
             0
         };
-        if let Err(why) = self.gateway.admit(ip_key) {
-            return reject(&mut stream, why);
+        let admitted = if reserved {
+            self.gateway.admit_reserved(ip_key)
+        } else {
+            self.gateway.admit(ip_key)
+        };
+        if let Err(why) = admitted {
+            // A TLS client cannot read a plain 503: it only sees the close.
+            if self.tls.is_none() {
+                reject(&mut stream, why);
+            }
+            return;
         }
         // The listener has TCP_NODELAY and Linux copies it to accepted sockets; the
         // first accept checks that once, so the storm path saves a setsockopt each.
@@ -55,8 +166,10 @@ impl EventLoop {
         if self.gens.len() <= index {
             self.gens.resize(index + 1, 0);
         }
+        let mut conn = Connection::new();
+        conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
         let slot = entry.insert(Slot {
-            conn: Connection::new(),
+            conn,
             out: None,
             stream,
             ip_key,
@@ -74,6 +187,9 @@ impl EventLoop {
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
         debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);
+        if !self.tls_open(index) {
+            return self.close(index);
+        }
         self.with_core(index, |conn, cx| conn.handle_open(cx));
     }
 }

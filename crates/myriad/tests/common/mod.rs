@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin listener, when started with `--admin`.
+    pub admin: Option<SocketAddr>,
 }
 
 impl Server {
@@ -37,23 +39,25 @@ impl Server {
         let stderr = child.stderr.take().expect("piped stderr");
         let mut lines = BufReader::new(stderr).lines();
         let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
+        let (addr, admin) = loop {
             assert!(Instant::now() < deadline, "myriad did not start in 30 s");
             let line = match lines.next() {
                 Some(Ok(line)) => line,
                 _ => panic!("myriad exited before listening: {:?}", child.wait()),
             };
-            if let Some(pos) = line.find("listen=") {
-                let rest = &line[pos + "listen=".len()..];
-                let addr = rest.split_whitespace().next().unwrap_or_default();
-                break addr
-                    .parse()
-                    .unwrap_or_else(|_| panic!("bad address in {line:?}"));
+            let field = |name: &str| {
+                let pos = line.find(name)?;
+                let value = line[pos + name.len()..].split_whitespace().next()?;
+                value.parse::<SocketAddr>().ok()
+            };
+            if line.contains("listen=") {
+                let addr = field("listen=").unwrap_or_else(|| panic!("bad address in {line:?}"));
+                break (addr, field("admin="));
             }
         };
         // Keep draining stderr so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
+        Server { child, addr, admin }
     }
 
     pub fn pid(&self) -> u32 {
@@ -92,6 +96,21 @@ impl Server {
         let (status, body) = self.request("GET", "/stats", b"");
         assert_eq!(status, 200);
         serde_json::from_str(&body).expect("stats are JSON")
+    }
+
+    /// `/stats` of this process's admin listener (`--admin` required): unlike the
+    /// client listener's, it cannot land on another process sharing the port.
+    pub fn admin_stats(&self) -> serde_json::Value {
+        let admin = self.admin.expect("started with --admin");
+        let mut s = TcpStream::connect(admin).expect("connect to admin");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /stats HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let (status, body) = parse_response(&out);
+        assert_eq!(status, 200, "admin /stats: {body}");
+        serde_json::from_str(&body).expect("admin stats are JSON")
     }
 
     /// Waits until `/stats` satisfies `pred` (the server counts asynchronously).
