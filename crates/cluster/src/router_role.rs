@@ -3,10 +3,10 @@
 //!
 //! One task handles everything in arrival order, so what it sends a gateway leaves
 //! in the order the hub decided it: a login's reply before the deliveries that
-//! follow it, and each user's deliveries in sequence order. Per publish each
-//! gateway holding recipients gets one message ([`ToGateway::Deliver`]); the replies
-//! to one batch go back as one [`ToGateway::Replies`] per gateway, sent before any
-//! later delivery to that gateway.
+//! follow it, and each user's deliveries in sequence order. Everything one handled
+//! message (a gateway's batch of calls, a back-end's publish) owes a gateway — its
+//! replies and, per publish, one delivery carrying that gateway's recipients — goes
+//! to it as ONE [`ToGateway::Batch`], in the order it was decided.
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
 //! `slot << LOOP_BITS | loop`, where `slot` is the gateway's number here. A gateway
@@ -17,7 +17,7 @@
 //! a router restart: the new router's epochs differ, so resuming clients are told
 //! of the gap.
 
-use crate::codec::{self, GatewayId, ToGateway, ToRouter, WireDelivery, WireReply};
+use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
 use crate::link::Link;
 use crate::nats_bus::{unix_ns, LOOP_BITS};
@@ -55,10 +55,17 @@ struct Gateway {
     slot: u16,
     subject: String,
     last_seen: Instant,
-    /// Replies decided but not sent yet (sent before the next delivery, or at the
-    /// end of the batch).
-    replies: Vec<WireReply>,
+    /// Replies and deliveries decided but not sent yet, in order: sent as one
+    /// [`ToGateway::Batch`] once the current message is handled (or at
+    /// [`BATCH_BYTES`]).
+    items: Vec<GatewayItem>,
+    /// Rough encoded size of `items`.
+    bytes: usize,
 }
+
+/// A gateway's pending items are sent once they weigh this much (NATS refuses
+/// messages over its max_payload, 1 MiB by default).
+const BATCH_BYTES: usize = 256 << 10;
 
 /// Known gateways by id, and by slot.
 #[derive(Default)]
@@ -124,6 +131,7 @@ impl RouterRole {
                 _ = tick.tick() => self.forget_silent(Instant::now()),
                 else => return Ok(()),
             }
+            self.flush_all();
             for (subject, payload) in self.out.drain(..) {
                 if let Err(e) = client.publish(subject, payload).await {
                     tracing::warn!(error = %e, "cannot send to a gateway");
@@ -147,16 +155,14 @@ impl RouterRole {
                     let request = request_from_wire(call.request);
                     let reply = self.call(conn, request);
                     if !logout {
-                        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-                            gw.replies.push(WireReply {
-                                loop_id: call.loop_id,
-                                token: call.token,
-                                reply: reply_to_wire(reply),
-                            });
-                        }
+                        let reply = WireReply {
+                            loop_id: call.loop_id,
+                            token: call.token,
+                            reply: reply_to_wire(reply),
+                        };
+                        self.push_item(gateway, GatewayItem::Reply(reply), 32);
                     }
                 }
-                self.flush_replies(gateway);
             }
             ToRouter::Heartbeat { gateway, .. } => {
                 if self.known(gateway, true).is_some() {
@@ -237,14 +243,15 @@ impl RouterRole {
                 slot: slot as u16,
                 subject,
                 last_seen: now,
-                replies: Vec::new(),
+                items: Vec::new(),
+                bytes: 0,
             },
         );
         Some(slot as u16)
     }
 
     /// Answers one request; a publish's deliveries are queued for sending, one
-    /// message per gateway, each after that gateway's pending replies.
+    /// per gateway, each after what that gateway is already owed.
     fn call(&mut self, conn: ConnRef, request: Request) -> Reply {
         let published_ns = unix_ns();
         let mut batches: Vec<(u16, Delivery)> = Vec::new();
@@ -276,36 +283,64 @@ impl RouterRole {
         reply
     }
 
-    /// Queues one message per gateway slot in `per_slot` (emptied), each after the
-    /// replies that gateway is owed.
+    /// Queues one delivery per gateway slot in `per_slot` (emptied), after what
+    /// that gateway is already owed.
     fn queue_deliveries(&mut self, msg: &bus::Message, per_slot: &mut PerSlot, published_ns: u64) {
         for (slot, loops) in per_slot.drain(..) {
             // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
             let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
                 continue;
             };
-            self.flush_replies(gateway);
-            let subject = subjects::gateway(gateway);
             for loops in split_targets(loops, MAX_TARGETS) {
-                let delivery = ToGateway::Deliver(WireDelivery {
+                let weight =
+                    msg.payload.len() + 16 + 8 * loops.iter().map(|l| l.1.len()).sum::<usize>();
+                let delivery = WireDelivery {
                     subject: msg.subject,
                     payload: msg.payload.clone(),
                     published_ns,
                     loops,
-                });
-                self.out
-                    .push((subject.clone(), codec::encode_to_gateway(&delivery)));
+                };
+                self.push_item(gateway, GatewayItem::Deliver(delivery), weight);
             }
         }
     }
 
-    fn flush_replies(&mut self, gateway: GatewayId) {
+    /// Adds `item` to what `gateway` is owed; sends it all once it weighs
+    /// [`BATCH_BYTES`].
+    fn push_item(&mut self, gateway: GatewayId, item: GatewayItem, weight: usize) {
+        let Some(gw) = self.gateways.by_id.get_mut(&gateway) else {
+            return;
+        };
+        gw.items.push(item);
+        gw.bytes += weight;
+        if gw.bytes >= BATCH_BYTES {
+            self.flush(gateway);
+        }
+    }
+
+    /// Queues everything `gateway` is owed as one message.
+    fn flush(&mut self, gateway: GatewayId) {
         if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-            if !gw.replies.is_empty() {
-                let msg = ToGateway::Replies(std::mem::take(&mut gw.replies));
+            if !gw.items.is_empty() {
+                gw.bytes = 0;
+                let msg = ToGateway::Batch(std::mem::take(&mut gw.items));
                 self.out
                     .push((gw.subject.clone(), codec::encode_to_gateway(&msg)));
             }
+        }
+    }
+
+    /// Queues one message for every gateway that is owed something.
+    fn flush_all(&mut self) {
+        let owed: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(_, gw)| !gw.items.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in owed {
+            self.flush(id);
         }
     }
 
