@@ -5,7 +5,8 @@
 //! [`ToRouter`] on the router's subject, a [`ToGateway`] on a gateway's own subject.
 //! Nothing is sent per recipient: a gateway's requests of one wake-up travel as one
 //! [`ToRouter::Batch`]; a publish reaches each gateway as one [`WireDelivery`]
-//! carrying its recipients as `(token, epoch, seq)` lists per loop.
+//! carrying its recipients as `(token, epoch, seq)` lists per loop, inside the one
+//! [`ToGateway::Batch`] the router sends that gateway per message it handled.
 //!
 //! [`decode_to_router`] and [`decode_to_gateway`] reject a wrong version, a
 //! malformed value and trailing bytes with a [`DecodeError`]; they never panic.
@@ -103,16 +104,26 @@ pub enum WireRequest {
 /// From the router to one gateway (or to all of them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToGateway {
-    /// Replies to calls, in the order the calls came.
-    Replies(Vec<WireReply>),
-    /// One publish: the recipients this gateway holds.
-    Deliver(WireDelivery),
+    /// Replies and deliveries in the order the router decided them: everything for
+    /// this gateway from one message the router handled (a gateway's batch of calls,
+    /// a back-end's publish), so a publish's reply and its delivery to the same
+    /// gateway cross NATS as one message.
+    Batch(Vec<GatewayItem>),
     /// The router does not know this gateway's presence (it restarted, or it forgot
     /// a silent gateway): send every logged-in connection as [`ToRouter::Presence`].
     Resync { router: u64 },
     /// The router's counters (JSON text), sent back for each heartbeat so a
     /// gateway's `/stats` shows them without asking.
     RouterStats(String),
+}
+
+/// One item of a [`ToGateway::Batch`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum GatewayItem {
+    /// The reply to one call.
+    Reply(WireReply),
+    /// One publish: the recipients this gateway holds.
+    Deliver(WireDelivery),
 }
 
 /// The reply to one [`WireCall`], addressed to its connection.
@@ -159,7 +170,7 @@ pub struct WireDelivery {
     pub payload: Bytes,
     /// When the router took the publish, in ns since the Unix epoch (latency).
     pub published_ns: u64,
-    /// `(loop, [(token, the recipient user's epoch and seq)])`, one entry per loop.
+    /// `(loop, [(token, the recipient user's seq)])`, one entry per loop.
     pub loops: Vec<(u16, Vec<WireTarget>)>,
 }
 

@@ -15,7 +15,9 @@
 //! ~24 B per logged-in connection in this process: the loops' slabs are not
 //! reachable from the link's thread.
 
-use crate::codec::{self, GatewayId, ToGateway, ToRouter, WireCall};
+use crate::codec::{
+    self, GatewayId, GatewayItem, ToGateway, ToRouter, WireCall, WireDelivery, WireReply,
+};
 use crate::convert::{reply_from_wire, request_to_wire};
 use crate::link::Link;
 use crate::subjects;
@@ -345,44 +347,13 @@ impl Receiver {
 
     fn handle(&self, msg: ToGateway) {
         match msg {
-            ToGateway::Replies(replies) => {
-                for r in replies {
-                    if let Some(mailbox) = self.mailboxes.get(usize::from(r.loop_id)) {
-                        let reply = reply_from_wire(r.reply);
-                        mailbox.push(
-                            Inbound::Reply {
-                                token: r.token,
-                                reply,
-                            },
-                            false,
-                        );
+            ToGateway::Batch(items) => {
+                for item in items {
+                    match item {
+                        GatewayItem::Reply(r) => self.reply(r),
+                        GatewayItem::Deliver(d) => self.deliver(d),
                     }
                 }
-            }
-            ToGateway::Deliver(d) => {
-                let published = instant_of(d.published_ns);
-                let msg = Arc::new(Message {
-                    subject: d.subject,
-                    payload: d.payload,
-                });
-                let mut n = 0;
-                for (loop_id, targets) in d.loops {
-                    let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) else {
-                        continue;
-                    };
-                    n += targets.len() as u64;
-                    let targets = targets
-                        .into_iter()
-                        .map(|(token, epoch, seq)| Target { token, epoch, seq })
-                        .collect();
-                    let batch = Delivery {
-                        msg: msg.clone(),
-                        published,
-                        targets,
-                    };
-                    mailbox.push(Inbound::Deliver(batch), false);
-                }
-                self.shared.lock().deliveries_received += n;
             }
             ToGateway::Resync { router } => {
                 tracing::info!(
@@ -395,6 +366,43 @@ impl Receiver {
                 self.shared.lock().router_stats = serde_json::from_str(&text).ok();
             }
         }
+    }
+}
+
+impl Receiver {
+    fn reply(&self, r: WireReply) {
+        if let Some(mailbox) = self.mailboxes.get(usize::from(r.loop_id)) {
+            let reply = reply_from_wire(r.reply);
+            let token = r.token;
+            mailbox.push(Inbound::Reply { token, reply }, false);
+        }
+    }
+
+    /// One batch per loop: the loops' mailboxes wake once per burst.
+    fn deliver(&self, d: WireDelivery) {
+        let published = instant_of(d.published_ns);
+        let msg = Arc::new(Message {
+            subject: d.subject,
+            payload: d.payload,
+        });
+        let mut n = 0;
+        for (loop_id, targets) in d.loops {
+            let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) else {
+                continue;
+            };
+            n += targets.len() as u64;
+            let targets = targets
+                .into_iter()
+                .map(|(token, epoch, seq)| Target { token, epoch, seq })
+                .collect();
+            let batch = Delivery {
+                msg: msg.clone(),
+                published,
+                targets,
+            };
+            mailbox.push(Inbound::Deliver(batch), false);
+        }
+        self.shared.lock().deliveries_received += n;
     }
 }
 

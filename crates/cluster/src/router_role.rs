@@ -3,10 +3,10 @@
 //!
 //! One task handles everything in arrival order, so what it sends a gateway leaves
 //! in the order the hub decided it: a login's reply before the deliveries that
-//! follow it, and each user's deliveries in sequence order. Per publish each
-//! gateway holding recipients gets one message ([`ToGateway::Deliver`]); the replies
-//! to one batch go back as one [`ToGateway::Replies`] per gateway, sent before any
-//! later delivery to that gateway.
+//! follow it, and each user's deliveries in sequence order. Everything one handled
+//! message (a gateway's batch of calls, a back-end's publish) owes a gateway — its
+//! replies and, per publish, one delivery carrying that gateway's recipients — goes
+//! to it as ONE [`ToGateway::Batch`], in the order it was decided.
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
 //! `slot << LOOP_BITS | loop`, where `slot` is the gateway's number here. A gateway
@@ -17,7 +17,7 @@
 //! a router restart: the new router's epochs differ, so resuming clients are told
 //! of the gap.
 
-use crate::codec::{self, GatewayId, ToGateway, ToRouter, WireDelivery, WireReply};
+use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
 use crate::link::Link;
 use crate::nats_bus::{unix_ns, LOOP_BITS};
@@ -36,8 +36,14 @@ pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
 /// last, whose top loop id is [`BACKEND`]'s.
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
 
-/// Recipients of one message per gateway slot: `(slot, [(loop, [(token, seq)])])`.
-type PerSlot = Vec<(u16, Vec<(u16, Vec<codec::WireTarget>)>)>;
+/// One loop's recipients of a message: `(loop, [(token, seq)])`.
+type LoopTargets = (u16, Vec<codec::WireTarget>);
+/// Recipients of one message per gateway slot.
+type PerSlot = Vec<(u16, Vec<LoopTargets>)>;
+
+/// Recipients per delivery message: at ≤ 15 B each (varint token and seq), 64 Ki
+/// recipients stay under 1 MiB, NATS's default max_payload, with the payload.
+const MAX_TARGETS: usize = 1 << 16;
 
 /// A back-end publisher has no connection; its publishes use this one.
 const BACKEND: ConnRef = ConnRef {
@@ -49,10 +55,17 @@ struct Gateway {
     slot: u16,
     subject: String,
     last_seen: Instant,
-    /// Replies decided but not sent yet (sent before the next delivery, or at the
-    /// end of the batch).
-    replies: Vec<WireReply>,
+    /// Replies and deliveries decided but not sent yet, in order: sent as one
+    /// [`ToGateway::Batch`] once the current message is handled (or at
+    /// [`BATCH_BYTES`]).
+    items: Vec<GatewayItem>,
+    /// Rough encoded size of `items`.
+    bytes: usize,
 }
+
+/// A gateway's pending items are sent once they weigh this much (NATS refuses
+/// messages over its max_payload, 1 MiB by default).
+const BATCH_BYTES: usize = 256 << 10;
 
 /// Known gateways by id, and by slot.
 #[derive(Default)]
@@ -89,6 +102,7 @@ impl RouterRole {
     async fn serve(mut self, client: async_nats::Client) -> anyhow::Result<()> {
         let mut calls = client.subscribe(subjects::ROUTER).await?;
         let mut publishes = client.subscribe(subjects::PUBLISH_ALL).await?;
+        let mut stats = client.subscribe(subjects::STATS).await?;
         // Gateways that outlived a previous router send their presence again.
         let resync = ToGateway::Resync {
             router: self.instance,
@@ -109,9 +123,15 @@ impl RouterRole {
                         self.out.push((reply.to_string(), Bytes::from(answer)));
                     }
                 }
+                Some(message) = stats.next() => {
+                    if let Some(reply) = message.reply {
+                        self.out.push((reply.to_string(), Bytes::from(self.stats().to_string())));
+                    }
+                }
                 _ = tick.tick() => self.forget_silent(Instant::now()),
                 else => return Ok(()),
             }
+            self.flush_all();
             for (subject, payload) in self.out.drain(..) {
                 if let Err(e) = client.publish(subject, payload).await {
                     tracing::warn!(error = %e, "cannot send to a gateway");
@@ -135,20 +155,18 @@ impl RouterRole {
                     let request = request_from_wire(call.request);
                     let reply = self.call(conn, request);
                     if !logout {
-                        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-                            gw.replies.push(WireReply {
-                                loop_id: call.loop_id,
-                                token: call.token,
-                                reply: reply_to_wire(reply),
-                            });
-                        }
+                        let reply = WireReply {
+                            loop_id: call.loop_id,
+                            token: call.token,
+                            reply: reply_to_wire(reply),
+                        };
+                        self.push_item(gateway, GatewayItem::Reply(reply), 32);
                     }
                 }
-                self.flush_replies(gateway);
             }
             ToRouter::Heartbeat { gateway, .. } => {
                 if self.known(gateway, true).is_some() {
-                    let stats = hub::stats_json(&self.hub.stats()).to_string();
+                    let stats = self.stats().to_string();
                     let subject = subjects::gateway(gateway);
                     let msg = ToGateway::RouterStats(stats);
                     self.out.push((subject, codec::encode_to_gateway(&msg)));
@@ -225,14 +243,15 @@ impl RouterRole {
                 slot: slot as u16,
                 subject,
                 last_seen: now,
-                replies: Vec::new(),
+                items: Vec::new(),
+                bytes: 0,
             },
         );
         Some(slot as u16)
     }
 
     /// Answers one request; a publish's deliveries are queued for sending, one
-    /// message per gateway, each after that gateway's pending replies.
+    /// per gateway, each after what that gateway is already owed.
     fn call(&mut self, conn: ConnRef, request: Request) -> Reply {
         let published_ns = unix_ns();
         let mut batches: Vec<(u16, Delivery)> = Vec::new();
@@ -269,35 +288,64 @@ impl RouterRole {
         reply
     }
 
-    /// Queues one message per gateway slot in `per_slot` (emptied), each after the
-    /// replies that gateway is owed.
+    /// Queues one delivery per gateway slot in `per_slot` (emptied), after what
+    /// that gateway is already owed.
     fn queue_deliveries(&mut self, msg: &bus::Message, per_slot: &mut PerSlot, published_ns: u64) {
         for (slot, loops) in per_slot.drain(..) {
             // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
             let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
                 continue;
             };
-            self.flush_replies(gateway);
-            let delivery = ToGateway::Deliver(WireDelivery {
-                subject: msg.subject,
-                payload: msg.payload.clone(),
-                published_ns,
-                loops,
-            });
-            self.out.push((
-                subjects::gateway(gateway),
-                codec::encode_to_gateway(&delivery),
-            ));
+            for loops in split_targets(loops, MAX_TARGETS) {
+                let weight =
+                    msg.payload.len() + 16 + 8 * loops.iter().map(|l| l.1.len()).sum::<usize>();
+                let delivery = WireDelivery {
+                    subject: msg.subject,
+                    payload: msg.payload.clone(),
+                    published_ns,
+                    loops,
+                };
+                self.push_item(gateway, GatewayItem::Deliver(delivery), weight);
+            }
         }
     }
 
-    fn flush_replies(&mut self, gateway: GatewayId) {
+    /// Adds `item` to what `gateway` is owed; sends it all once it weighs
+    /// [`BATCH_BYTES`].
+    fn push_item(&mut self, gateway: GatewayId, item: GatewayItem, weight: usize) {
+        let Some(gw) = self.gateways.by_id.get_mut(&gateway) else {
+            return;
+        };
+        gw.items.push(item);
+        gw.bytes += weight;
+        if gw.bytes >= BATCH_BYTES {
+            self.flush(gateway);
+        }
+    }
+
+    /// Queues everything `gateway` is owed as one message.
+    fn flush(&mut self, gateway: GatewayId) {
         if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-            if !gw.replies.is_empty() {
-                let msg = ToGateway::Replies(std::mem::take(&mut gw.replies));
+            if !gw.items.is_empty() {
+                gw.bytes = 0;
+                let msg = ToGateway::Batch(std::mem::take(&mut gw.items));
                 self.out
                     .push((gw.subject.clone(), codec::encode_to_gateway(&msg)));
             }
+        }
+    }
+
+    /// Queues one message for every gateway that is owed something.
+    fn flush_all(&mut self) {
+        let owed: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(_, gw)| !gw.items.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in owed {
+            self.flush(id);
         }
     }
 
@@ -326,6 +374,16 @@ impl RouterRole {
         }
     }
 
+    /// The router's counters and the gateways it knows.
+    fn stats(&self) -> serde_json::Value {
+        let mut doc = hub::stats_json(&self.hub.stats());
+        if let Some(doc) = doc.as_object_mut() {
+            doc.insert("router_pid".into(), std::process::id().into());
+            doc.insert("gateways".into(), self.gateways.by_id.len().into());
+        }
+        doc
+    }
+
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
     fn forget_silent(&mut self, now: Instant) {
         let silent: Vec<GatewayId> = self
@@ -349,8 +407,65 @@ impl RouterRole {
     }
 }
 
+/// Splits one gateway's recipients into messages of at most `max` targets each
+/// (one message in the common case).
+fn split_targets(loops: Vec<LoopTargets>, max: usize) -> Vec<Vec<LoopTargets>> {
+    let total: usize = loops.iter().map(|(_, t)| t.len()).sum();
+    if total <= max {
+        return vec![loops];
+    }
+    let mut out = Vec::new();
+    let mut current: Vec<LoopTargets> = Vec::new();
+    let mut room = max;
+    for (loop_id, targets) in loops {
+        let mut rest = &targets[..];
+        while !rest.is_empty() {
+            let take = rest.len().min(room);
+            current.push((loop_id, rest[..take].to_vec()));
+            rest = &rest[take..];
+            room -= take;
+            if room == 0 {
+                out.push(std::mem::take(&mut current));
+                room = max;
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 /// The router-side loop ids of gateway `slot`.
 fn loops_of(slot: u16) -> std::ops::Range<u16> {
     let first = slot << LOOP_BITS;
     first..first + (1 << LOOP_BITS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every recipient once, in order, in messages of at most `max`.
+    #[test]
+    fn split_targets_keeps_every_recipient_in_order_within_the_bound() {
+        let loops: Vec<LoopTargets> = vec![
+            (0, (0..7).map(|t| (t, 9, 1)).collect()),
+            (1, (100..103).map(|t| (t, 9, 2)).collect()),
+            (2, (200..210).map(|t| (t, 9, 3)).collect()),
+        ];
+        assert_eq!(split_targets(loops.clone(), 100), vec![loops.clone()]);
+        let parts = split_targets(loops.clone(), 4);
+        assert!(parts
+            .iter()
+            .all(|p| p.iter().map(|(_, t)| t.len()).sum::<usize>() <= 4));
+        let flat = |ls: &[LoopTargets]| -> Vec<(u16, u32, u64)> {
+            ls.iter()
+                .flat_map(|(l, ts)| ts.iter().map(move |&(t, _, s)| (*l, t, s)))
+                .collect()
+        };
+        let joined: Vec<_> = parts.iter().flat_map(|p| flat(p)).collect();
+        assert_eq!(joined, flat(&loops));
+        assert_eq!(parts.len(), 5); // 20 recipients, 4 per message
+    }
 }

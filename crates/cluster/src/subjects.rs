@@ -5,12 +5,14 @@
 //! | `myriad.router` | gateways | [`crate::codec::ToRouter`]: batches of calls, heartbeats, presence |
 //! | `myriad.gw.<id>` | the router | [`crate::codec::ToGateway`] for one gateway (`<id>`: 16 hex digits) |
 //! | `myriad.gateways` | the router | [`crate::codec::ToGateway::Resync`] to every gateway (router start) |
+//! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` |
 
 use crate::codec::GatewayId;
 
 pub const ROUTER: &str = "myriad.router";
 pub const GATEWAYS: &str = "myriad.gateways";
+pub const STATS: &str = "myriad.router.stats";
 pub const PUBLISH_PREFIX: &str = "myriad.pub.";
 /// What the router subscribes to for back-end publishes.
 pub const PUBLISH_ALL: &str = "myriad.pub.*";

@@ -279,11 +279,13 @@ fn a_killed_gateway_is_forgotten_by_the_router() {
     let _held_a: Vec<_> = (0..3).map(|_| subscribe_stream(&a, 11)).collect();
     let (_held_b, _) = subscribe_stream(&b, 11);
     wait_router_connections(&b, 4);
+    b.wait_stats("two gateways at the router", |s| s["gateways"] == 2);
     assert_eq!(b.publish(11, "x")["connections"], 4);
     // kill -9: no logout is ever sent; only the silence tells the router.
     a.child.kill().unwrap();
     a.child.wait().unwrap();
     wait_router_connections(&b, 1);
+    b.wait_stats("one gateway at the router", |s| s["gateways"] == 1);
     assert_eq!(b.publish(11, "y")["connections"], 1);
 }
 

@@ -92,39 +92,43 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
     ]
 }
 
+fn delivery() -> impl Strategy<Value = WireDelivery> {
+    (
+        any::<u64>(),
+        bytes(),
+        any::<u64>(),
+        proptest::collection::vec(
+            (
+                any::<u16>(),
+                proptest::collection::vec(any::<(u32, u32, u64)>(), 0..8),
+            ),
+            0..4,
+        ),
+    )
+        .prop_map(|(subject, payload, published_ns, loops)| WireDelivery {
+            subject,
+            payload,
+            published_ns,
+            loops,
+        })
+}
+
+fn item() -> impl Strategy<Value = GatewayItem> {
+    prop_oneof![
+        (any::<u16>(), any::<u32>(), answer()).prop_map(|(loop_id, token, reply)| {
+            GatewayItem::Reply(WireReply {
+                loop_id,
+                token,
+                reply,
+            })
+        }),
+        delivery().prop_map(GatewayItem::Deliver),
+    ]
+}
+
 fn to_gateway() -> impl Strategy<Value = ToGateway> {
     prop_oneof![
-        proptest::collection::vec(
-            (any::<u16>(), any::<u32>(), answer()).prop_map(|(loop_id, token, reply)| {
-                WireReply {
-                    loop_id,
-                    token,
-                    reply,
-                }
-            }),
-            0..6
-        )
-        .prop_map(ToGateway::Replies),
-        (
-            any::<u64>(),
-            bytes(),
-            any::<u64>(),
-            proptest::collection::vec(
-                (
-                    any::<u16>(),
-                    proptest::collection::vec(any::<(u32, u32, u64)>(), 0..8)
-                ),
-                0..4
-            )
-        )
-            .prop_map(|(subject, payload, published_ns, loops)| {
-                ToGateway::Deliver(WireDelivery {
-                    subject,
-                    payload,
-                    published_ns,
-                    loops,
-                })
-            }),
+        proptest::collection::vec(item(), 0..6).prop_map(ToGateway::Batch),
         any::<u64>().prop_map(|router| ToGateway::Resync { router }),
         ".{0,20}".prop_map(ToGateway::RouterStats),
     ]
@@ -186,12 +190,12 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
 #[test]
 fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
     let targets: Vec<(u32, u32, u64)> = (0..50).map(|i| (1000 + i, 1, 5 + u64::from(i))).collect();
-    let msg = ToGateway::Deliver(WireDelivery {
+    let msg = ToGateway::Batch(vec![GatewayItem::Deliver(WireDelivery {
         subject: 42,
         payload: Bytes::from(vec![b'x'; 60]),
         published_ns: 1_700_000_000_000_000_000,
         loops: vec![(0, targets.clone()), (1, targets)],
-    });
+    })]);
     let len = encode_to_gateway(&msg).len();
     assert!(len < 60 + 100 * 4 + 32, "{len} bytes");
 }
