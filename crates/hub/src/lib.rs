@@ -198,6 +198,20 @@ impl Hub {
         }
     }
 
+    /// Logs out every connection on the loops `loops` (a gateway process that went
+    /// away: the router numbers each gateway's loops in a range); returns how many.
+    pub fn logout_loops(&self, loops: std::ops::Range<u16>, now: Instant) -> u64 {
+        self.router
+            .lock()
+            .logout_where(|c| loops.contains(&c.loop_id), now)
+    }
+
+    /// Logs `conn` in as `user` without reading history (a gateway re-announcing
+    /// connections it already holds).
+    pub fn login_quietly(&self, user: u64, conn: ConnRef) {
+        self.router.lock().handle_login(user, conn);
+    }
+
     pub fn stats(&self) -> RouterStats {
         self.router.lock().stats()
     }

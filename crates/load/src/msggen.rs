@@ -4,8 +4,9 @@
 //! publish→receive latency.
 //!
 //! One blocking thread per publisher is fine here: P is small (tens), and each thread
-//! paces itself to rate / P. Not here: publishing through NATS (SPEC C4) — that comes
-//! with the broker work in a later issue.
+//! paces itself to rate / P. With `--nats URL` the publishers publish through the
+//! broker instead (SPEC C4): a NATS request to `myriad.pub.<subject>`, whose answer
+//! is the same JSON as `POST /pub/<subject>`'s.
 
 use crate::sys;
 use anyhow::{bail, Context};
@@ -67,6 +68,10 @@ pub struct MsggenArgs {
     /// Random seed (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Publish through this NATS server (`myriad.pub.<subject>` requests to a
+    /// `serve --role router`) instead of HTTP to --url.
+    #[arg(long)]
+    pub nats: Option<String>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -88,6 +93,7 @@ impl Default for MsggenArgs {
             duration: 10.0,
             size: 0,
             seed: None,
+            nats: None,
             json: false,
             quiet: false,
         }
@@ -138,12 +144,27 @@ pub fn run(args: MsggenArgs) -> anyhow::Result<()> {
 
 /// Publish until --duration passes, `stop` becomes true, or Ctrl-C (if caught).
 pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSummary> {
-    let (addr, host) = parse_base(&args.url)?;
     if args.max == 0 || args.publishers == 0 {
         bail!("--max and --publishers must be at least 1");
     }
-    TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .with_context(|| format!("cannot reach {} ({addr}): is the server running?", args.url))?;
+    let (addr, host, nats) = match &args.nats {
+        Some(url) => {
+            let link = cluster::Link::connect(url, "myriad msggen", |_| {})?;
+            // Unused with NATS: every publish goes through the link.
+            (
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                String::new(),
+                Some(Arc::new(link)),
+            )
+        }
+        None => {
+            let (addr, host) = parse_base(&args.url)?;
+            TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| {
+                format!("cannot reach {} ({addr}): is the server running?", args.url)
+            })?;
+            (addr, host, None)
+        }
+    };
     let shared = Arc::new(Shared {
         rtt: Mutex::new(Some(crate::flood::stats::new_hist())),
         ..Default::default()
@@ -155,11 +176,14 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     let mut threads = Vec::new();
     for i in 0..args.publishers {
         let (shared, done, args, host) = (shared.clone(), done.clone(), args.clone(), host.clone());
+        let target = match &nats {
+            Some(link) => Target::Nats(link.clone()),
+            None => Target::Http(addr, host),
+        };
         threads.push(std::thread::spawn(move || {
             publisher(
                 &args,
-                addr,
-                &host,
+                &target,
                 seed.wrapping_add(i as u64 * 7919),
                 deadline,
                 &done,
@@ -281,10 +305,15 @@ pub fn payload(size: usize, out: &mut Vec<u8>) {
     }
 }
 
+/// Where a publisher sends: a server's HTTP API, or NATS.
+enum Target {
+    Http(SocketAddr, String),
+    Nats(Arc<cluster::Link>),
+}
+
 fn publisher(
     args: &MsggenArgs,
-    addr: SocketAddr,
-    host: &str,
+    target: &Target,
     seed: u64,
     deadline: Instant,
     done: &AtomicBool,
@@ -312,13 +341,19 @@ fn publisher(
         next += interval;
         let subject = pick_subject(&mut rng, args.dist, args.max, args.exponent);
         payload(args.size, &mut body);
-        req.clear();
-        let path = args.path.replace("%d", &subject.to_string());
-        write!(req, "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len())
-            .expect("writing to a Vec cannot fail");
-        req.extend_from_slice(&body);
         let t0 = Instant::now();
-        match publish_once(&mut conn, addr, &req, &mut resp) {
+        let result = match target {
+            Target::Nats(link) => publish_nats(link, subject, &body),
+            Target::Http(addr, host) => {
+                req.clear();
+                let path = args.path.replace("%d", &subject.to_string());
+                write!(req, "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len())
+                    .expect("writing to a Vec cannot fail");
+                req.extend_from_slice(&body);
+                publish_once(&mut conn, *addr, &req, &mut resp)
+            }
+        };
+        match result {
             Ok((status, connections, users)) if (200..300).contains(&status) => {
                 shared.sent.fetch_add(1, Ordering::Relaxed);
                 shared.deliveries.fetch_add(connections, Ordering::Relaxed);
@@ -345,6 +380,28 @@ fn error(shared: &Shared, msg: String) {
     if let Ok(mut e) = shared.last_error.lock() {
         *e = Some(msg);
     }
+}
+
+/// One publish as a NATS request to `myriad.pub.<subject>`: (200 or 503 when the
+/// router answered an error, "connections", "users").
+fn publish_nats(
+    link: &cluster::Link,
+    subject: u64,
+    body: &[u8],
+) -> anyhow::Result<(u16, u64, u64)> {
+    let client = link.client.clone();
+    let to = cluster::subjects::publish(subject);
+    let body = bytes::Bytes::copy_from_slice(body);
+    let answer = link
+        .block_on(async move { tokio::time::timeout(IO_TIMEOUT, client.request(to, body)).await })
+        .context("no answer from the router")?
+        .context("NATS request")?;
+    let body: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap_or_default();
+    if let Some(e) = body.get("error") {
+        bail!("router: {e}");
+    }
+    let num = |k: &str| body.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    Ok((200, num("connections"), num("users")))
 }
 
 /// One request on the keep-alive connection (reconnecting if needed):

@@ -1,7 +1,9 @@
-//! `myriad serve`: one process holding the gateway loops and the router role behind
-//! the in-process bus — open the store, build the subscription index, start the
-//! loops and the monitor, and run until killed.
+//! `myriad serve`: by default one process holding the gateway loops and the router
+//! role behind the in-process bus — open the store, build the subscription index,
+//! start the loops and the monitor, and run until killed. With `--role router` or
+//! `--role gateway` it runs one side only, linked to the other over NATS (`cluster`).
 
+use cluster::{ClusterArgs, GatewayLink, Role, RouterRole};
 use gateway::{GatewayArgs, Server};
 use hub::{Hub, HubArgs, LocalBus};
 use std::net::SocketAddr;
@@ -15,6 +17,8 @@ pub struct ServeArgs {
     pub gateway: GatewayArgs,
     #[command(flatten)]
     pub hub: HubArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Admin listener: Prometheus /metrics, /healthz, /stats, /history (the last
     /// samples) and the live dashboard.
     #[arg(long, env = "MYRIAD_ADMIN")]
@@ -26,15 +30,40 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     load::sys::raise_nofile();
+    let role = args.cluster.role;
+    if role == Role::Router {
+        return run_router(&args);
+    }
     let config = args.gateway.server_config()?;
-    let hub = Arc::new(Hub::open(&args.hub.store, args.hub.router_config())?);
-    Hub::start_ticking(&hub)?;
-    let stats_hub = hub.clone();
-    let server = Server::start(
-        config.clone(),
-        Arc::new(move || hub::stats_json(&stats_hub.stats())),
-        |mailboxes| Arc::new(LocalBus::new(hub, mailboxes)),
-    )?;
+    let (server, link) = match role {
+        Role::Gateway => {
+            anyhow::ensure!(
+                config.loops <= cluster::nats_bus::MAX_LOOPS,
+                "a gateway runs at most {} loops over NATS",
+                cluster::nats_bus::MAX_LOOPS
+            );
+            let link = Arc::new(GatewayLink::connect(&args.cluster.nats)?);
+            let stats = link.clone();
+            let starter = link.clone();
+            let server = Server::start(
+                config.clone(),
+                Arc::new(move || stats.stats()),
+                move |mailboxes| starter.start(mailboxes),
+            )?;
+            (server, Some(link.url().to_string()))
+        }
+        _ => {
+            let hub = Arc::new(Hub::open(&args.hub.store, args.hub.router_config())?);
+            Hub::start_ticking(&hub)?;
+            let stats_hub = hub.clone();
+            let server = Server::start(
+                config.clone(),
+                Arc::new(move || hub::stats_json(&stats_hub.stats())),
+                |mailboxes| Arc::new(LocalBus::new(hub, mailboxes)),
+            )?;
+            (server, None)
+        }
+    };
     let monitor = observe::monitor::Monitor::start(
         server.metrics(),
         observe::monitor::MonitorOptions {
@@ -47,10 +76,29 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         listen = %server.local_addr(),
         loops = config.loops,
+        role = ?role,
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
-        store = %args.hub.store,
+        store = %link.map_or_else(|| args.hub.store.clone(), |url| format!("the router over {url}")),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
     server.wait()
+}
+
+/// `--role router`: the hub (store, index, presence, history) answering gateways
+/// and back-ends over NATS; no client listener.
+fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
+    let hub = Arc::new(Hub::open(&args.hub.store, args.hub.router_config())?);
+    Hub::start_ticking(&hub)?;
+    let link = cluster::Link::connect(
+        &args.cluster.nats,
+        "myriad router",
+        |event| tracing::info!(%event, "NATS"),
+    )?;
+    tracing::info!(
+        nats = %link.url,
+        store = %args.hub.store,
+        "myriad router serving: gateways on myriad.router, back-end publishes on myriad.pub.<subject>"
+    );
+    RouterRole::new(hub).run(&link)
 }

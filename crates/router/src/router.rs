@@ -102,6 +102,23 @@ impl Router {
         }
     }
 
+    /// Logs out every connection `gone` says is gone (a router forgetting a whole
+    /// gateway process); returns how many. O(users): rare, never per message.
+    pub fn logout_where(&mut self, gone: impl Fn(ConnRef) -> bool, now: Instant) -> u64 {
+        let mut out = Vec::new();
+        for (&user, state) in &self.users {
+            state.conns.for_each(&self.overflow, |c| {
+                if gone(c) {
+                    out.push((user, c));
+                }
+            });
+        }
+        for &(user, conn) in &out {
+            self.handle_logout(user, conn, now);
+        }
+        out.len() as u64
+    }
+
     fn forget(&mut self, user: UserId) {
         if let Some(state) = self.users.remove(&user) {
             if let Some(ring) = state.ring {

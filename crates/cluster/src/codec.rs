@@ -1,0 +1,182 @@
+//! What crosses NATS between gateways and the router, and its binary encoding.
+//!
+//! Every NATS message of the cluster is one [`VERSION`] byte followed by one
+//! postcard-encoded value (varint integers, length-prefixed byte strings): a
+//! [`ToRouter`] on the router's subject, a [`ToGateway`] on a gateway's own subject.
+//! Nothing is sent per recipient: a gateway's requests of one wake-up travel as one
+//! [`ToRouter::Batch`]; a publish reaches each gateway as one [`WireDelivery`]
+//! carrying its recipients as `(token, seq)` lists per loop.
+//!
+//! [`decode_to_router`] and [`decode_to_gateway`] reject a wrong version, a
+//! malformed value and trailing bytes with a [`DecodeError`]; they never panic.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// The format version, the first byte of every message. A decoder refuses others,
+/// so a mixed-version cluster fails loudly instead of misreading.
+pub const VERSION: u8 = 1;
+
+/// Why bytes from NATS were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("cluster codec: empty message")]
+    Empty,
+    #[error("cluster codec: version {0}, this build speaks {VERSION}")]
+    Version(u8),
+    #[error("cluster codec: malformed message: {0}")]
+    Malformed(#[from] postcard::Error),
+    #[error("cluster codec: {0} bytes after the message")]
+    Trailing(usize),
+}
+
+/// A gateway's id: random per gateway process start, so a restarted gateway is a
+/// new one for the router (its old connections are gone).
+pub type GatewayId = u64;
+
+/// From a gateway (or a back-end) to the router.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToRouter {
+    /// Requests of one gateway in the order its loops made them.
+    Batch {
+        gateway: GatewayId,
+        calls: Vec<WireCall>,
+    },
+    /// "I am alive, holding this many logged-in connections"; once a second.
+    Heartbeat {
+        gateway: GatewayId,
+        connections: u64,
+    },
+    /// Logged-in connections of the gateway, `(loop, token, user)`: the answer to
+    /// [`ToGateway::Resync`], in chunks. The first chunk (`replace`) replaces what
+    /// the router knew of this gateway; the others add to it.
+    Presence {
+        gateway: GatewayId,
+        replace: bool,
+        conns: Vec<(u16, u32, u64)>,
+    },
+}
+
+/// One request of one connection of a gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireCall {
+    pub loop_id: u16,
+    pub token: u32,
+    pub request: WireRequest,
+}
+
+/// [`bus::Request`] on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WireRequest {
+    Login { user: u64, since: Option<u64> },
+    Logout { user: u64 },
+    Publish { subject: u64, payload: Bytes },
+    PublishBatch { items: Vec<(u64, Bytes)> },
+    ChangeSubscriptions { edges: Vec<(u64, u64)>, add: bool },
+    ReadHistory { user: u64, since: u64 },
+    Subscribers { subject: u64 },
+    Subscriptions { subscriber: u64 },
+    Stats,
+}
+
+/// From the router to one gateway (or to all of them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToGateway {
+    /// Replies to calls, in the order the calls came.
+    Replies(Vec<WireReply>),
+    /// One publish: the recipients this gateway holds.
+    Deliver(WireDelivery),
+    /// The router does not know this gateway's presence (it restarted, or it forgot
+    /// a silent gateway): send every logged-in connection as [`ToRouter::Presence`].
+    Resync { router: u64 },
+    /// The router's counters (JSON text), sent back for each heartbeat so a
+    /// gateway's `/stats` shows them without asking.
+    RouterStats(String),
+}
+
+/// The reply to one [`WireCall`], addressed to its connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireReply {
+    pub loop_id: u16,
+    pub token: u32,
+    pub reply: WireAnswer,
+}
+
+/// [`bus::Reply`] on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WireAnswer {
+    History(WireHistory),
+    Done,
+    Published {
+        messages: u64,
+        connections: u64,
+        users: u64,
+    },
+    Changed {
+        edges: u64,
+        changed: u64,
+    },
+    Ids(Vec<u64>),
+    /// The router's counters as JSON text.
+    Stats(String),
+    Unavailable(String),
+}
+
+/// [`router::HistoryRead`] on the wire: `(seq, subject, payload)` oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireHistory {
+    pub messages: Vec<(u64, u64, Bytes)>,
+    pub last: u64,
+    pub gap: bool,
+    pub epoch: Option<u32>,
+}
+
+/// One message for the connections of one gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireDelivery {
+    pub subject: u64,
+    pub payload: Bytes,
+    /// When the router took the publish, in ns since the Unix epoch (latency).
+    pub published_ns: u64,
+    /// `(loop, [(token, the recipient user's seq)])`, one entry per loop.
+    pub loops: Vec<(u16, Vec<(u32, u64)>)>,
+}
+
+fn encode<T: Serialize>(value: &T) -> Bytes {
+    let mut out = vec![VERSION];
+    // Writing into a Vec cannot fail: postcard only fails on a full fixed buffer
+    // or on types serde cannot express (none here).
+    out = postcard::to_extend(value, out).expect("postcard into a Vec cannot fail");
+    Bytes::from(out)
+}
+
+fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, DecodeError> {
+    let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+    if version != VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let (value, trailing) = postcard::take_from_bytes(rest)?;
+    if !trailing.is_empty() {
+        return Err(DecodeError::Trailing(trailing.len()));
+    }
+    Ok(value)
+}
+
+pub fn encode_to_router(msg: &ToRouter) -> Bytes {
+    encode(msg)
+}
+
+pub fn decode_to_router(bytes: &[u8]) -> Result<ToRouter, DecodeError> {
+    decode(bytes)
+}
+
+pub fn encode_to_gateway(msg: &ToGateway) -> Bytes {
+    encode(msg)
+}
+
+pub fn decode_to_gateway(bytes: &[u8]) -> Result<ToGateway, DecodeError> {
+    decode(bytes)
+}
+
+#[cfg(test)]
+mod tests;

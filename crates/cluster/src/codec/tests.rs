@@ -1,0 +1,197 @@
+//! Round trips of every message kind (property tests) and refusal of garbage.
+
+use super::*;
+use proptest::prelude::*;
+
+fn bytes() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from)
+}
+
+fn request() -> impl Strategy<Value = WireRequest> {
+    prop_oneof![
+        (any::<u64>(), any::<Option<u64>>())
+            .prop_map(|(user, since)| WireRequest::Login { user, since }),
+        any::<u64>().prop_map(|user| WireRequest::Logout { user }),
+        (any::<u64>(), bytes())
+            .prop_map(|(subject, payload)| WireRequest::Publish { subject, payload }),
+        proptest::collection::vec((any::<u64>(), bytes()), 0..8)
+            .prop_map(|items| WireRequest::PublishBatch { items }),
+        (
+            proptest::collection::vec(any::<(u64, u64)>(), 0..8),
+            any::<bool>()
+        )
+            .prop_map(|(edges, add)| WireRequest::ChangeSubscriptions { edges, add }),
+        any::<(u64, u64)>().prop_map(|(user, since)| WireRequest::ReadHistory { user, since }),
+        any::<u64>().prop_map(|subject| WireRequest::Subscribers { subject }),
+        any::<u64>().prop_map(|subscriber| WireRequest::Subscriptions { subscriber }),
+        Just(WireRequest::Stats),
+    ]
+}
+
+fn answer() -> impl Strategy<Value = WireAnswer> {
+    prop_oneof![
+        (
+            proptest::collection::vec((any::<u64>(), any::<u64>(), bytes()), 0..6),
+            any::<u64>(),
+            any::<bool>(),
+            any::<Option<u32>>()
+        )
+            .prop_map(
+                |(messages, last, gap, epoch)| WireAnswer::History(WireHistory {
+                    messages,
+                    last,
+                    gap,
+                    epoch
+                })
+            ),
+        Just(WireAnswer::Done),
+        any::<(u64, u64, u64)>().prop_map(|(messages, connections, users)| {
+            WireAnswer::Published {
+                messages,
+                connections,
+                users,
+            }
+        }),
+        any::<(u64, u64)>().prop_map(|(edges, changed)| WireAnswer::Changed { edges, changed }),
+        proptest::collection::vec(any::<u64>(), 0..8).prop_map(WireAnswer::Ids),
+        ".{0,20}".prop_map(WireAnswer::Stats),
+        ".{0,20}".prop_map(WireAnswer::Unavailable),
+    ]
+}
+
+fn to_router() -> impl Strategy<Value = ToRouter> {
+    prop_oneof![
+        (
+            any::<u64>(),
+            proptest::collection::vec(
+                (any::<u16>(), any::<u32>(), request()).prop_map(|(loop_id, token, request)| {
+                    WireCall {
+                        loop_id,
+                        token,
+                        request,
+                    }
+                }),
+                0..6
+            )
+        )
+            .prop_map(|(gateway, calls)| ToRouter::Batch { gateway, calls }),
+        any::<(u64, u64)>().prop_map(|(gateway, connections)| ToRouter::Heartbeat {
+            gateway,
+            connections
+        }),
+        (
+            any::<u64>(),
+            any::<bool>(),
+            proptest::collection::vec(any::<(u16, u32, u64)>(), 0..8)
+        )
+            .prop_map(|(gateway, replace, conns)| ToRouter::Presence {
+                gateway,
+                replace,
+                conns
+            }),
+    ]
+}
+
+fn to_gateway() -> impl Strategy<Value = ToGateway> {
+    prop_oneof![
+        proptest::collection::vec(
+            (any::<u16>(), any::<u32>(), answer()).prop_map(|(loop_id, token, reply)| {
+                WireReply {
+                    loop_id,
+                    token,
+                    reply,
+                }
+            }),
+            0..6
+        )
+        .prop_map(ToGateway::Replies),
+        (
+            any::<u64>(),
+            bytes(),
+            any::<u64>(),
+            proptest::collection::vec(
+                (
+                    any::<u16>(),
+                    proptest::collection::vec(any::<(u32, u64)>(), 0..8)
+                ),
+                0..4
+            )
+        )
+            .prop_map(|(subject, payload, published_ns, loops)| {
+                ToGateway::Deliver(WireDelivery {
+                    subject,
+                    payload,
+                    published_ns,
+                    loops,
+                })
+            }),
+        any::<u64>().prop_map(|router| ToGateway::Resync { router }),
+        ".{0,20}".prop_map(ToGateway::RouterStats),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn to_router_round_trips(msg in to_router()) {
+        let bytes = encode_to_router(&msg);
+        prop_assert_eq!(bytes[0], VERSION);
+        prop_assert_eq!(decode_to_router(&bytes).unwrap(), msg);
+    }
+
+    #[test]
+    fn to_gateway_round_trips(msg in to_gateway()) {
+        let bytes = encode_to_gateway(&msg);
+        prop_assert_eq!(decode_to_gateway(&bytes).unwrap(), msg);
+    }
+
+    /// Any bytes: an error or a value, never a panic.
+    #[test]
+    fn garbage_is_refused_without_panic(raw in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode_to_router(&raw);
+        let _ = decode_to_gateway(&raw);
+    }
+
+    /// A message cut short is an error, not a shorter message.
+    #[test]
+    fn truncated_messages_are_errors(msg in to_gateway(), cut in 1usize..64) {
+        let bytes = encode_to_gateway(&msg);
+        let cut = cut.min(bytes.len() - 1);
+        prop_assert!(decode_to_gateway(&bytes[..bytes.len() - cut]).is_err());
+    }
+}
+
+#[test]
+fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
+    let mut bytes = encode_to_router(&ToRouter::Heartbeat {
+        gateway: 7,
+        connections: 3,
+    })
+    .to_vec();
+    assert!(matches!(decode_to_router(&[]), Err(DecodeError::Empty)));
+    bytes.push(0);
+    assert!(matches!(
+        decode_to_router(&bytes),
+        Err(DecodeError::Trailing(1))
+    ));
+    bytes.pop();
+    bytes[0] = VERSION + 1;
+    assert!(matches!(
+        decode_to_router(&bytes),
+        Err(DecodeError::Version(2))
+    ));
+}
+
+/// What one delivery costs on the wire: a 60-byte message to 100 recipients on two
+/// loops is the payload once plus a few bytes per recipient.
+#[test]
+fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
+    let targets: Vec<(u32, u64)> = (0..50).map(|i| (1000 + i, 5 + u64::from(i))).collect();
+    let msg = ToGateway::Deliver(WireDelivery {
+        subject: 42,
+        payload: Bytes::from(vec![b'x'; 60]),
+        published_ns: 1_700_000_000_000_000_000,
+        loops: vec![(0, targets.clone()), (1, targets)],
+    });
+    let len = encode_to_gateway(&msg).len();
+    assert!(len < 60 + 100 * 4 + 32, "{len} bytes");
+}

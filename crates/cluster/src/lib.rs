@@ -1,0 +1,30 @@
+//! `cluster`: the bus over NATS — gateways and the router in separate processes
+//! and hosts acting as one myriad (SPEC C4, E2, E3; DESIGN "processes and machines").
+//!
+//! A gateway process runs its loops with a [`NatsBus`] instead of `hub::LocalBus`;
+//! the router process runs [`RouterRole`]: the same `hub::Hub` answering the
+//! gateways' batches over NATS. Nothing is sent per recipient or per connection:
+//! requests cross in batches per gateway wake-up, deliveries as one message per
+//! gateway per publish carrying that gateway's recipients.
+//!
+//! Layout:
+//! - [`codec`]: the versioned binary messages and their encoding (postcard).
+//! - [`convert`]: between the bus seam's types and the wire's.
+//! - [`subjects`]: the NATS subjects.
+//! - [`link`]: one NATS connection on a small runtime thread.
+//! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
+//! - [`router_role`]: the router side ([`RouterRole`]).
+//! - [`role`]: `--role` and `--nats`, the flags of `myriad serve` that pick the side.
+
+pub mod codec;
+pub mod convert;
+pub mod link;
+pub mod nats_bus;
+pub mod role;
+pub mod router_role;
+pub mod subjects;
+
+pub use link::{Link, DEFAULT_NATS};
+pub use nats_bus::{GatewayLink, NatsBus};
+pub use role::{ClusterArgs, Role};
+pub use router_role::RouterRole;

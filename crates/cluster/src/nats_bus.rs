@@ -1,0 +1,408 @@
+//! [`NatsBus`]: the gateway's [`Bus`] when the router runs in another process.
+//!
+//! `call` never blocks a loop: it queues the request for the link's sender task and
+//! returns `None` (the reply comes later through the loop's mailbox), except
+//! `Logout`, answered `Done` at once. The sender task drains whatever queued since
+//! its last wake-up and sends it as ONE [`ToRouter::Batch`] (logins, logouts and
+//! publishes of all loops together: batching by wake-up, so a quiet gateway sends
+//! at once and a busy one sends few large messages). The receiver task turns the
+//! router's messages on this gateway's subject into mailbox items: replies to their
+//! connection's loop, each delivery as one batch per loop.
+//!
+//! The sender task also keeps this gateway's presence (connection → user) so that
+//! it can send it again when the router asks ([`ToGateway::Resync`]: the router
+//! restarted, or forgot a silent gateway) or after NATS reconnects. That costs
+//! ~24 B per logged-in connection in this process: the loops' slabs are not
+//! reachable from the link's thread.
+
+use crate::codec::{self, GatewayId, ToGateway, ToRouter, WireCall};
+use crate::convert::{reply_from_wire, request_to_wire};
+use crate::link::Link;
+use crate::subjects;
+use async_nats::Client;
+use bus::{Bus, ConnRef, Delivery, Inbound, Mailbox, Message, Reply, Request};
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// Loop ids a gateway may use: the router packs (gateway slot, loop) into one u16
+/// loop id with this many bits for the loop.
+pub const LOOP_BITS: u32 = 6;
+/// Most loops a gateway process may run (see [`LOOP_BITS`]).
+pub const MAX_LOOPS: usize = 1 << LOOP_BITS;
+
+/// Between heartbeats; the router forgets a gateway silent for
+/// [`crate::router_role::GATEWAY_TIMEOUT`].
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// A batch is sent once its payloads reach this size (NATS refuses messages over
+/// its max_payload, 1 MiB by default).
+const BATCH_BYTES: usize = 256 << 10;
+/// Connections per [`ToRouter::Presence`] chunk (≤ 17 B each encoded).
+const PRESENCE_CHUNK: usize = 32 * 1024;
+
+/// What the loops (and the link's events) hand the sender task.
+enum Outgoing {
+    Call(WireCall),
+    /// Send the whole presence again (the router asked, or NATS reconnected).
+    Resync,
+}
+
+/// Counters and the router's last stats, for this gateway's `/stats`.
+#[derive(Default)]
+struct Shared {
+    router_stats: Option<serde_json::Value>,
+    batches_sent: u64,
+    calls_sent: u64,
+    deliveries_received: u64,
+}
+
+pub struct NatsBus {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    client: Client,
+}
+
+/// The gateway side of the link: made before the loops (for `/stats` and so that
+/// NATS reconnects can ask for a resync), started once the loops' mailboxes exist.
+pub struct GatewayLink {
+    link: Link,
+    pub id: GatewayId,
+    shared: Arc<Mutex<Shared>>,
+    tx: mpsc::UnboundedSender<Outgoing>,
+    /// Taken by [`GatewayLink::start`].
+    parts: Mutex<Option<Parts>>,
+}
+
+/// What the tasks need once the loops exist: the queue of calls and the
+/// subscriptions (made at connect, so nothing sent to this gateway is missed).
+struct Parts {
+    rx: mpsc::UnboundedReceiver<Outgoing>,
+    mine: async_nats::Subscriber,
+    all: async_nats::Subscriber,
+}
+
+impl GatewayLink {
+    /// Connects to NATS at `url` as a new gateway.
+    pub fn connect(url: &str) -> anyhow::Result<GatewayLink> {
+        let id: GatewayId = rand::random();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let events = tx.clone();
+        let link = Link::connect(url, &format!("myriad gateway {id:016x}"), move |event| {
+            tracing::info!(%event, "NATS");
+            if let async_nats::Event::Connected = event {
+                // A reconnect: what crossed meanwhile may be lost; tell the router
+                // everything again.
+                let _ = events.send(Outgoing::Resync);
+            }
+        })?;
+        let client = link.client.clone();
+        let own = subjects::gateway(id);
+        let (mine, all) = link.block_on(async move {
+            let mine = client.subscribe(own).await;
+            let all = client.subscribe(subjects::GATEWAYS).await;
+            (mine, all)
+        });
+        Ok(GatewayLink {
+            link,
+            id,
+            shared: Arc::default(),
+            tx,
+            parts: Mutex::new(Some(Parts {
+                rx,
+                mine: mine?,
+                all: all?,
+            })),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.link.url
+    }
+
+    /// This gateway's part of `/stats`: its id, link counters and the router's
+    /// counters as of the last heartbeat.
+    pub fn stats(&self) -> serde_json::Value {
+        let shared = self.shared.lock();
+        let mut doc = serde_json::json!({
+            "role": "gateway",
+            "gateway_id": format!("{:016x}", self.id),
+            "nats": self.link.url,
+            "nats_batches_sent": shared.batches_sent,
+            "nats_calls_sent": shared.calls_sent,
+            "nats_deliveries_received": shared.deliveries_received,
+        });
+        if let (Some(doc), Some(serde_json::Value::Object(router))) =
+            (doc.as_object_mut(), shared.router_stats.clone())
+        {
+            doc.extend(router);
+        }
+        doc
+    }
+
+    /// Starts the sender and receiver tasks for the loops' `mailboxes` (at most
+    /// [`MAX_LOOPS`]; loop ids beyond the mailboxes are ignored) and returns the
+    /// bus for the loops.
+    ///
+    /// # Panics
+    /// When called twice.
+    pub fn start(&self, mailboxes: Vec<Arc<Mailbox>>) -> Arc<NatsBus> {
+        let Parts { rx, mine, all } = self
+            .parts
+            .lock()
+            .take()
+            .expect("GatewayLink::start called twice");
+        let client = self.link.client.clone();
+        let sender = Sender {
+            client: client.clone(),
+            id: self.id,
+            presence: HashMap::new(),
+            shared: self.shared.clone(),
+        };
+        self.link.spawn(sender.run(rx));
+        let receiver = Receiver {
+            mailboxes,
+            tx: self.tx.clone(),
+            shared: self.shared.clone(),
+        };
+        self.link
+            .spawn(receiver.run(futures_util::stream::select(mine, all)));
+        Arc::new(NatsBus {
+            tx: self.tx.clone(),
+            client,
+        })
+    }
+}
+
+impl Bus for NatsBus {
+    fn call(&self, conn: ConnRef, request: Request) -> Option<Reply> {
+        let logout = matches!(request, Request::Logout { .. });
+        let connected = self.client.connection_state() == async_nats::connection::State::Connected;
+        if !connected && !logout {
+            return Some(Reply::Unavailable(
+                "the NATS link to the router is down".into(),
+            ));
+        }
+        let call = WireCall {
+            loop_id: conn.loop_id,
+            token: conn.token,
+            request: request_to_wire(request),
+        };
+        if self.tx.send(Outgoing::Call(call)).is_err() {
+            return Some(Reply::Unavailable("the NATS link has stopped".into()));
+        }
+        logout.then_some(Reply::Done)
+    }
+}
+
+/// The task that sends everything of this gateway to the router.
+struct Sender {
+    client: Client,
+    id: GatewayId,
+    /// (loop, token) → user, for resyncs.
+    presence: HashMap<(u16, u32), u64>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl Sender {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        let mut items = Vec::new();
+        let mut calls = Vec::new();
+        loop {
+            tokio::select! {
+                n = rx.recv_many(&mut items, 4096) => {
+                    if n == 0 {
+                        return;
+                    }
+                    let mut bytes = 0;
+                    for item in items.drain(..) {
+                        match item {
+                            Outgoing::Call(call) => {
+                                self.track(&call);
+                                bytes += weight(&call);
+                                calls.push(call);
+                                if bytes >= BATCH_BYTES {
+                                    self.send_batch(&mut calls).await;
+                                    bytes = 0;
+                                }
+                            }
+                            Outgoing::Resync => {
+                                self.send_batch(&mut calls).await;
+                                bytes = 0;
+                                self.send_presence().await;
+                            }
+                        }
+                    }
+                    self.send_batch(&mut calls).await;
+                }
+                _ = heartbeat.tick() => {
+                    let msg = ToRouter::Heartbeat {
+                        gateway: self.id,
+                        connections: self.presence.len() as u64,
+                    };
+                    self.send(&msg).await;
+                }
+            }
+        }
+    }
+
+    fn track(&mut self, call: &WireCall) {
+        let key = (call.loop_id, call.token);
+        match call.request {
+            codec::WireRequest::Login { user, .. } => {
+                self.presence.insert(key, user);
+            }
+            codec::WireRequest::Logout { .. } => {
+                self.presence.remove(&key);
+            }
+            _ => {}
+        }
+    }
+
+    async fn send_batch(&mut self, calls: &mut Vec<WireCall>) {
+        if calls.is_empty() {
+            return;
+        }
+        let n = calls.len() as u64;
+        let msg = ToRouter::Batch {
+            gateway: self.id,
+            calls: std::mem::take(calls),
+        };
+        self.send(&msg).await;
+        let mut shared = self.shared.lock();
+        shared.batches_sent += 1;
+        shared.calls_sent += n;
+    }
+
+    async fn send_presence(&mut self) {
+        let all: Vec<(u16, u32, u64)> = self
+            .presence
+            .iter()
+            .map(|(&(l, t), &u)| (l, t, u))
+            .collect();
+        let mut chunks = all.chunks(PRESENCE_CHUNK);
+        let first = chunks.next().unwrap_or(&[]);
+        let msg = ToRouter::Presence {
+            gateway: self.id,
+            replace: true,
+            conns: first.to_vec(),
+        };
+        self.send(&msg).await;
+        for chunk in chunks {
+            let msg = ToRouter::Presence {
+                gateway: self.id,
+                replace: false,
+                conns: chunk.to_vec(),
+            };
+            self.send(&msg).await;
+        }
+        tracing::info!(connections = all.len(), "presence sent to the router");
+    }
+
+    async fn send(&self, msg: &ToRouter) {
+        if let Err(e) = self
+            .client
+            .publish(subjects::ROUTER, codec::encode_to_router(msg))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot send to the router");
+        }
+    }
+}
+
+/// Bytes a call adds to a batch, roughly.
+fn weight(call: &WireCall) -> usize {
+    16 + match &call.request {
+        codec::WireRequest::Publish { payload, .. } => payload.len(),
+        codec::WireRequest::PublishBatch { items } => items.iter().map(|(_, p)| p.len() + 10).sum(),
+        codec::WireRequest::ChangeSubscriptions { edges, .. } => edges.len() * 20,
+        _ => 0,
+    }
+}
+
+/// The task that hands the router's messages to the loops.
+struct Receiver {
+    mailboxes: Vec<Arc<Mailbox>>,
+    tx: mpsc::UnboundedSender<Outgoing>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl Receiver {
+    async fn run(
+        self,
+        mut messages: impl futures_util::Stream<Item = async_nats::Message> + Unpin,
+    ) {
+        while let Some(message) = messages.next().await {
+            match codec::decode_to_gateway(&message.payload) {
+                Ok(msg) => self.handle(msg),
+                Err(e) => tracing::warn!(error = %e, subject = %message.subject, "dropped"),
+            }
+        }
+    }
+
+    fn handle(&self, msg: ToGateway) {
+        match msg {
+            ToGateway::Replies(replies) => {
+                for r in replies {
+                    if let Some(mailbox) = self.mailboxes.get(usize::from(r.loop_id)) {
+                        let reply = reply_from_wire(r.reply);
+                        mailbox.push(
+                            Inbound::Reply {
+                                token: r.token,
+                                reply,
+                            },
+                            false,
+                        );
+                    }
+                }
+            }
+            ToGateway::Deliver(d) => {
+                let published = instant_of(d.published_ns);
+                let msg = Arc::new(Message {
+                    subject: d.subject,
+                    payload: d.payload,
+                });
+                let mut n = 0;
+                for (loop_id, targets) in d.loops {
+                    let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) else {
+                        continue;
+                    };
+                    n += targets.len() as u64;
+                    let batch = Delivery {
+                        msg: msg.clone(),
+                        published,
+                        targets,
+                    };
+                    mailbox.push(Inbound::Deliver(batch), false);
+                }
+                self.shared.lock().deliveries_received += n;
+            }
+            ToGateway::Resync { router } => {
+                tracing::info!(
+                    router = format!("{router:016x}"),
+                    "router asks for presence"
+                );
+                let _ = self.tx.send(Outgoing::Resync);
+            }
+            ToGateway::RouterStats(text) => {
+                self.shared.lock().router_stats = serde_json::from_str(&text).ok();
+            }
+        }
+    }
+}
+
+/// Now in ns since the Unix epoch (what crosses processes for latency).
+pub fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The local `Instant` of a Unix time in ns (hosts' clocks are assumed in step).
+fn instant_of(ns: u64) -> Instant {
+    let age = Duration::from_nanos(unix_ns().saturating_sub(ns));
+    Instant::now().checked_sub(age).unwrap_or_else(Instant::now)
+}

@@ -1,0 +1,406 @@
+//! One myriad over several processes (issue 9): the real binary as one router and
+//! two gateways on two ports, linked by a real nats-server started by each test on
+//! a free port (so tests never share subjects with others on the shared broker).
+//! Semantics must be those of one process: exact reply counts, every connection of
+//! the subject and of its followers reached whatever gateway holds it, per-user
+//! order, resume on the other gateway, and the faults: a gateway killed, the router
+//! killed and restarted.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A nats-server of this test's own, on a free port.
+struct Nats {
+    child: Child,
+    url: String,
+}
+
+impl Nats {
+    fn start() -> Nats {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Nats::start_on(port)
+    }
+
+    fn start_on(port: u16) -> Nats {
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("this test needs nats-server on the PATH ({e}); install it: apt-get install nats-server")
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nats {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Nats {
+    fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `myriad serve --role router`, started and waited for.
+struct Router {
+    child: Child,
+}
+
+impl Router {
+    fn start(nats: &Nats, store: &str) -> Router {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
+            .args(["serve", "--role", "router", "--nats", &nats.url])
+            .args(["--store", store])
+            .env("MYRIAD_LOG", "info")
+            .env("MYRIAD_LOG_FORMAT", "text")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn myriad");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("myriad router serving") => break,
+                Some(Ok(_)) => {}
+                _ => panic!("the router exited before serving: {:?}", child.wait()),
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Router { child }
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway(nats: &Nats) -> Server {
+    Server::start_args(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--role",
+        "gateway",
+        "--nats",
+        &nats.url,
+        "--loops",
+        "2",
+        "--head-timeout",
+        "2",
+    ])
+}
+
+/// Waits until the router (as a gateway's `/stats` shows it, refreshed every
+/// heartbeat) holds `n` connections.
+fn wait_router_connections(gw: &Server, n: u64) {
+    gw.wait_stats(&format!("{n} connections at the router"), |s| {
+        s["connections_logged_in"] == n
+    });
+}
+
+/// Publishes until the router answers (it may be restarting); returns the reply.
+fn publish_when_up(gw: &Server, subject: u64, payload: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = gw.request("POST", &format!("/pub/{subject}"), payload.as_bytes());
+        if status == 200 {
+            return serde_json::from_str(&body).unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no router answer: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn sse(server: &Server, user: u64, last_event_id: Option<u64>) -> (TcpStream, Vec<u8>) {
+    let mut s = server.connect();
+    let resume = last_event_id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
+    write!(s, "GET /sse/{user} HTTP/1.1\r\nHost: t\r\n{resume}\r\n").unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut s, &mut buf, "retry:");
+    (s, buf)
+}
+
+/// `(id, data)` of every SSE message in `buf`.
+fn sse_events(buf: &[u8]) -> Vec<(u64, String)> {
+    let text = String::from_utf8_lossy(buf);
+    let mut out = Vec::new();
+    let mut id = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("id: ") {
+            id = v.trim().parse().ok();
+        } else if let (Some(d), Some(i)) = (line.strip_prefix("data: "), id.take()) {
+            out.push((i, d.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_publish_reaches_every_connection_and_follower_on_both_gateways() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let (a, b) = (gateway(&nats), gateway(&nats));
+    // 2 and 3 follow 1; 4 follows nobody.
+    assert_eq!(a.request("POST", "/subscriptions", b"2 1\n3 1\n").0, 200);
+    let (mut s1a, _) = subscribe_stream(&a, 1);
+    let (mut s1b, _) = subscribe_stream(&b, 1);
+    let (mut s2b, _) = subscribe_stream(&b, 2);
+    let (mut s3a, _) = subscribe_stream(&a, 3);
+    let (mut s3b, _) = subscribe_stream(&b, 3);
+    let (_s4a, _) = subscribe_stream(&a, 4);
+    wait_router_connections(&a, 6);
+    let reply = b.publish(1, "hello");
+    assert_eq!(reply["connections"], 5, "{reply}");
+    assert_eq!(reply["users"], 3, "{reply}");
+    for s in [&mut s1a, &mut s1b, &mut s2b, &mut s3a, &mut s3b] {
+        read_until(s, &mut Vec::new(), "hello");
+    }
+    // A unicast to 4 reaches only 4.
+    assert_eq!(a.publish(4, "x")["connections"], 1);
+}
+
+#[test]
+fn each_users_messages_arrive_in_sequence_order_on_every_connection() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let (a, b) = (gateway(&nats), gateway(&nats));
+    assert_eq!(a.request("PUT", "/subscriptions/6/5", b"").0, 200);
+    let (mut on_a, mut buf_a) = sse(&a, 6, None);
+    let (mut on_b, mut buf_b) = sse(&b, 6, None);
+    wait_router_connections(&a, 2);
+    // Publishers on both gateways, to the user and to a subject they follow.
+    for i in 1..=40u64 {
+        let publisher = if i % 2 == 0 { &a } else { &b };
+        let subject = if i % 3 == 0 { 5 } else { 6 };
+        assert_eq!(
+            publisher.publish(subject, &format!("m{i}"))["connections"],
+            2
+        );
+    }
+    for (s, buf) in [(&mut on_a, &mut buf_a), (&mut on_b, &mut buf_b)] {
+        read_until(s, buf, "data: m40");
+        let events = sse_events(buf);
+        let ids: Vec<u64> = events.iter().map(|e| e.0).collect();
+        assert_eq!(ids, (1..=40).collect::<Vec<_>>());
+        let data: Vec<String> = events.into_iter().map(|e| e.1).collect();
+        assert_eq!(data, (1..=40).map(|i| format!("m{i}")).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn sse_and_long_poll_resume_on_the_other_gateway() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let (a, b) = (gateway(&nats), gateway(&nats));
+    {
+        let (mut s, mut buf) = sse(&a, 9, None);
+        wait_router_connections(&b, 1);
+        a.publish(9, "one");
+        b.publish(9, "two");
+        read_until(&mut s, &mut buf, "data: two");
+    }
+    wait_router_connections(&b, 0);
+    a.publish(9, "three");
+    b.publish(9, "four");
+    // SSE on the other gateway from id 2: exactly 3 and 4, no gap.
+    let (mut s, mut buf) = sse(&b, 9, Some(2));
+    read_until(&mut s, &mut buf, "data: four");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    assert!(!text.contains("event: gap"), "{text}");
+    assert_eq!(
+        sse_events(&buf),
+        [(3, "three".to_string()), (4, "four".to_string())]
+    );
+    // Long-poll on the first gateway from 3: message 4 at once.
+    let mut p = a.connect();
+    write!(p, "GET /poll/9?since=3 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut p, &mut buf, "four");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let body: serde_json::Value =
+        serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1.trim()).unwrap();
+    assert_eq!(body["messages"][0]["seq"], 4, "{body}");
+    assert_eq!(body["last"], 4);
+    assert_eq!(body["gap"], false);
+}
+
+#[test]
+fn a_killed_gateway_is_forgotten_by_the_router() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let (mut a, b) = (gateway(&nats), gateway(&nats));
+    let _held_a: Vec<_> = (0..3).map(|_| subscribe_stream(&a, 11)).collect();
+    let (_held_b, _) = subscribe_stream(&b, 11);
+    wait_router_connections(&b, 4);
+    assert_eq!(b.publish(11, "x")["connections"], 4);
+    // kill -9: no logout is ever sent; only the silence tells the router.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_router_connections(&b, 1);
+    assert_eq!(b.publish(11, "y")["connections"], 1);
+}
+
+#[test]
+fn a_restarted_router_rebuilds_presence_keeps_subscriptions_and_tells_the_gap() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("graph.db").display());
+    let router = Router::start(&nats, &store);
+    let (a, b) = (gateway(&nats), gateway(&nats));
+    assert_eq!(
+        b.request("POST", "/subscriptions", b"21 20\n22 20\n").0,
+        200
+    );
+    let (mut s20, _) = subscribe_stream(&a, 20);
+    let (mut s21, _) = subscribe_stream(&b, 21);
+    let (mut s22, mut buf22) = sse(&a, 22, None);
+    wait_router_connections(&a, 3);
+    assert_eq!(a.publish(20, "before")["connections"], 3);
+    read_until(&mut s22, &mut buf22, "data: before");
+    // User 23 has three messages in the old router's history, then leaves.
+    for m in ["x", "y", "z"] {
+        a.publish(23, m);
+    }
+    router.kill();
+    let _router = Router::start(&nats, &store);
+    // The gateways re-send their presence; the index comes back from the store.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = publish_when_up(&b, 20, "after");
+        if reply["connections"] == 3 {
+            assert_eq!(reply["users"], 3);
+            break;
+        }
+        assert!(Instant::now() < deadline, "presence not rebuilt: {reply}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for s in [&mut s20, &mut s21] {
+        read_until(s, &mut Vec::new(), "after");
+    }
+    read_until(&mut s22, &mut buf22, "data: after");
+    // Resuming from before the restart: the new router's history does not hold it.
+    let (mut again, mut buf) = sse(&b, 23, Some(3));
+    read_until(&mut again, &mut buf, "event: gap");
+}
+
+/// SPEC C4: a back-end publishes by sending to `myriad.pub.<subject>` over NATS,
+/// and a request gets the counts. Spoken here in NATS's own text protocol.
+#[test]
+fn a_back_end_publishes_through_nats_and_gets_the_counts() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let a = gateway(&nats);
+    let (mut s, _) = subscribe_stream(&a, 31);
+    wait_router_connections(&a, 1);
+    let mut conn = TcpStream::connect(nats.url.trim_start_matches("nats://")).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(
+        b"CONNECT {\"verbose\":false}\r\nSUB _INBOX.test 1\r\nPUB myriad.pub.31 _INBOX.test 7\r\nvia-bus\r\nPING\r\n",
+    )
+    .unwrap();
+    read_until(&mut s, &mut Vec::new(), "via-bus");
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&got).contains("\"users\":1") {
+        assert!(
+            Instant::now() < deadline,
+            "no reply: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        let mut chunk = [0u8; 1024];
+        let n = conn.read(&mut chunk).unwrap();
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("{\"connections\":1,\"users\":1}"), "{text}");
+}
+
+/// nats-server restarted under a router and two gateways: everything reconnects by
+/// itself; a publish while the broker is away is refused (503), never accepted and
+/// lost; afterwards the counts are exact again.
+#[test]
+fn everything_reconnects_after_a_nats_restart() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let (a, b) = (gateway(&nats), gateway(&nats));
+    let (mut s1, _) = subscribe_stream(&a, 41);
+    let (mut s2, _) = subscribe_stream(&b, 41);
+    wait_router_connections(&a, 2);
+    assert_eq!(a.publish(41, "one")["connections"], 2);
+    let port = nats.port();
+    drop(nats);
+    let (status, body) = a.request("POST", "/pub/41", b"lost?");
+    assert_eq!(status, 503, "a publish without a broker is refused: {body}");
+    let nats = Nats::start_on(port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = publish_when_up(&b, 41, "two");
+        if reply["connections"] == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "presence not back: {reply}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for s in [&mut s1, &mut s2] {
+        read_until(s, &mut Vec::new(), "two");
+    }
+    drop(nats);
+}
+
+/// `myriad msggen --nats` publishes through the broker and counts the replies.
+#[test]
+fn msggen_publishes_through_nats() {
+    let nats = Nats::start();
+    let _router = Router::start(&nats, "memory");
+    let a = gateway(&nats);
+    let (mut s, _) = subscribe_stream(&a, 1);
+    wait_router_connections(&a, 1);
+    let out = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["msggen", "--nats", &nats.url, "--max", "1", "--rate", "20"])
+        .args(["--duration", "1", "--publishers", "2", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sent = summary["sent"].as_u64().unwrap();
+    assert!(sent > 0, "{summary}");
+    assert_eq!(summary["errors"], 0, "{summary}");
+    assert_eq!(summary["deliveries"], sent, "{summary}");
+    read_until(&mut s, &mut Vec::new(), "ts=");
+}
