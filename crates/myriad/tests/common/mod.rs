@@ -27,6 +27,12 @@ impl Server {
     }
 
     pub fn start_args(args: &[&str]) -> Server {
+        Server::start_marked(args, "listen=")
+    }
+
+    /// [`Server::start_args`] taking the addresses from the first log line that
+    /// contains `marker` (a supervisor forwards its children's lines before its own).
+    pub fn start_marked(args: &[&str], marker: &str) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
             .args(args)
             .env("MYRIAD_LOG", "info")
@@ -50,7 +56,7 @@ impl Server {
                 let value = line[pos + name.len()..].split_whitespace().next()?;
                 value.parse::<SocketAddr>().ok()
             };
-            if line.contains("listen=") {
+            if line.contains(marker) && line.contains("listen=") {
                 let addr = field("listen=").unwrap_or_else(|| panic!("bad address in {line:?}"));
                 break (addr, field("admin="));
             }
