@@ -3,10 +3,13 @@
 //! [`ServerConfig`] the server starts with, and the core's [`core::Config`] in ticks.
 //! Limits are named here with their defaults and why.
 
-use crate::core;
+use crate::core::{self, Access};
 use crate::wheel::TICK_MS;
+use anyhow::Context as _;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -39,9 +42,72 @@ pub struct ServerConfig {
     /// SSE `retry:` advice to clients.
     pub sse_retry: Duration,
     pub tcp_nodelay: bool,
+    /// Tokens and API keys accepted (C5); the default lets every subscription in
+    /// and answers the API on loopback only.
+    pub access: Arc<Access>,
+    /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsSetup>,
     /// Leave the SO_REUSEPORT listening group while this process is full and rejoin
     /// below [`ServerConfig::rejoin_below`] (several gateway processes on one port).
     pub leave_when_full: bool,
+}
+
+/// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
+/// how it was obtained, for the start line.
+#[derive(Clone)]
+pub struct TlsSetup {
+    pub config: Arc<tls::ReloadableConfig>,
+    /// Where a generated self-signed certificate was written (clients trust this
+    /// file); `None` for `--tls-cert`.
+    pub self_signed: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for TlsSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSetup")
+            .field("source", self.config.source())
+            .field("self_signed", &self.self_signed)
+            .finish()
+    }
+}
+
+impl TlsSetup {
+    /// PEM certificate chain and key files, re-read on SIGHUP.
+    pub fn from_files(cert: PathBuf, key: PathBuf) -> anyhow::Result<TlsSetup> {
+        let config = tls::ReloadableConfig::new(
+            tls::CertSource::Files { cert, key },
+            tls::ServerOptions::default(),
+        )?;
+        Ok(TlsSetup {
+            config: Arc::new(config),
+            self_signed: None,
+        })
+    }
+
+    /// A generated ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1; its PEM
+    /// is written to `dir/cert.pem` so clients can trust it (`curl --cacert`).
+    pub fn self_signed(dir: &std::path::Path) -> anyhow::Result<TlsSetup> {
+        let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
+        let generated = tls::self_signed(&names)?;
+        std::fs::create_dir_all(dir)?;
+        let (cert, _key) = generated.write(dir)?;
+        let config = tls::ReloadableConfig::new(
+            tls::CertSource::Given(generated.identity()?),
+            tls::ServerOptions::default(),
+        )?;
+        Ok(TlsSetup {
+            config: Arc::new(config),
+            self_signed: Some(cert),
+        })
+    }
+}
+
+/// `--tls`: the one mode besides certificate files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMode {
+    /// Generate a self-signed certificate at start (browsers warn; for trying out).
+    SelfSigned,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +127,8 @@ impl Default for ServerConfig {
             slow_policy: SlowPolicy::Disconnect,
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
+            access: Arc::default(),
+            tls: None,
             leave_when_full: false,
         }
     }
@@ -82,8 +150,12 @@ impl ServerConfig {
         self.max_connections - (self.max_connections / 8).max(1).min(self.max_connections)
     }
 
-    /// The connection core's view: durations in wheel ticks (at least one).
+    /// The connection core's view: durations in wheel ticks (at least one). Called
+    /// when a loop starts its clock: `unix_start` is now.
     pub fn core(&self) -> core::Config {
+        let unix_start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let ticks = |d: Duration| {
             ((d.as_millis() as u64).div_ceil(TICK_MS)).clamp(1, u32::MAX as u64) as u32
         };
@@ -99,6 +171,8 @@ impl ServerConfig {
             slow_policy: self.slow_policy,
             sse_retry_ms: self.sse_retry.as_millis().min(u32::MAX as u128) as u32,
             limits: wire::Limits::default(),
+            access: self.access.clone(),
+            unix_start,
         }
     }
 }
@@ -146,6 +220,47 @@ pub struct GatewayArgs {
     /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
     #[arg(long, env = "MYRIAD_NO_NODELAY")]
     pub no_nodelay: bool,
+    /// HS256 secret (≥ 32 bytes) subscription tokens are signed with; with neither
+    /// this nor --jwt-key, subscriptions are open.
+    #[arg(long, env = "MYRIAD_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// Public key file for subscription tokens: PEM (RS256 / ES256) or a JWKS.
+    #[arg(long, env = "MYRIAD_JWT_KEY", conflicts_with = "jwt_secret")]
+    pub jwt_key: Option<PathBuf>,
+    /// API key for publish, subscriptions, subscribers and stats (repeatable; the
+    /// variable takes a comma-separated list); none: the API answers loopback only.
+    #[arg(
+        long = "api-key",
+        env = "MYRIAD_API_KEY",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// Browser origins (scheme://host[:port], comma-separated) let in to subscribe and
+    /// to call the API; `*`: any page may subscribe, none may call the API.
+    #[arg(
+        long,
+        env = "MYRIAD_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub allowed_origins: Vec<String>,
+    /// TLS certificate chain (PEM) for the client listener: https:// and wss://;
+    /// re-read with the key on SIGHUP (open connections keep theirs).
+    #[arg(
+        long,
+        env = "MYRIAD_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "tls"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) for --tls-cert.
+    #[arg(long, env = "MYRIAD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// `self-signed`: TLS with a certificate generated at start (written next to the
+    /// log's `tls_ca=` path, for clients to trust).
+    #[arg(long, env = "MYRIAD_TLS", value_enum)]
+    pub tls: Option<TlsMode>,
     /// At --max-connections, close the listener so SO_REUSEPORT sends new clients to
     /// the other processes on the port; listen again 1/8 below it.
     #[arg(long, env = "MYRIAD_LEAVE_WHEN_FULL")]
@@ -175,8 +290,42 @@ impl GatewayArgs {
             max_queued: self.max_queued,
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
+            access: Arc::new(self.access()?),
+            tls: self.tls_setup()?,
             leave_when_full: self.leave_when_full,
             ..ServerConfig::default()
+        })
+    }
+
+    fn tls_setup(&self) -> anyhow::Result<Option<TlsSetup>> {
+        Ok(match (&self.tls, &self.tls_cert, &self.tls_key) {
+            (Some(TlsMode::SelfSigned), _, _) => {
+                let dir = std::env::temp_dir().join(format!("myriad-tls-{}", std::process::id()));
+                Some(TlsSetup::self_signed(&dir)?)
+            }
+            (None, Some(cert), Some(key)) => Some(TlsSetup::from_files(cert.clone(), key.clone())?),
+            _ => None,
+        })
+    }
+}
+
+impl GatewayArgs {
+    /// The accepted credentials from `--jwt-secret` / `--jwt-key` / `--api-key`.
+    fn access(&self) -> anyhow::Result<Access> {
+        let keys = match (&self.jwt_secret, &self.jwt_key) {
+            (Some(secret), _) => {
+                Some(auth::JwtKeys::hs256(secret.as_bytes()).context("--jwt-secret")?)
+            }
+            (None, Some(path)) => Some(
+                auth::JwtKeys::from_file(path)
+                    .with_context(|| format!("--jwt-key {}", path.display()))?,
+            ),
+            (None, None) => None,
+        };
+        Ok(Access {
+            jwt: keys.map(auth::JwtVerifier::new),
+            api_keys: auth::ApiKeys::new(&self.api_keys).context("--api-key")?,
+            origins: core::Origins::parse(&self.allowed_origins).map_err(anyhow::Error::msg)?,
         })
     }
 }

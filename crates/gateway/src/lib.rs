@@ -35,4 +35,5 @@ pub mod server;
 pub mod wheel;
 
 pub use config::{GatewayArgs, ServerConfig, SlowPolicy};
+pub use core::Access;
 pub use server::Server;

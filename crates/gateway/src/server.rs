@@ -34,6 +34,11 @@ impl Server {
         make_bus: impl FnOnce(Vec<Arc<Mailbox>>) -> Arc<dyn Bus>,
     ) -> anyhow::Result<Server> {
         let loops = config.loops.max(1);
+        if config.tls.is_some() {
+            // SIGHUP re-reads the certificate (polled by the loops' tick) instead of
+            // ending the process.
+            tls::sighup::install();
+        }
         let mut addr = config.listen;
         let mut listeners = Vec::with_capacity(loops);
         for _ in 0..loops {

@@ -82,13 +82,29 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
     )?;
     let off = || "off".to_string();
+    let tls = match &config.tls {
+        None => off(),
+        Some(t) if t.self_signed.is_some() => "self-signed".to_string(),
+        Some(_) => "on".to_string(),
+    };
+    if let Some(ca) = config.tls.as_ref().and_then(|t| t.self_signed.as_ref()) {
+        tracing::warn!(
+            tls_ca = %ca.display(),
+            "TLS with a self-signed certificate (generated now; browsers will warn): clients trust it with curl --cacert {}",
+            ca.display()
+        );
+    }
     tracing::info!(
         listen = %server.local_addr(),
+        tls = %tls,
         loops = config.loops,
         role = ?role,
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
         store = %link.map_or_else(|| args.hub.store.clone(), |url| format!("the router over {url}")),
+        subscriptions = %config.access.describe_subscriptions(),
+        api = %config.access.describe_api(),
+        origins = %config.access.describe_origins(),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
     server.wait()

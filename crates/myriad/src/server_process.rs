@@ -20,24 +20,49 @@ pub struct ServerProcess {
     pub addr: SocketAddr,
     /// The admin listener (dashboard, /metrics), when `--admin` was given.
     pub admin: Option<SocketAddr>,
+    /// Further processes that serve beside `child` (a peer server's cluster workers,
+    /// named on its start line as `workers=PID,PID`): counted in CPU and RSS.
+    pub workers: Vec<u32>,
     detached: bool,
 }
 
 impl ServerProcess {
-    /// Runs `myriad serve ARGS` (which should include `--listen 127.0.0.1:0`).
-    pub fn start(args: &[String]) -> anyhow::Result<ServerProcess> {
-        let mut child = serve_command(args)
+    /// Runs `myriad serve ARGS` (which should include `--listen 127.0.0.1:0`) from
+    /// `bin` (`bench --server-bin`: a baseline build run under the same commands), or
+    /// from this executable when `None`.
+    pub fn start_bin(bin: Option<&Path>, args: &[String]) -> anyhow::Result<ServerProcess> {
+        let mut cmd = serve_command(args);
+        if let Some(bin) = bin {
+            let mut other = Command::new(bin);
+            other
+                .arg("serve")
+                .args(args)
+                .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+            cmd = other;
+        }
+        Self::start_command(cmd)
+    }
+
+    /// Any server command that logs `listen=ADDR` (and optionally `workers=PID,...`)
+    /// on stderr once it listens.
+    pub fn start_command(mut cmd: Command) -> anyhow::Result<ServerProcess> {
+        let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
             .context("cannot start myriad serve")?;
         let stderr = child.stderr.take().context("no stderr")?;
         let mut lines = BufReader::new(stderr).lines();
-        let (addr, admin) = loop {
+        let (addr, admin, workers) = loop {
             let Some(Ok(line)) = lines.next() else {
-                bail!("myriad serve exited before listening: {:?}", child.wait());
+                bail!("the server exited before listening: {:?}", child.wait());
             };
-            if let Some(found) = addresses(&line)? {
-                break found;
+            if let Some((addr, admin)) = addresses(&line)? {
+                let workers = field(&line, "workers=")
+                    .map(|w| w.split(',').filter_map(|p| p.parse().ok()).collect())
+                    .unwrap_or_default();
+                break (addr, admin, workers);
             }
         };
         // Keep draining the log so the server never blocks on a full pipe.
@@ -46,6 +71,7 @@ impl ServerProcess {
             child,
             addr,
             admin,
+            workers,
             detached: false,
         })
     }
@@ -70,6 +96,7 @@ impl ServerProcess {
                         child,
                         addr,
                         admin,
+                        workers: Vec::new(),
                         detached: false,
                     });
                 }
@@ -94,7 +121,12 @@ impl ServerProcess {
     }
 
     pub fn rss(&self) -> u64 {
-        rss_of(self.child.id())
+        self.pids().map(rss_of).sum()
+    }
+
+    /// The server's process and its workers.
+    fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.child.id()).chain(self.workers.iter().copied())
     }
 
     /// `GET /stats` on the client listener.
@@ -113,9 +145,11 @@ impl ServerProcess {
     /// CPU time (user, system) the server has used so far, in seconds.
     pub fn cpu(&self) -> (f64, f64) {
         let hz = procfs::clock_ticks() as f64;
-        procfs::read_proc_stat(self.child.id()).map_or((0.0, 0.0), |s| {
-            (s.utime_ticks as f64 / hz, s.stime_ticks as f64 / hz)
-        })
+        self.pids()
+            .filter_map(|p| procfs::read_proc_stat(p).ok())
+            .fold((0.0, 0.0), |(u, k), s| {
+                (u + s.utime_ticks as f64 / hz, k + s.stime_ticks as f64 / hz)
+            })
     }
 }
 

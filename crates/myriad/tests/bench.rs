@@ -83,7 +83,7 @@ fn idle_holds_every_connection_and_measures_memory() {
 }
 
 #[test]
-fn broadcast_delivers_to_every_subscriber_and_reports_latency() {
+fn broadcast_runs_the_ladder_for_both_shapes() {
     let out = tempfile::tempdir().unwrap();
     let r = bench(
         out.path(),
@@ -94,22 +94,108 @@ fn broadcast_delivers_to_every_subscriber_and_reports_latency() {
             "--latency-secs",
             "1",
             "--rates",
-            "5",
+            "5,10",
             "--step-secs",
             "1",
         ],
     );
     common_parts(&r);
-    assert_eq!(row(&r, "subscribers connected")[0], "200 of 200");
-    let lat = row(&r, "broadcast latency p99");
+    for shape in ["one-user", "followers"] {
+        assert_eq!(
+            row(&r, &format!("subscribers connected ({shape})"))[0],
+            "200 of 200"
+        );
+        let lat = row(&r, "broadcast latency p99").join(" ");
+        assert!(lat.contains(" ms"), "{lat}");
+        let got = row(
+            &r,
+            &format!("latency phase: deliveries received / expected ({shape})"),
+        );
+        assert_eq!(
+            got[2], "yes",
+            "every delivery of the latency phase: {got:?}"
+        );
+        assert!(r.contains(&format!("## Ladder ({shape})")), "{r}");
+        // Steps shorter than 10 s never make a figure.
+        let dps = row(
+            &r,
+            &format!("broadcast: deliveries/s, every message to all within 1 s ({shape})"),
+        );
+        assert_eq!(dps[2], "no", "{dps:?}");
+        let csv = std::fs::read_to_string(out.path().join(format!("broadcast/ladder-{shape}.csv")))
+            .unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[0].starts_with("time_s,rate_msg_s,"), "{csv}");
+        // Two rates, both passing at this scale (or one miss and the step after it).
+        assert_eq!(lines.len(), 3, "{csv}");
+        // Every step's deliveries are exactly counted: received ≥ sent × subscribers.
+        for l in &lines[1..] {
+            let cells: Vec<u64> = l
+                .split(',')
+                .map(|c| c.parse::<f64>().unwrap() as u64)
+                .collect();
+            assert_eq!(cells[4], cells[3] * 200, "expected = sent × 200: {l}");
+            assert!(cells[5] >= cells[4], "received ≥ expected: {l}");
+        }
+    }
+    assert!(out.path().join("broadcast/ladder.png").is_file());
+}
+
+#[test]
+fn broadcast_against_the_node_peer() {
     assert!(
-        lat[0].ends_with(" ms") && first_number(lat[0]) > 0.0,
-        "{lat:?}"
+        Command::new("node").arg("--version").output().is_ok(),
+        "this test needs Node.js: apt-get install -y nodejs"
     );
-    let got = row(&r, "latency phase: deliveries received / expected");
-    assert!(first_number(got[0]) > 0.0, "no delivery arrived: {got:?}");
-    assert!(r.contains("## Throughput steps"));
-    row(&r, "broadcast: deliveries/s");
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "broadcast",
+        &[
+            "--peer",
+            "node",
+            "--shape",
+            "one-user",
+            "--connections",
+            "100",
+            "--latency-secs",
+            "1",
+            "--rates",
+            "5",
+            "--step-secs",
+            "1",
+        ],
+    );
+    assert!(r.contains("the Node.js peer"), "{r}");
+    assert_eq!(row(&r, "subscribers connected (one-user)")[0], "100 of 100");
+    let got = row(
+        &r,
+        "latency phase: deliveries received / expected (one-user)",
+    );
+    assert_eq!(got[2], "yes", "{got:?}");
+}
+
+#[test]
+fn connect_storms_and_a_server_binary_given_by_path() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "connect",
+        &[
+            "--connections",
+            "300",
+            "--rounds",
+            "2",
+            "--flood-procs",
+            "2",
+            "--server-bin",
+            env!("CARGO_BIN_EXE_myriad"),
+        ],
+    );
+    common_parts(&r);
+    assert!(r.contains("server executable: "), "{r}");
+    assert!(first_number(row(&r, "server accepts per second")[0]) > 0.0);
+    assert_eq!(row(&r, "failed connection attempts")[0], "0");
 }
 
 #[test]
@@ -132,6 +218,7 @@ fn unicast_reports_latency_and_server_cpu() {
     assert!(first_number(row(&r, "published")[0]) > 0.0);
     assert!(first_number(row(&r, "deliveries received")[0]) > 0.0);
     assert!(row(&r, "server CPU while publishing")[0].contains("% of a core"));
+    assert!(row(&r, "unicast latency p50 / p99.9 / max")[0].contains(" ms"));
 }
 
 #[test]

@@ -69,7 +69,8 @@ fn help_flags(help: &str) -> BTreeMap<String, HelpFlag> {
             continue;
         };
         if let Some(env) = t.strip_prefix("[env: ") {
-            f.env = env.split('=').next().map(String::from);
+            // `[env: NAME=value]`, or `[env: NAME]` for secrets (`hide_env_values`).
+            f.env = env.split(['=', ']']).next().map(String::from);
         } else if let Some(d) = t.strip_prefix("[default: ") {
             f.default = d.strip_suffix(']').map(String::from);
         } else {

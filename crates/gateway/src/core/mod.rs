@@ -18,20 +18,27 @@
 //! calls; [`reply`] turns bus replies into responses; [`delivery`] writes messages
 //! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
 
+mod access;
 mod delivery;
+mod origin;
 mod outbox;
 mod reply;
 mod request;
 mod websocket;
 
 #[cfg(test)]
+mod access_tests;
+#[cfg(test)]
 mod tests;
 
+pub use access::{Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
+pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 
 use crate::config::SlowPolicy;
 use bus::{Call, Reply, Request};
+use std::sync::Arc;
 use wire::{BodyDecoder, Route, Transport, WsMessageState};
 
 /// Time in timing-wheel ticks since the event loop started (see `wheel::TICK_MS`).
@@ -53,6 +60,11 @@ pub struct Config {
     /// SSE `retry:` advice to clients, in milliseconds.
     pub sse_retry_ms: u32,
     pub limits: wire::Limits,
+    /// Tokens and keys accepted (C5).
+    pub access: Arc<Access>,
+    /// Unix time (seconds) at tick 0, so token `exp`/`nbf` are checked against the
+    /// wall clock while the core still only reads ticks.
+    pub unix_start: u64,
 }
 
 /// What one core call reads besides the connection, and where its output goes.
@@ -118,6 +130,9 @@ const LOGGED_IN: u8 = 1;
 const KEEP_ALIVE: u8 = 2;
 /// Flag: a WebSocket close frame has been sent.
 const WS_CLOSE_SENT: u8 = 4;
+/// Flag: the peer is on a loopback address (the API answers it without a key when
+/// none is configured).
+const PEER_LOOPBACK: u8 = 8;
 
 /// One connection's protocol state: 24 bytes (checked by a test).
 pub struct Connection {
@@ -168,6 +183,11 @@ impl Connection {
             user: 0,
             pending: None,
         }
+    }
+
+    /// Marks the peer as local (set once, at accept).
+    pub fn set_peer_loopback(&mut self, loopback: bool) {
+        self.set(PEER_LOOPBACK, loopback);
     }
 
     pub fn state(&self) -> State {

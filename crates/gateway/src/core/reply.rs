@@ -137,12 +137,33 @@ fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
         .and_then(|p| p.poll_since)
         .unwrap_or(history.last);
     if !history.messages.is_empty() || history.gap {
+        // One answer carries at most `max_queued` bytes of payload (at least one
+        // message): the client asks again from the last one it got.
+        let mut budget = cx.config.max_queued;
         let messages: Vec<(u64, &[u8])> = history
             .messages
             .iter()
+            .take_while(|(_, m)| {
+                let fits = budget >= m.payload.len();
+                budget = budget.saturating_sub(m.payload.len().max(1));
+                fits
+            })
             .map(|(seq, m)| (*seq, &m.payload[..]))
             .collect();
-        answer_poll(conn, cx, &messages, history.last.max(since), history.gap);
+        let messages = if messages.is_empty() {
+            history
+                .messages
+                .first()
+                .map(|(seq, m)| vec![(*seq, &m.payload[..])])
+                .unwrap_or_default()
+        } else {
+            messages
+        };
+        let last = match messages.last() {
+            Some(&(seq, _)) if messages.len() < history.messages.len() => seq,
+            _ => history.last.max(since),
+        };
+        answer_poll(conn, cx, &messages, last, history.gap);
     } else {
         conn.pending().poll_since = Some(since);
         conn.state = State::PollWaiting;

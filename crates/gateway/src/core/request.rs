@@ -1,6 +1,7 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
+use super::access;
 use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE};
 use bus::Request;
 use bytes::Bytes;
@@ -44,14 +45,27 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
     };
     match route {
         Route::Subscribe {
-            user, transport, ..
+            user,
+            transport,
+            ref token,
+            ..
         } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
             }
+            if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
+                return access::refuse(conn, cx, &head, e);
+            }
             subscribe(conn, cx, user, transport, &head);
         }
-        Route::Poll { user, since, .. } => {
+        Route::Poll {
+            user,
+            since,
+            ref token,
+        } => {
+            if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
+                return access::refuse(conn, cx, &head, e);
+            }
             // Epochs are not carried to the bus yet (issue 10 integration).
             let since = since.map(|s| s.seq);
             if head.body != BodyKind::None {
@@ -63,7 +77,11 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             conn.login(cx, user, since);
             conn.call_wait(cx, State::Polling);
         }
-        route => start_api(conn, cx, route, &head),
+        Route::Health => start_api(conn, cx, route, &head),
+        route => match access::check_api(conn, cx, &head) {
+            Ok(()) => start_api(conn, cx, route, &head),
+            Err(why) => access::refuse(conn, cx, &head, why),
+        },
     }
 }
 

@@ -8,32 +8,32 @@ use router::Message;
 use std::sync::Arc;
 
 /// One connection, its settings and a virtual clock.
-struct Harness {
-    conn: Connection,
-    config: Config,
+pub(super) struct Harness {
+    pub(super) conn: Connection,
+    pub(super) config: Config,
     out: Outbox,
-    now: Tick,
+    pub(super) now: Tick,
     /// Bytes "the socket has not taken" for the next call.
     queued: usize,
 }
 
 /// What one call produced.
 #[derive(Debug, Default)]
-struct Step {
-    bytes: Vec<u8>,
-    requests: Vec<Request>,
+pub(super) struct Step {
+    pub(super) bytes: Vec<u8>,
+    pub(super) requests: Vec<Request>,
     timer: Option<Tick>,
     close: bool,
     resume: bool,
 }
 
 impl Step {
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         String::from_utf8_lossy(&self.bytes).into_owned()
     }
 }
 
-fn config() -> Config {
+pub(super) fn config() -> Config {
     Config {
         heartbeat: 400,
         head_timeout: 200,
@@ -46,11 +46,13 @@ fn config() -> Config {
         slow_policy: SlowPolicy::Disconnect,
         sse_retry_ms: 2000,
         limits: wire::Limits::default(),
+        access: Default::default(),
+        unix_start: 0,
     }
 }
 
 impl Harness {
-    fn new() -> Harness {
+    pub(super) fn new() -> Harness {
         let mut h = Harness {
             conn: Connection::new(),
             config: config(),
@@ -58,6 +60,7 @@ impl Harness {
             now: 1000,
             queued: 0,
         };
+        h.conn.set_peer_loopback(true);
         let step = h.step(|c, cx| c.handle_open(cx));
         assert_eq!(step.timer, Some(1200), "the head timeout starts at accept");
         h
@@ -82,7 +85,7 @@ impl Harness {
         step
     }
 
-    fn bytes(&mut self, input: &[u8]) -> Step {
+    pub(super) fn bytes(&mut self, input: &[u8]) -> Step {
         self.step(|c, cx| c.handle_bytes(cx, input))
     }
 

@@ -142,7 +142,11 @@ impl EventLoop {
             self.gateway.admit(ip_key)
         };
         if let Err(why) = admitted {
-            return reject(&mut stream, why);
+            // A TLS client cannot read a plain 503: it only sees the close.
+            if self.tls.is_none() {
+                reject(&mut stream, why);
+            }
+            return;
         }
         // The listener has TCP_NODELAY and Linux copies it to accepted sockets; the
         // first accept checks that once, so the storm path saves a setsockopt each.
@@ -162,8 +166,10 @@ impl EventLoop {
         if self.gens.len() <= index {
             self.gens.resize(index + 1, 0);
         }
+        let mut conn = Connection::new();
+        conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
         let slot = entry.insert(Slot {
-            conn: Connection::new(),
+            conn,
             out: None,
             stream,
             ip_key,
@@ -181,6 +187,9 @@ impl EventLoop {
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
         debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);
+        if !self.tls_open(index) {
+            return self.close(index);
+        }
         self.with_core(index, |conn, cx| conn.handle_open(cx));
     }
 }

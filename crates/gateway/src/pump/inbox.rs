@@ -74,6 +74,18 @@ impl EventLoop {
             let Some(index) = self.live(token) else {
                 continue;
             };
+            // The slow-consumer policy is judged on what the socket refused, not on
+            // what this pass queued (SPEC D4): a connection that would go over the
+            // limit with output never tried gets a write first.
+            let slot = &self.slots[index];
+            if slot.out.is_some()
+                && slot.queued_bytes() + batch.msg.payload.len() + 32 > self.config.max_queued
+            {
+                self.flush(index);
+                if self.live(token).is_none() {
+                    continue; // the write failed and closed it
+                }
+            }
             let slot = &mut self.slots[index];
             let mut cx = Cx {
                 now: self.now,

@@ -14,15 +14,31 @@ use std::sync::atomic::Ordering;
 impl EventLoop {
     /// Reads until the socket is drained, handing every read to the core.
     pub(super) fn on_readable(&mut self, index: usize) {
+        self.read_socket(index);
+        self.run_resumes();
+    }
+
+    /// Reads until the socket is drained — or until the connection's queued output
+    /// (replies, pongs, deliveries) is over `max_queued`: a client that does not read
+    /// what it asked for is not read either (SPEC D4). `flush` brings it back once
+    /// the queue is under the limit again.
+    fn read_socket(&mut self, index: usize) {
         let mut scratch = std::mem::take(&mut self.scratch);
         while let Some(slot) = self.slots.get_mut(index) {
+            if slot.queued_bytes() > self.config.max_queued {
+                break;
+            }
             match slot.stream.read(&mut scratch) {
                 Ok(0) => {
                     self.close(index);
                     break;
                 }
                 Ok(n) => {
-                    self.with_core(index, |conn, cx| conn.handle_bytes(cx, &scratch[..n]));
+                    if self.tls.is_some() {
+                        self.tls_read(index, &mut scratch[..n]);
+                    } else {
+                        self.with_core(index, |conn, cx| conn.handle_bytes(cx, &scratch[..n]));
+                    }
                     // A short read drained the socket; new data brings a new edge.
                     if n < scratch.len() {
                         break;
@@ -37,7 +53,6 @@ impl EventLoop {
             }
         }
         self.scratch = scratch;
-        self.run_resumes();
     }
 
     /// Runs one core call on connection `index`, then applies its outbox.
@@ -136,6 +151,9 @@ impl EventLoop {
     /// behind the queued output; with `coalesce` only queued. False if the write
     /// failed (the connection is then closed).
     fn send(&mut self, index: usize, coalesce: bool) -> bool {
+        if self.tls.is_some() {
+            return self.tls_send(index, coalesce);
+        }
         let slot = &mut self.slots[index];
         let len = self.outbox.len();
         if let Some(queue) = slot.out.as_mut() {
@@ -186,6 +204,13 @@ impl EventLoop {
         let result = queue.flush(&mut slot.stream);
         let after = queue.bytes();
         self.queued = self.queued + after - before;
+        if before > self.config.max_queued && after <= self.config.max_queued {
+            // Reading and held input paused over the limit may go on (`read_socket`,
+            // `run_resumes`); at the next resume pass, never inside this flush.
+            let token = slot::token(index, self.gens[index]);
+            self.resume.push(token);
+            self.reread.push(token);
+        }
         match result {
             Ok(n) => {
                 self.metrics
@@ -202,11 +227,23 @@ impl EventLoop {
         }
     }
 
-    /// Reads held input again for connections whose call or poll was answered.
+    /// Reads held input again for connections whose call or poll was answered, and
+    /// sockets whose reading paused over `max_queued` and may go on. A connection
+    /// still over the limit waits: `flush` queues it again when it drains.
     pub(super) fn run_resumes(&mut self) {
-        while let Some(token) = self.resume.pop() {
+        loop {
+            while let Some(token) = self.resume.pop() {
+                if let Some(index) = self.live(token) {
+                    if self.slots[index].queued_bytes() <= self.config.max_queued {
+                        self.with_core(index, |conn, cx| conn.handle_bytes(cx, &[]));
+                    }
+                }
+            }
+            let Some(token) = self.reread.pop() else {
+                return;
+            };
             if let Some(index) = self.live(token) {
-                self.with_core(index, |conn, cx| conn.handle_bytes(cx, &[]));
+                self.read_socket(index);
             }
         }
     }
@@ -236,6 +273,7 @@ impl EventLoop {
         }
         self.requests = requests;
         let slot = self.slots.remove(index);
+        self.tls_forget(index);
         self.queued -= slot.queued_bytes();
         self.gens[index] = self.gens[index].wrapping_add(1);
         self.gateway.release(slot.ip_key);

@@ -12,13 +12,14 @@
 //! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
-//! slab entry.
+//! slab entry; [`tls`] the TLS byte transform between socket and core.
 
 mod accept;
 mod inbox;
 mod io;
 pub mod output;
 pub mod slot;
+mod tls;
 
 use crate::core::{self, Outbox, Tick};
 use crate::gateway::Gateway;
@@ -68,6 +69,9 @@ pub struct EventLoop {
     /// Tokens of connections whose held input is to be read again (after a long-poll
     /// answer or an API reply): run after the current event, never inside it.
     resume: Vec<u32>,
+    /// Connections whose reading paused over `max_queued` and whose queue has since
+    /// drained: their sockets are read again with the resumes (see `io`).
+    reread: Vec<u32>,
     /// Tokens due in the current timer pass.
     due: Vec<u32>,
     /// Connections that got queued output during a merged delivery pass, flushed in
@@ -88,6 +92,8 @@ pub struct EventLoop {
     /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the
     /// listener).
     nodelay_inherited: bool,
+    /// TLS sessions when the listener is TLS (`--tls-cert`, `--tls self-signed`).
+    tls: Option<self::tls::TlsLayer>,
 }
 
 impl EventLoop {
@@ -101,6 +107,11 @@ impl EventLoop {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
         let config = gateway.config.core();
+        let tls = gateway
+            .config
+            .tls
+            .as_ref()
+            .map(|t| self::tls::TlsLayer::new(t.config.clone()));
         let listen_addr = listener.local_addr()?;
         metrics.listening.store(1, Ordering::Relaxed);
         Ok(EventLoop {
@@ -121,6 +132,7 @@ impl EventLoop {
             scratch: vec![0; SCRATCH],
             inbox: Vec::new(),
             resume: Vec::new(),
+            reread: Vec::new(),
             due: Vec::new(),
             dirty: Vec::new(),
             dirty_pos: 0,
@@ -130,6 +142,7 @@ impl EventLoop {
             accept_paused: false,
             own_mail: false,
             nodelay_inherited: false,
+            tls,
         })
     }
 
@@ -176,6 +189,7 @@ impl EventLoop {
                 next_tick = now + LAG_TICK;
                 self.now = self.tick_of(now);
                 self.run_timers();
+                self.tls_tick();
                 if self.accept_paused {
                     self.accept_paused = false;
                     self.accept_all();
@@ -257,6 +271,9 @@ impl EventLoop {
             self.inbox = Vec::new();
             self.resume = Vec::new();
             self.wheel.shrink();
+            if let Some(tls) = self.tls.as_mut() {
+                tls.shrink(self.gens.len());
+            }
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]
             unsafe {

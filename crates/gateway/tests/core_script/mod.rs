@@ -82,6 +82,8 @@ fn config(policy: u8) -> Config {
         },
         sse_retry_ms: 1000,
         limits: wire::Limits::default(),
+        access: Default::default(),
+        unix_start: 0,
     }
 }
 
@@ -155,9 +157,12 @@ pub fn bit(state: State) -> Seen {
 pub fn run(script: &[u8]) -> Seen {
     let mut seen: Seen = 0;
     let mut s = Script(script);
-    let config = config(s.byte().unwrap_or(0));
+    let policy = s.byte().unwrap_or(0);
+    let config = config(policy);
     let mut out = Outbox::new(u32::from(s.byte().unwrap_or(1)) + 1);
     let mut conn = Connection::new();
+    // Mostly a loopback peer (the API answers it); bit 1 tries a remote one (403).
+    conn.set_peer_loopback(policy & 2 == 0);
     let mut now: u32 = 100;
     let mut queued = 0usize;
     let mut outstanding: VecDeque<Request> = VecDeque::new();

@@ -184,6 +184,9 @@ pub struct FloodTick {
     /// flood's CPU, percent of one core (all processes).
     pub cpu_user: f64,
     pub cpu_sys: f64,
+    /// The latency histogram of this second as (value µs, count) pairs, so a caller can
+    /// merge exact percentiles over any window (a bench step) instead of averaging p99s.
+    pub hist: Vec<(u64, u64)>,
 }
 
 /// The end of a flood run.
@@ -487,6 +490,7 @@ impl<'a> Report<'a> {
             rss_bytes: s.rss,
             cpu_user: s.cpu_user,
             cpu_sys: s.cpu_sys,
+            hist: s.hist.clone(),
         };
         self.max_open = self.max_open.max(s.open);
         self.last_messages = s.messages;

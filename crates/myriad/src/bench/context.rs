@@ -28,6 +28,8 @@ pub struct Ctx {
     pub sysctls: Vec<String>,
     /// Server event loops to ask for, if given.
     pub loops: Option<u32>,
+    /// The `myriad` executable serving (`--server-bin`); `None`: this one.
+    pub server_bin: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -39,7 +41,18 @@ impl Ctx {
             .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
             .collect::<Vec<_>>()
             .join(" ");
-        let sysctls = tune(!args.no_tune);
+        let mut sysctls = tune(!args.no_tune);
+        if let Some(bin) = &args.server_bin {
+            anyhow::ensure!(
+                bin.is_file(),
+                "--server-bin {}: no such file",
+                bin.display()
+            );
+            sysctls.push(format!(
+                "server executable: {} (--server-bin)",
+                bin.display()
+            ));
+        }
         for line in &sysctls {
             eprintln!("bench: {line}");
         }
@@ -50,6 +63,7 @@ impl Ctx {
             command,
             sysctls,
             loops: args.loops,
+            server_bin: args.server_bin.clone(),
         })
     }
 
@@ -75,15 +89,37 @@ impl Ctx {
             a.push(l.to_string());
         }
         a.extend(extra.iter().map(|s| s.to_string()));
-        let server = ServerProcess::start(&a)?;
+        let server = ServerProcess::start_bin(self.server_bin.as_deref(), &a)?;
         // Let it finish starting its loops before the first RSS reading.
         std::thread::sleep(std::time::Duration::from_millis(500));
         Ok(server)
     }
 }
 
-/// Checks the backlog sysctls; raises those below [`WANTED_BACKLOG`] when `raise`.
+/// Kernel settings that shape the figures and are only reported (never changed): TIME_WAIT
+/// reuse and the FIN timeout bound connect storms, the socket buffer sizes set how much a
+/// slow subscriber queues in the kernel, the file limits how many sockets one process holds.
+const REPORTED_SYSCTLS: &[&str] = &[
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_rmem",
+    "net.core.wmem_default",
+    "fs.nr_open",
+    "fs.file-max",
+];
+
+/// Checks the backlog sysctls, raising those below [`WANTED_BACKLOG`] when `raise`, and
+/// reads [`REPORTED_SYSCTLS`].
 fn tune(raise: bool) -> Vec<String> {
+    let reported = REPORTED_SYSCTLS.iter().map(|name| {
+        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        let value = load::sys::read_proc(&path).unwrap_or_else(|| "unreadable".into());
+        format!(
+            "{name} = {} (reported only)",
+            value.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    });
     BACKLOG_SYSCTLS
         .iter()
         .map(|name| {
@@ -102,6 +138,7 @@ fn tune(raise: bool) -> Vec<String> {
                 Err(e) => format!("{name} = {now} (could not raise to {WANTED_BACKLOG}: {e})"),
             }
         })
+        .chain(reported)
         .collect()
 }
 

@@ -5,6 +5,8 @@
 //! Not here: what a scenario does with the numbers.
 
 use crate::server_process::ServerProcess;
+use hdrhistogram::Histogram;
+use load::flood::stats::{hist_add, new_hist};
 use load::flood::{FloodArgs, FloodSummary, FloodTick};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -170,7 +172,6 @@ impl Probe {
 }
 
 /// Running totals of a held flood, updated once per second by its callback.
-#[derive(Default)]
 pub struct FloodState {
     pub open: AtomicU64,
     pub failed: AtomicU64,
@@ -180,12 +181,28 @@ pub struct FloodState {
     /// Ticks so far, and the last tick that carried messages.
     pub ticks: AtomicU64,
     pub last_busy_tick: AtomicU64,
-    /// Largest publish→receive latency since the last `take_max_latency`.
-    pub max_lat_us: AtomicU64,
     /// The servers' best second of accepted connections so far.
     pub peak_connects_per_s: AtomicU64,
     /// flood's busiest second so far, percent of one core (all its processes).
     pub peak_client_cpu: AtomicU64,
+    /// Every latency since the last `take_hist`: exact percentiles over a bench step.
+    pub hist: Mutex<Histogram<u64>>,
+}
+
+impl Default for FloodState {
+    fn default() -> Self {
+        FloodState {
+            open: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            messages: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
+            last_busy_tick: AtomicU64::new(0),
+            peak_connects_per_s: AtomicU64::new(0),
+            peak_client_cpu: AtomicU64::new(0),
+            hist: Mutex::new(new_hist()),
+        }
+    }
 }
 
 /// A flood running in a thread until stopped.
@@ -229,7 +246,10 @@ impl Held {
                     state.failed.store(t.failed, Ordering::Relaxed);
                     state.closed.store(t.closed, Ordering::Relaxed);
                     state.messages.fetch_add(t.messages, Ordering::Relaxed);
-                    state.max_lat_us.fetch_max(t.lat_max_us, Ordering::Relaxed);
+                    hist_add(
+                        &mut state.hist.lock().unwrap_or_else(|e| e.into_inner()),
+                        &t.hist,
+                    );
                     state
                         .peak_client_cpu
                         .fetch_max((t.cpu_user + t.cpu_sys) as u64, Ordering::Relaxed);
@@ -296,9 +316,10 @@ impl Held {
         self.state.open.load(Ordering::Relaxed)
     }
 
-    /// The largest latency since the previous call, microseconds.
-    pub fn take_max_latency(&self) -> u64 {
-        self.state.max_lat_us.swap(0, Ordering::Relaxed)
+    /// Every latency recorded since the previous call (or the start).
+    pub fn take_hist(&self) -> Histogram<u64> {
+        let mut h = self.state.hist.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *h, new_hist())
     }
 
     /// Closes every connection at once and returns the summary.

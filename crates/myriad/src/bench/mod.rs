@@ -9,8 +9,12 @@
 //! - [`report`]: the Markdown report (figure | measured | target | met?);
 //! - [`held`]: a flood held in a thread with a live line per second, and the
 //!   per-second server probe;
-//! - one file per scenario: [`idle`], [`broadcast`], [`unicast`], [`disconnect`],
-//!   [`churn`], [`keepalive`], [`c100k`].
+//! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
+//!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
+//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`].
+//!
+//! `--server-bin PATH` runs every scenario against another `myriad` executable (a
+//! baseline build) with the same commands, so before/after figures come from one session.
 //!
 //! Not here: the load tools themselves (`load`), the server (`gateway`), the charts
 //! (`viewer::plot`). Every scenario is bounded in connections and time, and ends
@@ -19,11 +23,14 @@
 mod broadcast;
 mod c100k;
 mod churn;
+mod connect;
 mod context;
 mod disconnect;
 mod held;
 mod idle;
 mod keepalive;
+mod ladder;
+mod peer;
 mod report;
 mod unicast;
 
@@ -42,7 +49,7 @@ pub const DEFAULT_C100K: u64 = 100_000;
 pub enum Scenario {
     /// Memory per idle connection (user space and kernel), connect rate, memory after everyone left.
     Idle,
-    /// One subject, N subscribers: latency at 5 msg/s and deliveries/s at increasing rates.
+    /// N subscribers of one publish (--shape): latency at 5 msg/s and a ladder of rates in 10-s steps.
     Broadcast,
     /// N connections to distinct users, 10,000 msg/s to random users: latency and server CPU.
     Unicast,
@@ -54,6 +61,8 @@ pub enum Scenario {
     Keepalive,
     /// 100,000+ connections over several server processes and source addresses.
     C100k,
+    /// Connect storms from several flood processes: accepts per second on the server side.
+    Connect,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
 }
@@ -66,6 +75,24 @@ pub enum TransportChoice {
     Ws,
     Poll,
     All,
+}
+
+/// Who receives a broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// One user holding N connections; publish to that user.
+    OneUser,
+    /// N users following one subject (one connection each); publish to the subject.
+    Followers,
+    /// One-user, then followers.
+    Both,
+}
+
+/// A server other than `myriad serve` to run the broadcast ladder against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Peer {
+    /// A Node.js cluster of 2 workers, one `res.write` per subscriber (`node` on PATH).
+    Node,
 }
 
 /// Flags of `myriad bench`.
@@ -95,16 +122,32 @@ pub struct BenchArgs {
     /// broadcast: seconds of the latency phase.
     #[arg(long, default_value_t = 10.0)]
     pub latency_secs: f64,
-    /// broadcast: publish rates of the throughput steps, messages/s (stops after the first step that misses).
+    /// broadcast: publish rates of the ladder, messages/s (it stops one step after the first miss).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "2,5,10,20,40,60,80,120,160"
+        default_value = "2,5,10,15,20,30,40,60,80,120,160,200"
     )]
     pub rates: Vec<f64>,
-    /// broadcast: seconds per throughput step.
-    #[arg(long, default_value_t = 4.0)]
+    /// broadcast: seconds per ladder step; below 10 s a backlog that grows slowly does
+    /// not show, so the report marks shorter steps as not a valid figure.
+    #[arg(long, default_value_t = 10.0)]
     pub step_secs: f64,
+    /// broadcast: who receives each message.
+    #[arg(long, value_enum, default_value = "both")]
+    pub shape: Shape,
+    /// broadcast: run the ladder against this peer server instead of `myriad serve`.
+    #[arg(long, value_enum)]
+    pub peer: Option<Peer>,
+    /// Run this `myriad` executable as the server (e.g. a baseline build) instead of this one.
+    #[arg(long, value_name = "PATH")]
+    pub server_bin: Option<PathBuf>,
+    /// connect: flood processes opening connections at once (so the client is not the limit).
+    #[arg(long, default_value_t = 4)]
+    pub flood_procs: u32,
+    /// connect: connect storms to run (each opens --connections, then closes them all).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
     /// unicast: messages per second to random users.
     #[arg(long, default_value_t = 10_000.0)]
     pub unicast_rate: f64,
@@ -126,6 +169,25 @@ pub struct BenchArgs {
     /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
     #[arg(long)]
     pub no_tune: bool,
+}
+
+impl Shape {
+    /// The single shapes this choice stands for.
+    pub fn each(self) -> Vec<Shape> {
+        match self {
+            Shape::Both => vec![Shape::OneUser, Shape::Followers],
+            s => vec![s],
+        }
+    }
+
+    /// As typed on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::OneUser => "one-user",
+            Shape::Followers => "followers",
+            Shape::Both => "both",
+        }
+    }
 }
 
 impl BenchArgs {
@@ -176,6 +238,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Churn => churn::run(&args, &mut ctx),
             Scenario::Keepalive => keepalive::run(&args, &mut ctx),
             Scenario::C100k => c100k::run(&args, &mut ctx),
+            Scenario::Connect => connect::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
         match result {
@@ -210,6 +273,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Churn => "churn",
         Scenario::Keepalive => "keepalive",
         Scenario::C100k => "c100k",
+        Scenario::Connect => "connect",
         Scenario::All => "all",
     }
 }

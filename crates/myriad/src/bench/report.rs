@@ -223,6 +223,7 @@ const SPEC_ROWS: &[(Scenario, &str)] = &[
     (Scenario::Idle, "user-space memory per idle connection"),
     (Scenario::Idle, "kernel memory per socket"),
     (Scenario::Idle, "connection accept rate"),
+    (Scenario::Connect, "server accepts per second"),
     (Scenario::Broadcast, "broadcast: deliveries/s"),
     (Scenario::Broadcast, "broadcast latency p99"),
     (Scenario::Unicast, "unicast latency p99"),

@@ -83,6 +83,7 @@ fn panel(inp: &Input, title: &str, y_desc: &str, y_fmt: fn(f64) -> String) -> Pa
     Panel {
         title: format!("{}: {title}", inp.name),
         y_desc: y_desc.to_string(),
+        x_desc: "time (s)".into(),
         x: inp.table.column("time_s").unwrap_or_default(),
         stacked: Vec::new(),
         lines: Vec::new(),
@@ -378,7 +379,10 @@ fn deliveries(inputs: &[Input]) -> Chart {
 
 fn latency(inputs: &[Input]) -> Chart {
     let mut panels = Vec::new();
-    for inp in inputs.iter().filter(|i| i.table.has("lat_p99_us")) {
+    for inp in inputs
+        .iter()
+        .filter(|i| i.table.has("lat_p99_us") && !i.table.has(LADDER_X))
+    {
         let t = &inp.table;
         let what = match t.kind {
             CsvKind::Flood => "latency, send stamp to receipt (log scale)",
@@ -411,6 +415,53 @@ fn latency(inputs: &[Input]) -> Chart {
     }
 }
 
+/// The x column of a `myriad bench broadcast` ladder CSV (one row per rate step).
+const LADDER_X: &str = "rate_msg_s";
+
+/// `ladder.png`: per ladder file, latency p50/p99/max of each step against its publish
+/// rate (log scale), with the 1-s line a step must stay under: where the cliff is.
+fn ladder(inputs: &[Input]) -> Chart {
+    let mut panels = Vec::new();
+    for inp in inputs.iter().filter(|i| i.table.has(LADDER_X)) {
+        let t = &inp.table;
+        let mut p = panel(
+            inp,
+            "latency per step against the rate (log scale)",
+            "latency",
+            us,
+        );
+        p.x = col(t, LADDER_X);
+        p.x_desc = "publish rate (messages/s)".into();
+        p.log = true;
+        p.lines.push(Series::new(
+            "1 s limit",
+            GREY,
+            vec![1e6; t.len()],
+            Stroke::Dashed,
+        ));
+        p.lines
+            .push(Series::new("max", RED, col(t, "lat_max_us"), Stroke::Thin));
+        p.lines.push(Series::new(
+            "p99",
+            ORANGE,
+            col(t, "lat_p99_us"),
+            Stroke::Thick,
+        ));
+        p.lines.push(Series::new(
+            "p50",
+            GREEN,
+            col(t, "lat_p50_us"),
+            Stroke::Thick,
+        ));
+        panels.push(p);
+    }
+    Chart {
+        file: "ladder.png",
+        columns: 1,
+        panels,
+    }
+}
+
 /// Every chart that at least one input has data for.
 pub fn all(inputs: &[Input], window: usize) -> Vec<Chart> {
     [
@@ -420,6 +471,7 @@ pub fn all(inputs: &[Input], window: usize) -> Vec<Chart> {
         lag(inputs, window),
         deliveries(inputs),
         latency(inputs),
+        ladder(inputs),
     ]
     .into_iter()
     .filter(|c| !c.panels.is_empty())
@@ -447,6 +499,19 @@ mod tests {
             per_connection(&t, "user_bytes_per_conn"),
             [0.0, 0.0, 0.0, 300.0, 180.0]
         );
+    }
+
+    #[test]
+    fn ladder_files_get_the_ladder_chart_only() {
+        let text = "time_s,rate_msg_s,lat_p50_us,lat_p99_us,lat_max_us\n0,2,100,200,300\n12,5,150,400,900\n";
+        let inp = Input {
+            name: "ladder".into(),
+            table: Table::parse(text.as_bytes()).unwrap(),
+        };
+        let charts = all(&[inp], 10);
+        let files: Vec<&str> = charts.iter().map(|c| c.file).collect();
+        assert_eq!(files, ["ladder.png"]);
+        assert_eq!(charts[0].panels[0].x, [2.0, 5.0]);
     }
 
     #[test]

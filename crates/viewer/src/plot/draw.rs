@@ -42,6 +42,8 @@ impl Series {
 pub struct Panel {
     pub title: String,
     pub y_desc: String,
+    /// What x is: "time (s)" for the per-second logs, a rate for a bench ladder.
+    pub x_desc: String,
     pub x: Vec<f64>,
     /// Stacked areas, bottom layer first.
     pub stacked: Vec<Series>,
@@ -185,7 +187,7 @@ where
         .bold_line_style(RGBColor(205, 205, 205))
         .label_style((FONT, 15).into_font())
         .axis_desc_style((FONT, 16).into_font())
-        .x_desc("time (s)")
+        .x_desc(&p.x_desc)
         .y_desc(&p.y_desc)
         .x_label_formatter(&xf)
         .y_label_formatter(&yf)
@@ -267,6 +269,7 @@ mod tests {
         let p = Panel {
             title: "t".into(),
             y_desc: "memory".into(),
+            x_desc: "time (s)".into(),
             x: vec![0.0, 1.0],
             stacked: vec![Series::new("a", RED, vec![1024.0, 3072.0], Stroke::Thin)],
             lines: vec![],

@@ -1,0 +1,137 @@
+//! Who may do what (SPEC C5): subscriptions and long-polls need a JWT whose `sub` is
+//! the path's user id, API calls need an API key. The checks are `auth`'s; this
+//! module decides which check a route needs, where its credential comes from and
+//! what the client is answered when it fails.
+//!
+//! Modes, chosen by `myriad serve`'s flags and announced on its start line:
+//! - no `--jwt-secret` / `--jwt-key`: subscriptions are open (benchmarks, the demo);
+//! - no `--api-key`: the API answers loopback peers only (403 to anyone else), so a
+//!   server that forgot its keys is not an open relay;
+//! - `/healthz` never needs a credential (load balancers probe it).
+
+use super::{Connection, Cx, Origins, KEEP_ALIVE, PEER_LOOPBACK};
+use crate::wheel::TICK_MS;
+use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
+use wire::{BodyKind, RequestHead};
+
+/// The credentials a server accepts; shared by every connection of every loop.
+#[derive(Debug, Default)]
+pub struct Access {
+    /// `None`: subscriptions need no token.
+    pub jwt: Option<JwtVerifier>,
+    /// Empty: the API answers loopback peers only.
+    pub api_keys: ApiKeys,
+    /// Browser pages let in (`origin`).
+    pub origins: Origins,
+}
+
+impl Access {
+    /// How subscriptions are let in, for the start line.
+    pub fn describe_subscriptions(&self) -> String {
+        match &self.jwt {
+            None => "open (no --jwt-secret / --jwt-key)".into(),
+            Some(v) => {
+                let algs: Vec<&str> = v.keys().describe().iter().map(|k| k.1).collect();
+                format!("JWT {}", algs.join(","))
+            }
+        }
+    }
+
+    /// Which browser pages are let in, for the start line.
+    pub fn describe_origins(&self) -> String {
+        self.origins.describe()
+    }
+
+    /// How API calls are let in, for the start line.
+    pub fn describe_api(&self) -> String {
+        if self.api_keys.is_empty() {
+            "loopback peers only (no --api-key)".into()
+        } else {
+            "API key".into()
+        }
+    }
+}
+
+/// Why the API refused a peer without keys configured: 403, not 401, because no
+/// credential would help.
+pub const LOOPBACK_ONLY: &str = "the API answers loopback peers only (the server has no --api-key)";
+
+/// The Unix time (whole seconds) at the core's current tick.
+fn unix_now(cx: &Cx) -> u64 {
+    cx.config.unix_start + u64::from(cx.now) * TICK_MS / 1000
+}
+
+/// A subscription or long-poll to `user`: the page's origin, then the token from `?token=` (EventSource
+/// cannot set headers) or `Authorization: Bearer`. `Ok(None)` when no JWT is
+/// configured.
+pub(super) fn check_subscribe(
+    cx: &Cx,
+    user: u64,
+    query_token: Option<&str>,
+    head: &RequestHead,
+) -> Result<Option<Grant>, Refusal> {
+    if let Some(origin) = &head.origin {
+        if !cx.config.access.origins.allows_subscribe(origin) {
+            return Err(Refusal::Origin);
+        }
+    }
+    let Some(verifier) = &cx.config.access.jwt else {
+        return Ok(None);
+    };
+    let token = match query_token {
+        Some(t) => Some(t),
+        None => head.authorization.as_deref().and_then(bearer_token),
+    };
+    verifier
+        .authorize_subscribe(token, user, unix_now(cx))
+        .map(Some)
+        .map_err(Refusal::Auth)
+}
+
+/// An API call (publish, subscriptions, subscribers, stats): the page's origin,
+/// then the key (or the loopback rule).
+pub(super) fn check_api(conn: &Connection, cx: &Cx, head: &RequestHead) -> Result<(), Refusal> {
+    if let Some(origin) = &head.origin {
+        if !cx.config.access.origins.allows_api(origin) {
+            return Err(Refusal::Origin);
+        }
+    }
+    let keys = &cx.config.access.api_keys;
+    if keys.is_empty() {
+        return if conn.has(PEER_LOOPBACK) {
+            Ok(())
+        } else {
+            Err(Refusal::LoopbackOnly)
+        };
+    }
+    keys.check(head.authorization.as_deref())
+        .map_err(Refusal::Auth)
+}
+
+/// Why an API call was refused.
+pub(super) enum Refusal {
+    Auth(AuthError),
+    LoopbackOnly,
+    /// The request's `Origin` is not let in (`origin`).
+    Origin,
+}
+
+/// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
+/// on when the request had no body (the framing is intact); otherwise the
+/// connection closes rather than reading a body nobody will use.
+pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why: Refusal) {
+    let (status, message, challenge) = match &why {
+        Refusal::Auth(e) => (e.status(), e.to_string(), e.challenge()),
+        Refusal::LoopbackOnly => (403, LOOPBACK_ONLY.to_string(), None),
+        Refusal::Origin => (403, "origin not allowed".to_string(), None),
+    };
+    let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None;
+    conn.set(KEEP_ALIVE, keep);
+    let headers: &[(&str, &str)] = match challenge {
+        Some(c) => &[("WWW-Authenticate", c)],
+        None => &[],
+    };
+    conn.respond(cx, keep, |out| {
+        wire::write_error_response(out, status, &message, keep, headers)
+    });
+}

@@ -1,0 +1,231 @@
+//! TLS between socket and core: a byte transform, nothing more. Ciphertext read into
+//! the scratch buffer is decrypted in place and the plaintext goes to the core as if
+//! from a plain socket; the core's outbox is sealed into records before it is written
+//! or queued. The core, the wheel and the bus never know a connection is TLS.
+//!
+//! Where the state lives (the per-connection budget): the slab entry stays 40 B. Each
+//! connection's [`ServerSession`] is boxed in a side table indexed like the loop's
+//! `gens` (8 B per slot, only on a TLS listener); an idle established TLS 1.3 session
+//! is `tls`'s lean record layer, 232 B with no heap of its own (crates/tls/README.md).
+//! Handshake flights and alerts, and sealed output the socket does not take, go
+//! through the same write queue as plain output, so order holds and `--max-queued`
+//! counts ciphertext. Ciphertext differs per connection: the encode-once property
+//! holds for plaintext only, so queued TLS output is a copy per connection.
+//!
+//! Time: the core's head timeout runs from accept, so a handshake that stalls is
+//! closed like a slow head (its 408 cannot be sealed before the handshake: the
+//! connection is closed without it).
+
+use super::output::OutQueue;
+use super::EventLoop;
+use ::tls::{ReloadableConfig, ServerSession};
+use bytes::Bytes;
+use std::io::{self, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Outbox pieces sealed per `encrypt` call (on the stack; more are sealed in turns).
+const PIECES_PER_SEAL: usize = 64;
+
+/// One loop's TLS: the config new connections take and every connection's session.
+pub(super) struct TlsLayer {
+    config: Arc<ReloadableConfig>,
+    /// Sessions by slab index (`None` for a free slot). A side table rather than a
+    /// slot field: the slot keeps its 40 B on plain listeners and in the size test.
+    sessions: Vec<Option<Box<ServerSession>>>,
+    /// Records to write (handshake flight, alert, sealed output), reused per call.
+    cipher: Vec<u8>,
+    /// Plaintext of one read, handed to the core, reused per call.
+    plain: Vec<u8>,
+}
+
+impl TlsLayer {
+    pub(super) fn new(config: Arc<ReloadableConfig>) -> TlsLayer {
+        TlsLayer {
+            config,
+            sessions: Vec::new(),
+            cipher: Vec::new(),
+            plain: Vec::new(),
+        }
+    }
+
+    /// Gives back table capacity after a mass disconnect (the slab shrank too).
+    pub(super) fn shrink(&mut self, slots: usize) {
+        while self.sessions.len() > slots && self.sessions.last().is_some_and(|s| s.is_none()) {
+            self.sessions.pop();
+        }
+        self.sessions.shrink_to_fit();
+        self.cipher = Vec::new();
+        self.plain = Vec::new();
+    }
+}
+
+impl EventLoop {
+    /// A new connection on a TLS listener gets its session; false if none could be
+    /// made (the caller closes).
+    pub(super) fn tls_open(&mut self, index: usize) -> bool {
+        let Some(tls) = self.tls.as_mut() else {
+            return true;
+        };
+        match ServerSession::new(tls.config.current()) {
+            Ok(session) => {
+                if tls.sessions.len() <= index {
+                    tls.sessions.resize_with(index + 1, || None);
+                }
+                tls.sessions[index] = Some(Box::new(session));
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "tls session could not be made");
+                false
+            }
+        }
+    }
+
+    /// Drops connection `index`'s session (the slot is being freed).
+    pub(super) fn tls_forget(&mut self, index: usize) {
+        if let Some(slot) = self.tls.as_mut().and_then(|t| t.sessions.get_mut(index)) {
+            *slot = None;
+        }
+    }
+
+    /// Ciphertext read from connection `index`: the handshake's answer or alerts go
+    /// out, plaintext goes to the core; a TLS error writes its alert and closes.
+    pub(super) fn tls_read(&mut self, index: usize, input: &mut [u8]) {
+        let Some(tls) = self.tls.as_mut() else {
+            return;
+        };
+        let Some(Some(session)) = tls.sessions.get_mut(index) else {
+            return;
+        };
+        let mut plain = std::mem::take(&mut tls.plain);
+        plain.clear();
+        tls.cipher.clear();
+        let result = session.handle_input(input, &mut tls.cipher, &mut plain);
+        let alive = tls.cipher.is_empty() || self.write_cipher(index, false);
+        match result {
+            Err(e) => {
+                tracing::debug!(error = %e, "tls connection refused");
+                if alive {
+                    self.close(index);
+                }
+            }
+            Ok(status) => {
+                if alive && !plain.is_empty() {
+                    self.with_core(index, |conn, cx| conn.handle_bytes(cx, &plain));
+                }
+                // close_notify: no more input comes, like a plain EOF.
+                if status.peer_closed {
+                    self.close(index);
+                }
+            }
+        }
+        if let Some(tls) = self.tls.as_mut() {
+            tls.plain = plain;
+        }
+    }
+
+    /// Seals the outbox's bytes for connection `index` and writes or queues the
+    /// records like `send` does plain bytes. A connection whose handshake has not
+    /// finished cannot be written to (a head-timeout 408): it is closed. False if the
+    /// connection was closed.
+    pub(super) fn tls_send(&mut self, index: usize, coalesce: bool) -> bool {
+        let tls = self.tls.as_mut().expect("tls_send on a TLS loop");
+        tls.cipher.clear();
+        let closing = self.slots[index].conn.is_closing();
+        let sealed = match tls.sessions.get_mut(index) {
+            Some(Some(session)) => {
+                let mut result = Ok(());
+                for chunk in self.outbox.pieces().chunks(PIECES_PER_SEAL) {
+                    let mut parts: [&[u8]; PIECES_PER_SEAL] = [&[]; PIECES_PER_SEAL];
+                    for (part, piece) in parts.iter_mut().zip(chunk) {
+                        *part = self.outbox.slice(piece);
+                    }
+                    result = session.encrypt(&parts[..chunk.len()], &mut tls.cipher);
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                if result.is_ok() && closing {
+                    // The last bytes: close_notify after them, then the FIN.
+                    session.close(&mut tls.cipher);
+                }
+                result.is_ok()
+            }
+            _ => false,
+        };
+        self.outbox.clear_bytes();
+        if !sealed {
+            self.close(index);
+            return false;
+        }
+        self.write_cipher(index, coalesce)
+    }
+
+    /// Writes the layer's `cipher` bytes to connection `index`: behind queued output,
+    /// only queued with `coalesce`, else at once with the rest queued. False if the
+    /// write failed (the connection is then closed).
+    fn write_cipher(&mut self, index: usize, coalesce: bool) -> bool {
+        let tls = self.tls.as_mut().expect("write_cipher on a TLS loop");
+        let bytes = &tls.cipher[..];
+        let slot = &mut self.slots[index];
+        if let Some(queue) = slot.out.as_mut() {
+            queue.push(Bytes::copy_from_slice(bytes));
+            self.queued += bytes.len();
+            return true;
+        }
+        if coalesce {
+            let mut queue = Box::<OutQueue>::default();
+            queue.push(Bytes::copy_from_slice(bytes));
+            slot.out = Some(queue);
+            self.queued += bytes.len();
+            self.dirty.push(index);
+            return true;
+        }
+        let mut written = 0;
+        while written < bytes.len() {
+            match slot.stream.write(&bytes[written..]) {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.close(index);
+                    return false;
+                }
+            }
+        }
+        self.metrics
+            .bytes_out
+            .fetch_add(written as u64, Ordering::Relaxed);
+        if written < bytes.len() {
+            let mut queue = Box::<OutQueue>::default();
+            queue.push(Bytes::copy_from_slice(&bytes[written..]));
+            self.queued += queue.bytes();
+            slot.out = Some(queue);
+        } else if slot.conn.is_closing() {
+            let _ = slot.stream.shutdown(std::net::Shutdown::Write);
+        }
+        true
+    }
+
+    /// SIGHUP: the certificate files are read again; new connections get the new
+    /// certificate, open ones keep theirs. Any loop may see the signal (it is taken
+    /// once per process); a failed reload keeps the old certificate.
+    pub(super) fn tls_tick(&mut self) {
+        let Some(tls) = self.tls.as_ref() else {
+            return;
+        };
+        if ::tls::sighup::take() {
+            match tls.config.reload() {
+                Ok(()) => tracing::info!(
+                    generation = tls.config.generation(),
+                    "tls certificate reloaded"
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, "tls reload failed; the old certificate stays")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The broadcast ladder: publish rates held for `--step-secs` each, judged per message
+//! (a step passes only when every message reached every subscriber and the slowest of
+//! all deliveries took at most 1 s), continued one step past the first miss so the
+//! cliff shows in the plot. Each step's latency percentiles come from the merged
+//! per-second histograms of exactly the deliveries of that step (`Held::take_hist`).
+//!
+//! Not here: starting servers or subscribers (see `broadcast`).
+
+use super::held::{client_cpu, Held, Live, Probe};
+use super::report::{count, met, ms};
+use load::msggen::{MsggenArgs, MsggenSummary};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// A delivery slower than this makes a step miss (the SPEC's "within 1 s").
+pub const STEP_MAX_LATENCY_US: u64 = 1_000_000;
+/// Steps shorter than this are reported but do not count as a figure: a backlog that
+/// grows a few percent per second does not show in 4 s.
+pub const MIN_STEP_SECS: f64 = 10.0;
+/// Publishing connections per 2 msg/s of rate: each waits for its reply, and a reply
+/// may take as long as the fan-out to every subscriber (hundreds of ms when slow).
+const RATE_PER_PUBLISHER: f64 = 2.0;
+/// Publishing connections at least and at most.
+const PUBLISHERS: (usize, usize) = (2, 48);
+/// Share of the asked rate msggen must reach for a step to count.
+const MIN_ACHIEVED: f64 = 0.9;
+/// Longest wait after a step for its last deliveries (a missed step may be seconds behind).
+const DRAIN_MAX: Duration = Duration::from_secs(20);
+/// Header of the ladder CSV (`rate_msg_s` makes `myriad plot` draw it against the rate).
+pub const CSV_HEADER: &str = "time_s,rate_msg_s,achieved_msg_s,sent,expected,received,deliveries_per_s,lat_p50_us,lat_p99_us,lat_p999_us,lat_max_us,server_cpu_pct,client_cpu_pct,ok";
+
+/// One step's outcome.
+#[derive(Clone, Debug, Default)]
+pub struct Step {
+    pub rate: f64,
+    pub sent: MsggenSummary,
+    pub expected: u64,
+    pub received: u64,
+    pub deliveries_per_s: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub server_cpu: f64,
+    pub client_cpu: f64,
+    pub lost_connections: u64,
+    pub ok: bool,
+}
+
+/// Runs the ladder over `rates` against the subscribers held by `held` (`open` of them),
+/// publishing `size`-byte payloads to `subject` at `addr`. Stops one step after the
+/// first miss; writes one CSV row per step to `csv`.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    held: &Held,
+    probe: &Probe,
+    live: &Live,
+    addr: SocketAddr,
+    subject: u64,
+    open: u64,
+    rates: &[f64],
+    step_secs: f64,
+    size: usize,
+    csv: &Path,
+) -> anyhow::Result<Vec<Step>> {
+    let mut out = std::fs::File::create(csv)?;
+    writeln!(out, "{CSV_HEADER}")?;
+    let mut steps: Vec<Step> = Vec::new();
+    let mut missed = false;
+    for &rate in rates {
+        let before = held.messages();
+        let open_before = held.open();
+        held.take_hist();
+        let (cpu0, client0) = (probe.cpu(), client_cpu());
+        let t = live.t0.elapsed().as_secs_f64();
+        live.emit(format!("step: {rate} msg/s for {step_secs} s"));
+        let sent = publish(addr, subject, rate, step_secs, size)?;
+        let secs = sent.elapsed_s.max(1e-3);
+        let server_cpu = (probe.cpu() - cpu0) / secs * 100.0;
+        let client_cpu = (client_cpu() - client0) / secs * 100.0;
+        held.wait_quiet(DRAIN_MAX);
+        let received = held.messages() - before;
+        let h = held.take_hist();
+        let q = |x: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(x)
+            }
+        };
+        let expected = sent.sent * open;
+        let lost = open_before.saturating_sub(held.open());
+        let step = Step {
+            rate,
+            expected,
+            received,
+            deliveries_per_s: received as f64 / secs,
+            p50_us: q(0.5),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            max_us: h.max(),
+            server_cpu,
+            client_cpu,
+            lost_connections: lost,
+            ok: sent.sent > 0
+                && sent.achieved_rate >= MIN_ACHIEVED * rate
+                && sent.errors == 0
+                && received >= expected
+                && h.max() <= STEP_MAX_LATENCY_US
+                && lost == 0,
+            sent,
+        };
+        writeln!(
+            out,
+            "{t:.1},{rate},{:.2},{},{expected},{received},{:.0},{},{},{},{},{server_cpu:.1},{client_cpu:.1},{}",
+            step.sent.achieved_rate,
+            step.sent.sent,
+            step.deliveries_per_s,
+            step.p50_us,
+            step.p99_us,
+            step.p999_us,
+            step.max_us,
+            u8::from(step.ok)
+        )?;
+        live.emit(format!(
+            "step {rate} msg/s: {} of {} deliveries, p50 {} p99 {} max {}: {}",
+            count(received as f64),
+            count(expected as f64),
+            ms(step.p50_us),
+            ms(step.p99_us),
+            ms(step.max_us),
+            if step.ok { "pass" } else { "MISS" }
+        ));
+        let ok = step.ok;
+        steps.push(step);
+        if missed {
+            break;
+        }
+        missed = !ok;
+    }
+    Ok(steps)
+}
+
+/// The steps as a Markdown table.
+pub fn table(steps: &[Step]) -> String {
+    let mut t = String::from(
+        "| rate msg/s | sent (achieved/s) | deliveries received / expected | deliveries/s | p50 | p99 | p99.9 | max | server CPU | client CPU | lost conns | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for s in steps {
+        let _ = writeln!(
+            t,
+            "| {} | {} ({:.1}/s) | {} / {} | {} | {} | {} | {} | {} | {:.0} % | {:.0} % | {} | {} |",
+            s.rate,
+            s.sent.sent,
+            s.sent.achieved_rate,
+            count(s.received as f64),
+            count(s.expected as f64),
+            count(s.deliveries_per_s),
+            ms(s.p50_us),
+            ms(s.p99_us),
+            ms(s.p999_us),
+            ms(s.max_us),
+            s.server_cpu,
+            s.client_cpu,
+            s.lost_connections,
+            met(s.ok)
+        );
+    }
+    t
+}
+
+/// The fastest step that passed, if no slower step missed before it (a pass above a
+/// miss is noise, not capacity).
+pub fn best(steps: &[Step]) -> Option<&Step> {
+    steps.iter().take_while(|s| s.ok).last()
+}
+
+/// Publishes `size`-byte stamped payloads to `subject` at `rate` for `secs` (the
+/// ladder's steps and the latency phase).
+pub fn publish(
+    addr: SocketAddr,
+    subject: u64,
+    rate: f64,
+    secs: f64,
+    size: usize,
+) -> anyhow::Result<MsggenSummary> {
+    load::msggen::run_with(
+        MsggenArgs {
+            url: format!("http://{addr}"),
+            path: format!("/pub/{subject}"),
+            rate,
+            max: subject,
+            publishers: ((rate / RATE_PER_PUBLISHER).ceil() as usize)
+                .clamp(PUBLISHERS.0, PUBLISHERS.1),
+            duration: secs,
+            size,
+            quiet: true,
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(rate: f64, ok: bool) -> Step {
+        Step {
+            rate,
+            ok,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn best_is_the_last_pass_before_the_first_miss() {
+        let s = [
+            step(2.0, true),
+            step(5.0, true),
+            step(10.0, false),
+            step(20.0, true),
+        ];
+        assert_eq!(best(&s).map(|s| s.rate), Some(5.0));
+        assert!(best(&[step(2.0, false)]).is_none());
+        let t = table(&s);
+        assert_eq!(t.lines().count(), 6);
+        assert_eq!(CSV_HEADER.split(',').count(), 14);
+    }
+}
