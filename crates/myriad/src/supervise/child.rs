@@ -23,7 +23,12 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--listen", "MYRIAD_LISTEN", true),
     ("--leave-when-full", "MYRIAD_LEAVE_WHEN_FULL", false),
     ("--config", "MYRIAD_CONFIG", true),
+    ("--log", "MYRIAD_LOG", true),
 ];
+
+/// The log target of the start lines the supervisor waits for; kept at `info` in
+/// children whatever `--log` says (`--log warn` would hide them).
+const START_LINE_TARGET: &str = "myriad::serve=info";
 
 /// What a child is to the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,9 +71,14 @@ pub struct Member {
 impl Template {
     pub fn new(listen: SocketAddr, per_gateway: usize) -> anyhow::Result<Template> {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+        let mut forwarded = vec![
+            OsString::from("--log"),
+            OsString::from(format!("{},{START_LINE_TARGET}", log_filter(&args))),
+        ];
+        forwarded.extend(strip_own_flags(&args));
         Ok(Template {
             exe: std::env::current_exe()?,
-            args: strip_own_flags(&args),
+            args: forwarded,
             listen,
             per_gateway,
         })
@@ -181,6 +191,22 @@ fn field(line: &str, name: &str) -> Option<SocketAddr> {
     None
 }
 
+/// The supervisor's own log filter: `--log`, else `MYRIAD_LOG`, else `info` (the
+/// default of `serve`).
+fn log_filter(args: &[OsString]) -> String {
+    let mut iter = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = iter.next() {
+        if arg == "--log" {
+            if let Some(v) = iter.next() {
+                return v;
+            }
+        } else if let Some(v) = arg.strip_prefix("--log=") {
+            return v.to_string();
+        }
+    }
+    std::env::var("MYRIAD_LOG").unwrap_or_else(|_| "info".into())
+}
+
 /// The command line without [`OWN_FLAGS`] (`--flag value` and `--flag=value`).
 fn strip_own_flags(args: &[OsString]) -> Vec<OsString> {
     let mut out = Vec::with_capacity(args.len());
@@ -230,17 +256,8 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(
-            kept,
-            [
-                "--log",
-                "debug",
-                "serve",
-                "--store=memory",
-                "--heartbeat",
-                "5"
-            ]
-        );
+        assert_eq!(kept, ["serve", "--store=memory", "--heartbeat", "5"]);
+        assert_eq!(log_filter(&args), "debug");
     }
 
     #[test]
