@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
 # targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
-# streams, batch and edge lists, resume positions, JWTs), each started from its
-# seed corpus in crates/wire/fuzz/seeds/<target>/.
+# streams, batch and edge lists, resume positions, JWTs) and the gateway's
+# connection core (crates/gateway/fuzz, target `core`: scripts of bytes, bus
+# replies, deliveries and time), each started from its seed corpus in
+# <fuzz dir>/seeds/<target>/.
 #
 # Runs on the stable toolchain: libFuzzer's coverage instrumentation needs only
 # stable -C flags (no sanitizer, so no nightly; safe Rust panics without ASan).
@@ -20,21 +22,25 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt core)
+# Which fuzz crate holds a target.
+dir_of() { if [ "$1" = core ]; then echo crates/gateway/fuzz; else echo "$fuzz_dir"; fi; }
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 total=${FUZZ_SECONDS:-90}
 per=$(( (total + ${#targets[@]} - 1) / ${#targets[@]} ))
 
 echo "fuzz: building ${#targets[@]} libFuzzer targets (stable, $triple)"
-(
-  cd "$fuzz_dir"
-  # --target keeps the instrumentation flags off build scripts and proc macros.
-  RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+for dir in $(for t in "${targets[@]}"; do dir_of "$t"; done | sort -u); do
+  (
+    cd "$dir"
+    # --target keeps the instrumentation flags off build scripts and proc macros.
+    RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks" \
-    cargo build --release --locked --bins --target "$triple" --quiet
-)
+      cargo build --release --locked --bins --target "$triple" --quiet
+  )
+done
 bin="$CARGO_TARGET_DIR/$triple/release"
 artifacts="$CARGO_TARGET_DIR/artifacts"
 work=$(mktemp -d)
@@ -42,7 +48,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$artifacts"
 started=$SECONDS
 for t in "${targets[@]}"; do
-  seeds="$fuzz_dir/seeds/$t"
+  seeds="$(dir_of "$t")/seeds/$t"
   [ -d "$seeds" ] || { echo "fuzz: no seed corpus $seeds" >&2; exit 1; }
   mkdir -p "$work/$t"
   log="$work/$t.log"

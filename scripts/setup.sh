@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v curl >/dev/null || need_apt+=(curl)
 command -v chromium >/dev/null || need_apt+=(chromium)
+command -v certutil >/dev/null || need_apt+=(libnss3-tools)  # a test CA in Chromium's NSS store (tls_browser)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"

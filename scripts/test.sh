@@ -23,6 +23,7 @@ esac
 
 # --- fuzzing (issue 10; owner: helper "trust") -----------------------------------
 # libFuzzer on every decoder for FUZZ_SECONDS in total (default 90), from the seed
-# corpus kept in crates/wire/fuzz/seeds/; fails on any crash or broken invariant.
+# corpus kept in crates/wire/fuzz/seeds/ and crates/gateway/fuzz/seeds/; fails on
+# any crash or broken invariant.
 ./scripts/fuzz.sh
 # --- end fuzzing -------------------------------------------------------------------

@@ -18,7 +18,7 @@
 pub mod mailbox;
 pub mod request;
 
-pub use mailbox::{Delivery, Inbound, Mailbox};
+pub use mailbox::{Delivery, Inbound, Mailbox, Target};
 pub use request::{Call, Reply, Request};
 pub use router::{ConnRef, HistoryRead, Message, PublishCounts, RouterStats};
 

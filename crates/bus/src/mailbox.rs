@@ -14,8 +14,21 @@ pub struct Delivery {
     pub msg: Arc<Message>,
     /// When the router side received the publish (for delivery latency).
     pub published: Instant,
-    /// `(connection token, the recipient user's sequence number for this message)`.
-    pub targets: Vec<(u32, u64)>,
+    /// The connections to hand the message, with their user's position for it.
+    pub targets: Vec<Target>,
+}
+
+/// One recipient connection of a [`Delivery`]: 16 bytes, like the `(token, seq)`
+/// pair it replaced (the epoch fills what was padding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The connection's token in its loop.
+    pub token: u32,
+    /// The epoch of the recipient user's history (SPEC B6): changes when that
+    /// history is lost (restart, expiry), so a client can tell.
+    pub epoch: u32,
+    /// The recipient user's sequence number for this message.
+    pub seq: u64,
 }
 
 /// What arrives in a mailbox.
@@ -87,7 +100,11 @@ mod tests {
                 payload: bytes::Bytes::from_static(b"x"),
             }),
             published: Instant::now(),
-            targets: vec![(n, 1)],
+            targets: vec![Target {
+                token: n,
+                epoch: 0,
+                seq: 1,
+            }],
         })
     }
 
@@ -108,6 +125,6 @@ mod tests {
         assert_eq!(wakes.load(Ordering::Relaxed), 1, "quiet pushes do not wake");
         got.clear();
         mailbox.drain(&mut got);
-        assert!(matches!(&got[..], [Inbound::Deliver(d)] if d.targets == [(3, 1)]));
+        assert!(matches!(&got[..], [Inbound::Deliver(d)] if d.targets[0].token == 3));
     }
 }

@@ -9,7 +9,12 @@ pub enum Request {
     /// The connection is now `user`'s (SPEC B1). With `since`, the reply carries the
     /// user's history after it, read in the same step as the login (SPEC B6); without,
     /// just the user's current sequence number. Logging in twice is harmless.
-    Login { user: u64, since: Option<u64> },
+    /// `epoch` is the client's epoch for `since` when it knows one (`<epoch>-<seq>`).
+    Login {
+        user: u64,
+        since: Option<u64>,
+        epoch: Option<u32>,
+    },
     /// The connection no longer belongs to `user` (it closed or changed user).
     Logout { user: u64 },
     /// One message to `subject`'s connections and its subscribers' (SPEC B2, C1).

@@ -5,7 +5,7 @@
 //! [`ToRouter`] on the router's subject, a [`ToGateway`] on a gateway's own subject.
 //! Nothing is sent per recipient: a gateway's requests of one wake-up travel as one
 //! [`ToRouter::Batch`]; a publish reaches each gateway as one [`WireDelivery`]
-//! carrying its recipients as `(token, seq)` lists per loop.
+//! carrying its recipients as `(token, epoch, seq)` lists per loop.
 //!
 //! [`decode_to_router`] and [`decode_to_gateway`] reject a wrong version, a
 //! malformed value and trailing bytes with a [`DecodeError`]; they never panic.
@@ -68,14 +68,35 @@ pub struct WireCall {
 /// [`bus::Request`] on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum WireRequest {
-    Login { user: u64, since: Option<u64> },
-    Logout { user: u64 },
-    Publish { subject: u64, payload: Bytes },
-    PublishBatch { items: Vec<(u64, Bytes)> },
-    ChangeSubscriptions { edges: Vec<(u64, u64)>, add: bool },
-    ReadHistory { user: u64, since: u64 },
-    Subscribers { subject: u64 },
-    Subscriptions { subscriber: u64 },
+    Login {
+        user: u64,
+        since: Option<u64>,
+        epoch: Option<u32>,
+    },
+    Logout {
+        user: u64,
+    },
+    Publish {
+        subject: u64,
+        payload: Bytes,
+    },
+    PublishBatch {
+        items: Vec<(u64, Bytes)>,
+    },
+    ChangeSubscriptions {
+        edges: Vec<(u64, u64)>,
+        add: bool,
+    },
+    ReadHistory {
+        user: u64,
+        since: u64,
+    },
+    Subscribers {
+        subject: u64,
+    },
+    Subscriptions {
+        subscriber: u64,
+    },
     Stats,
 }
 
@@ -138,9 +159,12 @@ pub struct WireDelivery {
     pub payload: Bytes,
     /// When the router took the publish, in ns since the Unix epoch (latency).
     pub published_ns: u64,
-    /// `(loop, [(token, the recipient user's seq)])`, one entry per loop.
-    pub loops: Vec<(u16, Vec<(u32, u64)>)>,
+    /// `(loop, [(token, the recipient user's epoch and seq)])`, one entry per loop.
+    pub loops: Vec<(u16, Vec<WireTarget>)>,
 }
+
+/// One recipient on the wire: `(token, epoch, seq)` ([`bus::Target`]).
+pub type WireTarget = (u32, u32, u64);
 
 fn encode<T: Serialize>(value: &T) -> Bytes {
     let mut out = vec![VERSION];

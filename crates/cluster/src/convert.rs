@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 pub fn request_to_wire(request: Request) -> WireRequest {
     match request {
-        Request::Login { user, since } => WireRequest::Login { user, since },
+        Request::Login { user, since, epoch } => WireRequest::Login { user, since, epoch },
         Request::Logout { user } => WireRequest::Logout { user },
         Request::Publish { subject, payload } => WireRequest::Publish { subject, payload },
         Request::PublishBatch { items } => WireRequest::PublishBatch { items },
@@ -23,7 +23,7 @@ pub fn request_to_wire(request: Request) -> WireRequest {
 
 pub fn request_from_wire(request: WireRequest) -> Request {
     match request {
-        WireRequest::Login { user, since } => Request::Login { user, since },
+        WireRequest::Login { user, since, epoch } => Request::Login { user, since, epoch },
         WireRequest::Logout { user } => Request::Logout { user },
         WireRequest::Publish { subject, payload } => Request::Publish { subject, payload },
         WireRequest::PublishBatch { items } => Request::PublishBatch { items },

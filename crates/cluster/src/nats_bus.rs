@@ -20,7 +20,7 @@ use crate::convert::{reply_from_wire, request_to_wire};
 use crate::link::Link;
 use crate::subjects;
 use async_nats::Client;
-use bus::{Bus, ConnRef, Delivery, Inbound, Mailbox, Message, Reply, Request};
+use bus::{Bus, ConnRef, Delivery, Inbound, Mailbox, Message, Reply, Request, Target};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -371,6 +371,10 @@ impl Receiver {
                         continue;
                     };
                     n += targets.len() as u64;
+                    let targets = targets
+                        .into_iter()
+                        .map(|(token, epoch, seq)| Target { token, epoch, seq })
+                        .collect();
                     let batch = Delivery {
                         msg: msg.clone(),
                         published,

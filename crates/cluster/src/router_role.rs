@@ -37,7 +37,7 @@ pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
 
 /// Recipients of one message per gateway slot: `(slot, [(loop, [(token, seq)])])`.
-type PerSlot = Vec<(u16, Vec<(u16, Vec<(u32, u64)>)>)>;
+type PerSlot = Vec<(u16, Vec<(u16, Vec<codec::WireTarget>)>)>;
 
 /// A back-end publisher has no connection; its publishes use this one.
 const BACKEND: ConnRef = ConnRef {
@@ -253,9 +253,14 @@ impl RouterRole {
             current.get_or_insert_with(|| batch.msg.clone());
             let slot = loop_id >> LOOP_BITS;
             let local = loop_id & ((1 << LOOP_BITS) - 1);
+            let targets = batch
+                .targets
+                .iter()
+                .map(|t| (t.token, t.epoch, t.seq))
+                .collect();
             match per_slot.iter_mut().find(|(s, _)| *s == slot) {
-                Some((_, loops)) => loops.push((local, batch.targets)),
-                None => per_slot.push((slot, vec![(local, batch.targets)])),
+                Some((_, loops)) => loops.push((local, targets)),
+                None => per_slot.push((slot, vec![(local, targets)])),
             }
         }
         if let Some(msg) = current {

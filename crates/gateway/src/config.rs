@@ -45,6 +45,8 @@ pub struct ServerConfig {
     /// Tokens and API keys accepted (C5); the default lets every subscription in
     /// and answers the API on loopback only.
     pub access: Arc<Access>,
+    /// How long a graceful drain (SIGTERM) spreads its goodbyes over.
+    pub drain: Duration,
     /// TLS on the client listener (`--tls-cert`/`--tls-key` or `--tls self-signed`);
     /// `None`: plain HTTP.
     pub tls: Option<TlsSetup>,
@@ -122,17 +124,23 @@ impl Default for ServerConfig {
             max_message: 64 * 1024,
             max_batch: 16 * 1024 * 1024,
             max_connections: 1_000_000,
-            max_per_ip: 0,
+            max_per_ip: DEFAULT_MAX_PER_IP,
             max_queued: 256 * 1024,
             slow_policy: SlowPolicy::Disconnect,
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
             access: Arc::default(),
+            drain: Duration::from_secs(5),
             tls: None,
             leave_when_full: false,
         }
     }
 }
+
+/// Default connections per client address: one host cannot take a 1 M-connection
+/// server's whole capacity, while a large NAT (10,000 users behind one address) still
+/// fits.
+pub const DEFAULT_MAX_PER_IP: usize = 10_000;
 
 /// One loop per core.
 pub fn default_loops() -> usize {
@@ -208,8 +216,9 @@ pub struct GatewayArgs {
     /// Connections this process holds at most; beyond it new ones get 503 + Retry-After.
     #[arg(long, env = "MYRIAD_MAX_CONNECTIONS", default_value_t = 1_000_000)]
     pub max_connections: usize,
-    /// Connections per client address at most (0 = no limit).
-    #[arg(long, env = "MYRIAD_MAX_PER_IP", default_value_t = 0)]
+    /// Connections per client address at most (0 = no limit); loopback peers are not
+    /// counted.
+    #[arg(long, env = "MYRIAD_MAX_PER_IP", default_value_t = DEFAULT_MAX_PER_IP)]
     pub max_per_ip: usize,
     /// Output bytes queued per connection before the slow-consumer policy applies.
     #[arg(long, env = "MYRIAD_MAX_QUEUED", default_value_t = 256 * 1024)]
@@ -245,6 +254,10 @@ pub struct GatewayArgs {
         default_value = "*"
     )]
     pub allowed_origins: Vec<String>,
+    /// Seconds a SIGTERM drain spreads its reconnect notices over (stops accepting
+    /// at once; exits 0 when every client is gone).
+    #[arg(long, env = "MYRIAD_DRAIN", default_value_t = 5.0)]
+    pub drain: f64,
     /// TLS certificate chain (PEM) for the client listener: https:// and wss://;
     /// re-read with the key on SIGHUP (open connections keep theirs).
     #[arg(
@@ -291,6 +304,7 @@ impl GatewayArgs {
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
             access: Arc::new(self.access()?),
+            drain: secs("drain", self.drain)?,
             tls: self.tls_setup()?,
             leave_when_full: self.leave_when_full,
             ..ServerConfig::default()

@@ -9,6 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// The per-address key of connections no per-address limit applies to (loopback
+/// peers; an IPv6 address whose folded key is 0 shares this exemption).
+pub const NOT_COUNTED: u32 = 0;
+
 /// The `/stats` document of this process (gateway counters and the router's).
 pub type StatsFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
@@ -21,6 +25,10 @@ pub struct Gateway {
     pub stats: StatsFn,
     /// Set by `Server::shutdown`: every loop closes its connections and ends.
     pub stop: AtomicBool,
+    /// Set by `Server::drain`: every loop stops accepting and tells its clients to
+    /// reconnect, spread until `drain_until`, then ends.
+    pub draining: AtomicBool,
+    pub drain_until: Mutex<Option<std::time::Instant>>,
     /// Open client connections of this process, for `max_connections`.
     connections: AtomicUsize,
     /// Connections per source address, only when `max_per_ip` is set.
@@ -42,6 +50,8 @@ impl Gateway {
             metrics,
             stats,
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            drain_until: Mutex::new(None),
             connections: AtomicUsize::new(0),
             per_ip: Mutex::new(HashMap::new()),
         }
@@ -80,7 +90,7 @@ impl Gateway {
     /// The per-address check for a client whose place is reserved; on `Err` the place
     /// is given back.
     pub fn admit_reserved(&self, ip_key: u32) -> Result<(), &'static str> {
-        if self.config.max_per_ip > 0 {
+        if self.config.max_per_ip > 0 && ip_key != NOT_COUNTED {
             let mut map = self.per_ip.lock();
             let n = map.entry(ip_key).or_insert(0);
             if *n as usize >= self.config.max_per_ip {
@@ -96,7 +106,7 @@ impl Gateway {
     /// Gives back what [`Gateway::admit`] reserved.
     pub fn release(&self, ip_key: u32) {
         self.connections.fetch_sub(1, Ordering::AcqRel);
-        if self.config.max_per_ip > 0 {
+        if self.config.max_per_ip > 0 && ip_key != NOT_COUNTED {
             let mut map = self.per_ip.lock();
             if let Some(n) = map.get_mut(&ip_key) {
                 *n -= 1;
@@ -118,5 +128,47 @@ pub fn ip_key(addr: std::net::IpAddr) -> u32 {
                 acc ^ u32::from_be_bytes([c[0], c[1], c[2], c[3]])
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bus::{ConnRef, Reply, Request};
+
+    struct NoBus;
+    impl Bus for NoBus {
+        fn call(&self, _: ConnRef, _: Request) -> Option<Reply> {
+            None
+        }
+    }
+
+    #[test]
+    fn the_per_address_limit_counts_remote_peers_only() {
+        let config = ServerConfig {
+            max_per_ip: 2,
+            ..Default::default()
+        };
+        let gateway = Gateway::new(
+            config,
+            Arc::new(NoBus),
+            Vec::new(),
+            ProcessMetrics::new(1),
+            Arc::new(|| serde_json::json!({})),
+        );
+        let remote = ip_key("192.0.2.7".parse().unwrap());
+        assert_eq!(gateway.admit(remote), Ok(()));
+        assert_eq!(gateway.admit(remote), Ok(()));
+        assert!(gateway.admit(remote).is_err(), "the third is refused");
+        gateway.release(remote);
+        assert_eq!(gateway.admit(remote), Ok(()), "room again after a close");
+        for _ in 0..10 {
+            assert_eq!(
+                gateway.admit(NOT_COUNTED),
+                Ok(()),
+                "loopback is not counted"
+            );
+        }
+        assert_eq!(gateway.connections(), 12);
     }
 }

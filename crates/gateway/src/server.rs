@@ -100,6 +100,35 @@ impl Server {
         self.wait()
     }
 
+    /// Graceful drain: stops accepting, tells every client to reconnect elsewhere
+    /// (spread over `period`, so they do not all come back at once), then waits for
+    /// the loops to end.
+    pub fn drain(self, period: std::time::Duration) -> anyhow::Result<()> {
+        *self.gateway.drain_until.lock() = Some(std::time::Instant::now() + period);
+        self.gateway.draining.store(true, Ordering::Release);
+        for mailbox in &self.gateway.mailboxes {
+            mailbox.wake();
+        }
+        self.wait()
+    }
+
+    /// Blocks until the loops end, or drains when `term` is set (SIGTERM): the
+    /// loop of `myriad serve`.
+    pub fn wait_or_drain(
+        self,
+        term: &std::sync::atomic::AtomicBool,
+        period: std::time::Duration,
+    ) -> anyhow::Result<()> {
+        while !self.threads.iter().any(|t| t.is_finished()) {
+            if term.load(Ordering::Acquire) {
+                tracing::info!(seconds = period.as_secs_f64(), "SIGTERM: draining");
+                return self.drain(period);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.wait()
+    }
+
     /// Blocks until the loops end (they end on shutdown or on a fatal poll error).
     pub fn wait(self) -> anyhow::Result<()> {
         for thread in self.threads {

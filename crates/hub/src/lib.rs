@@ -23,7 +23,7 @@ pub use args::HubArgs;
 pub use local::LocalBus;
 
 use anyhow::Context;
-use bus::{ConnRef, Delivery, HistoryRead, Reply, Request};
+use bus::{ConnRef, Delivery, HistoryRead, Reply, Request, Target};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use router::{Message, Router, RouterConfig, RouterStats};
@@ -77,7 +77,9 @@ impl Hub {
         deliver: &mut dyn FnMut(u16, Delivery),
     ) -> Reply {
         match request {
-            Request::Login { user, since } => Reply::History(self.login(conn, user, since)),
+            Request::Login { user, since, epoch } => {
+                Reply::History(self.login(conn, user, since, epoch))
+            }
             Request::Logout { user } => {
                 self.router.lock().handle_logout(user, conn, Instant::now());
                 Reply::Done
@@ -123,11 +125,17 @@ impl Hub {
 
     /// Logs `conn` in as `user` and, with `since`, reads the history after it under
     /// the same lock: every later message then arrives as a delivery, none twice.
-    fn login(&self, conn: ConnRef, user: u64, since: Option<u64>) -> HistoryRead {
+    fn login(
+        &self,
+        conn: ConnRef,
+        user: u64,
+        since: Option<u64>,
+        epoch: Option<u32>,
+    ) -> HistoryRead {
         let mut router = self.router.lock();
         router.handle_login(user, conn);
         match since {
-            Some(since) => router.history_since(user, since),
+            Some(since) => router.history_read(user, epoch, since),
             None => HistoryRead {
                 messages: Vec::new(),
                 last: router.last_seq(user),
@@ -148,15 +156,21 @@ impl Hub {
         let msg = Arc::new(Message { subject, payload });
         let published = Instant::now();
         // Indexed by loop id; loops are few (one per core and gateway process).
-        let mut per_loop: Vec<Vec<(u32, u64)>> = Vec::new();
+        let mut per_loop: Vec<Vec<Target>> = Vec::new();
         let mut router = self.router.lock();
-        let counts = router.handle_publish(msg.clone(), published, &mut |conn: ConnRef, seq| {
-            let slot = conn.loop_id as usize;
+        let mut cursor = router.begin_publish(msg.clone(), published);
+        router.step_publish(&mut cursor, usize::MAX, &mut |d: router::Delivery| {
+            let slot = d.conn.loop_id as usize;
             if per_loop.len() <= slot {
                 per_loop.resize_with(slot + 1, Vec::new);
             }
-            per_loop[slot].push((conn.token, seq));
+            per_loop[slot].push(Target {
+                token: d.conn.token,
+                epoch: d.epoch,
+                seq: d.seq,
+            });
         });
+        let counts = cursor.counts();
         for (loop_id, targets) in per_loop.into_iter().enumerate() {
             if !targets.is_empty() {
                 let batch = Delivery {

@@ -22,7 +22,10 @@ type Batches = Vec<(u16, Vec<(u32, u64)>)>;
 fn call(hub: &Hub, from: ConnRef, request: Request) -> (Reply, Batches) {
     let mut batches = Vec::new();
     let reply = hub.handle(from, request, &mut |loop_id, d| {
-        batches.push((loop_id, d.targets))
+        batches.push((
+            loop_id,
+            d.targets.iter().map(|t| (t.token, t.seq)).collect(),
+        ))
     });
     (reply, batches)
 }
@@ -51,7 +54,15 @@ fn a_publish_reaches_followers_on_every_loop_in_one_batch_each() {
         }
     ));
     for (user, c) in [(1, conn(0, 10)), (2, conn(1, 20)), (3, conn(1, 30))] {
-        let (reply, _) = call(&hub, c, Request::Login { user, since: None });
+        let (reply, _) = call(
+            &hub,
+            c,
+            Request::Login {
+                user,
+                since: None,
+                epoch: None,
+            },
+        );
         assert!(matches!(reply, Reply::History(h) if h.last == 0 && h.messages.is_empty()));
     }
     let (reply, batches) = call(&hub, conn(0, 10), publish(1, "hi"));
@@ -80,6 +91,7 @@ fn login_with_since_reads_history_and_a_batch_sums_its_reach() {
         Request::Login {
             user: 7,
             since: None,
+            epoch: None,
         },
     );
     let (reply, batches) = call(&hub, conn(0, 2), Request::PublishBatch { items });
@@ -99,6 +111,7 @@ fn login_with_since_reads_history_and_a_batch_sums_its_reach() {
         Request::Login {
             user: 7,
             since: Some(1),
+            epoch: None,
         },
     );
     let Reply::History(h) = reply else {

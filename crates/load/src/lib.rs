@@ -13,6 +13,7 @@
 //!
 //! Not here: the server (`gateway`) or the benchmark scenarios (`myriad bench`).
 
+pub mod dial;
 pub mod doctor;
 pub mod drone;
 pub mod fleet;

@@ -8,12 +8,13 @@
 //! broker instead (SPEC C4): a NATS request to `myriad.pub.<subject>`, whose answer
 //! is the same JSON as `POST /pub/<subject>`'s.
 
+use crate::dial::{Conn, Dialer};
 use crate::sys;
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,6 +79,13 @@ pub struct MsggenArgs {
     /// No per-second lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// `https://`: trust the CA certificates in this PEM file (a test CA, or the file
+    /// `serve --tls self-signed` wrote) instead of the system bundle.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// `https://`: do not verify the server's certificate at all.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 impl Default for MsggenArgs {
@@ -96,6 +104,8 @@ impl Default for MsggenArgs {
             nats: None,
             json: false,
             quiet: false,
+            ca: None,
+            insecure: false,
         }
     }
 }
@@ -147,22 +157,21 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     if args.max == 0 || args.publishers == 0 {
         bail!("--max and --publishers must be at least 1");
     }
-    let (addr, host, nats) = match &args.nats {
-        Some(url) => {
-            let link = cluster::Link::connect(url, "myriad msggen", |_| {})?;
-            // Unused with NATS: every publish goes through the link.
-            (
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                String::new(),
-                Some(Arc::new(link)),
-            )
-        }
+    let target = match &args.nats {
+        Some(url) => Target::Nats(Arc::new(cluster::Link::connect(
+            url,
+            "myriad msggen",
+            |_| {},
+        )?)),
         None => {
-            let (addr, host) = parse_base(&args.url)?;
-            TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| {
-                format!("cannot reach {} ({addr}): is the server running?", args.url)
+            let dialer = Dialer::new(&args.url, &crate::dial::roots(&args.ca, args.insecure)?)?;
+            dialer.connect(Duration::from_secs(3)).with_context(|| {
+                format!(
+                    "cannot reach {} ({}): is the server running?",
+                    args.url, dialer.addr
+                )
             })?;
-            (addr, host, None)
+            Target::Http(dialer)
         }
     };
     let shared = Arc::new(Shared {
@@ -175,11 +184,8 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     let seed = args.seed.unwrap_or_else(sys::unix_micros);
     let mut threads = Vec::new();
     for i in 0..args.publishers {
-        let (shared, done, args, host) = (shared.clone(), done.clone(), args.clone(), host.clone());
-        let target = match &nats {
-            Some(link) => Target::Nats(link.clone()),
-            None => Target::Http(addr, host),
-        };
+        let (shared, done, args, target) =
+            (shared.clone(), done.clone(), args.clone(), target.clone());
         threads.push(std::thread::spawn(move || {
             publisher(
                 &args,
@@ -257,25 +263,6 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     Ok(summary)
 }
 
-/// `http://host:port` → (address, Host header).
-fn parse_base(url: &str) -> anyhow::Result<(SocketAddr, String)> {
-    let rest = url
-        .strip_prefix("http://")
-        .with_context(|| format!("bad --url {url:?}: expected http://host:port"))?;
-    let host = rest.split('/').next().unwrap_or(rest).to_string();
-    let with_port = if host.contains(':') {
-        host.clone()
-    } else {
-        format!("{host}:80")
-    };
-    let addr = with_port
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {host}"))?
-        .find(|a| a.is_ipv4())
-        .with_context(|| format!("no IPv4 address for {host}"))?;
-    Ok((addr, host))
-}
-
 /// Pick a subject in 1..=max.
 pub fn pick_subject(rng: &mut impl Rng, dist: Dist, max: u64, exponent: f64) -> u64 {
     match dist {
@@ -306,8 +293,9 @@ pub fn payload(size: usize, out: &mut Vec<u8>) {
 }
 
 /// Where a publisher sends: a server's HTTP API, or NATS.
+#[derive(Clone)]
 enum Target {
-    Http(SocketAddr, String),
+    Http(Dialer),
     Nats(Arc<cluster::Link>),
 }
 
@@ -326,7 +314,7 @@ fn publisher(
         Duration::ZERO
     };
     let mut next = Instant::now();
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Conn> = None;
     let (mut req, mut body, mut resp) = (Vec::new(), Vec::new(), vec![0u8; MAX_RESPONSE]);
     while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
         let now = Instant::now();
@@ -344,13 +332,13 @@ fn publisher(
         let t0 = Instant::now();
         let result = match target {
             Target::Nats(link) => publish_nats(link, subject, &body),
-            Target::Http(addr, host) => {
+            Target::Http(dialer) => {
                 req.clear();
                 let path = args.path.replace("%d", &subject.to_string());
-                write!(req, "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", body.len())
+                write!(req, "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", dialer.host, body.len())
                     .expect("writing to a Vec cannot fail");
                 req.extend_from_slice(&body);
-                publish_once(&mut conn, *addr, &req, &mut resp)
+                publish_once(&mut conn, dialer, &req, &mut resp)
             }
         };
         match result {
@@ -407,17 +395,13 @@ fn publish_nats(
 /// One request on the keep-alive connection (reconnecting if needed):
 /// (status, "connections", "users").
 fn publish_once(
-    conn: &mut Option<TcpStream>,
-    addr: SocketAddr,
+    conn: &mut Option<Conn>,
+    dialer: &Dialer,
     req: &[u8],
     buf: &mut [u8],
 ) -> anyhow::Result<(u16, u64, u64)> {
     if conn.is_none() {
-        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).context("connect")?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(IO_TIMEOUT))?;
-        s.set_write_timeout(Some(IO_TIMEOUT))?;
-        *conn = Some(s);
+        *conn = Some(dialer.connect(IO_TIMEOUT)?);
     }
     // Set just above.
     let s = conn.as_mut().expect("connected");

@@ -39,10 +39,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         return crate::supervise::run(&args, processes);
     }
     load::sys::raise_nofile();
+    // A loop that panics must not leave a half-alive server (one listener fewer,
+    // its connections frozen): abort the whole process so its supervisor restarts
+    // it. The default hook prints the panic first.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
     let role = args.cluster.role;
     if role == Role::Router {
         return run_router(&args);
     }
+    let term = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     let config = args.gateway.server_config()?;
     let (server, link) = match role {
         Role::Gateway => {
@@ -107,7 +117,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         origins = %config.access.describe_origins(),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
-    server.wait()
+    server.wait_or_drain(&term, config.drain)
 }
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways

@@ -129,15 +129,22 @@ impl ServerProcess {
         std::iter::once(self.child.id()).chain(self.workers.iter().copied())
     }
 
-    /// `GET /stats` on the client listener.
+    /// The `/stats` document: from the admin listener when there is one, else from the
+    /// client listener.
     pub fn stats(&self) -> anyhow::Result<Value> {
-        let mut s = TcpStream::connect(self.addr)?;
+        // The admin listener serves the same document (its `extra`) in plain HTTP, also
+        // when the client listener is TLS.
+        let mut s = TcpStream::connect(self.admin.unwrap_or(self.addr))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         s.write_all(b"GET /stats HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n")?;
         let mut out = String::new();
         s.read_to_string(&mut out)?;
         let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
-        Ok(serde_json::from_str(body)?)
+        let doc: Value = serde_json::from_str(body)?;
+        Ok(match (self.admin, doc) {
+            (Some(_), Value::Object(mut admin)) => admin.remove("extra").unwrap_or_default(),
+            (_, doc) => doc,
+        })
     }
 }
 

@@ -287,5 +287,109 @@ fn origins_gate_subscriptions_websockets_and_the_api() {
     let page = "https://x.example";
     assert_eq!(with_origin(&open, "GET /sse/1 HTTP/1.1", page, ""), 200);
     assert_eq!(with_origin(&open, "POST /pub/1 HTTP/1.1", page, post), 403);
-    assert_eq!(open.publish(1, "still serving")["connections"], 0);
+    assert_eq!(open.publish(2, "still serving")["connections"], 0);
+}
+
+/// A masked client text frame (mask key 0: payload unchanged), payload < 126 bytes.
+fn client_text(text: &str) -> Vec<u8> {
+    let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
+    f.extend_from_slice(text.as_bytes());
+    f
+}
+
+/// The next server text frame on `s` (short frames; pings skipped).
+fn server_text(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> String {
+    loop {
+        if buf.len() >= 2 && buf.len() >= 2 + (buf[1] & 0x7f) as usize {
+            let len = (buf[1] & 0x7f) as usize;
+            let op = buf[0] & 0x0f;
+            let payload: Vec<u8> = buf.drain(..2 + len).skip(2).collect();
+            if op == 1 {
+                return String::from_utf8(payload).unwrap();
+            }
+            continue;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[test]
+fn websocket_clients_publish_where_their_token_allows_at_a_bounded_rate() {
+    let server = Server::start(&["--jwt-secret", SECRET]);
+    let publisher = hs(json!({"sub": "5", "pub": [5, "100-199"], "exp": now() + 600}));
+    let listener = hs(json!({"sub": "150"}));
+    let mut room = server.connect();
+    room.write_all(sub("/sub/150", Some(&listener)).as_bytes())
+        .unwrap();
+    let mut room_buf = Vec::new();
+    read_until(&mut room, &mut room_buf, "welcome 150");
+    let mut client = server.connect();
+    client
+        .write_all(ws(&format!("/ws/5?token={publisher}"), None).as_bytes())
+        .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut client, &mut buf, "\r\n\r\n");
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    buf.drain(..end);
+
+    client
+        .write_all(&client_text(r#"{"publish":150,"data":"hi room"}"#))
+        .unwrap();
+    assert_eq!(
+        server_text(&mut client, &mut buf),
+        r#"{"published":{"connections":1,"users":1}}"#
+    );
+    read_until(&mut room, &mut room_buf, "hi room");
+    for (frame, why) in [
+        (
+            r#"{"publish":300,"data":"x"}"#,
+            "does not allow publishing to 300",
+        ),
+        (r#"{"publish":"x"}"#, "bad publish frame"),
+    ] {
+        client.write_all(&client_text(frame)).unwrap();
+        let answer = server_text(&mut client, &mut buf);
+        assert!(
+            answer.starts_with(r#"{"error":"#) && answer.contains(why),
+            "{answer}"
+        );
+    }
+    // Bounded rate: a burst of 30 gets at most BURST (20) through, the rest refused.
+    let mut burst = Vec::new();
+    for _ in 0..30 {
+        burst.extend(client_text(r#"{"publish":5,"data":"b"}"#));
+    }
+    let started = std::time::Instant::now();
+    client.write_all(&burst).unwrap();
+    let answers: Vec<String> = (0..30)
+        .map(|_| server_text(&mut client, &mut buf))
+        .collect();
+    let refused = answers.iter().filter(|a| a.contains("rate limit")).count();
+    // The bucket held 19 (one publish above); it earns 10 per second meanwhile.
+    let earned = (started.elapsed().as_secs_f64() * 10.0).ceil() as usize;
+    assert!(
+        refused >= 1,
+        "a burst past the bucket is refused: {answers:?}"
+    );
+    assert!(
+        30 - refused <= 19 + earned,
+        "{refused} refused: {answers:?}"
+    );
+    // A token without a pub claim may not publish at all.
+    let mut plain = server.connect();
+    plain
+        .write_all(ws(&format!("/ws/150?token={listener}"), None).as_bytes())
+        .unwrap();
+    let mut pbuf = Vec::new();
+    read_until(&mut plain, &mut pbuf, "\r\n\r\n");
+    let end = pbuf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    pbuf.drain(..end);
+    plain
+        .write_all(&client_text(r#"{"publish":150,"data":"x"}"#))
+        .unwrap();
+    let answer = server_text(&mut plain, &mut pbuf);
+    assert!(answer.contains("needs a token whose pub claim"), "{answer}");
 }

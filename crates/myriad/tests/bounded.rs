@@ -58,16 +58,33 @@ fn a_burst_of_20_x_16_kib_to_a_reading_sse_client_is_delivered_whole() {
     server.wait_stats("login", |s| s["connections_logged_in"] == 1);
     let payload = "y".repeat(16 * 1024);
     let mut batch = String::new();
-    for _ in 0..20 {
-        batch.push_str(&format!("{{\"subject\":60,\"data\":\"{payload}\"}}\n"));
+    for i in 1..=20 {
+        batch.push_str(&format!("{{\"subject\":60,\"data\":\"{payload}#{i}\"}}\n"));
     }
     let (status, body) = server.request("POST", "/pub", batch.as_bytes());
     assert_eq!(status, 200, "{body}");
-    // Every message arrives (read_until panics after 10 s otherwise).
-    let whole = format!("id: 20\ndata: {payload}\n\n");
-    read_until(&mut sse, &mut buf, &whole);
-    let got = String::from_utf8_lossy(&buf).matches(&payload[..]).count();
-    assert_eq!(got, 20, "every message arrived");
+    // Every message arrives, in order (ids are `<epoch>-<seq>`).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut chunk = vec![0u8; 65536];
+    while !String::from_utf8_lossy(&buf).contains("#20\n") {
+        assert!(Instant::now() < deadline, "got {} bytes", buf.len());
+        match sse.read(&mut chunk) {
+            Ok(0) => panic!(
+                "closed after {} bytes: dropped as a slow consumer",
+                buf.len()
+            ),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => {}
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let ends: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.rsplit_once('#'))
+        .map(|(_, n)| n)
+        .collect();
+    let want: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
+    assert_eq!(ends, want, "every message, in order");
     let stats = server.stats();
     assert_eq!(
         stats["slow_drops"], 0,
@@ -100,6 +117,7 @@ fn pipelined_polls_from_a_client_that_never_reads_stay_bounded() {
     let (status, body) = server.request("GET", "/poll/7?since=39", b"");
     assert_eq!(status, 200, "{body}");
     let rss_after = server.rss();
+    eprintln!("pipelined polls: RSS {rss_before} before, {rss_after} after; queued at most {MAX_QUEUED} + one read");
     assert!(
         rss_after < rss_before + 8 * 1024 * 1024,
         "RSS {rss_before} → {rss_after}"
@@ -141,7 +159,12 @@ fn unread_pongs_stay_bounded() {
         }
     }
     assert!(sent < most, "the server kept reading {sent} bytes of pings");
-    assert_queue_bounded(&server, "pongs");
+    let stats = assert_queue_bounded(&server, "pongs");
+    eprintln!(
+        "unread pongs: the server stopped reading after {sent} bytes of pings; queued {}; RSS {}",
+        stats["queued_bytes"],
+        server.rss()
+    );
     // Reading the pongs lets the server read again: the connection is alive.
     ws.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = 0;

@@ -146,7 +146,7 @@ fn publish_when_up(gw: &Server, subject: u64, payload: &str) -> serde_json::Valu
     }
 }
 
-fn sse(server: &Server, user: u64, last_event_id: Option<u64>) -> (TcpStream, Vec<u8>) {
+fn sse(server: &Server, user: u64, last_event_id: Option<&str>) -> (TcpStream, Vec<u8>) {
     let mut s = server.connect();
     let resume = last_event_id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
     write!(s, "GET /sse/{user} HTTP/1.1\r\nHost: t\r\n{resume}\r\n").unwrap();
@@ -155,14 +155,24 @@ fn sse(server: &Server, user: u64, last_event_id: Option<u64>) -> (TcpStream, Ve
     (s, buf)
 }
 
-/// `(id, data)` of every SSE message in `buf`.
+/// The last SSE `id:` in `buf` as sent (`<epoch>-<seq>`), for `Last-Event-ID`.
+fn last_sse_id(buf: &[u8]) -> String {
+    let text = String::from_utf8_lossy(buf);
+    let id = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .next_back();
+    id.expect("an SSE id").trim().to_string()
+}
+
+/// `(seq, data)` of every SSE message in `buf` (ids are `<epoch>-<seq>`).
 fn sse_events(buf: &[u8]) -> Vec<(u64, String)> {
     let text = String::from_utf8_lossy(buf);
     let mut out = Vec::new();
     let mut id = None;
     for line in text.lines() {
         if let Some(v) = line.strip_prefix("id: ") {
-            id = v.trim().parse().ok();
+            id = v.trim().rsplit('-').next().and_then(|seq| seq.parse().ok());
         } else if let (Some(d), Some(i)) = (line.strip_prefix("data: "), id.take()) {
             out.push((i, d.to_string()));
         }
@@ -227,18 +237,20 @@ fn sse_and_long_poll_resume_on_the_other_gateway() {
     let nats = Nats::start();
     let _router = Router::start(&nats, "memory");
     let (a, b) = (gateway(&nats), gateway(&nats));
-    {
+    let seen = {
         let (mut s, mut buf) = sse(&a, 9, None);
         wait_router_connections(&b, 1);
         a.publish(9, "one");
         b.publish(9, "two");
         read_until(&mut s, &mut buf, "data: two");
-    }
+        last_sse_id(&buf)
+    };
     wait_router_connections(&b, 0);
     a.publish(9, "three");
     b.publish(9, "four");
     // SSE on the other gateway from id 2: exactly 3 and 4, no gap.
-    let (mut s, mut buf) = sse(&b, 9, Some(2));
+    assert!(seen.ends_with("-2"), "{seen}");
+    let (mut s, mut buf) = sse(&b, 9, Some(&seen));
     read_until(&mut s, &mut buf, "data: four");
     let text = String::from_utf8_lossy(&buf).to_string();
     assert!(!text.contains("event: gap"), "{text}");
@@ -314,7 +326,7 @@ fn a_restarted_router_rebuilds_presence_keeps_subscriptions_and_tells_the_gap() 
     }
     read_until(&mut s22, &mut buf22, "data: after");
     // Resuming from before the restart: the new router's history does not hold it.
-    let (mut again, mut buf) = sse(&b, 23, Some(3));
+    let (mut again, mut buf) = sse(&b, 23, Some("1-3"));
     read_until(&mut again, &mut buf, "event: gap");
 }
 

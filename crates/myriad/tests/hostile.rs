@@ -136,6 +136,22 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("WS invalid UTF-8 text", ws(frame(0x81, &[0xff, 0xfe])), WsClose(1007)),
         ("WS bad close code", ws(frame(0x88, &[0x03, 0xe7])), WsClose(1002)),
         ("WS frame over the message limit", ws(frame(0x82, &vec![b'x'; 70_000])), WsClose(1009)),
+        // Issue 10: a web page may not publish through a visitor's browser ("simple"
+        // CORS, no preflight), nor read the API; a poll ahead of the server is
+        // answered with the server's position, not its own `since`.
+        (
+            "simple-CORS publish from a page",
+            s("POST /pub/1 HTTP/1.1\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\nx"),
+            Status(403),
+        ),
+        (
+            "simple-CORS subscription change from a page",
+            s("POST /subscriptions HTTP/1.1\r\nOrigin: http://evil.example\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4\r\n\r\n1 2\n"),
+            Status(403),
+        ),
+        ("stats read by a page", s("GET /stats HTTP/1.1\r\nOrigin: null\r\n\r\n"), Status(403)),
+        ("preflight", s("OPTIONS /pub/1 HTTP/1.1\r\nOrigin: http://evil.example\r\n\r\n"), Status(405)),
+        ("poll ahead of the server", s("GET /poll/1?since=7-99 HTTP/1.1\r\nConnection: close\r\n\r\n"), Status(200)),
     ]
 }
 

@@ -81,7 +81,8 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
         let want = per_user[user as usize];
         let mut text = String::new();
         let deadline = Instant::now() + Duration::from_secs(10);
-        let last = format!("id: {want}\n");
+        // SSE ids are `<epoch>-<seq>` (SPEC B6).
+        let last = format!("-{want}\n");
         while want > 0 && !text.contains(&last) {
             assert!(
                 Instant::now() < deadline,
@@ -95,7 +96,7 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
         let ids: Vec<u64> = text
             .lines()
             .filter_map(|l| l.strip_prefix("id: "))
-            .map(|v| v.parse().unwrap())
+            .map(|v| v.rsplit('-').next().unwrap().parse().unwrap())
             .collect();
         let expected: Vec<u64> = (1..=want).collect();
         assert_eq!(ids, expected, "user {user}");
@@ -164,7 +165,7 @@ fn heavy_merged_fanouts_keep_order_and_lose_nothing() {
     let per_user = PUBLISHERS * ROUNDS;
     assert_eq!(reached, per_user * total, "replies count every connection");
     let expected: Vec<u64> = (1..=per_user).collect();
-    let last = format!("id: {per_user}\n");
+    let last = format!("-{per_user}\n");
     for (i, mut s) in readers.into_iter().enumerate() {
         let mut text = String::new();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -178,7 +179,7 @@ fn heavy_merged_fanouts_keep_order_and_lose_nothing() {
         let ids: Vec<u64> = text
             .lines()
             .filter_map(|l| l.strip_prefix("id: "))
-            .map(|v| v.parse().unwrap())
+            .map(|v| v.rsplit('-').next().unwrap().parse().unwrap())
             .collect();
         assert_eq!(ids, expected, "connection {i}");
     }

@@ -68,16 +68,16 @@ pub use head::{
     DEFAULT_MAX_HEADERS,
 };
 pub use poll::write_poll_body;
-pub use response::{reason_phrase, write_error_response, write_response, CONTINUE_100};
+pub use response::{add_header, reason_phrase, write_error_response, write_response, CONTINUE_100};
 pub use route::{route, Route, RouteError, Transport};
 pub use since::Since;
 pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
 pub use stream::{
-    write_chunk, write_stream_head, write_stream_message, write_welcome_chunk, STREAM_END,
-    STREAM_HEARTBEAT,
+    write_chunk, write_stream_head, write_stream_head_http10, write_stream_line,
+    write_stream_message, write_stream_position, write_welcome_chunk, STREAM_END, STREAM_HEARTBEAT,
 };
 pub use ws::{
     is_valid_close_code, parse_ws_frame, write_ws_client_frame, write_ws_close, write_ws_frame,
-    write_ws_handshake, ws_accept_key, ws_client_frame, Opcode, WsError, WsFrame, WsMessageState,
-    MAX_CONTROL_PAYLOAD,
+    write_ws_handshake, write_ws_position, ws_accept_key, ws_client_frame, ws_message_opcode,
+    Opcode, WsError, WsFrame, WsMessageState, MAX_CONTROL_PAYLOAD,
 };

@@ -1,14 +1,22 @@
 //! Long-poll answers (A3): the JSON body
-//! `{"messages":[{"seq":n,"data":"..."}],"last":n,"gap":bool}`.
+//! `{"messages":[{"seq":n,"data":"..."}],"last":n,"gap":bool,"epoch":e,"since":"e-n"}`.
 //!
 //! `data` is the payload as a JSON string (invalid UTF-8 replaced by U+FFFD);
-//! `last` is the sequence to pass as `since` next time; `gap` says messages were
-//! lost before the first one listed. Not here: waiting (the gateway parks the poll).
+//! `since` is what to pass as `?since=` next time (`last` within `epoch`, SPEC B6;
+//! both absent while the user has no history: pass `last`); `gap` says messages
+//! were lost before the first one listed (or the client's position was from
+//! another epoch, or ahead of the server's). Not here: waiting (the gateway parks the poll).
 
 use std::io::Write as _;
 
 /// Appends a long-poll answer's body to `out`.
-pub fn write_poll_body(out: &mut Vec<u8>, messages: &[(u64, &[u8])], last: u64, gap: bool) {
+pub fn write_poll_body(
+    out: &mut Vec<u8>,
+    messages: &[(u64, &[u8])],
+    last: u64,
+    gap: bool,
+    epoch: Option<u32>,
+) {
     let payload_bytes: usize = messages.iter().map(|(_, p)| p.len() + 24).sum();
     out.reserve(48 + payload_bytes);
     out.extend_from_slice(b"{\"messages\":[");
@@ -21,7 +29,11 @@ pub fn write_poll_body(out: &mut Vec<u8>, messages: &[(u64, &[u8])], last: u64, 
         serde_json::to_writer(&mut *out, &String::from_utf8_lossy(payload)).expect("Vec write");
         out.push(b'}');
     }
-    write!(out, "],\"last\":{last},\"gap\":{gap}}}").expect("Vec write");
+    write!(out, "],\"last\":{last},\"gap\":{gap}").expect("Vec write");
+    if let Some(epoch) = epoch {
+        write!(out, ",\"epoch\":{epoch},\"since\":\"{epoch}-{last}\"").expect("Vec write");
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]
@@ -30,7 +42,7 @@ mod tests {
 
     fn poll_body(messages: &[(u64, &[u8])], last: u64, gap: bool) -> Vec<u8> {
         let mut out = Vec::new();
-        write_poll_body(&mut out, messages, last, gap);
+        write_poll_body(&mut out, messages, last, gap, None);
         out
     }
 
@@ -53,5 +65,15 @@ mod tests {
         assert_eq!(v["gap"], true);
         let expected = "{\"messages\":[{\"seq\":1,\"data\":\"a\\\"b\\\\\\n\"},{\"seq\":2,\"data\":\"\u{fffd}ok\"}],\"last\":2,\"gap\":true}";
         assert_eq!(String::from_utf8(body).unwrap(), expected);
+    }
+
+    #[test]
+    fn the_epoch_makes_the_next_since() {
+        let mut out = Vec::new();
+        write_poll_body(&mut out, &[], 5, true, Some(77));
+        assert_eq!(
+            out,
+            br#"{"messages":[],"last":5,"gap":true,"epoch":77,"since":"77-5"}"#
+        );
     }
 }

@@ -42,6 +42,17 @@ pub fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
+/// Adds `name: value` to the response head that starts at `out[start..]` (before
+/// its blank line); nothing when there is no complete head there.
+pub fn add_header(out: &mut Vec<u8>, start: usize, name: &str, value: &str) {
+    let Some(end) = out[start..].windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let at = start + end + 2;
+    let line = format!("{name}: {value}\r\n");
+    out.splice(at..at, line.into_bytes());
+}
+
 /// Appends a complete response with `Content-Length` to `out`; adds
 /// `Connection: close` when `!keep_alive`. An empty `content_type` omits the header.
 /// 1xx, 204 and 304 responses carry neither a body nor `Content-Length` (RFC 9110 8.6).

@@ -5,6 +5,7 @@
 //! closes, so `sse_data` bytes are the same for every recipient and are encoded
 //! once per message. Not here: history and resume (the router keeps sequences).
 
+use crate::Since;
 use std::io::Write as _;
 
 /// The response head, followed in the same bytes by `retry: <ms>` for the client.
@@ -53,18 +54,26 @@ pub fn write_sse_data(out: &mut Vec<u8>, payload: &[u8]) {
     out.push(b'\n');
 }
 
-/// The `id:` line of an event (sent just before its `sse_data`, per recipient).
-pub fn write_sse_id(out: &mut Vec<u8>, seq: u64) {
+/// The `id:` line of an event (sent just before its `sse_data`, per recipient):
+/// `<epoch>-<seq>` (SPEC B6), the form `Last-Event-ID` brings back as a [`Since`].
+pub fn write_sse_id(out: &mut Vec<u8>, position: Since) {
     // Writing into a Vec cannot fail.
-    writeln!(out, "id: {seq}").expect("Vec write");
+    writeln!(out, "id: {position}").expect("Vec write");
 }
 
-/// An `event: gap` event: messages before sequence `first_available` were lost
-/// (history window passed, or dropped for a slow consumer). Its data is JSON:
-/// `{"first":<seq>}`. It carries no `id:` so the client's resume point is unchanged.
-pub fn write_sse_gap(out: &mut Vec<u8>, first_available: u64) {
+/// An `event: gap` event: messages before sequence `first_available` of `epoch`
+/// were lost (history window passed, the server restarted, or dropped for a slow
+/// consumer). Its data is JSON: `{"first":<seq>,"epoch":<epoch>}` (`epoch` is
+/// `null` while the user has no history). It carries no `id:`; the next event's id
+/// is the new resume point.
+pub fn write_sse_gap(out: &mut Vec<u8>, first_available: u64, epoch: Option<u32>) {
+    let epoch = epoch.map_or("null".to_string(), |e| e.to_string());
     // Writing into a Vec cannot fail.
-    write!(out, "event: gap\ndata: {{\"first\":{first_available}}}\n\n").expect("Vec write");
+    write!(
+        out,
+        "event: gap\ndata: {{\"first\":{first_available},\"epoch\":{epoch}}}\n\n"
+    )
+    .expect("Vec write");
 }
 
 /// A comment line: keeps proxies and the client's idle timers from closing the stream.
@@ -86,10 +95,10 @@ mod tests {
         enc(|o| write_sse_data(o, payload))
     }
     fn sse_id(seq: u64) -> Vec<u8> {
-        enc(|o| write_sse_id(o, seq))
+        enc(|o| write_sse_id(o, Since { epoch: None, seq }))
     }
     fn sse_gap(first: u64) -> Vec<u8> {
-        enc(|o| write_sse_gap(o, first))
+        enc(|o| write_sse_gap(o, first, None))
     }
 
     #[test]
@@ -147,7 +156,23 @@ mod tests {
     #[test]
     fn id_gap_and_heartbeat() {
         assert_eq!(sse_id(17), b"id: 17\n");
-        assert_eq!(sse_gap(100), b"event: gap\ndata: {\"first\":100}\n\n");
+        assert_eq!(
+            sse_gap(100),
+            b"event: gap\ndata: {\"first\":100,\"epoch\":null}\n\n"
+        );
+        let mut with_epoch = Vec::new();
+        write_sse_id(
+            &mut with_epoch,
+            Since {
+                epoch: Some(9),
+                seq: 17,
+            },
+        );
+        write_sse_gap(&mut with_epoch, 3, Some(9));
+        assert_eq!(
+            with_epoch,
+            b"id: 9-17\nevent: gap\ndata: {\"first\":3,\"epoch\":9}\n\n"
+        );
         assert_eq!(SSE_HEARTBEAT, b": hb\n\n");
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! Not here: deciding when to send them (the gateway's timing wheel does).
 
+use crate::Since;
 use std::io::Write as _;
 
 /// The response head of a chunked stream. Any origin may read it (CORS `*`): a
@@ -17,6 +18,29 @@ pub fn write_stream_head(out: &mut Vec<u8>) {
       Access-Control-Allow-Origin: *\r\n\
       \r\n",
     );
+}
+
+/// The response head of a stream for an HTTP/1.0 client, which cannot read chunked
+/// bodies: no `Transfer-Encoding`, the body ends when the connection closes
+/// (RFC 9112 6.3, close-delimited). Its messages are [`write_stream_line`]s.
+pub fn write_stream_head_http10(out: &mut Vec<u8>) {
+    out.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\n\
+      Content-Type: text/plain; charset=utf-8\r\n\
+      Connection: close\r\n\
+      Cache-Control: no-cache\r\n\
+      X-Accel-Buffering: no\r\n\
+      Access-Control-Allow-Origin: *\r\n\
+      \r\n",
+    );
+}
+
+/// A line of a close-delimited (HTTP/1.0) stream: `parts` then a newline, unframed.
+pub fn write_stream_line(out: &mut Vec<u8>, parts: &[&[u8]]) {
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out.push(b'\n');
 }
 
 /// One chunk whose data is the concatenation of `parts`:
@@ -50,6 +74,15 @@ pub fn write_welcome_chunk(out: &mut Vec<u8>, user: u64) {
     writeln!(cursor, "welcome {user}").expect("fits in 32 bytes");
     let n = cursor.position() as usize;
     write_chunk(out, &[&line[..n]]);
+}
+
+/// The line a resuming stream (`?since=`, SPEC B6) gets after its welcome:
+/// `position <epoch>-<seq>\n` (or `position <seq>` while the user has no history),
+/// with ` gap` before the newline when messages after the client's position were
+/// lost. The messages that follow are `seq + 1`, `seq + 2`, … of that epoch.
+pub fn write_stream_position(out: &mut Vec<u8>, position: Since, gap: bool) {
+    let line = format!("position {position}{}\n", if gap { " gap" } else { "" });
+    write_chunk(out, &[line.as_bytes()]);
 }
 
 /// A heartbeat chunk carrying one newline (non-empty: an empty chunk ends the stream).

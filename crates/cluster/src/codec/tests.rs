@@ -9,8 +9,8 @@ fn bytes() -> impl Strategy<Value = Bytes> {
 
 fn request() -> impl Strategy<Value = WireRequest> {
     prop_oneof![
-        (any::<u64>(), any::<Option<u64>>())
-            .prop_map(|(user, since)| WireRequest::Login { user, since }),
+        (any::<u64>(), any::<Option<u64>>(), any::<Option<u32>>())
+            .prop_map(|(user, since, epoch)| WireRequest::Login { user, since, epoch }),
         any::<u64>().prop_map(|user| WireRequest::Logout { user }),
         (any::<u64>(), bytes())
             .prop_map(|(subject, payload)| WireRequest::Publish { subject, payload }),
@@ -112,7 +112,7 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
             proptest::collection::vec(
                 (
                     any::<u16>(),
-                    proptest::collection::vec(any::<(u32, u64)>(), 0..8)
+                    proptest::collection::vec(any::<(u32, u32, u64)>(), 0..8)
                 ),
                 0..4
             )
@@ -185,7 +185,7 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
 /// loops is the payload once plus a few bytes per recipient.
 #[test]
 fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
-    let targets: Vec<(u32, u64)> = (0..50).map(|i| (1000 + i, 5 + u64::from(i))).collect();
+    let targets: Vec<(u32, u32, u64)> = (0..50).map(|i| (1000 + i, 1, 5 + u64::from(i))).collect();
     let msg = ToGateway::Deliver(WireDelivery {
         subject: 42,
         payload: Bytes::from(vec![b'x'; 60]),

@@ -2,16 +2,17 @@
 //! transport, encoded once per message and loop ([`Frames`]) and shared; only the
 //! SSE `id:` line is per recipient.
 
-use super::{reply, Connection, Cx, State};
+use super::{reply, Connection, Cx, State, HTTP10};
 use crate::config::SlowPolicy;
 use bytes::Bytes;
-use wire::Opcode;
 
 /// The encodings of one message, made on first use and shared by every recipient
 /// of the loop's batch.
 pub struct Frames<'a> {
     payload: &'a [u8],
     stream: Option<Bytes>,
+    /// Close-delimited (HTTP/1.0) stream line.
+    line: Option<Bytes>,
     sse: Option<Bytes>,
     ws: Option<Bytes>,
 }
@@ -21,6 +22,7 @@ impl<'a> Frames<'a> {
         Frames {
             payload,
             stream: None,
+            line: None,
             sse: None,
             ws: None,
         }
@@ -39,6 +41,11 @@ impl<'a> Frames<'a> {
         Self::encoded(&mut self.stream, |o| wire::write_stream_message(o, payload))
     }
 
+    fn line(&mut self) -> &Bytes {
+        let payload = self.payload;
+        Self::encoded(&mut self.line, |o| wire::write_stream_line(o, &[payload]))
+    }
+
     fn sse(&mut self) -> &Bytes {
         let payload = self.payload;
         Self::encoded(&mut self.sse, |o| wire::write_sse_data(o, payload))
@@ -47,7 +54,7 @@ impl<'a> Frames<'a> {
     fn ws(&mut self) -> &Bytes {
         let payload = self.payload;
         Self::encoded(&mut self.ws, |o| {
-            wire::write_ws_frame(o, Opcode::Text, payload)
+            wire::write_ws_frame(o, wire::ws_message_opcode(payload), payload)
         })
     }
 }
@@ -63,17 +70,23 @@ pub enum Outcome {
     SlowDrop,
 }
 
-pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, seq: u64, frames: &mut Frames) -> Outcome {
+pub(super) fn handle(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> Outcome {
     let state = conn.state;
     if state == State::PollWaiting {
-        let since = conn
+        let (since, since_epoch) = conn
             .pending
             .as_ref()
-            .and_then(|p| p.poll_since)
-            .unwrap_or(0);
-        // The wait began with nothing after `since`; anything between is lost.
-        let gap = seq > since + 1;
-        reply::answer_poll(conn, cx, &[(seq, frames.payload)], seq, gap);
+            .map_or((0, None), |p| (p.poll_since.unwrap_or(0), p.poll_epoch));
+        // The wait began with nothing after `since`; anything between is lost, and
+        // so is everything when the user's history started a new epoch meanwhile.
+        let gap = seq > since + 1 || since_epoch.is_some_and(|e| e != epoch);
+        reply::answer_poll(conn, cx, &[(seq, frames.payload)], seq, gap, Some(epoch));
         return Outcome::Sent;
     }
     if !state.is_subscription() {
@@ -87,9 +100,14 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, seq: u64, frames: &mut 
         return Outcome::SlowDrop;
     }
     match state {
+        State::Stream if conn.has(HTTP10) => cx.out.send(frames.line()),
         State::Stream => cx.out.send(frames.stream()),
         State::Sse => {
-            cx.out.write(|out| wire::write_sse_id(out, seq));
+            let position = wire::Since {
+                epoch: Some(epoch),
+                seq,
+            };
+            cx.out.write(|out| wire::write_sse_id(out, position));
             cx.out.send(frames.sse());
         }
         _ => cx.out.send(frames.ws()),
@@ -101,6 +119,7 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, seq: u64, frames: &mut 
 pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
     if cx.queued == 0 {
         match conn.state {
+            State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),
             State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
             State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
             _ => cx.out.send_static(WS_PING),

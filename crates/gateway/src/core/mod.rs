@@ -19,7 +19,9 @@
 //! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
 
 mod access;
+mod client_publish;
 mod delivery;
+mod drain;
 mod origin;
 mod outbox;
 mod reply;
@@ -33,6 +35,7 @@ mod tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
+pub use drain::WS_SERVICE_RESTART;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 
@@ -133,6 +136,11 @@ const WS_CLOSE_SENT: u8 = 4;
 /// Flag: the peer is on a loopback address (the API answers it without a key when
 /// none is configured).
 const PEER_LOOPBACK: u8 = 8;
+/// Flag: a stream or WebSocket subscription asked to resume (`?since=`): it is told
+/// its position before the replayed messages (SSE ids say it on every event).
+const RESUME: u8 = 16;
+/// Flag: an HTTP/1.0 stream subscriber: close-delimited, unchunked lines.
+const HTTP10: u8 = 32;
 
 /// One connection's protocol state: 24 bytes (checked by a test).
 pub struct Connection {
@@ -156,8 +164,12 @@ struct Pending {
     /// Long-poll: the sequence number the waiting request reads after (`None`:
     /// "the next message", fixed when the login reply says where the user is).
     poll_since: Option<u64>,
+    /// Long-poll: the epoch `poll_since` belongs to, when known.
+    poll_epoch: Option<u32>,
     /// WebSocket: the client's `Sec-WebSocket-Key`, kept until the login reply.
     ws_key: Option<String>,
+    /// WebSocket whose token may publish (C7): its grant and rate bucket.
+    publisher: Option<Box<client_publish::Publisher>>,
 }
 
 struct BodyRead {
@@ -237,9 +249,16 @@ impl Connection {
         reply::handle(self, cx, reply);
     }
 
-    /// A message for this connection: `seq` is its user's sequence number for it.
-    pub fn handle_delivery(&mut self, cx: &mut Cx, seq: u64, frames: &mut Frames) -> Outcome {
-        delivery::handle(self, cx, seq, frames)
+    /// A message for this connection: `seq` is its user's sequence number for it,
+    /// in the user's history `epoch` (SPEC B6).
+    pub fn handle_delivery(
+        &mut self,
+        cx: &mut Cx,
+        epoch: u32,
+        seq: u64,
+        frames: &mut Frames,
+    ) -> Outcome {
+        delivery::handle(self, cx, epoch, seq, frames)
     }
 
     /// The connection's timer fired (the caller checked it is due).
@@ -253,6 +272,16 @@ impl Connection {
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
         }
+    }
+
+    /// The server drains: tell the client to reconnect elsewhere and close (see
+    /// `drain`). Returns false when the connection is already on its way out.
+    pub fn handle_drain(&mut self, cx: &mut Cx) -> bool {
+        if self.state == State::Closing {
+            return false;
+        }
+        drain::handle(self, cx);
+        true
     }
 
     /// The socket is gone (peer EOF, error, or the caller closed it): logs out.
@@ -302,6 +331,7 @@ impl Connection {
             let needed = !p.input.is_empty()
                 || p.body.is_some()
                 || p.ws_key.is_some()
+                || p.publisher.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {
                 self.pending = None;
@@ -311,13 +341,17 @@ impl Connection {
 
     /// Logs in as `user` (logging out of another user first) and asks the bus,
     /// which answers with the user's history after `since`.
-    fn login(&mut self, cx: &mut Cx, user: u64, since: Option<u64>) {
+    fn login(&mut self, cx: &mut Cx, user: u64, since: Option<wire::Since>) {
         if self.has(LOGGED_IN) && self.user != user {
             self.logout(cx);
         }
         self.user = user;
         self.set(LOGGED_IN, true);
-        cx.out.request(Request::Login { user, since });
+        cx.out.request(Request::Login {
+            user,
+            since: since.map(|s| s.seq),
+            epoch: since.and_then(|s| s.epoch),
+        });
     }
 
     fn logout(&mut self, cx: &mut Cx) {
@@ -380,7 +414,21 @@ impl Connection {
     /// Answers with a complete response written by `encode`; then waits for the next
     /// request (keep-alive) or closes once the bytes are out.
     fn respond(&mut self, cx: &mut Cx, keep_alive: bool, encode: impl FnOnce(&mut Vec<u8>)) {
-        cx.out.write(encode);
+        // Tell the client the real idle timeout (RFC 9112 9.3's `Keep-Alive`), so it
+        // does not send on a connection we are about to close.
+        let timeout = u64::from(cx.config.keepalive_timeout) * crate::wheel::TICK_MS / 1000;
+        cx.out.write(|out| {
+            let start = out.len();
+            encode(out);
+            if keep_alive {
+                wire::add_header(
+                    out,
+                    start,
+                    "Keep-Alive",
+                    &format!("timeout={}", timeout.max(1)),
+                );
+            }
+        });
         if keep_alive {
             self.state = State::Idle;
             self.arm(cx, cx.config.keepalive_timeout);

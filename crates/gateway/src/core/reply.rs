@@ -2,7 +2,7 @@
 //! login reply becomes the transport's head (and resumed history), a long-poll's
 //! becomes an answer or a wait.
 
-use super::{Connection, Cx, State, KEEP_ALIVE};
+use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::{Call, HistoryRead, Reply};
 use std::io::Write as _;
 use wire::Transport;
@@ -17,6 +17,16 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
             start_subscription(conn, cx, transport, history)
         }
         (State::Polling, Reply::History(history)) => poll_reply(conn, cx, history),
+        // A client publish over WebSocket (C7).
+        (
+            State::WebSocket,
+            Reply::Published {
+                connections, users, ..
+            },
+        ) => super::client_publish::answer(cx, connections, users),
+        (State::WebSocket, Reply::Unavailable(message)) => {
+            super::client_publish::error(cx, &format!("router unavailable: {message}"))
+        }
         // A reply with nothing to act on (a logout's), or for a request this
         // connection has since moved past.
         _ => {}
@@ -88,12 +98,45 @@ fn start_subscription(
 ) {
     let ws_key = conn.pending.as_mut().and_then(|p| p.ws_key.take());
     let user = conn.user;
+    // Where a resuming stream or WebSocket client stands before the replayed
+    // messages; each later message is the next number (SPEC B6).
+    let position = wire::Since {
+        epoch: history.epoch,
+        seq: history.messages.first().map_or(history.last, |m| m.0 - 1),
+    };
+    let resume = conn.has(RESUME);
     match transport {
+        Transport::Stream if conn.has(HTTP10) => {
+            cx.out.write(|out| {
+                wire::write_stream_head_http10(out);
+                wire::write_stream_line(out, &[format!("welcome {user}").as_bytes()]);
+            });
+            if resume {
+                let gap = if history.gap { " gap" } else { "" };
+                let line = format!("position {position}{gap}");
+                cx.out
+                    .write(|out| wire::write_stream_line(out, &[line.as_bytes()]));
+                for (_, msg) in &history.messages {
+                    cx.out
+                        .write(|out| wire::write_stream_line(out, &[&msg.payload]));
+                }
+            }
+            conn.state = State::Stream;
+            conn.pending = None;
+        }
         Transport::Stream => {
             cx.out.write(|out| {
                 wire::write_stream_head(out);
                 wire::write_welcome_chunk(out, user);
             });
+            if resume {
+                cx.out
+                    .write(|out| wire::write_stream_position(out, position, history.gap));
+                for (_, msg) in &history.messages {
+                    cx.out
+                        .write(|out| wire::write_stream_message(out, &msg.payload));
+                }
+            }
             conn.state = State::Stream;
             // Streams never go back to requests: pipelined input is dropped.
             conn.pending = None;
@@ -103,11 +146,16 @@ fn start_subscription(
             cx.out.write(|out| wire::write_sse_head(out, retry));
             if history.gap {
                 let first = history.messages.first().map_or(history.last + 1, |m| m.0);
-                cx.out.write(|out| wire::write_sse_gap(out, first));
+                cx.out
+                    .write(|out| wire::write_sse_gap(out, first, history.epoch));
             }
             for (seq, msg) in &history.messages {
+                let id = wire::Since {
+                    epoch: history.epoch,
+                    seq: *seq,
+                };
                 cx.out.write(|out| {
-                    wire::write_sse_id(out, *seq);
+                    wire::write_sse_id(out, id);
                     wire::write_sse_data(out, &msg.payload);
                 });
             }
@@ -117,6 +165,19 @@ fn start_subscription(
         Transport::WebSocket => {
             let key = ws_key.unwrap_or_default();
             cx.out.write(|out| wire::write_ws_handshake(out, &key));
+            if resume {
+                cx.out
+                    .write(|out| wire::write_ws_position(out, position, history.gap));
+                for (_, msg) in &history.messages {
+                    cx.out.write(|out| {
+                        wire::write_ws_frame(
+                            out,
+                            wire::ws_message_opcode(&msg.payload),
+                            &msg.payload,
+                        )
+                    });
+                }
+            }
             conn.state = State::WebSocket;
             // Client frames may already be waiting behind the upgrade request.
             if conn.pending.as_ref().is_some_and(|p| !p.input.is_empty()) {
@@ -136,6 +197,7 @@ fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
         .as_ref()
         .and_then(|p| p.poll_since)
         .unwrap_or(history.last);
+    let epoch = history.epoch;
     if !history.messages.is_empty() || history.gap {
         // One answer carries at most `max_queued` bytes of payload (at least one
         // message): the client asks again from the last one it got.
@@ -159,13 +221,19 @@ fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
         } else {
             messages
         };
+        // The router's position, never the client's `since` echoed back: after a
+        // restart the client is ahead and must move to the new numbers (echoing it
+        // made the client ask for the same `since` forever).
         let last = match messages.last() {
             Some(&(seq, _)) if messages.len() < history.messages.len() => seq,
-            _ => history.last.max(since),
+            _ => history.last,
         };
-        answer_poll(conn, cx, &messages, last, history.gap);
+        answer_poll(conn, cx, &messages, last, history.gap, epoch);
     } else {
-        conn.pending().poll_since = Some(since);
+        // No news and no gap: `since` is the user's current position.
+        let p = conn.pending();
+        p.poll_since = Some(since);
+        p.poll_epoch = epoch;
         conn.state = State::PollWaiting;
         conn.arm(cx, cx.config.poll_timeout);
     }
@@ -173,12 +241,11 @@ fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
 
 /// A waiting long-poll's time is up: an empty answer that keeps the client's place.
 pub(super) fn answer_poll_timeout(conn: &mut Connection, cx: &mut Cx) {
-    let since = conn
+    let (since, epoch) = conn
         .pending
         .as_ref()
-        .and_then(|p| p.poll_since)
-        .unwrap_or(0);
-    answer_poll(conn, cx, &[], since, false);
+        .map_or((0, None), |p| (p.poll_since.unwrap_or(0), p.poll_epoch));
+    answer_poll(conn, cx, &[], since, false, epoch);
 }
 
 /// Answers a long-poll with `messages` (the JSON body of `wire::write_poll_body`).
@@ -188,13 +255,15 @@ pub(super) fn answer_poll(
     messages: &[(u64, &[u8])],
     last: u64,
     gap: bool,
+    epoch: Option<u32>,
 ) {
     if let Some(p) = conn.pending.as_mut() {
         p.poll_since = None;
+        p.poll_epoch = None;
     }
     let keep = conn.has(KEEP_ALIVE);
     let mut body = Vec::with_capacity(64 + messages.iter().map(|m| m.1.len() + 24).sum::<usize>());
-    wire::write_poll_body(&mut body, messages, last, gap);
+    wire::write_poll_body(&mut body, messages, last, gap, epoch);
     conn.respond(cx, keep, |out| {
         wire::write_response(
             out,

@@ -1,8 +1,8 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::access;
-use super::{BodyRead, Connection, Consumed, Cx, State, KEEP_ALIVE};
+use super::{access, client_publish};
+use super::{BodyRead, Connection, Consumed, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::Request;
 use bytes::Bytes;
 use wire::{BodyKind, RequestHead, Route, Transport};
@@ -48,15 +48,21 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             user,
             transport,
             ref token,
-            ..
+            since,
         } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
             }
-            if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
-                return access::refuse(conn, cx, &head, e);
+            let grant = match access::check_subscribe(cx, user, token.as_deref(), &head) {
+                Ok(grant) => grant,
+                Err(e) => return access::refuse(conn, cx, &head, e),
+            };
+            if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
+                if let Some(p) = client_publish::Publisher::new(grant.publish, cx.now) {
+                    conn.pending().publisher = Some(p);
+                }
             }
-            subscribe(conn, cx, user, transport, &head);
+            subscribe(conn, cx, user, transport, since, &head);
         }
         Route::Poll {
             user,
@@ -66,13 +72,13 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
                 return access::refuse(conn, cx, &head, e);
             }
-            // Epochs are not carried to the bus yet (issue 10 integration).
-            let since = since.map(|s| s.seq);
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a poll request has no body");
             }
-            if since.is_some() {
-                conn.pending().poll_since = since;
+            if let Some(since) = since {
+                let p = conn.pending();
+                p.poll_since = Some(since.seq);
+                p.poll_epoch = since.epoch;
             }
             conn.login(cx, user, since);
             conn.call_wait(cx, State::Polling);
@@ -88,24 +94,24 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
 /// Starts a subscription (SPEC A1, A2, A4): logs in first, and answers with the
 /// transport's head when the login reply comes (`reply`), so a publish the client
 /// triggers after reading the head always finds the connection.
+/// `since` (SPEC B6: `Last-Event-ID` or `?since=`) resumes: the login reply carries
+/// what history holds after it.
 fn subscribe(
     conn: &mut Connection,
     cx: &mut Cx,
     user: u64,
     transport: Transport,
+    since: Option<wire::Since>,
     head: &RequestHead,
 ) {
-    let mut since = None;
-    match transport {
-        Transport::WebSocket => {
-            // `wire::route` picks WebSocket only for a complete, valid handshake.
-            let key = head.websocket.as_ref().map(|ws| ws.key.clone());
-            conn.pending().ws_key = key;
-        }
-        // Resume after Last-Event-ID: the login reply carries what history holds.
-        Transport::Sse => since = head.last_event_id.map(|s| s.seq),
-        Transport::Stream => {}
+    if transport == Transport::WebSocket {
+        // `wire::route` picks WebSocket only for a complete, valid handshake.
+        let key = head.websocket.as_ref().map(|ws| ws.key.clone());
+        conn.pending().ws_key = key;
     }
+    conn.set(RESUME, since.is_some() && transport != Transport::Sse);
+    // HTTP/1.0 cannot read chunked bodies: its stream is close-delimited lines.
+    conn.set(HTTP10, transport == Transport::Stream && head.is_http10());
     conn.login(cx, user, since);
     conn.call_wait(cx, State::Subscribing(transport));
 }

@@ -96,7 +96,7 @@ impl Harness {
     fn deliver(&mut self, seq: u64, payload: &[u8]) -> (Outcome, Step) {
         let mut outcome = Outcome::Skipped;
         let step =
-            self.step(|c, cx| outcome = c.handle_delivery(cx, seq, &mut Frames::new(payload)));
+            self.step(|c, cx| outcome = c.handle_delivery(cx, 7, seq, &mut Frames::new(payload)));
         (outcome, step)
     }
 
@@ -150,7 +150,8 @@ fn a_stream_logs_in_before_its_head_then_gets_messages_and_heartbeats() {
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: None
+            since: None,
+            ..
         }]
     ));
     let step = h.reply(Reply::History(history(0, &[], false)));
@@ -193,7 +194,8 @@ fn an_idle_keep_alive_connection_closes_after_its_timeout_and_a_new_head_restart
     let step = h.bytes(b"GET /healthz HTTP/1.1\r\n\r\n");
     assert_eq!(
         step.text(),
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n\r\nok\n"
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n\
+Keep-Alive: timeout=5\r\n\r\nok\n"
     );
     assert_eq!(
         step.timer,
@@ -225,7 +227,8 @@ fn a_long_poll_waits_then_answers_from_the_delivery_or_its_timeout() {
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: Some(3)
+            since: Some(3),
+            ..
         }]
     ));
     let step = h.reply(Reply::History(history(3, &[], false)));
@@ -234,12 +237,13 @@ fn a_long_poll_waits_then_answers_from_the_delivery_or_its_timeout() {
     assert_eq!(h.conn.state(), State::PollWaiting);
     let (outcome, step) = h.deliver(4, b"x");
     assert_eq!(outcome, Outcome::Sent);
-    let body = r#"{"messages":[{"seq":4,"data":"x"}],"last":4,"gap":false}"#;
+    let body =
+        r#"{"messages":[{"seq":4,"data":"x"}],"last":4,"gap":false,"epoch":7,"since":"7-4"}"#;
     assert_eq!(
         step.text(),
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\n\r\n{body}",
+Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\nKeep-Alive: timeout=5\r\n\r\n{body}",
             body.len()
         )
     );
@@ -252,7 +256,8 @@ Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\n\r\n{body}",
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: None
+            since: None,
+            ..
         }]
     ));
     h.reply(Reply::History(history(5, &[], false)));
@@ -303,8 +308,8 @@ fn pipelined_requests_are_answered_in_order_after_each_reply() {
     });
     assert_eq!(
         step.text(),
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 28\r\n\r\n\
-{\"connections\":3,\"users\":2}\n"
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 28\r\n\
+Keep-Alive: timeout=5\r\n\r\n{\"connections\":3,\"users\":2}\n"
     );
     assert!(
         step.resume,
@@ -361,15 +366,17 @@ fn sse_resumes_from_last_event_id_with_history_and_gap() {
         step.requests[..],
         [Request::Login {
             user: 7,
-            since: Some(2)
+            since: Some(2),
+            ..
         }]
     ));
     let step = h.reply(Reply::History(history(4, &[(4, "d")], true)));
     assert!(step
         .text()
-        .ends_with("\r\n\r\nretry: 2000\n\nevent: gap\ndata: {\"first\":4}\n\nid: 4\ndata: d\n\n"));
+        .ends_with("\r\n\r\nretry: 2000\n\nevent: gap\ndata: {\"first\":4,\"epoch\":null}\n\nid: 4\ndata: d\n\n"));
+    // Deliveries name their epoch (the harness delivers in epoch 7).
     let (_, step) = h.deliver(5, b"a\nb");
-    assert_eq!(step.text(), "id: 5\ndata: a\ndata: b\n\n");
+    assert_eq!(step.text(), "id: 7-5\ndata: a\ndata: b\n\n");
     assert_eq!(h.fire_timer().text(), ": hb\n\n");
 }
 

@@ -1,8 +1,8 @@
 //! Client frames on a WebSocket subscription (A4): pings are answered, a close is
-//! echoed, data frames are validated and ignored; protocol errors close with the
-//! RFC 6455 code.
+//! echoed, a text frame may be a client publish (C7, `client_publish`), other data
+//! frames are validated and ignored; protocol errors close with the RFC 6455 code.
 
-use super::{Connection, Consumed, Cx, WS_CLOSE_SENT};
+use super::{client_publish, Connection, Consumed, Cx, WS_CLOSE_SENT};
 use wire::{Opcode, WsFrame};
 
 pub(super) fn handle_frame_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) -> Consumed {
@@ -42,7 +42,11 @@ fn handle_frame(conn: &mut Connection, cx: &mut Cx, frame: WsFrame) {
             cx.out.write(|out| wire::write_ws_close(out, code, ""));
             conn.start_closing(cx);
         }
-        // Client messages are accepted and ignored; pongs need nothing.
+        // An unfragmented text message may be a client publish (C7).
+        Opcode::Text if frame.fin => {
+            client_publish::handle_text(conn, cx, &frame.payload);
+        }
+        // Other client messages are accepted and ignored; pongs need nothing.
         Opcode::Text | Opcode::Binary | Opcode::Continuation | Opcode::Pong => {}
     }
 }

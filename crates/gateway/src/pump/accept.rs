@@ -24,6 +24,9 @@ use std::sync::atomic::Ordering;
 
 impl EventLoop {
     pub(super) fn accept_all(&mut self) {
+        if self.drain.is_some() {
+            return; // the listener is shut (draining)
+        }
         if self.gateway.config.leave_when_full {
             return self.accept_steered();
         }
@@ -83,6 +86,9 @@ impl EventLoop {
     /// Called every tick with `leave_when_full`: leaves the group when another loop
     /// filled the process, rejoins once below the low-water mark.
     pub(super) fn steer(&mut self) {
+        if self.drain.is_some() {
+            return; // draining: never rejoin
+        }
         let open = self.gateway.connections();
         let config = &self.gateway.config;
         if self.listener.is_some() && open >= config.max_connections {
@@ -131,8 +137,11 @@ impl EventLoop {
 
     /// Admits an accepted socket (its process place already taken when `reserved`).
     fn on_accept(&mut self, mut stream: TcpStream, addr: std::net::SocketAddr, reserved: bool) {
-        let ip_key = if self.gateway.config.max_per_ip > 0 {
-            ip_key(addr.ip())
+        // Loopback peers are not counted (key 0): local load generators and a reverse
+        // proxy on the same host, for which one address is every client.
+        let ip = addr.ip().to_canonical();
+        let ip_key = if self.gateway.config.max_per_ip > 0 && !ip.is_loopback() {
+            ip_key(ip)
         } else {
             0
         };

@@ -66,7 +66,8 @@ impl EventLoop {
     fn deliver(&mut self, batch: &Delivery, mut queue_only: bool, deadline: Instant) -> bool {
         let mut frames = Frames::new(&batch.msg.payload);
         let (mut sent, mut dropped) = (0u64, 0u64);
-        for (i, &(token, seq)) in batch.targets.iter().enumerate() {
+        for (i, target) in batch.targets.iter().enumerate() {
+            let token = target.token;
             if !queue_only && i > 0 && i % SLICE == 0 && self.should_merge(deadline) {
                 queue_only = true;
             }
@@ -93,7 +94,10 @@ impl EventLoop {
                 queued: slot.queued_bytes(),
                 out: &mut self.outbox,
             };
-            match slot.conn.handle_delivery(&mut cx, seq, &mut frames) {
+            match slot
+                .conn
+                .handle_delivery(&mut cx, target.epoch, target.seq, &mut frames)
+            {
                 Outcome::Sent => sent += 1,
                 Outcome::SlowDrop => dropped += 1,
                 Outcome::Skipped => {}

@@ -15,6 +15,7 @@
 //! slab entry; [`tls`] the TLS byte transform between socket and core.
 
 mod accept;
+mod drain;
 mod inbox;
 mod io;
 pub mod output;
@@ -92,6 +93,9 @@ pub struct EventLoop {
     /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the
     /// listener).
     nodelay_inherited: bool,
+    /// Draining: the listener has left the accept group; when the last drain step
+    /// ran (see `drain`).
+    drain: Option<drain::Progress>,
     /// TLS sessions when the listener is TLS (`--tls-cert`, `--tls self-signed`).
     tls: Option<self::tls::TlsLayer>,
 }
@@ -142,6 +146,7 @@ impl EventLoop {
             accept_paused: false,
             own_mail: false,
             nodelay_inherited: false,
+            drain: None,
             tls,
         })
     }
@@ -181,6 +186,9 @@ impl EventLoop {
             }
             if self.gateway.stop.load(Ordering::Acquire) {
                 self.close_all();
+                return Ok(());
+            }
+            if self.gateway.draining.load(Ordering::Acquire) && self.drain_step() {
                 return Ok(());
             }
             let now = Instant::now();
@@ -272,7 +280,7 @@ impl EventLoop {
             self.resume = Vec::new();
             self.wheel.shrink();
             if let Some(tls) = self.tls.as_mut() {
-                tls.shrink(self.gens.len());
+                tls.shrink();
             }
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]

@@ -49,9 +49,10 @@ impl TlsLayer {
         }
     }
 
-    /// Gives back table capacity after a mass disconnect (the slab shrank too).
-    pub(super) fn shrink(&mut self, slots: usize) {
-        while self.sessions.len() > slots && self.sessions.last().is_some_and(|s| s.is_none()) {
+    /// Gives back table capacity after a mass disconnect (the slab shrank too): free
+    /// entries past the last open connection go.
+    pub(super) fn shrink(&mut self) {
+        while self.sessions.last().is_some_and(|s| s.is_none()) {
             self.sessions.pop();
         }
         self.sessions.shrink_to_fit();

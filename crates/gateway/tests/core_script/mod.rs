@@ -38,6 +38,11 @@ pub const FRAGMENTS: &[&[u8]] = &[
     b"GET /healthz HTTP/1.0\r\n\r\n",
     b"POST /pub/1 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
     b"\x81\x85\x01\x02\x03\x04ig`hn",
+    // Resume positions with epochs (SPEC B6) and a client publish frame (C7).
+    b"GET /ws/9?since=0 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    b"GET /sub/7?since=5-2 HTTP/1.1\r\n\r\n",
+    b"GET /poll/7?since=5-9 HTTP/1.1\r\nOrigin: http://x\r\n\r\n",
+    b"\x81\x99\x00\x00\x00\x00{\"publish\":7,\"data\":\"hi\"}",
     b"\x89\x80\x01\x02\x03\x04",
     b"\x01\x81\x01\x02\x03\x04`",
     b"\x80\x81\x01\x02\x03\x04c",
@@ -273,7 +278,7 @@ pub fn run(script: &[u8]) -> Seen {
                     &mut closed,
                     &mut outstanding,
                     &mut |c, cx| {
-                        c.handle_delivery(cx, seq, &mut Frames::new(payload));
+                        c.handle_delivery(cx, 7, seq, &mut Frames::new(payload));
                     },
                 )
             }

@@ -54,6 +54,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         let first_src = 2 + w * SOURCES_PER_WORKER;
         let fa = FloodArgs {
             urls: vec![sub_url(&server)],
+            ca: super::context::tls_ca(),
             connections: per,
             rate: 0.0,
             transport,

@@ -8,6 +8,26 @@ use super::BenchArgs;
 use crate::server_process::ServerProcess;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// `--tls`: the run's certificate, key and the file clients trust (the certificate
+/// itself), in the output directory. Set once by [`Ctx::new`]; process-wide because the
+/// URL and flood helpers of every scenario need it and the bench runs one set of flags.
+static TLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+
+/// The certificate file clients trust, when the run is TLS.
+pub fn tls_ca() -> Option<PathBuf> {
+    TLS.get().map(|(cert, _)| cert.clone())
+}
+
+/// `https` for a TLS run, else `http`.
+pub fn scheme() -> &'static str {
+    if TLS.get().is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
 
 /// Listen backlogs below this are raised before connect storms: a burst of 15,000
 /// connects overflows a default 4,096 queue and turns into refused connections.
@@ -58,6 +78,13 @@ impl Ctx {
         }
         // The bench process holds connections itself (keepalive) and runs flood here.
         load::sys::raise_nofile();
+        if args.tls {
+            let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
+            let dir = out.join("tls");
+            std::fs::create_dir_all(&dir)?;
+            let files = tls::self_signed(&names)?.write(&dir)?;
+            let _ = TLS.set(files);
+        }
         Ok(Ctx {
             out,
             command,
@@ -87,6 +114,12 @@ impl Ctx {
         if let Some(l) = self.loops {
             a.push("--loops".into());
             a.push(l.to_string());
+        }
+        if let Some((cert, key)) = TLS.get() {
+            // The admin listener answers /stats in plain HTTP for the probes.
+            a.extend(["--admin".into(), "127.0.0.1:0".into()]);
+            a.extend(["--tls-cert".into(), cert.display().to_string()]);
+            a.extend(["--tls-key".into(), key.display().to_string()]);
         }
         a.extend(extra.iter().map(|s| s.to_string()));
         let server = ServerProcess::start_bin(self.server_bin.as_deref(), &a)?;

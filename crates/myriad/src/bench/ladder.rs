@@ -190,7 +190,8 @@ pub fn publish(
 ) -> anyhow::Result<MsggenSummary> {
     load::msggen::run_with(
         MsggenArgs {
-            url: format!("http://{addr}"),
+            url: format!("{}://{addr}", super::context::scheme()),
+            ca: super::context::tls_ca(),
             path: format!("/pub/{subject}"),
             rate,
             max: subject,

@@ -169,6 +169,10 @@ pub struct BenchArgs {
     /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
     #[arg(long)]
     pub no_tune: bool,
+    /// Serve over TLS (one ECDSA P-256 certificate generated for the run): flood,
+    /// msggen and the bench's API calls use https:// and trust it (not c100k).
+    #[arg(long)]
+    pub tls: bool,
 }
 
 impl Shape {

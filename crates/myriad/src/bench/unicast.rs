@@ -54,7 +54,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     ));
     let sent = load::msggen::run_with(
         MsggenArgs {
-            url: format!("http://{}", server.addr),
+            url: super::held::base_url(&server),
+            ca: super::context::tls_ca(),
             rate: args.unicast_rate,
             max: n,
             publishers: PUBLISHERS,

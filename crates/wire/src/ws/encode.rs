@@ -35,6 +35,25 @@ pub fn write_ws_frame(out: &mut Vec<u8>, opcode: Opcode, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// The opcode a published payload goes out with: text when it is UTF-8, binary
+/// otherwise (a text frame with invalid UTF-8 makes standard clients close with 1007,
+/// so one publisher could disconnect every subscriber of a subject).
+pub fn ws_message_opcode(payload: &[u8]) -> Opcode {
+    if std::str::from_utf8(payload).is_ok() {
+        Opcode::Text
+    } else {
+        Opcode::Binary
+    }
+}
+
+/// The text frame a resuming WebSocket (`?since=`, SPEC B6) gets right after the
+/// handshake: `{"position":"<epoch>-<seq>","gap":<bool>}` (a bare `"<seq>"` while
+/// the user has no history). The messages that follow are `seq + 1`, `seq + 2`, …
+pub fn write_ws_position(out: &mut Vec<u8>, position: crate::Since, gap: bool) {
+    let text = format!("{{\"position\":\"{position}\",\"gap\":{gap}}}");
+    write_ws_frame(out, Opcode::Text, text.as_bytes());
+}
+
 /// Appends a close frame with `code` and `reason` (cut at a character boundary to
 /// fit in 125 bytes). Code 1005 ("no status") sends an empty close payload, as the
 /// RFC forbids putting 1005 on the wire.

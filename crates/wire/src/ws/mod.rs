@@ -14,7 +14,8 @@ mod message;
 mod parse;
 
 pub use encode::{
-    write_ws_client_frame, write_ws_close, write_ws_frame, ws_client_frame, MAX_CONTROL_PAYLOAD,
+    write_ws_client_frame, write_ws_close, write_ws_frame, write_ws_position, ws_client_frame,
+    ws_message_opcode, MAX_CONTROL_PAYLOAD,
 };
 pub use handshake::{write_ws_handshake, ws_accept_key};
 pub use message::WsMessageState;

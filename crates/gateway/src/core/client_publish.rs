@@ -1,0 +1,123 @@
+//! Client publish over WebSocket (SPEC C7): a text frame
+//! `{"publish":<subject>,"data":"<text>"}` publishes `data` to `subject` when the
+//! connection's token allows it (the `pub` claim, see the `auth` crate), at most
+//! [`RATE_PER_SECOND`] per second per connection (a bucket of [`BURST`]).
+//!
+//! Answers are text frames: `{"published":{"connections":n,"users":u}}`, or
+//! `{"error":"<why>"}` — never a silent drop. Text frames that are not a publish
+//! request (no `"publish"` key) are ignored as before.
+//!
+//! Budget: only a connection whose token has a non-empty `pub` claim keeps state (a
+//! boxed [`Publisher`] in its pending box); every other connection stays 24 bytes
+//! with no box.
+
+use super::{Connection, Cx, Tick};
+use crate::wheel::TICK_MS;
+use auth::PublishGrant;
+use bus::Request;
+use bytes::Bytes;
+use serde::Deserialize;
+
+/// Sustained client publishes per second per connection.
+pub const RATE_PER_SECOND: u32 = 10;
+/// Client publishes a connection may make at once after being quiet.
+pub const BURST: u32 = 20;
+
+/// What a publishing WebSocket connection keeps.
+pub(super) struct Publisher {
+    grant: PublishGrant,
+    /// Token bucket: publishes available, refilled by elapsed ticks.
+    tokens: u32,
+    /// The tick `tokens` was last refilled at.
+    refilled: Tick,
+}
+
+impl Publisher {
+    pub(super) fn new(grant: PublishGrant, now: Tick) -> Option<Box<Publisher>> {
+        (grant != PublishGrant::Nothing).then(|| {
+            Box::new(Publisher {
+                grant,
+                tokens: BURST,
+                refilled: now,
+            })
+        })
+    }
+
+    fn take_token(&mut self, now: Tick) -> bool {
+        let ticks_per_token = (1000 / TICK_MS / u64::from(RATE_PER_SECOND)).max(1) as u32;
+        let earned = now.wrapping_sub(self.refilled) / ticks_per_token;
+        if earned > 0 {
+            self.tokens = (self.tokens + earned).min(BURST);
+            self.refilled = self.refilled.wrapping_add(earned * ticks_per_token);
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+/// A publish request frame, typed (unknown keys refused).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishFrame {
+    publish: u64,
+    data: String,
+}
+
+/// A complete text message from the client. True when it was a publish request
+/// (answered here or by the bus reply).
+pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bool {
+    // Cheap test first: most clients send no publishes at all.
+    if !text.windows(9).any(|w| w == b"\"publish\"") {
+        return false;
+    }
+    let frame: PublishFrame = match serde_json::from_slice(text) {
+        Ok(f) => f,
+        Err(_) => {
+            error(
+                cx,
+                "bad publish frame: want {\"publish\":<subject>,\"data\":\"<text>\"}",
+            );
+            return true;
+        }
+    };
+    let now = cx.now;
+    let Some(publisher) = conn.pending.as_mut().and_then(|p| p.publisher.as_mut()) else {
+        error(
+            cx,
+            "publishing needs a token whose pub claim lists the subject",
+        );
+        return true;
+    };
+    if !publisher.grant.allows(frame.publish) {
+        let why = format!("token does not allow publishing to {}", frame.publish);
+        error(cx, &why);
+        return true;
+    }
+    if !publisher.take_token(now) {
+        let why = format!("rate limit: at most {RATE_PER_SECOND} publishes per second");
+        error(cx, &why);
+        return true;
+    }
+    cx.out.request(Request::Publish {
+        subject: frame.publish,
+        payload: Bytes::from(frame.data.into_bytes()),
+    });
+    true
+}
+
+/// The bus answered a client publish.
+pub(super) fn answer(cx: &mut Cx, connections: u64, users: u64) {
+    let text = format!(r#"{{"published":{{"connections":{connections},"users":{users}}}}}"#);
+    cx.out
+        .write(|out| wire::write_ws_frame(out, wire::Opcode::Text, text.as_bytes()));
+}
+
+/// An error frame: `{"error":"…"}`.
+pub(super) fn error(cx: &mut Cx, why: &str) {
+    let text = serde_json::json!({ "error": why }).to_string();
+    cx.out
+        .write(|out| wire::write_ws_frame(out, wire::Opcode::Text, text.as_bytes()));
+}
