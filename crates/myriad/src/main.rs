@@ -8,6 +8,7 @@ mod config_file;
 mod demo;
 mod serve;
 mod server_process;
+mod supervise;
 
 fn main() {
     if let Err(err) = cli::main() {

@@ -26,9 +26,18 @@ pub struct ServeArgs {
     /// Write one row of process statistics per second to this CSV file.
     #[arg(long, env = "MYRIAD_CSV")]
     pub csv: Option<PathBuf>,
+    /// Run as a supervisor of one router and N gateway processes on the listen port,
+    /// linked through NATS (`auto`: as many as --max-connections, then the total,
+    /// needs under the file limit, plus one spare). Default: one process.
+    #[arg(long, env = "MYRIAD_PROCESSES")]
+    pub processes: Option<crate::supervise::plan::Processes>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Children are started with an explicit --role: only `all` supervises.
+    if let (Some(processes), Role::All) = (args.processes, args.cluster.role) {
+        return crate::supervise::run(&args, processes);
+    }
     load::sys::raise_nofile();
     // A loop that panics must not leave a half-alive server (one listener fewer,
     // its connections frozen): abort the whole process so its supervisor restarts

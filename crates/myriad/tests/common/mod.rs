@@ -27,8 +27,28 @@ impl Server {
     }
 
     pub fn start_args(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
-            .args(args)
+        Server::start_marked(args, "listen=")
+    }
+
+    /// [`Server::start_args`] taking the addresses from the first log line that
+    /// contains `marker` (a supervisor forwards its children's lines before its own).
+    pub fn start_marked(args: &[&str], marker: &str) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
+        cmd.args(args);
+        Server::start_command(cmd, marker)
+    }
+
+    /// `myriad` with `args` inside network namespace `ns` (`ip netns exec` execs it:
+    /// the child is the server itself).
+    pub fn start_in_netns(ns: &str, args: &[&str]) -> Server {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_myriad")])
+            .args(args);
+        Server::start_command(cmd, "listen=")
+    }
+
+    fn start_command(mut cmd: Command, marker: &str) -> Server {
+        let mut child = cmd
             .env("MYRIAD_LOG", "info")
             .env("MYRIAD_LOG_FORMAT", "text")
             .env("NO_COLOR", "1")
@@ -50,7 +70,7 @@ impl Server {
                 let value = line[pos + name.len()..].split_whitespace().next()?;
                 value.parse::<SocketAddr>().ok()
             };
-            if line.contains("listen=") {
+            if line.contains(marker) && line.contains("listen=") {
                 let addr = field("listen=").unwrap_or_else(|| panic!("bad address in {line:?}"));
                 break (addr, field("admin="));
             }

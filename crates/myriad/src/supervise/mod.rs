@@ -1,0 +1,209 @@
+//! `myriad serve --processes N|auto`: one server on several processes (SPEC E2). The
+//! supervisor (this process) starts one router (`serve --role router`) and N gateways
+//! (`serve --role gateway --leave-when-full`) on the same listen port (SO_REUSEPORT),
+//! linked through NATS; restarts a child that dies (at once, or 1 s after its start
+//! when it dies young, so a child that cannot start does not spin); serves the admin
+//! listener for all of them; and on SIGTERM or SIGINT stops the gateways, then the
+//! router, then a NATS server it started, and exits 0.
+//!
+//! Layout: [`plan`] counts gateways; [`child`] starts one child; [`nats`] finds or
+//! starts NATS; [`processes`] gathers every child's figures for `/stats` and
+//! `/metrics`.
+
+pub mod child;
+pub mod nats;
+pub mod plan;
+pub mod processes;
+
+use crate::serve::ServeArgs;
+use child::{Member, Role, Template};
+use plan::Processes;
+use std::net::SocketAddr;
+use std::process::Child;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the supervisor looks for dead children: well inside the 1 s restart
+/// promise, and a `waitpid(WNOHANG)` per child costs nothing.
+const CHECK_EVERY: Duration = Duration::from_millis(20);
+/// A child that dies younger than this is restarted only this long after its start.
+const MIN_LIFETIME: Duration = Duration::from_secs(1);
+/// How long a child may take to announce that it serves.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a child may take to exit after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
+    load::sys::catch_interrupt();
+    let nofile = load::sys::raise_nofile().max(load::sys::nofile().1);
+    let plan = plan::plan(processes, args.gateway.max_connections, nofile)?;
+    let nats_url = args.cluster.nats.clone();
+    let nats = nats::ensure(&nats_url)?;
+    raise_migrate_req();
+    // Holds the port between gateway restarts (bound, never listening: it takes no
+    // connections) and resolves port 0 to the one every gateway joins.
+    let port = reserve_port(args.gateway.listen)?;
+    let listen = port.local_addr()?.as_socket().expect("an inet socket");
+    let template = Template::new(listen, plan.per_gateway)?;
+
+    let roles = std::iter::once(Role::Router).chain((0..plan.gateways).map(Role::Gateway));
+    let members: Vec<Member> = roles
+        .map(|role| template.spawn(role, 0))
+        .collect::<anyhow::Result<_>>()?;
+    let members = Arc::new(Mutex::new(members));
+    wait_ready(&members)?;
+
+    let table = processes::Table::new(members.clone());
+    let monitor = observe::monitor::Monitor::start(
+        observe::metrics::ProcessMetrics::new(0),
+        observe::monitor::MonitorOptions {
+            csv: args.csv.clone(),
+            admin: args.admin,
+            extra: table.stats_fn(),
+        },
+    )?;
+    monitor.set_children(table.samples_fn());
+    let off = || "off".to_string();
+    tracing::info!(
+        listen = %listen,
+        admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
+        gateways = plan.gateways,
+        per_gateway = plan.per_gateway,
+        nats = %nats_url,
+        nats_started = nats.is_some(),
+        "myriad supervisor serving: 1 router and {} gateway processes on one port",
+        plan.gateways
+    );
+
+    while !load::sys::interrupted() {
+        std::thread::sleep(CHECK_EVERY);
+        let mut members = lock(&members);
+        for member in members.iter_mut() {
+            restart_if_dead(&template, member)?;
+        }
+    }
+    tracing::info!("stopping: gateways, then the router");
+    drop(monitor);
+    let mut members = lock(&members);
+    for member in members.iter_mut().filter(|m| m.role != Role::Router) {
+        signal(&member.child, libc::SIGTERM);
+    }
+    for member in members.iter_mut().rev() {
+        stop(&mut member.child, &member.role.name());
+    }
+    drop(nats);
+    drop(port);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits until every child said it serves (the gateways have bound the port).
+fn wait_ready(members: &Mutex<Vec<Member>>) -> anyhow::Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let mut members = lock(members);
+        if members.iter().all(Member::is_ready) {
+            return Ok(());
+        }
+        for member in members.iter_mut() {
+            if let Some(status) = member.child.try_wait()? {
+                anyhow::bail!(
+                    "the {} exited while starting ({status}); its log is above",
+                    member.role.name()
+                );
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "children did not start within {START_TIMEOUT:?}"
+        );
+        drop(members);
+        std::thread::sleep(CHECK_EVERY);
+    }
+}
+
+/// Restarts `member` if it exited.
+fn restart_if_dead(template: &Template, member: &mut Member) -> anyhow::Result<()> {
+    let Some(status) = member.child.try_wait()? else {
+        return Ok(());
+    };
+    let lived = member.started.elapsed();
+    tracing::warn!(
+        role = %member.role.name(),
+        pid = member.pid(),
+        %status,
+        lived_ms = lived.as_millis() as u64,
+        "child died; restarting"
+    );
+    if lived < MIN_LIFETIME {
+        std::thread::sleep(MIN_LIFETIME - lived);
+    }
+    *member = template.spawn(member.role, member.restarts + 1)?;
+    tracing::info!(role = %member.role.name(), pid = member.pid(), restarts = member.restarts, "child restarted");
+    Ok(())
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on the pid of a child we have not reaped yet (it cannot be reused).
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, sig);
+    }
+}
+
+/// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; reaps the child.
+pub(crate) fn stop(child: &mut Child, name: &str) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    signal(child, libc::SIGTERM);
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(CHECK_EVERY);
+    }
+    tracing::warn!(
+        name,
+        pid = child.id(),
+        "did not stop on SIGTERM; killing it"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Gateways leave the listening group when full; without `tcp_migrate_req` the
+/// clients still queued at a leaving gateway are reset (NOTES.md, issue 9). Raised
+/// when this process may (root), saying so; otherwise a warning says what to set.
+fn raise_migrate_req() {
+    let key = load::doctor::MIGRATE_SYSCTL;
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    match std::fs::read_to_string(&path).map(|v| v.trim().to_string()) {
+        Ok(v) if v == "1" => {}
+        Ok(v) => match std::fs::write(&path, "1") {
+            Ok(()) => tracing::warn!("raised {key} from {v} to 1: a full gateway's queued clients move to the others"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "{key} is {v}: clients queued at a gateway that fills up may be reset; set `sysctl -w {key}=1`"
+            ),
+        },
+        Err(_) => tracing::warn!("{key} is not available (Linux < 5.14): clients queued at a gateway that fills up may be reset"),
+    }
+}
+
+/// A socket bound to `addr` with SO_REUSEPORT and never listening: the port stays this
+/// server's while every gateway restarts, and port 0 becomes a real port.
+fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket
+        .bind(&addr.into())
+        .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
+    Ok(socket)
+}

@@ -1,0 +1,206 @@
+//! `myriad serve --processes 3`: a supervisor, a router and three gateway processes on
+//! one port, linked through a nats-server the supervisor starts itself (nothing
+//! answers at the test's own NATS port). A publish reaches connections on every
+//! gateway with exact counts; a gateway killed with SIGKILL is restarted and its
+//! clients get service again after reconnecting; SIGTERM stops every child and the
+//! supervisor exits 0.
+
+mod common;
+
+use common::{read_until, subscribe_stream, Server};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Stream clients, users 1..=CLIENTS, all following SUBJECT.
+const CLIENTS: u64 = 30;
+const SUBJECT: u64 = 1000;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The supervisor's process table (`/stats` `extra` of its admin listener).
+fn table(server: &Server) -> serde_json::Value {
+    server.admin_stats()["extra"].clone()
+}
+
+fn gateways(table: &serde_json::Value) -> Vec<(u32, u64)> {
+    table["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"].as_str().unwrap().starts_with("gateway"))
+        .map(|p| {
+            (
+                p["pid"].as_u64().unwrap() as u32,
+                p["connections"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the gateways' (pid, connections) satisfy `pred`.
+fn wait_gateways(server: &Server, pred: impl Fn(&[(u32, u64)]) -> bool) -> Vec<(u32, u64)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = gateways(&table(server));
+        if pred(&now) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gateways (pid, connections): {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Publishes until the reply counts `want` connections (the router learns logins
+/// and a dead gateway's logouts asynchronously).
+fn publish_until(server: &Server, payload: &str, want: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = server.request("POST", &format!("/pub/{SUBJECT}"), payload.as_bytes());
+        if status == 200 {
+            let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if reply["connections"] == want {
+                return reply;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "publish reply {status} {body}, want {want} connections"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn supervised_gateways_share_the_port_restart_and_stop() {
+    let nats = format!("nats://127.0.0.1:{}", free_port());
+    let server = Server::start_marked(
+        &[
+            "serve",
+            "--processes",
+            "3",
+            "--loops",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--admin",
+            "127.0.0.1:0",
+            "--nats",
+            &nats,
+            "--max-connections",
+            "300",
+        ],
+        "supervisor serving",
+    );
+    let start = table(&server);
+    assert_eq!(start["gateways"], 3, "{start}");
+    let processes = start["processes"].as_array().unwrap().len();
+    assert_eq!(processes, 4, "a router and three gateways: {start}");
+
+    for user in 1..=CLIENTS {
+        let (status, _) = server.request("PUT", &format!("/subscriptions/{user}/{SUBJECT}"), b"");
+        assert_eq!(status, 200);
+    }
+    let mut clients: Vec<(u64, TcpStream, Vec<u8>)> = (1..=CLIENTS)
+        .map(|u| {
+            let (s, buf) = subscribe_stream(&server, u);
+            (u, s, buf)
+        })
+        .collect();
+    let per_gateway = wait_gateways(&server, |g| g.iter().map(|g| g.1).sum::<u64>() == CLIENTS);
+    assert_eq!(
+        per_gateway.iter().map(|g| g.1).sum::<u64>(),
+        CLIENTS,
+        "{per_gateway:?}"
+    );
+    // SO_REUSEPORT spreads 30 clients over 3 listeners; all on two is (2/3)^30.
+    assert!(
+        per_gateway.iter().all(|g| g.1 > 0),
+        "every gateway holds clients: {per_gateway:?}"
+    );
+
+    let reply = publish_until(&server, "hello all", CLIENTS);
+    assert_eq!(reply["users"], CLIENTS);
+    for (_, s, buf) in clients.iter_mut() {
+        read_until(s, buf, "hello all");
+    }
+
+    // SIGKILL one gateway: the supervisor starts another in its place.
+    let (victim, held) = per_gateway[0];
+    let killed_at = Instant::now();
+    // SAFETY: kill(2) on a pid the supervisor has not reaped (checked alive above).
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    let replacement = wait_gateways(&server, |g| {
+        g.len() == 3 && g.iter().all(|g| g.0 != victim && alive(g.0))
+    });
+    eprintln!(
+        "gateway {victim} (holding {held}) replaced within {:?}: {replacement:?}",
+        killed_at.elapsed()
+    );
+
+    // Its clients lost their streams; they reconnect (to whichever gateway the hash
+    // picks) and every client is served again.
+    let mut reconnected = 0;
+    for (user, s, buf) in clients.iter_mut() {
+        let mut probe = [0u8; 256];
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let closed = match std::io::Read::read(s, &mut probe) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        };
+        if closed {
+            let (fresh, fresh_buf) = subscribe_stream(&server, *user);
+            *s = fresh;
+            *buf = fresh_buf;
+            reconnected += 1;
+        }
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    assert!(
+        reconnected >= held,
+        "the {held} clients of the killed gateway reconnected ({reconnected})"
+    );
+    let reply = publish_until(&server, "after restart", CLIENTS);
+    assert_eq!(reply["users"], CLIENTS);
+    for (_, s, buf) in clients.iter_mut() {
+        read_until(s, buf, "after restart");
+    }
+
+    // SIGTERM: every child stops, then the supervisor exits 0.
+    let children: Vec<u32> = table(&server)["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap() as u32)
+        .collect();
+    let mut server = server;
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "supervisor exit: {status}");
+    for pid in children {
+        assert!(!alive(pid), "child {pid} outlived the supervisor");
+    }
+}
