@@ -255,9 +255,26 @@ impl RouterRole {
     fn call(&mut self, conn: ConnRef, request: Request) -> Reply {
         let published_ns = unix_ns();
         let mut batches: Vec<(u16, Delivery)> = Vec::new();
-        let reply = self.hub.handle(conn, request, &mut |loop_id, batch| {
-            batches.push((loop_id, batch))
-        });
+        let touches_store = matches!(
+            request,
+            Request::ChangeSubscriptions { .. } | Request::Subscriptions { .. }
+        );
+        let (hub, out) = (&self.hub, &mut batches);
+        let handle = move || {
+            hub.handle(conn, request, &mut |loop_id, batch| {
+                out.push((loop_id, batch))
+            })
+        };
+        // The sync PostgreSQL client blocks on a runtime of its own, which tokio
+        // forbids inside this one (the NATS link's): a request that reaches the
+        // store runs on a thread of its own. Those are rare (subscription changes
+        // and reads); publishes and logins never touch the store.
+        let reply = if touches_store {
+            std::thread::scope(|s| s.spawn(handle).join())
+                .unwrap_or_else(|_| Reply::Unavailable("the store call panicked".into()))
+        } else {
+            handle()
+        };
         if batches.is_empty() {
             return reply;
         }

@@ -127,13 +127,14 @@ fn a_publish_crosses_network_namespaces_through_nats() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // PostgreSQL is the store E3 asks for, but the router role panics on it today
-    // ("Cannot start a runtime from within a runtime": the sync postgres client is
-    // called on the NATS runtime's thread; NOTES.md, issue 9). Until that is fixed the
-    // router keeps its subscriptions in SQLite; the store is the router's alone, so
-    // what crosses the namespaces is the same.
-    let dir = tempfile::tempdir().unwrap();
-    let store = format!("sqlite:{}", dir.path().join("e3.db").display());
+    // PostgreSQL is the shared store E3 asks for (a schema of this run's own).
+    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
+    }
+    let store = format!(
+        "postgres://postgres@127.0.0.1:5432/test?schema=myriad_e3_{}",
+        std::process::id()
+    );
     let mut router = Command::new(env!("CARGO_BIN_EXE_myriad"))
         .args([
             "serve", "--role", "router", "--nats", &url, "--store", &store,
