@@ -13,18 +13,7 @@ const INSTALL: &str = "run: apt-get install -y chromium && npm ci --prefix crate
 
 #[test]
 fn chromium_eventsource_and_websocket_receive_every_message() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} not found; {INSTALL}"
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let playwright = root.join("crates/observe/tests/browser/package.json");
-    assert!(
-        root.join("crates/observe/tests/browser/node_modules/playwright-core")
-            .is_dir(),
-        "playwright-core not installed; {INSTALL}"
-    );
+    let (chromium, playwright) = common::browser(INSTALL);
     let server = Server::start(&[]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/clients.mjs");
     let mut node = Command::new("node")

@@ -6,61 +6,11 @@
 mod common;
 mod tls_common;
 
-use common::Server;
+use common::{Curl, Server};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 use tls_common::*;
-
-/// A running curl whose stdout lines are collected on a thread.
-struct Curl {
-    child: std::process::Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Curl {
-    fn start(args: &[&str]) -> Curl {
-        let mut child = Command::new("curl")
-            .args(["-sS", "-N", "--max-time", "60"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("curl must be installed (apt-get install -y curl)");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Curl { child, lines }
-    }
-
-    fn until(&self, needle: &str) -> Vec<String> {
-        let mut got = Vec::new();
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap_or_else(|_| panic!("curl: no line with {needle:?}; got {got:?}"));
-            let done = line.contains(needle);
-            got.push(line);
-            if done {
-                return got;
-            }
-        }
-    }
-}
-
-impl Drop for Curl {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// curl once, to completion: its stdout.
 fn curl(args: &[&str]) -> String {

@@ -44,18 +44,7 @@ fn nss_home(ca_file: &Path) -> tempfile::TempDir {
 
 #[test]
 fn chromium_eventsource_and_websocket_over_https_and_wss() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} not found; {INSTALL}"
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let playwright = root.join("crates/observe/tests/browser/package.json");
-    assert!(
-        root.join("crates/observe/tests/browser/node_modules/playwright-core")
-            .is_dir(),
-        "playwright-core not installed; {INSTALL}"
-    );
+    let (chromium, playwright) = common::browser(INSTALL);
     let pki = Pki::new();
     let home = nss_home(&pki.ca_file);
     let server = pki.serve(&[]);

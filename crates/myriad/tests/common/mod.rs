@@ -225,3 +225,70 @@ pub fn read_all(s: &mut TcpStream) -> Vec<u8> {
         }
     }
 }
+
+/// A running `curl -N` whose stdout lines are collected on a thread.
+pub struct Curl {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Curl {
+    pub fn start(args: &[&str]) -> Curl {
+        let mut child = Command::new("curl")
+            .args(["-sS", "-N", "--max-time", "60"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("curl must be installed (apt-get install -y curl)");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Curl { child, lines }
+    }
+
+    /// Lines until one contains `needle` (inclusive).
+    pub fn until(&self, needle: &str) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("curl: no line with {needle:?}; got {got:?}"));
+            let done = line.contains(needle);
+            got.push(line);
+            if done {
+                return got;
+            }
+        }
+    }
+}
+
+impl Drop for Curl {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Headless Chromium (`$CHROMIUM`, default /usr/bin/chromium) and playwright-core's
+/// `package.json` for the browser tests; fails with `install` when either is missing.
+pub fn browser(install: &str) -> (String, std::path::PathBuf) {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} not found; {install}"
+    );
+    let browser =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/observe/tests/browser");
+    assert!(
+        browser.join("node_modules/playwright-core").is_dir(),
+        "playwright-core not installed; {install}"
+    );
+    (chromium, browser.join("package.json"))
+}
