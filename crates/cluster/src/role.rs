@@ -12,6 +12,17 @@ pub enum Role {
     Gateway,
 }
 
+/// The flag's own word (`all`, `router`, `gateway`), for the start line.
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::All => "all",
+            Role::Router => "router",
+            Role::Gateway => "gateway",
+        })
+    }
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClusterArgs {
     /// `all` (one process, in-process bus), `router` or `gateway` (linked over NATS).

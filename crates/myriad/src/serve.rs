@@ -108,7 +108,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         listen = %server.local_addr(),
         tls = %tls,
         loops = config.loops,
-        role = ?role,
+        role = %role,
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
         store = %link.map_or_else(|| args.hub.store.clone(), |url| format!("the router over {url}")),
