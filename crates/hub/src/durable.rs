@@ -60,11 +60,11 @@ pub fn restore(
     };
     let rows = log.for_each(&mut |row| {
         if ring.first().is_some_and(|r| r.user != row.user) {
-            put_back(&mut ring, &mut *router);
+            put_back(&mut ring, &mut router);
         }
         ring.push(row);
     })?;
-    put_back(&mut ring, &mut *router);
+    put_back(&mut ring, &mut router);
     // Rows the router did not keep (bounds) go at the user's next message or ttl.
     drop(router.take_journal());
     tracing::info!(
