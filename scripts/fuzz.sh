@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
 # targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
-# streams, batch and edge lists, resume positions, JWTs) and the gateway's
+# streams, HTTP/2 frames, batch and edge lists, resume positions, JWTs) and the gateway's
 # connection core (crates/gateway/fuzz, target `core`: scripts of bytes, bus
 # replies, deliveries and time), each started from its seed corpus in
 # <fuzz dir>/seeds/<target>/.
@@ -22,7 +22,7 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt core)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames core)
 # Which fuzz crate holds a target.
 dir_of() { if [ "$1" = core ]; then echo crates/gateway/fuzz; else echo "$fuzz_dir"; fi; }
 targets=("$@")

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// Leave the SO_REUSEPORT listening group while this process is full and rejoin
     /// below [`ServerConfig::rejoin_below`] (several gateway processes on one port).
     pub leave_when_full: bool,
+    /// HTTP/2 streams per connection at most (SETTINGS_MAX_CONCURRENT_STREAMS; more
+    /// get REFUSED_STREAM); 0: TLS offers HTTP/1.1 only.
+    pub max_streams_per_connection: u32,
 }
 
 /// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
@@ -76,11 +79,10 @@ impl std::fmt::Debug for TlsSetup {
 
 impl TlsSetup {
     /// PEM certificate chain and key files, re-read on SIGHUP.
-    pub fn from_files(cert: PathBuf, key: PathBuf) -> anyhow::Result<TlsSetup> {
-        let config = tls::ReloadableConfig::new(
-            tls::CertSource::Files { cert, key },
-            tls::ServerOptions::default(),
-        )?;
+    /// `h2`: ALPN offers HTTP/2 as well as HTTP/1.1.
+    pub fn from_files(cert: PathBuf, key: PathBuf, h2: bool) -> anyhow::Result<TlsSetup> {
+        let config =
+            tls::ReloadableConfig::new(tls::CertSource::Files { cert, key }, server_options(h2))?;
         Ok(TlsSetup {
             config: Arc::new(config),
             self_signed: None,
@@ -89,14 +91,14 @@ impl TlsSetup {
 
     /// A generated ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1; its PEM
     /// is written to `dir/cert.pem` so clients can trust it (`curl --cacert`).
-    pub fn self_signed(dir: &std::path::Path) -> anyhow::Result<TlsSetup> {
+    pub fn self_signed(dir: &std::path::Path, h2: bool) -> anyhow::Result<TlsSetup> {
         let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
         let generated = tls::self_signed(&names)?;
         std::fs::create_dir_all(dir)?;
         let (cert, _key) = generated.write(dir)?;
         let config = tls::ReloadableConfig::new(
             tls::CertSource::Given(generated.identity()?),
-            tls::ServerOptions::default(),
+            server_options(h2),
         )?;
         Ok(TlsSetup {
             config: Arc::new(config),
@@ -133,6 +135,7 @@ impl Default for ServerConfig {
             drain: Duration::from_secs(5),
             tls: None,
             leave_when_full: false,
+            max_streams_per_connection: DEFAULT_MAX_STREAMS,
         }
     }
 }
@@ -141,6 +144,24 @@ impl Default for ServerConfig {
 /// server's whole capacity, while a large NAT (10,000 users behind one address) still
 /// fits.
 pub const DEFAULT_MAX_PER_IP: usize = 10_000;
+
+/// HTTP/2 streams per connection by default: nginx allows 128, hyper 200, Go 250; a
+/// page with 100 EventSources on one origin fits.
+pub const DEFAULT_MAX_STREAMS: u32 = 100;
+
+/// ALPN the listener offers: `h2` first where it is served (WebSocket clients ask
+/// for `http/1.1` and get it).
+fn server_options(h2: bool) -> tls::ServerOptions {
+    let alpn = if h2 {
+        vec![tls::Alpn::H2, tls::Alpn::Http11]
+    } else {
+        vec![tls::Alpn::Http11]
+    };
+    tls::ServerOptions {
+        alpn,
+        ..tls::ServerOptions::default()
+    }
+}
 
 /// One loop per core.
 pub fn default_loops() -> usize {
@@ -282,6 +303,10 @@ pub struct GatewayArgs {
     /// the other processes on the port; listen again 1/8 below it.
     #[arg(long, env = "MYRIAD_LEAVE_WHEN_FULL")]
     pub leave_when_full: bool,
+    /// HTTP/2 streams per connection on the TLS listener (more get REFUSED_STREAM);
+    /// 0: TLS offers HTTP/1.1 only.
+    #[arg(long, env = "MYRIAD_MAX_STREAMS_PER_CONNECTION", default_value_t = DEFAULT_MAX_STREAMS)]
+    pub max_streams_per_connection: u32,
 }
 
 impl GatewayArgs {
@@ -311,17 +336,21 @@ impl GatewayArgs {
             drain: secs("drain", self.drain)?,
             tls: self.tls_setup()?,
             leave_when_full: self.leave_when_full,
+            max_streams_per_connection: self.max_streams_per_connection,
             ..ServerConfig::default()
         })
     }
 
     fn tls_setup(&self) -> anyhow::Result<Option<TlsSetup>> {
+        let h2 = self.max_streams_per_connection > 0;
         Ok(match (&self.tls, &self.tls_cert, &self.tls_key) {
             (Some(TlsMode::SelfSigned), _, _) => {
                 let dir = std::env::temp_dir().join(format!("myriad-tls-{}", std::process::id()));
-                Some(TlsSetup::self_signed(&dir)?)
+                Some(TlsSetup::self_signed(&dir, h2)?)
             }
-            (None, Some(cert), Some(key)) => Some(TlsSetup::from_files(cert.clone(), key.clone())?),
+            (None, Some(cert), Some(key)) => {
+                Some(TlsSetup::from_files(cert.clone(), key.clone(), h2)?)
+            }
             _ => None,
         })
     }

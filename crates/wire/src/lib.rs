@@ -22,6 +22,7 @@
 //! | `sse` | Server-Sent Events (A2) |
 //! | `poll` | long-poll JSON bodies (A3) |
 //! | `ws` | WebSocket handshake, frames, fragmentation state (A4) |
+//! | [`h2`] | HTTP/2 frames, response HEADERS, stream ↔ HTTP/1.1 bridging (issue 13) |
 //!
 //! # Client-visible failures
 //!
@@ -47,6 +48,7 @@
 mod batch;
 mod body;
 mod edges;
+pub mod h2;
 mod head;
 mod poll;
 mod query;

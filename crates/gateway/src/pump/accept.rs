@@ -177,22 +177,21 @@ impl EventLoop {
         }
         let mut conn = Connection::new();
         conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
-        let slot = entry.insert(Slot {
-            conn,
-            out: None,
-            stream,
-            ip_key,
-        });
         if let Err(e) = self.poll.registry().register(
-            &mut slot.stream,
+            &mut stream,
             Token(index),
             Interest::READABLE | Interest::WRITABLE,
         ) {
             tracing::warn!(error = %e, "register failed");
-            self.slots.remove(index);
             self.gateway.release(ip_key);
             return;
         }
+        entry.insert(Slot {
+            conn,
+            out: None,
+            stream: Some(stream),
+            ip_key,
+        });
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
         debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);

@@ -28,7 +28,10 @@ impl EventLoop {
             if slot.queued_bytes() > self.config.max_queued {
                 break;
             }
-            match slot.stream.read(&mut scratch) {
+            let Some(stream) = slot.stream.as_mut() else {
+                break; // an HTTP/2 stream: its connection reads
+            };
+            match stream.read(&mut scratch) {
                 Ok(0) => {
                     self.close(index);
                     break;
@@ -151,6 +154,9 @@ impl EventLoop {
     /// behind the queued output; with `coalesce` only queued. False if the write
     /// failed (the connection is then closed).
     fn send(&mut self, index: usize, coalesce: bool) -> bool {
+        if self.slots[index].stream.is_none() {
+            return self.h2_stream_send(index, coalesce);
+        }
         if self.tls.is_some() {
             return self.tls_send(index, coalesce);
         }
@@ -166,7 +172,8 @@ impl EventLoop {
             self.queued += len;
             self.dirty.push(index);
         } else {
-            match write_now(&mut slot.stream, &self.outbox) {
+            let stream = slot.stream.as_mut().expect("checked at the top");
+            match write_now(stream, &self.outbox) {
                 Ok((n, rest)) => {
                     self.metrics
                         .bytes_out
@@ -176,7 +183,7 @@ impl EventLoop {
                             self.queued += queue.bytes();
                             slot.out = Some(queue);
                         }
-                        None if slot.conn.is_closing() => half_close(&slot.stream),
+                        None if slot.conn.is_closing() => half_close(stream),
                         None => {}
                     }
                 }
@@ -200,8 +207,11 @@ impl EventLoop {
         let Some(queue) = slot.out.as_mut() else {
             return;
         };
+        let Some(stream) = slot.stream.as_mut() else {
+            return self.h2_flush_stream(index);
+        };
         let before = queue.bytes();
-        let result = queue.flush(&mut slot.stream);
+        let result = queue.flush(stream);
         let after = queue.bytes();
         self.queued = self.queued + after - before;
         if before > self.config.max_queued && after <= self.config.max_queued {
@@ -219,7 +229,9 @@ impl EventLoop {
                 if after == 0 {
                     slot.out = None;
                     if slot.conn.is_closing() {
-                        half_close(&slot.stream);
+                        if let Some(stream) = slot.stream.as_ref() {
+                            half_close(stream);
+                        }
                     }
                 }
             }
@@ -244,6 +256,8 @@ impl EventLoop {
             };
             if let Some(index) = self.live(token) {
                 self.read_socket(index);
+                // An HTTP/2 connection's socket drained: its streams' data moves.
+                self.h2_pump(index);
             }
         }
     }
@@ -251,6 +265,7 @@ impl EventLoop {
     /// Closes connection `index` now: the core logs out, the slot is freed and the
     /// socket closed (which also removes it from epoll).
     pub(super) fn close(&mut self, index: usize) {
+        self.h2_close_streams(index);
         let Some(slot) = self.slots.get_mut(index) else {
             return;
         };
@@ -274,8 +289,12 @@ impl EventLoop {
         self.requests = requests;
         let slot = self.slots.remove(index);
         self.tls_forget(index);
+        self.h2_forget(index);
         self.queued -= slot.queued_bytes();
         self.gens[index] = self.gens[index].wrapping_add(1);
+        if slot.stream.is_none() {
+            return; // an HTTP/2 stream: no socket, not counted as a connection
+        }
         self.gateway.release(slot.ip_key);
         self.metrics.closes.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_sub(1, Ordering::Relaxed);

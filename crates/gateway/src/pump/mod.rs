@@ -12,10 +12,13 @@
 //! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
-//! slab entry; [`tls`] the TLS byte transform between socket and core.
+//! slab entry; [`tls`] the TLS byte transform between socket and core; [`h2`] and
+//! [`h2_stream`] HTTP/2 on TLS connections, a virtual connection per stream.
 
 mod accept;
 mod drain;
+mod h2;
+mod h2_stream;
 mod inbox;
 mod io;
 pub mod output;
@@ -98,6 +101,8 @@ pub struct EventLoop {
     drain: Option<drain::Progress>,
     /// TLS sessions when the listener is TLS (`--tls-cert`, `--tls self-signed`).
     tls: Option<self::tls::TlsLayer>,
+    /// HTTP/2 connections and streams (TLS listener with `h2` offered).
+    h2: Option<self::h2::H2Layer>,
 }
 
 impl EventLoop {
@@ -116,6 +121,8 @@ impl EventLoop {
             .tls
             .as_ref()
             .map(|t| self::tls::TlsLayer::new(t.config.clone()));
+        let max_streams = gateway.config.max_streams_per_connection;
+        let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
         let listen_addr = listener.local_addr()?;
         metrics.listening.store(1, Ordering::Relaxed);
         Ok(EventLoop {
@@ -148,6 +155,7 @@ impl EventLoop {
             nodelay_inherited: false,
             drain: None,
             tls,
+            h2,
         })
     }
 
@@ -241,7 +249,11 @@ impl EventLoop {
             // or an entry scheduled twice for one tick already fired.
             if let Some(index) = self.live(token) {
                 if self.slots[index].conn.deadline() <= now {
-                    self.with_core(index, |conn, cx| conn.handle_timeout(cx));
+                    if self.h2.as_ref().is_some_and(|h| h.is_conn(index)) {
+                        self.h2_timeout(index);
+                    } else {
+                        self.with_core(index, |conn, cx| conn.handle_timeout(cx));
+                    }
                 }
             }
         }
@@ -284,6 +296,9 @@ impl EventLoop {
             self.wheel.shrink();
             if let Some(tls) = self.tls.as_mut() {
                 tls.shrink();
+            }
+            if let Some(h2) = self.h2.as_mut() {
+                h2.shrink();
             }
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]

@@ -10,7 +10,9 @@ pub struct Slot {
     pub conn: Connection,
     /// Output the socket has not taken yet; `None` while nothing waits.
     pub out: Option<Box<OutQueue>>,
-    pub stream: TcpStream,
+    /// `None` for an HTTP/2 stream's virtual connection (see `h2`); the same 4 bytes
+    /// (the descriptor's niche holds the `None`).
+    pub stream: Option<TcpStream>,
     /// Per-source-address accounting key (0 when the per-IP limit is off).
     pub ip_key: u32,
 }
@@ -55,7 +57,8 @@ mod tests {
     fn a_slot_is_40_bytes_and_its_core_24() {
         use std::mem::size_of;
         assert_eq!(size_of::<Connection>(), 24, "Connection grew");
-        let fields = 24 + 8 + 4 + size_of::<TcpStream>();
+        let fields = 24 + 8 + 4 + size_of::<Option<TcpStream>>();
+        assert_eq!(size_of::<Option<TcpStream>>(), size_of::<TcpStream>());
         assert_eq!(size_of::<Slot>(), fields.next_multiple_of(8), "Slot grew");
         if !cfg!(debug_assertions) {
             assert_eq!(size_of::<Slot>(), 40);

@@ -145,11 +145,25 @@ impl EventLoop {
                         tls.handshakes = tls.handshakes.saturating_add(1);
                     }
                 }
-                if alive && !plain.is_empty() {
-                    self.with_core(index, |conn, cx| conn.handle_bytes(cx, &plain));
+                if status.established && self.h2.is_some() {
+                    let h2 = self
+                        .tls
+                        .as_ref()
+                        .and_then(|t| t.sessions.get(index)?.as_ref());
+                    if h2.is_some_and(|s| s.alpn() == ::tls::Alpn::H2) {
+                        self.h2_start(index);
+                    }
+                }
+                let h2 = self.h2.as_ref().is_some_and(|h| h.is_conn(index));
+                if alive && !plain.is_empty() && self.slots.contains(index) {
+                    if h2 {
+                        self.h2_input(index, &plain);
+                    } else {
+                        self.with_core(index, |conn, cx| conn.handle_bytes(cx, &plain));
+                    }
                 }
                 // close_notify: no more input comes, like a plain EOF.
-                if status.peer_closed {
+                if status.peer_closed && self.slots.contains(index) {
                     self.close(index);
                 }
             }
@@ -162,32 +176,56 @@ impl EventLoop {
     /// Seals the outbox's bytes for connection `index` and writes or queues the
     /// records like `send` does plain bytes. A connection whose handshake has not
     /// finished cannot be written to (a head-timeout 408): it is closed. False if the
-    /// connection was closed.
+    /// connection was closed. An HTTP/2 connection's own core speaks no HTTP/2: what
+    /// it writes (a drain notice) is dropped; its streams write through `h2_stream`.
     pub(super) fn tls_send(&mut self, index: usize, coalesce: bool) -> bool {
+        if self.h2.as_ref().is_some_and(|h| h.is_conn(index)) {
+            self.outbox.clear_bytes();
+            return true;
+        }
+        let mut parts: [&[u8]; PIECES_PER_SEAL] = [&[]; PIECES_PER_SEAL];
         let tls = self.tls.as_mut().expect("tls_send on a TLS loop");
         tls.cipher.clear();
-        let closing = self.slots[index].conn.is_closing();
-        let sealed = match tls.sessions.get_mut(index) {
-            Some(Some(session)) => {
-                let mut result = Ok(());
-                for chunk in self.outbox.pieces().chunks(PIECES_PER_SEAL) {
-                    let mut parts: [&[u8]; PIECES_PER_SEAL] = [&[]; PIECES_PER_SEAL];
-                    for (part, piece) in parts.iter_mut().zip(chunk) {
-                        *part = self.outbox.slice(piece);
-                    }
-                    result = session.encrypt(&parts[..chunk.len()], &mut tls.cipher);
-                    if result.is_err() {
-                        break;
-                    }
-                }
-                if result.is_ok() && closing {
-                    // The last bytes: close_notify after them, then the FIN.
-                    session.close(&mut tls.cipher);
-                }
-                result.is_ok()
+        let mut sealed = true;
+        for chunk in self.outbox.pieces().chunks(PIECES_PER_SEAL) {
+            for (part, piece) in parts.iter_mut().zip(chunk) {
+                *part = self.outbox.slice(piece);
             }
-            _ => false,
-        };
+            sealed = seal(tls, index, &parts[..chunk.len()]);
+            if !sealed {
+                break;
+            }
+        }
+        self.finish_send(index, sealed, coalesce)
+    }
+
+    /// Seals `parts` for connection `index` and writes or queues the records (HTTP/2
+    /// frames). False if the connection was closed.
+    pub(super) fn tls_send_bytes(&mut self, index: usize, parts: &[&[u8]], coalesce: bool) -> bool {
+        if !self.slots.contains(index) {
+            return false;
+        }
+        let tls = self.tls.as_mut().expect("tls_send_bytes on a TLS loop");
+        tls.cipher.clear();
+        let sealed = seal(tls, index, parts);
+        let outbox = std::mem::take(&mut self.outbox);
+        let alive = self.finish_send(index, sealed, coalesce);
+        self.outbox = outbox;
+        alive
+    }
+
+    /// After sealing: close_notify for a closing connection, then the write.
+    fn finish_send(&mut self, index: usize, sealed: bool, coalesce: bool) -> bool {
+        let tls = self.tls.as_mut().expect("finish_send on a TLS loop");
+        let closing = self.slots[index].conn.is_closing();
+        let mut sealed = sealed;
+        if sealed && closing {
+            // The last bytes: close_notify after them, then the FIN.
+            match tls.sessions.get_mut(index) {
+                Some(Some(session)) => session.close(&mut tls.cipher),
+                _ => sealed = false,
+            }
+        }
         self.outbox.clear_bytes();
         if !sealed {
             self.close(index);
@@ -203,6 +241,9 @@ impl EventLoop {
         let tls = self.tls.as_mut().expect("write_cipher on a TLS loop");
         let bytes = &tls.cipher[..];
         let slot = &mut self.slots[index];
+        let Some(stream) = slot.stream.as_mut() else {
+            return false; // a stream's virtual slot never writes ciphertext
+        };
         if let Some(queue) = slot.out.as_mut() {
             queue.push(Bytes::copy_from_slice(bytes));
             self.queued += bytes.len();
@@ -218,7 +259,7 @@ impl EventLoop {
         }
         let mut written = 0;
         while written < bytes.len() {
-            match slot.stream.write(&bytes[written..]) {
+            match stream.write(&bytes[written..]) {
                 Ok(0) => break,
                 Ok(n) => written += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -238,7 +279,7 @@ impl EventLoop {
             self.queued += queue.bytes();
             slot.out = Some(queue);
         } else if slot.conn.is_closing() {
-            let _ = slot.stream.shutdown(std::net::Shutdown::Write);
+            let _ = stream.shutdown(std::net::Shutdown::Write);
         }
         true
     }
@@ -261,5 +302,16 @@ impl EventLoop {
                 }
             }
         }
+    }
+}
+
+/// Seals `parts` into the layer's `cipher` with connection `index`'s session; false if
+/// there is none (handshake unfinished) or sealing failed.
+fn seal(tls: &mut TlsLayer, index: usize, parts: &[&[u8]]) -> bool {
+    match tls.sessions.get_mut(index) {
+        Some(Some(session)) => parts
+            .chunks(PIECES_PER_SEAL)
+            .all(|chunk| session.encrypt(chunk, &mut tls.cipher).is_ok()),
+        _ => false,
     }
 }

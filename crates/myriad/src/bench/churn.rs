@@ -65,6 +65,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         let fa = FloodArgs {
             urls: vec![sub_url(&server)],
             ca: super::context::tls_ca(),
+            h2: super::context::h2_streams().is_some(),
+            streams_per_connection: super::context::h2_streams().unwrap_or(1),
             connections: per,
             rate: args.churn_rate / WORKERS as f64,
             transport,

@@ -15,6 +15,14 @@ use std::sync::OnceLock;
 /// URL and flood helpers of every scenario need it and the bench runs one set of flags.
 static TLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
 
+/// `--h2`: flood's clients speak HTTP/2 with this many streams per connection.
+static H2: OnceLock<u32> = OnceLock::new();
+
+/// Streams per HTTP/2 connection of the run's floods (`None`: HTTP/1.1).
+pub fn h2_streams() -> Option<u32> {
+    H2.get().copied()
+}
+
 /// The certificate file clients trust, when the run is TLS.
 pub fn tls_ca() -> Option<PathBuf> {
     TLS.get().map(|(cert, _)| cert.clone())
@@ -86,6 +94,9 @@ impl Ctx {
             std::fs::create_dir_all(&dir)?;
             let files = tls::self_signed(&names)?.write(&dir)?;
             let _ = TLS.set(files);
+        }
+        if args.h2 {
+            let _ = H2.set(args.streams_per_connection.max(1));
         }
         Ok(Ctx {
             out,

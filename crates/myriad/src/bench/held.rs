@@ -391,6 +391,8 @@ pub fn flood_args(
         quiet: true,
         max_time: 600.0,
         ca: super::context::tls_ca(),
+        h2: super::context::h2_streams().is_some(),
+        streams_per_connection: super::context::h2_streams().unwrap_or(1),
         sources: if urls_loopback {
             vec![SOURCES.to_string()]
         } else {

@@ -196,6 +196,13 @@ pub struct BenchArgs {
     /// msggen and the bench's API calls use https:// and trust it (not keepalive).
     #[arg(long)]
     pub tls: bool,
+    /// With --tls: flood's subscribers speak HTTP/2 (ALPN h2), --streams-per-connection
+    /// streams on each connection (not ws).
+    #[arg(long, requires = "tls")]
+    pub h2: bool,
+    /// With --h2: streams multiplexed on one connection.
+    #[arg(long, default_value_t = 1)]
+    pub streams_per_connection: u32,
 }
 
 impl Shape {

@@ -400,3 +400,66 @@ pub fn check_edges(body: &[u8]) {
         }
     }
 }
+
+/// HTTP/2 frames as the gateway reads them: `parse_frame` again and again from the
+/// front of `buf`. A frame uses no more than the buffer and its header says how much;
+/// every strict prefix of a parsed frame is incomplete; an error is final (it comes
+/// from the header alone, or the whole frame); then the response reader (the other
+/// untrusted-shaped input of the h2 layer, fed the same bytes in `cut`-sized pieces).
+pub fn check_h2_frames(buf: &[u8], max_frame: u32, cut: usize) -> Outcome {
+    use wire::h2::{parse_frame, parse_settings, Frame, ResponseReader};
+    let mut pos = 0;
+    let mut outcome = Outcome::Partial;
+    while pos < buf.len() {
+        let rest = &buf[pos..];
+        match parse_frame(rest, max_frame) {
+            Ok(Some((frame, used))) => {
+                assert!(
+                    used >= 9 && used <= rest.len(),
+                    "used {used} of {}",
+                    rest.len()
+                );
+                let len = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
+                assert_eq!(used, 9 + len, "a frame is its header and its length");
+                for p in [0, 8, used - 1] {
+                    assert_eq!(parse_frame(&rest[..p], max_frame), Ok(None), "prefix {p}");
+                }
+                if let Frame::Settings { params, .. } = frame {
+                    assert_eq!(parse_settings(params).count() * 6, params.len());
+                }
+                if let Frame::Data { data, flow_len, .. } = frame {
+                    assert!(data.len() <= flow_len as usize);
+                }
+                pos += used;
+                outcome = Outcome::Complete;
+            }
+            Ok(None) => {
+                assert!(rest.len() < 9 + max_frame as usize);
+                break;
+            }
+            Err(e) => {
+                assert!(e.code <= 0xd, "an RFC 9113 error code: {e}");
+                // Final: the whole remaining input gives the same error.
+                let mut longer = rest.to_vec();
+                longer.extend_from_slice(&[0; 16]);
+                assert_eq!(parse_frame(&longer, max_frame).unwrap_err(), e);
+                outcome = Outcome::Error(e.code as u16);
+                break;
+            }
+        }
+    }
+    let mut reader = ResponseReader::default();
+    let mut ended = false;
+    for piece in buf.chunks(cut.max(1)) {
+        let fed = reader.feed(piece, |part| {
+            assert!(!ended, "nothing after the end");
+            if part == wire::h2::Part::End {
+                ended = true;
+            }
+        });
+        if fed.is_err() {
+            break;
+        }
+    }
+    outcome
+}

@@ -103,4 +103,15 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("edges", edges),
     ("route", route),
     ("since", since),
+    ("h2_frames", h2_frames),
 ];
+
+/// HTTP/2 frames: byte 0 picks the largest frame (16,384 or 2^24-1) and the split
+/// of the response-reader pass; the rest is what a client sends after the preface.
+pub fn h2_frames(data: &[u8]) {
+    let Some((&sel, input)) = data.split_first() else {
+        return;
+    };
+    let max_frame = if sel & 1 == 0 { 16_384 } else { (1 << 24) - 1 };
+    super::check_h2_frames(input, max_frame, usize::from(sel >> 1));
+}

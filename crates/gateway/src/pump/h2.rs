@@ -1,0 +1,531 @@
+//! HTTP/2 connections (ALPN `h2` on the TLS listener): frames in, frames out, each
+//! request stream served by a connection core of its own.
+//!
+//! The mapping onto the pump: every request stream becomes a *virtual connection* — a
+//! slab slot with no socket (`Slot::stream` is `None`) whose core reads the request
+//! as an HTTP/1.1 head (`wire::h2::write_request_head`) — so presence, deliveries,
+//! sequence numbers, resume, heartbeats and timeouts work unchanged per stream. What
+//! the stream's core writes is read back as an HTTP/1.1 response and framed as
+//! HEADERS and DATA on its connection (`h2_stream`). The connection's own slot keeps
+//! the socket and the TLS session; its core only holds the timer, which this module
+//! uses for PING heartbeats.
+//!
+//! Budget: an HTTP/1.1 connection pays nothing for this (the tables below are only
+//! made on a TLS listener and are indexed like `gens`); an HTTP/2 connection adds a
+//! boxed [`H2Conn`] (~200 B with its HPACK decoder, which holds a dynamic table only
+//! until the client obeys our `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
+//! (40 B), its core's state and an [`h2_stream::H2Stream`] entry (~40 B).
+//!
+//! Not done: server push, RFC 8441 WebSocket over HTTP/2 (WebSocket stays on
+//! HTTP/1.1: ALPN offers both), trailers on requests, PRIORITY (ignored).
+
+use super::h2_stream::H2Stream;
+use super::EventLoop;
+use fluke_hpack::Decoder;
+use wire::h2::{self as frames, code, setting, Frame, FrameError};
+
+/// No stream or connection at this slab index.
+pub(super) const NONE: u32 = u32::MAX;
+/// A request's header block (HEADERS + CONTINUATION) at most, compressed: the peer
+/// cannot make a connection hold more while a block is incomplete.
+const MAX_BLOCK: usize = 16 * 1024;
+/// A request's decoded headers at most (what the core's head limit allows anyway).
+const MAX_DECODED: usize = 32 * 1024;
+/// The dynamic table a client may use before it has seen our SETTINGS (RFC 7541's
+/// default); our SETTINGS then asks for 0.
+const CLIENT_TABLE: usize = 4096;
+
+/// One loop's HTTP/2 state: per-connection boxes and the stream → connection map.
+pub(super) struct H2Layer {
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` (`--max-streams-per-connection`).
+    pub(super) max_streams: u32,
+    /// HTTP/2 connections by slab index.
+    pub(super) conns: Vec<Option<Box<H2Conn>>>,
+    /// For a stream's virtual slot: its connection's slab index ([`NONE`] otherwise).
+    pub(super) parent: Vec<u32>,
+    /// Frames to write, reused per call.
+    pub(super) out: Vec<u8>,
+    /// A stream's core output, gathered, reused per call.
+    pub(super) gathered: Vec<u8>,
+    /// A response body's bytes before flow control, reused per call.
+    pub(super) body: Vec<u8>,
+}
+
+/// One HTTP/2 connection's state (boxed: HTTP/1.1 connections pay nothing).
+pub(super) struct H2Conn {
+    /// An incomplete frame (or preface) carried to the next read; empty otherwise.
+    input: Vec<u8>,
+    preface_done: bool,
+    decoder: Decoder<'static>,
+    /// A header block waiting for its CONTINUATION frames: stream, END_STREAM, bytes.
+    block: Option<Box<(u32, bool, Vec<u8>)>>,
+    /// The highest client stream id seen.
+    pub(super) last_stream: u32,
+    /// Our connection-level send window (the peer's receive window).
+    pub(super) window: i64,
+    /// The peer's SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
+    pub(super) initial_window: u32,
+    pub(super) max_frame: u32,
+    pub(super) streams: Vec<H2Stream>,
+    /// A PING of ours waits for its ACK.
+    ping_out: bool,
+    /// We sent GOAWAY after an error: input is ignored, the timer closes.
+    pub(super) gone: bool,
+    /// The peer is on loopback (the API's rule for keyless calls, given to streams).
+    pub(super) loopback: bool,
+}
+
+/// What frame handling asks the loop to do once the connection's box is back in its
+/// table (the work creates and closes slots, which needs the table).
+pub(super) enum Action {
+    /// A stream's request is complete: give it a core.
+    Request(u32),
+    /// The peer reset a stream: close its virtual connection.
+    Reset(u32),
+    /// Windows opened: move queued data.
+    Pump,
+    /// The peer said GOAWAY: close.
+    Close,
+}
+
+impl H2Layer {
+    pub(super) fn new(max_streams: u32) -> H2Layer {
+        H2Layer {
+            max_streams,
+            conns: Vec::new(),
+            parent: Vec::new(),
+            out: Vec::new(),
+            gathered: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// The connection a stream's virtual slot belongs to.
+    pub(super) fn parent_of(&self, index: usize) -> Option<usize> {
+        self.parent
+            .get(index)
+            .filter(|&&p| p != NONE)
+            .map(|&p| p as usize)
+    }
+
+    pub(super) fn is_conn(&self, index: usize) -> bool {
+        self.conns.get(index).is_some_and(|c| c.is_some())
+    }
+
+    /// Gives back table capacity after a mass disconnect.
+    pub(super) fn shrink(&mut self) {
+        while self.conns.last().is_some_and(|c| c.is_none()) {
+            self.conns.pop();
+        }
+        while self.parent.last() == Some(&NONE) {
+            self.parent.pop();
+        }
+        self.conns.shrink_to_fit();
+        self.parent.shrink_to_fit();
+        self.out = Vec::new();
+        self.gathered = Vec::new();
+        self.body = Vec::new();
+    }
+}
+
+impl H2Conn {
+    fn new(loopback: bool) -> H2Conn {
+        let mut decoder = Decoder::new();
+        decoder.set_max_allowed_table_size(CLIENT_TABLE);
+        H2Conn {
+            input: Vec::new(),
+            preface_done: false,
+            decoder,
+            block: None,
+            last_stream: 0,
+            window: i64::from(frames::DEFAULT_WINDOW),
+            initial_window: frames::DEFAULT_WINDOW,
+            max_frame: frames::DEFAULT_MAX_FRAME,
+            streams: Vec::new(),
+            ping_out: false,
+            gone: false,
+            loopback,
+        }
+    }
+
+    pub(super) fn stream_by_id(&mut self, id: u32) -> Option<&mut H2Stream> {
+        self.streams.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Reads frames from `input` (after any held bytes); answers that need no other
+    /// state go to `out`, the rest to `actions`.
+    fn handle_bytes(
+        &mut self,
+        input: &[u8],
+        max_streams: u32,
+        out: &mut Vec<u8>,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), FrameError> {
+        let mut held = std::mem::take(&mut self.input);
+        let buf: &[u8] = if held.is_empty() {
+            input
+        } else {
+            held.extend_from_slice(input);
+            &held
+        };
+        let mut pos = 0;
+        let result = (|| {
+            if !self.preface_done {
+                let n = frames::PREFACE.len().min(buf.len());
+                if buf[..n] != frames::PREFACE[..n] {
+                    return Err(FrameError {
+                        code: code::PROTOCOL_ERROR,
+                        reason: "not the HTTP/2 preface",
+                    });
+                }
+                if n < frames::PREFACE.len() {
+                    return Ok(());
+                }
+                self.preface_done = true;
+                pos = n;
+            }
+            while let Some((frame, used)) =
+                frames::parse_frame(&buf[pos..], frames::DEFAULT_MAX_FRAME)?
+            {
+                pos += used;
+                self.handle_frame(frame, max_streams, out, actions)?;
+                if self.gone {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        let rest = &buf[pos..];
+        if result.is_ok() && !rest.is_empty() {
+            let mut keep = Vec::with_capacity(rest.len());
+            keep.extend_from_slice(rest);
+            self.input = keep;
+        }
+        result
+    }
+
+    fn handle_frame(
+        &mut self,
+        frame: Frame,
+        max_streams: u32,
+        out: &mut Vec<u8>,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), FrameError> {
+        let fail = |code, reason| Err(FrameError { code, reason });
+        if self.block.is_some() && !matches!(frame, Frame::Continuation { .. }) {
+            return fail(code::PROTOCOL_ERROR, "a frame inside a header block");
+        }
+        match frame {
+            Frame::Settings { ack: true, .. } => {}
+            Frame::Settings { ack: false, params } => {
+                for s in frames::parse_settings(params) {
+                    match s.id {
+                        setting::INITIAL_WINDOW_SIZE => {
+                            let delta = i64::from(s.value) - i64::from(self.initial_window);
+                            self.initial_window = s.value;
+                            for stream in &mut self.streams {
+                                stream.window += delta;
+                                if stream.window > i64::from(frames::MAX_WINDOW) {
+                                    return fail(
+                                        code::FLOW_CONTROL_ERROR,
+                                        "stream window over 2^31-1",
+                                    );
+                                }
+                            }
+                            if delta > 0 {
+                                actions.push(Action::Pump);
+                            }
+                        }
+                        setting::MAX_FRAME_SIZE => self.max_frame = s.value,
+                        _ => {}
+                    }
+                }
+                frames::write_settings_ack(out);
+            }
+            Frame::Ping { ack: true, .. } => self.ping_out = false,
+            Frame::Ping { ack: false, data } => frames::write_ping(out, true, data),
+            Frame::GoAway { .. } => actions.push(Action::Close),
+            Frame::WindowUpdate {
+                stream: 0,
+                increment,
+            } => {
+                self.window += i64::from(increment);
+                if self.window > i64::from(frames::MAX_WINDOW) {
+                    return fail(code::FLOW_CONTROL_ERROR, "connection window over 2^31-1");
+                }
+                actions.push(Action::Pump);
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                if let Some(s) = self.stream_by_id(stream) {
+                    s.window += i64::from(increment);
+                    if s.window > i64::from(frames::MAX_WINDOW) {
+                        // A stream error (RFC 9113 6.9.1): reset that stream only.
+                        frames::write_rst_stream(out, stream, code::FLOW_CONTROL_ERROR);
+                        actions.push(Action::Reset(stream));
+                    } else {
+                        actions.push(Action::Pump);
+                    }
+                } else if stream > self.last_stream {
+                    return fail(code::PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream");
+                }
+            }
+            Frame::RstStream { stream, .. } => {
+                if stream > self.last_stream {
+                    return fail(code::PROTOCOL_ERROR, "RST_STREAM on an idle stream");
+                }
+                if self.stream_by_id(stream).is_some() {
+                    actions.push(Action::Reset(stream));
+                }
+            }
+            Frame::Headers {
+                stream,
+                end_stream,
+                end_headers,
+                block,
+            } => {
+                if stream % 2 == 0 || stream <= self.last_stream {
+                    return fail(
+                        code::PROTOCOL_ERROR,
+                        "HEADERS on a used or server stream id",
+                    );
+                }
+                self.last_stream = stream;
+                if end_headers {
+                    self.open(stream, end_stream, block, max_streams, out, actions)?;
+                } else {
+                    self.block = Some(Box::new((stream, end_stream, block.to_vec())));
+                }
+            }
+            Frame::Continuation {
+                stream,
+                end_headers,
+                block,
+            } => {
+                let Some(mut pending) = self.block.take() else {
+                    return fail(code::PROTOCOL_ERROR, "CONTINUATION without HEADERS");
+                };
+                if pending.0 != stream {
+                    return fail(code::PROTOCOL_ERROR, "CONTINUATION on another stream");
+                }
+                if pending.2.len() + block.len() > MAX_BLOCK {
+                    return fail(code::ENHANCE_YOUR_CALM, "header block too large");
+                }
+                pending.2.extend_from_slice(block);
+                if end_headers {
+                    let (stream, end_stream, bytes) = *pending;
+                    self.open(stream, end_stream, &bytes, max_streams, out, actions)?;
+                } else {
+                    self.block = Some(pending);
+                }
+            }
+            Frame::Data {
+                stream,
+                end_stream,
+                data,
+                flow_len,
+            } => {
+                // Credit goes back at once: bodies are bounded by the core's limits,
+                // not by holding the client's window.
+                if flow_len > 0 {
+                    frames::write_window_update(out, 0, flow_len);
+                }
+                if stream > self.last_stream {
+                    return fail(code::PROTOCOL_ERROR, "DATA on an idle stream");
+                }
+                match self.stream_by_id(stream) {
+                    Some(s) if s.request.is_some() => {
+                        let request = s.request.as_mut().expect("checked just above");
+                        if request.body.len() + data.len() > super::h2_stream::MAX_BODY {
+                            frames::write_rst_stream(out, stream, code::ENHANCE_YOUR_CALM);
+                            actions.push(Action::Reset(stream));
+                        } else {
+                            request.body.extend_from_slice(data);
+                            if end_stream {
+                                actions.push(Action::Request(stream));
+                            } else if flow_len > 0 {
+                                frames::write_window_update(out, stream, flow_len);
+                            }
+                        }
+                    }
+                    _ => frames::write_rst_stream(out, stream, code::STREAM_CLOSED),
+                }
+            }
+            Frame::Ignored => {}
+        }
+        Ok(())
+    }
+
+    /// A complete header block opened `stream`: decoded (always, so the HPACK table
+    /// stays in step), refused beyond the stream limit, else kept until its request
+    /// is complete.
+    fn open(
+        &mut self,
+        stream: u32,
+        end_stream: bool,
+        block: &[u8],
+        max_streams: u32,
+        out: &mut Vec<u8>,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), FrameError> {
+        let mut headers = Vec::new();
+        let mut size = 0usize;
+        self.decoder
+            .decode_with_cb(block, |name, value| {
+                size += name.len() + value.len() + 32;
+                if size <= MAX_DECODED {
+                    headers.push((name.into_owned(), value.into_owned()));
+                }
+            })
+            .map_err(|_| FrameError {
+                code: code::COMPRESSION_ERROR,
+                reason: "HPACK block not decodable",
+            })?;
+        if size > MAX_DECODED {
+            frames::write_rst_stream(out, stream, code::ENHANCE_YOUR_CALM);
+            return Ok(());
+        }
+        if self.streams.len() >= max_streams as usize {
+            frames::write_rst_stream(out, stream, code::REFUSED_STREAM);
+            return Ok(());
+        }
+        self.streams
+            .push(H2Stream::new(stream, headers, self.initial_window));
+        if end_stream {
+            actions.push(Action::Request(stream));
+        }
+        Ok(())
+    }
+}
+
+impl EventLoop {
+    /// Connection `index` agreed on `h2`: its state, our SETTINGS, and the PING
+    /// heartbeat in place of the head timeout.
+    pub(super) fn h2_start(&mut self, index: usize) {
+        let Some(h2) = self.h2.as_mut() else {
+            return;
+        };
+        let loopback = self.slots[index]
+            .stream
+            .as_ref()
+            .and_then(|s| s.peer_addr().ok())
+            .is_some_and(|a| a.ip().to_canonical().is_loopback());
+        if h2.conns.len() <= index {
+            h2.conns.resize_with(index + 1, || None);
+        }
+        h2.conns[index] = Some(Box::new(H2Conn::new(loopback)));
+        let mut out = std::mem::take(&mut h2.out);
+        out.clear();
+        frames::write_settings(
+            &mut out,
+            &[
+                (setting::HEADER_TABLE_SIZE, 0),
+                (setting::ENABLE_PUSH, 0),
+                (setting::MAX_CONCURRENT_STREAMS, h2.max_streams),
+                (setting::INITIAL_WINDOW_SIZE, frames::DEFAULT_WINDOW),
+            ],
+        );
+        self.h2_write(index, &out, false);
+        if let Some(h2) = self.h2.as_mut() {
+            h2.out = out;
+        }
+        self.h2_arm(index, self.config.heartbeat);
+    }
+
+    /// Sets connection `index`'s one timer `after` ticks from now.
+    fn h2_arm(&mut self, index: usize, after: u32) {
+        let token = super::slot::token(index, self.gens[index]);
+        let at = self
+            .wheel
+            .schedule(token, self.now.wrapping_add(after.max(1)));
+        if let Some(slot) = self.slots.get_mut(index) {
+            slot.conn.reschedule(at);
+        }
+    }
+
+    /// Plaintext read on HTTP/2 connection `index`.
+    pub(super) fn h2_input(&mut self, index: usize, input: &[u8]) {
+        let Some(h2) = self.h2.as_mut() else {
+            return;
+        };
+        let Some(mut conn) = h2.conns.get_mut(index).and_then(|c| c.take()) else {
+            return;
+        };
+        if conn.gone {
+            h2.conns[index] = Some(conn);
+            return;
+        }
+        let mut out = std::mem::take(&mut h2.out);
+        out.clear();
+        let mut actions = Vec::new();
+        if let Err(e) = conn.handle_bytes(input, h2.max_streams, &mut out, &mut actions) {
+            tracing::debug!(error = %e, "http/2 connection error");
+            frames::write_goaway(&mut out, conn.last_stream, e.code);
+            conn.gone = true;
+        }
+        let gone = conn.gone;
+        h2.conns[index] = Some(conn);
+        if !out.is_empty() && !self.h2_write(index, &out, false) {
+            return;
+        }
+        if let Some(h2) = self.h2.as_mut() {
+            h2.out = out;
+        }
+        if gone {
+            return self.h2_goaway_sent(index);
+        }
+        for action in actions {
+            if self.live_slot(index).is_none() {
+                return;
+            }
+            match action {
+                Action::Request(id) => self.h2_request(index, id),
+                Action::Reset(id) => self.h2_reset(index, id),
+                Action::Pump => self.h2_pump(index),
+                Action::Close => return self.close(index),
+            }
+        }
+    }
+
+    /// The slot at `index` if it is open.
+    fn live_slot(&self, index: usize) -> Option<()> {
+        self.slots.contains(index).then_some(())
+    }
+
+    /// After our GOAWAY: the streams are closed now, the socket after our last bytes
+    /// (FIN at once, the close at the linger timeout), so the client reads the code.
+    fn h2_goaway_sent(&mut self, index: usize) {
+        self.h2_close_streams(index);
+        if let Some(slot) = self.slots.get(index) {
+            if slot.out.is_none() {
+                if let Some(stream) = slot.stream.as_ref() {
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                }
+            }
+        }
+        self.h2_arm(index, self.config.linger);
+    }
+
+    /// The timer of HTTP/2 connection `index`: the PING heartbeat (a connection that
+    /// did not answer the last one within a heartbeat is closed), or the end of the
+    /// linger after GOAWAY.
+    pub(super) fn h2_timeout(&mut self, index: usize) {
+        let Some(conn) = self.h2.as_mut().and_then(|h| h.conns[index].as_mut()) else {
+            return;
+        };
+        if conn.gone || conn.ping_out {
+            return self.close(index);
+        }
+        conn.ping_out = true;
+        let mut ping = Vec::with_capacity(17);
+        frames::write_ping(&mut ping, false, *b"myriadhb");
+        if self.h2_write(index, &ping, false) {
+            self.h2_arm(index, self.config.heartbeat);
+        }
+    }
+
+    /// Seals `bytes` for HTTP/2 connection `index` and writes or queues them. False
+    /// if the connection was closed.
+    pub(super) fn h2_write(&mut self, index: usize, bytes: &[u8], coalesce: bool) -> bool {
+        self.tls_send_bytes(index, &[bytes], coalesce)
+    }
+}

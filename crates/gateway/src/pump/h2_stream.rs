@@ -1,0 +1,418 @@
+//! HTTP/2 streams as virtual connections (see `h2`): a complete request becomes a slot
+//! with a core of its own; what that core writes is read as an HTTP/1.1 response
+//! (`wire::h2::ResponseReader`) and framed on the stream's connection.
+//!
+//! Flow control for slow readers (crates/tls/README.md): a DATA frame leaves only
+//! within both the stream's and the connection's send window. What the windows do not
+//! allow waits in the stream slot's own output queue (`Slot::out`, body bytes), so the
+//! core sees it as queued output and applies `--slow-policy` to that stream alone:
+//! `disconnect` resets it (RST_STREAM CANCEL), `drop` skips deliveries and the
+//! sequence gap shows it. Other streams go on. When the *socket* does not take the
+//! connection's output (its queue is over `--max-queued`), the whole connection is the
+//! slow consumer: with `disconnect` it is closed, with `drop` streams queue (each
+//! bounded by `--max-queued`) until it drains.
+
+use super::h2::{H2Layer, NONE};
+use super::output::OutQueue;
+use super::slot::{Slot, MAX_SLOTS_PER_LOOP};
+use super::EventLoop;
+use crate::config::SlowPolicy;
+use crate::core::Connection;
+use bytes::Bytes;
+use std::io;
+use wire::h2::{self as frames, code, Part, ResponseReader};
+
+/// A request body collected from DATA frames at most (the core then applies
+/// `--max-message` / `--max-batch`); bounds what a stream holds before its core runs.
+pub(super) const MAX_BODY: usize = 1 << 20;
+
+/// One open stream of an HTTP/2 connection.
+pub(super) struct H2Stream {
+    pub(super) id: u32,
+    /// The stream's virtual slot ([`NONE`] until its request is complete).
+    pub(super) slot: u32,
+    /// Our send window for this stream.
+    pub(super) window: i64,
+    pub(super) reader: ResponseReader,
+    /// The response is complete; END_STREAM goes after the queued data.
+    end_queued: bool,
+    /// The request until it is complete (headers, body so far).
+    pub(super) request: Option<Box<Request>>,
+}
+
+pub(super) struct Request {
+    headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(super) body: Vec<u8>,
+}
+
+impl H2Stream {
+    pub(super) fn new(id: u32, headers: Vec<(Vec<u8>, Vec<u8>)>, window: u32) -> H2Stream {
+        H2Stream {
+            id,
+            slot: NONE,
+            window: i64::from(window),
+            reader: ResponseReader::default(),
+            end_queued: false,
+            request: Some(Box::new(Request {
+                headers,
+                body: Vec::new(),
+            })),
+        }
+    }
+}
+
+/// DATA frames into `out`, within `budget` bytes and the peer's frame size; then
+/// `WouldBlock`, so `OutQueue::flush` stops there.
+struct DataWriter<'a> {
+    out: &'a mut Vec<u8>,
+    id: u32,
+    budget: usize,
+    max_frame: usize,
+}
+
+impl io::Write for DataWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len().min(self.budget).min(self.max_frame);
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        frames::write_data(self.out, self.id, false, &buf[..n]);
+        self.budget -= n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl EventLoop {
+    fn h2_layer(&mut self) -> &mut H2Layer {
+        self.h2
+            .as_mut()
+            .expect("an HTTP/2 stream on a loop without HTTP/2")
+    }
+
+    /// Stream `id` of connection `parent` has its whole request: a virtual slot and a
+    /// core for it, which reads the request as an HTTP/1.1 head.
+    pub(super) fn h2_request(&mut self, parent: usize, id: u32) {
+        let h2 = self.h2_layer();
+        let Some(conn) = h2.conns[parent].as_deref_mut() else {
+            return;
+        };
+        let loopback = conn.loopback;
+        let Some(stream) = conn.stream_by_id(id) else {
+            return;
+        };
+        let Some(request) = stream.request.take() else {
+            return;
+        };
+        let mut bytes = Vec::with_capacity(256 + request.body.len());
+        let body = (!request.body.is_empty()).then_some(request.body.len());
+        let head = request.headers.iter().map(|(n, v)| (&n[..], &v[..]));
+        let index = self.slots.vacant_entry().key();
+        if let Err(e) = wire::h2::write_request_head(&mut bytes, head, body) {
+            tracing::debug!(error = %e, stream = id, "http/2 request refused");
+            return self.h2_refuse(parent, id, code::PROTOCOL_ERROR);
+        }
+        if index >= MAX_SLOTS_PER_LOOP {
+            return self.h2_refuse(parent, id, code::REFUSED_STREAM);
+        }
+        bytes.extend_from_slice(&request.body);
+        if self.gens.len() <= index {
+            self.gens.resize(index + 1, 0);
+        }
+        let h2 = self.h2_layer();
+        if h2.parent.len() <= index {
+            h2.parent.resize(index + 1, NONE);
+        }
+        h2.parent[index] = parent as u32;
+        if let Some(stream) = h2.conns[parent]
+            .as_deref_mut()
+            .and_then(|c| c.stream_by_id(id))
+        {
+            stream.slot = index as u32;
+        }
+        let mut conn = Connection::new();
+        conn.set_peer_loopback(loopback);
+        self.slots.insert(Slot {
+            conn,
+            out: None,
+            stream: None,
+            ip_key: 0,
+        });
+        self.with_core(index, |conn, cx| conn.handle_open(cx));
+        if self.slots.contains(index) && self.h2_layer().parent_of(index) == Some(parent) {
+            self.with_core(index, |conn, cx| conn.handle_bytes(cx, &bytes));
+        }
+    }
+
+    /// Resets stream `id` with `code` (no core ever ran for it).
+    fn h2_refuse(&mut self, parent: usize, id: u32, code: u32) {
+        if let Some(conn) = self.h2_layer().conns[parent].as_deref_mut() {
+            conn.streams.retain(|s| s.id != id);
+        }
+        let mut out = Vec::with_capacity(13);
+        frames::write_rst_stream(&mut out, id, code);
+        self.h2_write(parent, &out, false);
+    }
+
+    /// The peer reset stream `id`: its virtual connection closes (logout), no answer.
+    pub(super) fn h2_reset(&mut self, parent: usize, id: u32) {
+        let Some(conn) = self.h2_layer().conns[parent].as_deref_mut() else {
+            return;
+        };
+        let Some(pos) = conn.streams.iter().position(|s| s.id == id) else {
+            return;
+        };
+        let stream = conn.streams.swap_remove(pos);
+        if stream.slot != NONE {
+            self.close(stream.slot as usize);
+        }
+    }
+
+    /// Windows opened on connection `parent`: queued stream data moves.
+    pub(super) fn h2_pump(&mut self, parent: usize) {
+        let Some(conn) = self
+            .h2
+            .as_ref()
+            .and_then(|h| h.conns.get(parent)?.as_deref())
+        else {
+            return;
+        };
+        let waiting: Vec<usize> = conn
+            .streams
+            .iter()
+            .filter(|s| s.slot != NONE)
+            .map(|s| s.slot as usize)
+            .filter(|&i| self.slots.get(i).is_some_and(|s| s.out.is_some()))
+            .collect();
+        for index in waiting {
+            if !self.slots.contains(parent) {
+                return;
+            }
+            self.h2_flush_stream(index);
+        }
+    }
+
+    /// Connection `index` is going: its streams' virtual connections close first.
+    pub(super) fn h2_close_streams(&mut self, index: usize) {
+        let Some(conn) = self
+            .h2
+            .as_mut()
+            .and_then(|h| h.conns.get_mut(index)?.as_deref_mut())
+        else {
+            return;
+        };
+        let streams = std::mem::take(&mut conn.streams);
+        for stream in streams {
+            if stream.slot != NONE {
+                self.close(stream.slot as usize);
+            }
+        }
+    }
+
+    /// Slot `index` is being freed: a stream leaves its connection (reset with CANCEL
+    /// unless its response ended), a connection leaves the table.
+    pub(super) fn h2_forget(&mut self, index: usize) {
+        let Some(h2) = self.h2.as_mut() else {
+            return;
+        };
+        if let Some(conn) = h2.conns.get_mut(index) {
+            *conn = None;
+        }
+        let Some(parent) = h2.parent_of(index) else {
+            return;
+        };
+        h2.parent[index] = NONE;
+        let Some(conn) = h2.conns[parent].as_deref_mut() else {
+            return;
+        };
+        let Some(pos) = conn.streams.iter().position(|s| s.slot == index as u32) else {
+            return;
+        };
+        let stream = conn.streams.swap_remove(pos);
+        if !conn.gone {
+            let mut out = Vec::with_capacity(13);
+            frames::write_rst_stream(&mut out, stream.id, code::CANCEL);
+            self.h2_write(parent, &out, false);
+        }
+    }
+
+    /// Sends what stream slot `index`'s core wrote: HEADERS, then DATA within the
+    /// windows, the rest queued on the stream; END_STREAM closes the stream's slot.
+    /// False if the slot was closed.
+    pub(super) fn h2_stream_send(&mut self, index: usize, coalesce: bool) -> bool {
+        let h2 = self
+            .h2
+            .as_mut()
+            .expect("stream send on a loop without HTTP/2");
+        let Some(parent) = h2.parent_of(index) else {
+            self.outbox.clear_bytes();
+            self.close(index);
+            return false;
+        };
+        h2.gathered.clear();
+        for piece in self.outbox.pieces() {
+            h2.gathered.extend_from_slice(self.outbox.slice(piece));
+        }
+        self.outbox.clear_bytes();
+        let mut out = std::mem::take(&mut h2.out);
+        let mut body = std::mem::take(&mut h2.body);
+        out.clear();
+        body.clear();
+        let H2Layer {
+            conns, gathered, ..
+        } = h2;
+        let conn = conns[parent]
+            .as_deref_mut()
+            .expect("a stream's connection is open");
+        let pos = conn
+            .streams
+            .iter()
+            .position(|s| s.slot == index as u32)
+            .expect("an open stream slot is in its connection");
+        let id = conn.streams[pos].id;
+        let mut ended = false;
+        let read = conn.streams[pos].reader.feed(gathered, |part| match part {
+            Part::Head { status, headers } => {
+                let list: Vec<(&[u8], &[u8])> = headers.iter().map(|(n, v)| (&n[..], *v)).collect();
+                frames::write_headers(&mut out, id, status, &list, false);
+            }
+            Part::Body(b) => body.extend_from_slice(b),
+            Part::End => ended = true,
+        });
+        let mut finished = false;
+        if let Err(e) = read {
+            tracing::warn!(error = %e, "http/2 stream response not understood");
+            frames::write_rst_stream(&mut out, id, code::INTERNAL_ERROR);
+            conn.streams.swap_remove(pos);
+            finished = true;
+        } else {
+            let slot_queued = self.slots[index].out.is_some();
+            let parent_blocked = self.slots[parent].queued_bytes() > self.config.max_queued;
+            let stream = &mut conn.streams[pos];
+            let mut sent = 0;
+            if !slot_queued && !parent_blocked {
+                let budget = stream.window.min(conn.window).max(0) as usize;
+                let budget = budget.min(body.len());
+                let max_frame = conn.max_frame as usize;
+                let all = budget == body.len();
+                for chunk in body[..budget].chunks(max_frame) {
+                    sent += chunk.len();
+                    frames::write_data(&mut out, id, ended && all && sent == budget, chunk);
+                }
+                if ended && all && budget == 0 {
+                    frames::write_data(&mut out, id, true, &[]);
+                }
+                stream.window -= sent as i64;
+                conn.window -= sent as i64;
+            }
+            let rest = &body[sent..];
+            if !rest.is_empty() {
+                let slot = &mut self.slots[index];
+                slot.out
+                    .get_or_insert_with(Box::<OutQueue>::default)
+                    .push(Bytes::copy_from_slice(rest));
+                self.queued += rest.len();
+            }
+            if ended {
+                if self.slots[index].out.is_none() {
+                    conn.streams.swap_remove(pos);
+                    finished = true;
+                } else {
+                    stream.end_queued = true;
+                }
+            }
+            if parent_blocked && self.config.slow_policy == SlowPolicy::Disconnect {
+                // The socket does not take the connection's output: the whole
+                // connection is the slow consumer.
+                self.h2_restore(out, body);
+                self.close(parent);
+                return false;
+            }
+        }
+        let alive = out.is_empty() || self.h2_write(parent, &out, coalesce);
+        self.h2_restore(out, body);
+        if finished || !alive {
+            if self.slots.contains(index) {
+                self.close(index);
+            } else {
+                // Closed with its connection while this call's outbox was set aside:
+                // what the core asked for besides bytes belongs to a closed slot.
+                self.outbox.take_timer();
+                self.outbox.take_resume();
+                self.outbox.take_close();
+                let mut stale = Vec::new();
+                self.outbox.take_requests(&mut stale);
+            }
+            return false;
+        }
+        true
+    }
+
+    fn h2_restore(&mut self, out: Vec<u8>, body: Vec<u8>) {
+        if let Some(h2) = self.h2.as_mut() {
+            h2.out = out;
+            h2.body = body;
+        }
+    }
+
+    /// Moves stream slot `index`'s queued body bytes into DATA frames as far as the
+    /// windows and the connection's socket allow (the stream's `flush`).
+    pub(super) fn h2_flush_stream(&mut self, index: usize) {
+        let Some(h2) = self.h2.as_mut() else {
+            return;
+        };
+        let Some(parent) = h2.parent_of(index) else {
+            return;
+        };
+        let mut out = std::mem::take(&mut h2.out);
+        out.clear();
+        let Some(conn) = h2.conns[parent].as_deref_mut() else {
+            return;
+        };
+        let Some(pos) = conn.streams.iter().position(|s| s.slot == index as u32) else {
+            return;
+        };
+        let Some(mut queue) = self.slots[index].out.take() else {
+            return;
+        };
+        let stream = &mut conn.streams[pos];
+        let blocked = self.slots[parent].queued_bytes() > self.config.max_queued;
+        let budget = if blocked {
+            0
+        } else {
+            stream.window.min(conn.window).max(0) as usize
+        };
+        let before = queue.bytes();
+        let mut writer = DataWriter {
+            out: &mut out,
+            id: stream.id,
+            budget,
+            max_frame: conn.max_frame as usize,
+        };
+        let _ = queue.flush(&mut writer);
+        let moved = before - queue.bytes();
+        stream.window -= moved as i64;
+        conn.window -= moved as i64;
+        self.queued -= moved;
+        let mut finished = false;
+        if queue.is_empty() {
+            if stream.end_queued {
+                frames::write_data(&mut out, stream.id, true, &[]);
+                conn.streams.swap_remove(pos);
+                finished = true;
+            }
+        } else {
+            self.slots[index].out = Some(queue);
+        }
+        let alive = out.is_empty() || self.h2_write(parent, &out, false);
+        if let Some(h2) = self.h2.as_mut() {
+            h2.out = out;
+        }
+        if finished && alive {
+            self.close(index);
+        }
+    }
+}

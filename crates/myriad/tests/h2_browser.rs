@@ -1,0 +1,92 @@
+//! Headless Chromium over HTTP/2 (issue 13): 50 EventSources on one page share one
+//! TLS connection (ALPN `h2`; HTTP/1.1 would allow 6 per origin), the browser trusting
+//! a throwaway test CA through its NSS store; every stream receives its message, and
+//! the server counts one connection for the 50 subscriptions.
+
+mod common;
+mod tls_common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use tls_common::*;
+
+const INSTALL: &str = "run: apt-get install -y chromium libnss3-tools && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
+/// EventSources on the page.
+const STREAMS: u64 = 50;
+const FIRST_USER: u64 = 500;
+
+/// A HOME whose NSS store trusts `ca_file` as a CA for servers.
+fn nss_home(ca_file: &Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join(".pki/nssdb");
+    std::fs::create_dir_all(&db).unwrap();
+    let db = format!("sql:{}", db.display());
+    let certutil = |args: &[&str]| {
+        let out = Command::new("certutil")
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("certutil: {e}; {INSTALL}"));
+        assert!(out.status.success(), "certutil {args:?}: {out:?}");
+    };
+    certutil(&["-N", "-d", &db, "--empty-password"]);
+    let ca = ca_file.to_str().unwrap();
+    certutil(&[
+        "-A",
+        "-d",
+        &db,
+        "-n",
+        "myriad test CA",
+        "-t",
+        "C,,",
+        "-i",
+        ca,
+    ]);
+    home
+}
+
+#[test]
+fn chromium_50_eventsources_share_one_h2_connection() {
+    let (chromium, playwright) = common::browser(INSTALL);
+    let pki = Pki::new();
+    let home = nss_home(&pki.ca_file);
+    let server = pki.serve(&[]);
+    let client = pki.client();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/h2_clients.mjs");
+    let mut node = Command::new("node")
+        .arg(script)
+        .arg(format!("https://localhost:{}", server.addr.port()))
+        .args([FIRST_USER.to_string(), STREAMS.to_string()])
+        .env("HOME", home.path())
+        .env("CHROMIUM", &chromium)
+        .env("PLAYWRIGHT_PACKAGE_JSON", &playwright)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node must be installed");
+    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("node printed nothing").unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(ready["ready"], true, "{first}");
+    assert_eq!(
+        ready["protocol"], "h2",
+        "the page came over HTTP/2: {first}"
+    );
+    let stats = wait_stats(&server, &client, "50 logins", |s| {
+        s["connections_logged_in"] == STREAMS
+    });
+    // The browser's one HTTP/2 connection holds the 50 subscriptions (the other
+    // connection is this `/stats` request's own).
+    assert_eq!(stats["connections"], 2, "{stats}");
+    for i in 0..STREAMS {
+        let user = FIRST_USER + i;
+        assert_eq!(publish(&server, &client, user, &format!("for {user}")), 1);
+    }
+    let last = lines.next().expect("no result line").unwrap();
+    assert!(node.wait().unwrap().success(), "{last}");
+    let got: serde_json::Value = serde_json::from_str(&last).unwrap();
+    for i in 0..STREAMS {
+        let want = serde_json::json!([format!("for {}", FIRST_USER + i)]);
+        assert_eq!(got["got"][i as usize], want, "stream {i}: {last}");
+    }
+    assert_eq!(got["problems"], serde_json::json!([]), "{got}");
+}
