@@ -10,7 +10,8 @@
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
 //! `slot << LOOP_BITS | loop`, where `slot` is the gateway's number here. A gateway
-//! not heard for [`GATEWAY_TIMEOUT`] is forgotten (its connections logged out). A
+//! not heard for [`GATEWAY_TIMEOUT`] while others were ([`GATEWAY_TIMEOUT_ALONE`]
+//! when none was) is forgotten (its connections logged out). A
 //! gateway the router does not know — a restarted router, or one forgotten while it
 //! was cut off — is asked to send its whole presence again ([`ToGateway::Resync`]);
 //! a restarted router also asks every gateway at start. History is not carried over
@@ -31,8 +32,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A gateway silent this long (three missed heartbeats) is forgotten.
+/// A gateway silent this long (three missed heartbeats) while the others were heard
+/// is forgotten.
 pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
+/// A gateway silent this long is forgotten even when no other gateway was heard
+/// either (the last gateway died; or the router itself was behind for that long).
+pub const GATEWAY_TIMEOUT_ALONE: Duration = Duration::from_secs(30);
 /// Most gateways one router serves: the slots of the 16-bit loop id, less the
 /// last, whose top loop id is [`BACKEND`]'s.
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
@@ -412,11 +417,12 @@ impl RouterRole {
 
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
     fn forget_silent(&mut self, now: Instant) {
+        let newest = self.gateways.by_id.values().map(|gw| gw.last_seen).max();
         let silent: Vec<GatewayId> = self
             .gateways
             .by_id
             .iter()
-            .filter(|(_, gw)| now.saturating_duration_since(gw.last_seen) >= GATEWAY_TIMEOUT)
+            .filter(|(_, gw)| silent(gw.last_seen, newest, now))
             .map(|(&id, _)| id)
             .collect();
         for id in silent {
@@ -471,6 +477,17 @@ fn loops_of(slot: u16) -> std::ops::Range<u16> {
     first..first + (1 << LOOP_BITS)
 }
 
+/// Whether a gateway last heard at `last_seen` is gone. Silence counts against the
+/// newest message heard from any gateway, not the clock alone: a router that falls
+/// behind (a backlog of login batches on a loaded machine, measured at 600k
+/// connections by `bench c1m`) has every gateway's heartbeat still queued, and
+/// forgetting them all would log out every connection.
+fn silent(last_seen: Instant, newest: Option<Instant>, now: Instant) -> bool {
+    let behind_others =
+        newest.is_some_and(|n| n.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT);
+    behind_others || now.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT_ALONE
+}
+
 /// The hub's counters, this process's pid and the gateways known.
 fn stats_doc(hub: &Hub, gateways: usize) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
@@ -479,6 +496,24 @@ fn stats_doc(hub: &Hub, gateways: usize) -> serde_json::Value {
         doc.insert("gateways".into(), gateways.into());
     }
     doc
+}
+
+#[cfg(test)]
+mod silence_tests {
+    use super::*;
+
+    #[test]
+    fn a_gateway_is_silent_behind_the_others_or_after_the_long_timeout() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // Heard 1 s before the newest: alive; 3 s before it: gone.
+        assert!(!silent(t0, Some(t0 + s(1)), t0 + s(10)));
+        assert!(silent(t0, Some(t0 + s(3)), t0 + s(3)));
+        // Every gateway equally stale (the router was behind): nobody is forgotten...
+        assert!(!silent(t0, Some(t0), t0 + s(29)));
+        // ...until the long timeout.
+        assert!(silent(t0, Some(t0), t0 + s(30)));
+    }
 }
 
 #[cfg(test)]

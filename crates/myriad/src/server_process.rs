@@ -53,12 +53,17 @@ impl ServerProcess {
     /// that ends before its handles drop (or is killed) leaves no server behind, and
     /// none keeps the benchmark lock (`flock`'s descriptor is inherited) held.
     pub fn start_command(cmd: Command) -> anyhow::Result<ServerProcess> {
-        Self::start_command_at(cmd, "")
+        Self::start_command_at(cmd, "", None)
     }
 
     /// The same, taking the addresses from the first line that also contains `marker`
-    /// (a supervisor's own start line, not the children's it forwards).
-    pub fn start_command_at(mut cmd: Command, marker: &str) -> anyhow::Result<ServerProcess> {
+    /// (a supervisor's own start line, not the children's it forwards), and copying
+    /// the log to `log` when given.
+    pub fn start_command_at(
+        mut cmd: Command,
+        marker: &str,
+        log: Option<&Path>,
+    ) -> anyhow::Result<ServerProcess> {
         use std::os::unix::process::CommandExt;
         // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
         // allocates or locks runs between fork and exec.
@@ -89,7 +94,20 @@ impl ServerProcess {
             }
         };
         // Keep draining the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let mut file = match log {
+            Some(path) => Some(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            ),
+            None => None,
+        };
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if let Some(f) = file.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        });
         Ok(ServerProcess {
             child,
             addr,

@@ -147,6 +147,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let server = Arc::new(ServerProcess::start_command_at(
         serve_command(&serve),
         "myriad supervisor serving",
+        Some(&dir.join("server.log")),
     )?);
     let start_s = t.elapsed().as_secs_f64();
     let supervisor = server.child.id();
@@ -201,7 +202,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let floods = Arc::new(Floods::start(floods));
     *lock(&floods_slot) = Some(floods.clone());
     let t = Instant::now();
-    let open = floods.wait_open(n, Duration::from_secs(600));
+    let open = floods.wait_open(n, Duration::from_secs(300));
     let connect_s = t.elapsed().as_secs_f64();
     live.emit(format!("{open} of {n} open after {connect_s:.1} s"));
     std::thread::sleep(Duration::from_secs(3));

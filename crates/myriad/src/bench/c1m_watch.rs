@@ -266,8 +266,10 @@ impl Drop for Watch {
 /// Every process's sample, and pid → role, from the supervisor's admin `/stats`.
 fn read(server: &ServerProcess) -> Option<(Vec<Sample>, BTreeMap<u32, String>)> {
     let addr = server.admin?;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    // The supervisor asks each gateway in turn (≤ 0.5 s each): on a loaded machine
+    // with 50 gateways one answer takes seconds.
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     s.write_all(b"GET /stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
         .ok()?;
     let mut raw = String::new();
