@@ -90,6 +90,8 @@ pub struct RouterRole {
     /// How many gateways are known, for [`RouterRole::stats_fn`] (read on the admin
     /// listener's thread; the gateway table itself stays on the router's task).
     known_count: Arc<AtomicUsize>,
+    /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
+    reconnected: Arc<tokio::sync::Notify>,
 }
 
 impl RouterRole {
@@ -100,6 +102,19 @@ impl RouterRole {
             gateways: Gateways::default(),
             out: Vec::new(),
             known_count: Arc::new(AtomicUsize::new(0)),
+            reconnected: Arc::default(),
+        }
+    }
+
+    /// The callback for the router's [`Link`]: logs NATS events and, on a reconnect,
+    /// has the router forget and re-ask every gateway.
+    pub fn nats_events(&self) -> impl Fn(async_nats::Event) + Send + Sync + 'static {
+        let reconnected = self.reconnected.clone();
+        move |event| {
+            tracing::info!(%event, "NATS");
+            if let async_nats::Event::Connected = event {
+                reconnected.notify_one();
+            }
         }
     }
 
@@ -146,6 +161,7 @@ impl RouterRole {
                     }
                 }
                 _ = tick.tick() => self.forget_silent(Instant::now()),
+                _ = self.reconnected.notified() => self.forget_all_and_resync(Instant::now()),
                 else => return Ok(()),
             }
             self.flush_all();
@@ -426,18 +442,37 @@ impl RouterRole {
             .map(|(&id, _)| id)
             .collect();
         for id in silent {
-            let removed = self.gateways.by_id.remove(&id);
-            self.known_count
-                .store(self.gateways.by_id.len(), Ordering::Relaxed);
-            if let Some(gw) = removed {
-                self.gateways.by_slot[usize::from(gw.slot)] = None;
-                let dropped = self.hub.logout_loops(loops_of(gw.slot), now);
-                tracing::warn!(
-                    gateway = format!("{id:016x}"),
-                    dropped,
-                    "gateway silent: forgotten"
-                );
-            }
+            self.forget(id, now, "gateway silent: forgotten");
+        }
+    }
+
+    /// After the router's own reconnect to NATS: a gateway not reconnected yet has no
+    /// subscription, so what the router sent it would vanish while the publisher was
+    /// told it was delivered. Every gateway is forgotten and asked for its presence
+    /// again; each is counted (and delivered to) again once it answers.
+    fn forget_all_and_resync(&mut self, now: Instant) {
+        let all: Vec<GatewayId> = self.gateways.by_id.keys().copied().collect();
+        for id in all {
+            self.forget(id, now, "router reconnected to NATS: gateway asked again");
+        }
+        let resync = ToGateway::Resync {
+            router: self.instance,
+        };
+        self.out.push((
+            subjects::GATEWAYS.to_string(),
+            codec::encode_to_gateway(&resync),
+        ));
+    }
+
+    /// Logs a gateway's connections out and frees its slot.
+    fn forget(&mut self, id: GatewayId, now: Instant, why: &'static str) {
+        let removed = self.gateways.by_id.remove(&id);
+        self.known_count
+            .store(self.gateways.by_id.len(), Ordering::Relaxed);
+        if let Some(gw) = removed {
+            self.gateways.by_slot[usize::from(gw.slot)] = None;
+            let dropped = self.hub.logout_loops(loops_of(gw.slot), now);
+            tracing::warn!(gateway = format!("{id:016x}"), dropped, "{why}");
         }
     }
 }

@@ -127,12 +127,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(Hub::open_args(&args.hub)?);
     Hub::start_ticking(&hub)?;
-    let link = cluster::Link::connect(
-        &args.cluster.nats,
-        "myriad router",
-        |event| tracing::info!(%event, "NATS"),
-    )?;
     let role = RouterRole::new(hub);
+    let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;
     // `--admin` / `--csv`: the router's own /stats (its counters under `extra`), /metrics.
     let monitor = observe::monitor::Monitor::start(
         observe::metrics::ProcessMetrics::new(0),
