@@ -347,3 +347,90 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
         assert!(out.path().join("c1m").join(png).is_file(), "{png} missing");
     }
 }
+
+#[test]
+fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "abuse",
+        &["--connections", "200", "--latency-secs", "3"],
+    );
+    common_parts(&r);
+    let connected = row(&r, "honest subscribers connected");
+    assert!(connected[0].starts_with("200 of 200"), "{connected:?}");
+    for phase in ["clean", "under abuse", "clean again"] {
+        let got = row(
+            &r,
+            &format!("honest deliveries received / expected ({phase})"),
+        );
+        assert_eq!(got[2], "yes", "{phase}: {got:?}");
+        assert!(first_number(got[0]) > 0.0, "{phase}: {got:?}");
+        let rss = row(&r, &format!("server RSS peak ({phase})"));
+        assert!(rss[0].contains("MB") || rss[0].contains("KB"), "{rss:?}");
+    }
+    let rounds = row(&r, "hostile rounds run (each case)")[0];
+    for case in [
+        "SlowReaders",
+        "PipelinedPolls",
+        "PingFlood",
+        "OversizedBodies",
+        "MalformedHeads",
+        "BadTokens",
+        "HalfHandshakes",
+        "AbruptDisconnects",
+    ] {
+        let n = rounds
+            .split(", ")
+            .find_map(|c| c.strip_prefix(&format!("{case} ")))
+            .unwrap_or_else(|| panic!("{case} missing: {rounds}"));
+        assert!(first_number(n) >= 1.0, "{case} ran no round: {rounds}");
+    }
+    let end = row(&r, "honest subscribers still connected at the end");
+    assert_eq!(end[2], "yes", "{end:?}");
+}
+
+/// The soak of issue 10 in two minutes: churn with publishing, RSS and open fds
+/// per 20-s interval. Bounds are in bytes and descriptors, not in time.
+#[test]
+fn churn_soak_two_minutes_keeps_memory_and_descriptors_bounded() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "churn",
+        &[
+            "--connections",
+            "1000",
+            "--duration",
+            "120",
+            "--churn-rate",
+            "1000",
+            "--churn-publish-rate",
+            "200",
+            "--sample-every",
+            "20",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
+    let published = row(&r, "publishes during churn: answered / errors");
+    assert_eq!(published[2], "yes", "{published:?}");
+    assert!(r.contains("Soak: every 20 s"), "{r}");
+    let csv = std::fs::read_to_string(out.path().join("churn/soak.csv")).unwrap();
+    let rows: Vec<Vec<u64>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert!(rows.len() >= 5, "an interval per 20 s: {csv}");
+    // After the warm-up interval: growth bounded in bytes and descriptors.
+    let (second, last) = (&rows[1], rows.last().unwrap());
+    assert!(
+        last[1] < second[1] + 16_000_000,
+        "RSS grew by more than 16 MB: {csv}"
+    );
+    assert!(
+        last[2] < second[2] + 1_000,
+        "open fds grew by more than the churning connections: {csv}"
+    );
+}

@@ -11,7 +11,7 @@
 //!   per-second server probe;
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
 //!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
-//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`]).
+//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`]), [`abuse`].
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -20,6 +20,7 @@
 //! (`viewer::plot`). Every scenario is bounded in connections and time, and ends
 //! every process it started (the servers are killed on drop).
 
+mod abuse;
 mod broadcast;
 mod c100k;
 mod c1m;
@@ -69,6 +70,8 @@ pub enum Scenario {
     C1m,
     /// Connect storms from several flood processes: accepts per second on the server side.
     Connect,
+    /// N honest subscribers' broadcast latency and server RSS, clean and under hostile clients.
+    Abuse,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
 }
@@ -161,6 +164,15 @@ pub struct BenchArgs {
     /// unicast publishing seconds; churn seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
+    /// churn: connects per second over all workers (0 = as fast as they can).
+    #[arg(long, default_value_t = 0.0)]
+    pub churn_rate: f64,
+    /// churn: messages per second published to random churning users meanwhile (0 = none).
+    #[arg(long, default_value_t = 500.0)]
+    pub churn_publish_rate: f64,
+    /// churn: seconds per soak interval (RSS and open fds reported for each).
+    #[arg(long, default_value_t = 60.0)]
+    pub sample_every: f64,
     /// Payload size in bytes (the SPEC's reference figures use 60).
     #[arg(long, default_value_t = 60)]
     pub size: usize,
@@ -173,6 +185,10 @@ pub struct BenchArgs {
     /// c100k, c1m: seconds to hold the connections once all are open.
     #[arg(long, default_value_t = 10.0)]
     pub hold: f64,
+    /// Servers keep history durably (`--history-store store` on a fresh SQLite file
+    /// next to each server's CSV) instead of in memory: what durability costs.
+    #[arg(long)]
+    pub durable_history: bool,
     /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
     #[arg(long)]
     pub no_tune: bool,
@@ -257,6 +273,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::C100k => c100k::run(&args, &mut ctx),
             Scenario::C1m => c1m::run(&args, &mut ctx),
             Scenario::Connect => connect::run(&args, &mut ctx),
+            Scenario::Abuse => abuse::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
         match result {
@@ -293,6 +310,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::C100k => "c100k",
         Scenario::C1m => "c1m",
         Scenario::Connect => "connect",
+        Scenario::Abuse => "abuse",
         Scenario::All => "all",
     }
 }
