@@ -132,10 +132,21 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
         "myriad router",
         |event| tracing::info!(%event, "NATS"),
     )?;
+    let role = RouterRole::new(hub);
+    // `--admin` / `--csv`: the router's own /stats (its counters under `extra`), /metrics.
+    let monitor = observe::monitor::Monitor::start(
+        observe::metrics::ProcessMetrics::new(0),
+        observe::monitor::MonitorOptions {
+            csv: args.csv.clone(),
+            admin: args.admin,
+            extra: role.stats_fn(),
+        },
+    )?;
     tracing::info!(
         nats = %link.url,
         store = %args.hub.store,
+        admin = %monitor.admin_addr().map_or_else(|| "off".to_string(), |a| a.to_string()),
         "myriad router serving: gateways on myriad.router, back-end publishes on myriad.pub.<subject>"
     );
-    RouterRole::new(hub).run(&link)
+    role.run(&link)
 }

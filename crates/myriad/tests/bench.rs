@@ -285,6 +285,69 @@ fn churn_and_c100k_at_a_tiny_scale() {
     assert!(r.contains("2 servers"), "{r}");
 }
 
+/// `bench c1m` at a tiny scale: one supervised server (router, gateways, its own
+/// nats-server) holds every connection of three transports, every graph and unicast
+/// delivery the server reported arrives, and no process it started is left.
+#[test]
+fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["bench", "c1m", "--connections", "3000", "--hold", "1"])
+        .args(["--duration", "2", "--no-tune", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("run myriad bench c1m");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "bench c1m failed:\n{stderr}");
+    let r = std::fs::read_to_string(out.path().join("c1m/report.md")).expect("report.md");
+    common_parts(&r);
+    let held = row(&r, "concurrent connections held by one myriad");
+    assert!(
+        held[0].starts_with("3,000 of 3,000 (server counts 3,000;"),
+        "{held:?}"
+    );
+    for what in ["graph publishes", "unicast publishes"] {
+        let d = row(&r, &format!("{what}: deliveries received / reported"));
+        let (got, want) = d[0].split_once(" / ").expect("received / reported");
+        assert_eq!(first_number(got), first_number(want), "{what}: {d:?}");
+        assert!(first_number(got) > 0.0, "{what}: {d:?}");
+        assert_eq!(d[2], "yes", "{what}: {d:?}");
+    }
+    // Unicast goes to inbox subjects that only their user follows: one delivery each.
+    let u = row(&r, "unicast publishes: deliveries received / reported");
+    let published = u[0].split_once('(').expect("(N published").1;
+    assert_eq!(
+        first_number(u[0].split_once(" / ").unwrap().1),
+        first_number(published),
+        "{u:?}"
+    );
+    assert_eq!(row(&r, "processes left after the stop")[2], "yes", "{r}");
+    // The bench names every process it saw; none may run now.
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bench c1m: processes started: "))
+        .expect("the list of processes");
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // Supervisor, router, two gateways (auto: one for 3,000 plus a spare), nats-server.
+    assert!(pids.len() >= 5, "{line}");
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            stat.is_empty() || stat.contains(") Z"),
+            "pid {pid} still runs: {stat}"
+        );
+    }
+    for png in ["connections.png", "latency.png", "memory.png"] {
+        assert!(out.path().join("c1m").join(png).is_file(), "{png} missing");
+    }
+}
+
 #[test]
 fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
     let out = tempfile::tempdir().unwrap();
