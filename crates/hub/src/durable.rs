@@ -2,9 +2,9 @@
 //! whole-server restart keeps every user's messages, numbers and epoch (SPEC B6).
 //!
 //! Writing: the router records each change ([`router::history::Journal`]); the hub
-//! writes them in one transaction per publish, under the router lock and before
-//! the deliveries leave (`Hub::publish`), so a 200 — and every number a client
-//! saw — is in the store first. Reading: at start, every stored ring goes back
+//! writes them by group commit ([`crate::commit`]) after the router lock is released
+//! and before the deliveries leave (`Hub::publish`), so a 200 — and every number a
+//! client saw — is in the store first. Reading: at start, every stored ring goes back
 //! into the router as offline history (its ttl starts again).
 
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use router::{Message, Router};
 use store::history::{HistoryChange, HistoryLog, HistoryRow};
 use store::StoreError;
 
-/// Writes `journal` to `log` in one transaction.
+/// Writes `journal` (one group's changes) to `log` in one transaction.
 pub fn write(log: &mut dyn HistoryLog, journal: &[Journal], keep: usize) -> Result<(), StoreError> {
     let changes: Vec<HistoryChange<'_>> = journal
         .iter()

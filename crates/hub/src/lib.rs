@@ -16,8 +16,11 @@
 //! - [`local`]: [`LocalBus`], the in-process [`bus::Bus`].
 //! - [`args`]: the router-side flags of `myriad serve` (store, history).
 //! - [`durable`]: `--history-store store`, the history rings' copy in the store.
+//! - [`commit`]: its writes, one transaction per group of publishes, outside the
+//!   router lock.
 
 pub mod args;
+pub mod commit;
 pub mod durable;
 pub mod local;
 
@@ -32,17 +35,14 @@ use router::{Message, Router, RouterConfig, RouterStats};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use store::history::HistoryLog;
 use store::Store;
 
 pub struct Hub {
     store: Mutex<Box<dyn Store>>,
     router: Mutex<Router>,
-    /// The durable copy of history (`--history-store store`), written under the
-    /// router lock (lock order store → router → history) before deliveries leave.
-    history: Option<Mutex<Box<dyn HistoryLog>>>,
-    /// Messages kept per user (`--history`): the durable copy's row bound.
-    keep: usize,
+    /// The durable copy of history (`--history-store store`), written by group
+    /// commit after the router lock is released and before deliveries leave.
+    history: Option<commit::GroupCommit>,
     /// Most connections seen by a tick since the last compaction (see [`Hub::tick`]).
     peak: AtomicU64,
 }
@@ -53,7 +53,6 @@ impl Hub {
             store: Mutex::new(store),
             router: Mutex::new(router),
             history: None,
-            keep: 0,
             peak: AtomicU64::new(0),
         }
     }
@@ -70,8 +69,8 @@ impl Hub {
         if durable {
             let log = store::history::open_history(&args.store, &args.store_options())
                 .with_context(|| format!("cannot open durable history in {}", args.store))?;
-            hub.keep = args.history;
-            hub.history = Some(Mutex::new(durable::restore(&hub.router, log)?));
+            let log = durable::restore(&hub.router, log)?;
+            hub.history = Some(commit::GroupCommit::new(log, args.history));
         }
         Ok(hub)
     }
@@ -146,7 +145,10 @@ impl Hub {
             }
             Request::ChangeSubscriptions { edges, add } => self.change(&edges, add),
             Request::ReadHistory { user, since } => {
-                Reply::History(self.router.lock().history_since(user, since))
+                let router = self.router.lock();
+                let read = router.history_since(user, since);
+                self.read_committed(router);
+                Reply::History(read)
             }
             Request::Subscribers { subject } => Reply::Ids(self.router.lock().subscribers(subject)),
             Request::Subscriptions { subscriber } => {
@@ -170,7 +172,7 @@ impl Hub {
     ) -> HistoryRead {
         let mut router = self.router.lock();
         router.handle_login(user, conn);
-        match since {
+        let read = match since {
             Some(since) => router.history_read(user, epoch, since),
             None => HistoryRead {
                 messages: Vec::new(),
@@ -178,6 +180,18 @@ impl Hub {
                 gap: false,
                 epoch: router.position(user).0,
             },
+        };
+        self.read_committed(router);
+        read
+    }
+
+    /// Releases `router` and, with durable history, waits until everything the
+    /// read under it saw is written: no client holds a number a kill -9 loses.
+    fn read_committed(&self, mut router: parking_lot::MutexGuard<'_, Router>) {
+        if let Some(commit) = &self.history {
+            let position = commit.push(router.take_journal());
+            drop(router);
+            commit.wait_committed(position);
         }
     }
 
@@ -207,20 +221,33 @@ impl Hub {
             });
         });
         let counts = cursor.counts();
-        // Durable before anyone sees it: a client never holds a number that a
-        // restart would not know (it would be told of a gap that is not one).
-        self.write_history(&mut router);
-        for (loop_id, targets) in per_loop.into_iter().enumerate() {
-            if !targets.is_empty() {
-                let batch = Delivery {
-                    msg: msg.clone(),
-                    published,
-                    targets,
-                };
-                deliver(loop_id as u16, batch);
+        let hand_out = || {
+            for (loop_id, targets) in per_loop.into_iter().enumerate() {
+                if !targets.is_empty() {
+                    let batch = Delivery {
+                        msg: msg.clone(),
+                        published,
+                        targets,
+                    };
+                    deliver(loop_id as u16, batch);
+                }
+            }
+        };
+        match &self.history {
+            None => {
+                hand_out();
+                drop(router);
+            }
+            // Durable before anyone sees it: a client never holds a number that a
+            // restart would not know (it would be told of a gap that is not one).
+            // Tickets keep the router's order once its lock is gone.
+            Some(commit) => {
+                let (position, ticket) = commit.push_publish(router.take_journal());
+                drop(router);
+                commit.wait_committed(position);
+                commit.in_turn(ticket, hand_out);
             }
         }
-        drop(router);
         counts
     }
 
@@ -251,20 +278,6 @@ impl Hub {
         }
     }
 
-    /// Writes the router's history changes to the durable copy, if there is one.
-    /// A failed write is logged and the publish goes on: the message is still in
-    /// memory, and a restart would report the gap through the epoch check.
-    fn write_history(&self, router: &mut Router) {
-        if let Some(log) = &self.history {
-            let journal = router.take_journal();
-            if !journal.is_empty() {
-                if let Err(e) = durable::write(&mut **log.lock(), &journal, self.keep) {
-                    tracing::error!(error = %e, "durable history write failed");
-                }
-            }
-        }
-    }
-
     /// Logs out every connection on the loops `loops` (a gateway process that went
     /// away: the router numbers each gateway's loops in a range); returns how many.
     pub fn logout_loops(&self, loops: std::ops::Range<u16>, now: Instant) -> u64 {
@@ -288,7 +301,8 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
-        self.write_history(&mut router);
+        // Forgotten rings: deleted from the store once the router lock is released.
+        let position = self.history.as_ref().map(|c| c.push(router.take_journal()));
         let connections = router.stats().connections;
         let peak = self
             .peak
@@ -297,6 +311,10 @@ impl Hub {
         if peak >= 1024 && connections < peak / 2 {
             router.compact();
             self.peak.store(connections, Ordering::Relaxed);
+        }
+        drop(router);
+        if let (Some(commit), Some(position)) = (&self.history, position) {
+            commit.wait_committed(position);
         }
     }
 

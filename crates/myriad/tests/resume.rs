@@ -467,3 +467,117 @@ fn kill_9_with_durable_history_every_client_resumes_with_nothing_lost() {
         before.poll_got.len()
     );
 }
+
+/// Users and publishers of [`concurrent_publishers_keep_order_and_every_answered_message_after_kill_9`].
+const USERS: [u64; 4] = [60, 61, 62, 63];
+const PUBLISHERS_PER_USER: usize = 2;
+
+#[test]
+fn concurrent_publishers_keep_order_and_every_answered_message_after_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("myriad.db").display());
+    let flags = [
+        "--store",
+        store.as_str(),
+        "--history-store",
+        "store",
+        "--history",
+        "30000",
+    ];
+    let mut first = Server::start(&flags);
+    let addr = first.addr;
+    // One SSE reader per user: a user reached while online gets history.
+    let _readers: Vec<TcpStream> = USERS
+        .iter()
+        .map(|user| {
+            let mut s = first.connect();
+            write!(s, "GET /sse/{user} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+            let mut buf = Vec::new();
+            read_until(&mut s, &mut buf, "retry:");
+            s
+        })
+        .collect();
+    first.wait_stats("readers", |s| s["connections_logged_in"] == USERS.len());
+    // Every publisher posts `p<id>-<k>` to one user, k = 1, 2, … each answered 200
+    // before the next, until the server dies (bounded by PUBLISH_AT_MOST).
+    let publishers: Vec<_> = (0..USERS.len() * PUBLISHERS_PER_USER)
+        .map(|id| {
+            let user = USERS[id % USERS.len()];
+            std::thread::spawn(move || {
+                let mut answered = 0u64;
+                for k in 1..=PUBLISH_AT_MOST {
+                    let Ok(mut s) = TcpStream::connect(addr) else {
+                        break;
+                    };
+                    let body = format!("p{id}-{k}");
+                    let req = format!(
+                        "POST /pub/{user} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let mut out = Vec::new();
+                    if s.write_all(req.as_bytes()).is_err() || s.read_to_end(&mut out).is_err() {
+                        break;
+                    }
+                    if parse_response(&out).0 != 200 {
+                        break;
+                    }
+                    answered += 1;
+                }
+                answered
+            })
+        })
+        .collect();
+    // Kill once the server has taken a few hundred publishes (counted by /stats).
+    first.wait_stats("publishes under way", |s| {
+        s["messages_in"].as_u64().unwrap_or(0) >= 400
+    });
+    first.child.kill().unwrap(); // SIGKILL, mid-publish
+    first.child.wait().unwrap();
+    let answered: Vec<u64> = publishers.into_iter().map(|p| p.join().unwrap()).collect();
+    assert!(
+        answered.iter().all(|&n| n < PUBLISH_AT_MOST),
+        "the kill came mid-publish"
+    );
+
+    let second = Server::start(&flags);
+    for &user in &USERS {
+        second.publish(user, "end");
+        let (mut since, mut got) = ("0".to_string(), Vec::<String>::new());
+        while got.last().is_none_or(|m| m != "end") {
+            let answer = poll(&second, user, &since);
+            assert_eq!(answer["gap"], false, "user {user}: {answer}");
+            for m in answer["messages"].as_array().unwrap() {
+                got.push(m["data"].as_str().unwrap().to_string());
+            }
+            since = answer["since"].as_str().unwrap().to_string();
+        }
+        got.pop();
+        // Per publisher: its k = 1, 2, … in order, at least every answered one, at
+        // most one more (the publish the kill interrupted before its 200).
+        for id in (0..answered.len()).filter(|id| USERS[id % USERS.len()] == user) {
+            let prefix = format!("p{id}-");
+            let ks: Vec<u64> = got
+                .iter()
+                .filter_map(|m| m.strip_prefix(&prefix))
+                .map(|k| k.parse().unwrap())
+                .collect();
+            let want: Vec<u64> = (1..=ks.len() as u64).collect();
+            assert_eq!(
+                ks, want,
+                "user {user}, publisher {id}: in order, none missing"
+            );
+            assert!(
+                ks.len() as u64 >= answered[id] && ks.len() as u64 <= answered[id] + 1,
+                "user {user}, publisher {id}: {} stored, {} answered 200",
+                ks.len(),
+                answered[id]
+            );
+        }
+        assert_eq!(
+            got.len(),
+            got.iter().filter(|m| m.starts_with('p')).count(),
+            "user {user}: only the publishers' messages"
+        );
+    }
+    eprintln!("concurrent publishers, kill -9, durable history: answered {answered:?}, all stored in order");
+}
