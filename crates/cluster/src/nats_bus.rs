@@ -192,6 +192,9 @@ impl Bus for NatsBus {
             token: conn.token,
             request: request_to_wire(request),
         };
+        if let Some(refusal) = too_large(&self.client, &call) {
+            return Some(refusal);
+        }
         if self.tx.send(Outgoing::Call(call)).is_err() {
             return Some(Reply::Unavailable("the NATS link has stopped".into()));
         }
@@ -224,7 +227,14 @@ impl Sender {
                         match item {
                             Outgoing::Call(call) => {
                                 self.track(&call);
-                                bytes += weight(&call);
+                                let w = weight(&call);
+                                // A large call starts a batch of its own rather than
+                                // pushing the current one past max_payload.
+                                if bytes + w > BATCH_BYTES && !calls.is_empty() {
+                                    self.send_batch(&mut calls).await;
+                                    bytes = 0;
+                                }
+                                bytes += w;
                                 calls.push(call);
                                 if bytes >= BATCH_BYTES {
                                     self.send_batch(&mut calls).await;
@@ -313,6 +323,32 @@ impl Sender {
             tracing::warn!(error = %e, "cannot send to the router");
         }
     }
+}
+
+/// Room kept under max_payload for the batch's header (version, gateway id, counts).
+const BATCH_HEADER: usize = 64;
+
+/// A request that NATS would refuse (its batch over the server's max_payload, 1 MiB
+/// by default) is answered here at once with a clear error, instead of the client
+/// waiting for a reply that never comes. Encoded only when the rough weight says it
+/// may be near the limit.
+fn too_large(client: &Client, call: &WireCall) -> Option<Reply> {
+    let max = client.server_info().max_payload;
+    if max == 0 || weight(call) < max / 4 {
+        return None;
+    }
+    let msg = ToRouter::Batch {
+        gateway: 0,
+        calls: vec![call.clone()],
+    };
+    let size = codec::encode_to_router(&msg).len() + BATCH_HEADER;
+    (size > max).then(|| {
+        Reply::Unavailable(format!(
+            "the request is too large for the NATS link to the router: {size} bytes encoded, \
+             the NATS server's max_payload is {max} bytes; send it in smaller parts (fewer \
+             lines per POST) or raise max_payload in nats-server's configuration"
+        ))
+    })
 }
 
 /// Bytes a call adds to a batch, roughly.

@@ -27,6 +27,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use hub::Hub;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,9 @@ pub struct RouterRole {
     gateways: Gateways,
     /// What to publish, in order, once the current message is handled.
     out: Vec<(String, Bytes)>,
+    /// How many gateways are known, for [`RouterRole::stats_fn`] (read on the admin
+    /// listener's thread; the gateway table itself stays on the router's task).
+    known_count: Arc<AtomicUsize>,
 }
 
 impl RouterRole {
@@ -90,7 +94,15 @@ impl RouterRole {
             instance: rand::random(),
             gateways: Gateways::default(),
             out: Vec::new(),
+            known_count: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The router's `/stats` document for its own admin listener (`serve --role router
+    /// --admin`): the same counters as the `myriad.router.stats` request.
+    pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
+        let (hub, known) = (self.hub.clone(), self.known_count.clone());
+        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed)))
     }
 
     /// Serves until the NATS subscriptions end (the process is killed).
@@ -247,6 +259,8 @@ impl RouterRole {
                 bytes: 0,
             },
         );
+        self.known_count
+            .store(self.gateways.by_id.len(), Ordering::Relaxed);
         Some(slot as u16)
     }
 
@@ -393,12 +407,7 @@ impl RouterRole {
 
     /// The router's counters and the gateways it knows.
     fn stats(&self) -> serde_json::Value {
-        let mut doc = hub::stats_json(&self.hub.stats());
-        if let Some(doc) = doc.as_object_mut() {
-            doc.insert("router_pid".into(), std::process::id().into());
-            doc.insert("gateways".into(), self.gateways.by_id.len().into());
-        }
-        doc
+        stats_doc(&self.hub, self.gateways.by_id.len())
     }
 
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
@@ -411,7 +420,10 @@ impl RouterRole {
             .map(|(&id, _)| id)
             .collect();
         for id in silent {
-            if let Some(gw) = self.gateways.by_id.remove(&id) {
+            let removed = self.gateways.by_id.remove(&id);
+            self.known_count
+                .store(self.gateways.by_id.len(), Ordering::Relaxed);
+            if let Some(gw) = removed {
                 self.gateways.by_slot[usize::from(gw.slot)] = None;
                 let dropped = self.hub.logout_loops(loops_of(gw.slot), now);
                 tracing::warn!(
@@ -457,6 +469,16 @@ fn split_targets(loops: Vec<LoopTargets>, max: usize) -> Vec<Vec<LoopTargets>> {
 fn loops_of(slot: u16) -> std::ops::Range<u16> {
     let first = slot << LOOP_BITS;
     first..first + (1 << LOOP_BITS)
+}
+
+/// The hub's counters, this process's pid and the gateways known.
+fn stats_doc(hub: &Hub, gateways: usize) -> serde_json::Value {
+    let mut doc = hub::stats_json(&hub.stats());
+    if let Some(doc) = doc.as_object_mut() {
+        doc.insert("router_pid".into(), std::process::id().into());
+        doc.insert("gateways".into(), gateways.into());
+    }
+    doc
 }
 
 #[cfg(test)]

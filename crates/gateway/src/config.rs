@@ -275,6 +275,10 @@ pub struct GatewayArgs {
         default_value = "*"
     )]
     pub allowed_origins: Vec<String>,
+    /// Host names served (comma-separated; `*.domain` for its sub-domains): a request
+    /// naming another `Host` gets 421, one without `Host` 400. None: any host.
+    #[arg(long, env = "MYRIAD_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
     /// Seconds a SIGTERM drain spreads its reconnect notices over (stops accepting
     /// at once; exits 0 when every client is gone).
     #[arg(long, env = "MYRIAD_DRAIN", default_value_t = 5.0)]
@@ -369,6 +373,7 @@ impl GatewayArgs {
             jwt: keys.map(auth::JwtVerifier::new),
             api_keys: auth::ApiKeys::new(&self.api_keys).context("--api-key")?,
             origins: core::Origins::parse(&self.allowed_origins).map_err(anyhow::Error::msg)?,
+            hosts: core::Hosts::parse(&self.allowed_hosts).map_err(anyhow::Error::msg)?,
         })
     }
 }

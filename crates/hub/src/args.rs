@@ -8,12 +8,38 @@ pub struct HubArgs {
     /// Subscription store: `sqlite:PATH` (embedded, default), `postgres://…`, or `memory`.
     #[arg(long, env = "MYRIAD_STORE", default_value = "sqlite:myriad.db")]
     pub store: String,
+    /// What a SQLite commit survives: `normal` (a process kill) or `full` (also power
+    /// loss: an fsync per commit).
+    #[arg(long, env = "MYRIAD_STORE_SYNC", default_value = "normal")]
+    pub store_sync: store::SyncMode,
     /// Messages kept per user for SSE Last-Event-ID, long-poll `since` and resume.
     #[arg(long, env = "MYRIAD_HISTORY", default_value_t = 64)]
     pub history: usize,
     /// Seconds a user's history is kept after their last connection closed.
     #[arg(long, env = "MYRIAD_HISTORY_TTL", default_value_t = 60.0)]
     pub history_ttl: f64,
+    /// Where history lives: `memory` (lost with the process: clients are told of the
+    /// gap by a new epoch) or `store` (also written to the `sqlite:` store before
+    /// a publish is answered; a restart keeps it and its epochs).
+    #[arg(long, env = "MYRIAD_HISTORY_STORE", default_value = "memory")]
+    pub history_store: HistoryStore,
+}
+
+/// `--history-store`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistoryStore {
+    Memory,
+    Store,
+}
+
+impl HistoryStore {
+    /// For the start line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            HistoryStore::Memory => "memory",
+            HistoryStore::Store => "store (durable)",
+        }
+    }
 }
 
 impl HubArgs {
@@ -21,7 +47,14 @@ impl HubArgs {
         router::RouterConfig {
             history: self.history,
             history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
+            journal: self.history_store == HistoryStore::Store,
             ..Default::default()
+        }
+    }
+
+    pub fn store_options(&self) -> store::StoreOptions {
+        store::StoreOptions {
+            sync: self.store_sync,
         }
     }
 }

@@ -15,8 +15,10 @@
 //! - this file: [`Hub`], requests in, replies and delivery batches out.
 //! - [`local`]: [`LocalBus`], the in-process [`bus::Bus`].
 //! - [`args`]: the router-side flags of `myriad serve` (store, history).
+//! - [`durable`]: `--history-store store`, the history rings' copy in the store.
 
 pub mod args;
+pub mod durable;
 pub mod local;
 
 pub use args::HubArgs;
@@ -30,11 +32,17 @@ use router::{Message, Router, RouterConfig, RouterStats};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use store::history::HistoryLog;
 use store::Store;
 
 pub struct Hub {
     store: Mutex<Box<dyn Store>>,
     router: Mutex<Router>,
+    /// The durable copy of history (`--history-store store`), written under the
+    /// router lock (lock order store → router → history) before deliveries leave.
+    history: Option<Mutex<Box<dyn HistoryLog>>>,
+    /// Messages kept per user (`--history`): the durable copy's row bound.
+    keep: usize,
     /// Most connections seen by a tick since the last compaction (see [`Hub::tick`]).
     peak: AtomicU64,
 }
@@ -44,14 +52,42 @@ impl Hub {
         Hub {
             store: Mutex::new(store),
             router: Mutex::new(router),
+            history: None,
+            keep: 0,
             peak: AtomicU64::new(0),
         }
+    }
+
+    /// Opens the hub `serve` flags describe: the store (with `--store-sync`), the
+    /// index and, with `--history-store store`, the durable history read back into
+    /// the router (epochs and numbers kept).
+    pub fn open_args(args: &HubArgs) -> anyhow::Result<Hub> {
+        let config = args.router_config();
+        let durable = config.journal;
+        let store = store::open_with(&args.store, &args.store_options())
+            .with_context(|| format!("cannot open store {}", args.store))?;
+        let mut hub = Hub::with_store(store, &args.store, config)?;
+        if durable {
+            let log = store::history::open_history(&args.store, &args.store_options())
+                .with_context(|| format!("cannot open durable history in {}", args.store))?;
+            hub.keep = args.history;
+            hub.history = Some(Mutex::new(durable::restore(&hub.router, log)?));
+        }
+        Ok(hub)
     }
 
     /// Opens the store named by `url` and builds the router's index from every
     /// stored subscription.
     pub fn open(url: &str, config: RouterConfig) -> anyhow::Result<Hub> {
-        let mut store = store::open(url).with_context(|| format!("cannot open store {url}"))?;
+        let store = store::open(url).with_context(|| format!("cannot open store {url}"))?;
+        Hub::with_store(store, url, config)
+    }
+
+    fn with_store(
+        mut store: Box<dyn Store>,
+        url: &str,
+        config: RouterConfig,
+    ) -> anyhow::Result<Hub> {
         let started = Instant::now();
         // Sized up front: no array regrowth while 30 M edges stream in.
         let mut builder = router::IndexBuilder::with_capacity(store.edge_count()? as usize);
@@ -171,6 +207,9 @@ impl Hub {
             });
         });
         let counts = cursor.counts();
+        // Durable before anyone sees it: a client never holds a number that a
+        // restart would not know (it would be told of a gap that is not one).
+        self.write_history(&mut router);
         for (loop_id, targets) in per_loop.into_iter().enumerate() {
             if !targets.is_empty() {
                 let batch = Delivery {
@@ -212,6 +251,20 @@ impl Hub {
         }
     }
 
+    /// Writes the router's history changes to the durable copy, if there is one.
+    /// A failed write is logged and the publish goes on: the message is still in
+    /// memory, and a restart would report the gap through the epoch check.
+    fn write_history(&self, router: &mut Router) {
+        if let Some(log) = &self.history {
+            let journal = router.take_journal();
+            if !journal.is_empty() {
+                if let Err(e) = durable::write(&mut **log.lock(), &journal, self.keep) {
+                    tracing::error!(error = %e, "durable history write failed");
+                }
+            }
+        }
+    }
+
     /// Logs out every connection on the loops `loops` (a gateway process that went
     /// away: the router numbers each gateway's loops in a range); returns how many.
     pub fn logout_loops(&self, loops: std::ops::Range<u16>, now: Instant) -> u64 {
@@ -235,6 +288,7 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
+        self.write_history(&mut router);
         let connections = router.stats().connections;
         let peak = self
             .peak

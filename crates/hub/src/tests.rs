@@ -153,3 +153,48 @@ fn lists_and_removals_are_exact() {
     let (reply, _) = call(&hub, conn(0, 0), Request::Stats);
     assert!(matches!(reply, Reply::Stats(s) if s["subscription_edges"] == 1));
 }
+
+#[test]
+fn durable_history_is_read_back_with_its_epoch_and_numbers() {
+    let path = std::env::temp_dir().join(format!("myriad-hub-durable-{}.db", std::process::id()));
+    let args = HubArgs {
+        store: format!("sqlite:{}", path.display()),
+        store_sync: Default::default(),
+        history: 3,
+        history_ttl: 60.0,
+        history_store: args::HistoryStore::Store,
+    };
+    let (epoch, last) = {
+        let hub = Hub::open_args(&args).unwrap();
+        let login = Request::Login {
+            user: 5,
+            since: None,
+            epoch: None,
+        };
+        call(&hub, conn(0, 1), login);
+        for text in ["a", "b", "c", "d"] {
+            call(&hub, conn(0, 1), publish(5, text));
+        }
+        let position = hub.router.lock().position(5);
+        position
+    };
+    assert_eq!(last, 4);
+    // A new process on the same file: the ring is back, same epoch, same numbers.
+    let hub = Hub::open_args(&args).unwrap();
+    let read = hub.router.lock().history_read(5, epoch, 1);
+    assert_eq!(read.epoch, epoch);
+    assert!(
+        !read.gap,
+        "the newest 3 of 4 are kept: nothing after 1 is lost"
+    );
+    let got: Vec<(u64, &[u8])> = read
+        .messages
+        .iter()
+        .map(|(seq, m)| (*seq, &m.payload[..]))
+        .collect();
+    assert_eq!(got, vec![(2, &b"b"[..]), (3, b"c"), (4, b"d")]);
+    drop(hub);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}

@@ -72,7 +72,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             (server, Some(link.url().to_string()))
         }
         _ => {
-            let hub = Arc::new(Hub::open(&args.hub.store, args.hub.router_config())?);
+            let hub = Arc::new(Hub::open_args(&args.hub)?);
             Hub::start_ticking(&hub)?;
             let stats_hub = hub.clone();
             let server = Server::start(
@@ -115,6 +115,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         subscriptions = %config.access.describe_subscriptions(),
         api = %config.access.describe_api(),
         origins = %config.access.describe_origins(),
+        hosts = %config.access.describe_hosts(),
+        history = %args.hub.history_store.describe(),
         "myriad serving: GET /sub/<id> (stream, SSE, WebSocket), /poll/<id>, POST /pub/<id>"
     );
     server.wait_or_drain(&term, config.drain)
@@ -123,17 +125,28 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// `--role router`: the hub (store, index, presence, history) answering gateways
 /// and back-ends over NATS; no client listener.
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
-    let hub = Arc::new(Hub::open(&args.hub.store, args.hub.router_config())?);
+    let hub = Arc::new(Hub::open_args(&args.hub)?);
     Hub::start_ticking(&hub)?;
     let link = cluster::Link::connect(
         &args.cluster.nats,
         "myriad router",
         |event| tracing::info!(%event, "NATS"),
     )?;
+    let role = RouterRole::new(hub);
+    // `--admin` / `--csv`: the router's own /stats (its counters under `extra`), /metrics.
+    let monitor = observe::monitor::Monitor::start(
+        observe::metrics::ProcessMetrics::new(0),
+        observe::monitor::MonitorOptions {
+            csv: args.csv.clone(),
+            admin: args.admin,
+            extra: role.stats_fn(),
+        },
+    )?;
     tracing::info!(
         nats = %link.url,
         store = %args.hub.store,
+        admin = %monitor.admin_addr().map_or_else(|| "off".to_string(), |a| a.to_string()),
         "myriad router serving: gateways on myriad.router, back-end publishes on myriad.pub.<subject>"
     );
-    RouterRole::new(hub).run(&link)
+    role.run(&link)
 }

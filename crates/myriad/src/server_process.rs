@@ -52,7 +52,13 @@ impl ServerProcess {
     /// on stderr once it listens. The server dies with the calling thread: a bench
     /// that ends before its handles drop (or is killed) leaves no server behind, and
     /// none keeps the benchmark lock (`flock`'s descriptor is inherited) held.
-    pub fn start_command(mut cmd: Command) -> anyhow::Result<ServerProcess> {
+    pub fn start_command(cmd: Command) -> anyhow::Result<ServerProcess> {
+        Self::start_command_at(cmd, "")
+    }
+
+    /// The same, taking the addresses from the first line that also contains `marker`
+    /// (a supervisor's own start line, not the children's it forwards).
+    pub fn start_command_at(mut cmd: Command, marker: &str) -> anyhow::Result<ServerProcess> {
         use std::os::unix::process::CommandExt;
         // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
         // allocates or locks runs between fork and exec.
@@ -72,6 +78,9 @@ impl ServerProcess {
             let Some(Ok(line)) = lines.next() else {
                 bail!("the server exited before listening: {:?}", child.wait());
             };
+            if !line.contains(marker) {
+                continue;
+            }
             if let Some((addr, admin)) = addresses(&line)? {
                 let workers = field(&line, "workers=")
                     .map(|w| w.split(',').filter_map(|p| p.parse().ok()).collect())
@@ -201,7 +210,7 @@ impl Drop for ServerProcess {
 }
 
 /// `myriad serve ARGS` from this executable, logging plain text at info.
-fn serve_command(args: &[String]) -> Command {
+pub(crate) fn serve_command(args: &[String]) -> Command {
     // current_exe fails only when /proc/self/exe is unreadable; then PATH's myriad will do.
     let exe = std::env::current_exe().unwrap_or_else(|_| "myriad".into());
     let mut cmd = Command::new(exe);

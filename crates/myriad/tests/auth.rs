@@ -290,6 +290,48 @@ fn origins_gate_subscriptions_websockets_and_the_api() {
     assert_eq!(open.publish(2, "still serving")["connections"], 0);
 }
 
+#[test]
+fn allowed_hosts_refuse_other_host_names_with_421() {
+    // `test`: the harness's own requests (publish) name it.
+    let server = Server::start(&[
+        "--allowed-hosts",
+        "push.example,*.cdn.example,127.0.0.1,test",
+    ]);
+    let post = "Content-Length: 1\r\n\r\nx";
+    for (line, host, extra, want) in [
+        ("GET /sse/1 HTTP/1.1", Some("push.example:8000"), "", 200),
+        ("GET /sse/1 HTTP/1.1", Some("a.cdn.example"), "", 200),
+        ("GET /sub/1 HTTP/1.1", Some("127.0.0.1:9"), "", 200),
+        // A rebinding name pointing at us: refused before anything happens.
+        ("GET /sse/1 HTTP/1.1", Some("evil.example"), "", 421),
+        ("GET /poll/1?since=0 HTTP/1.1", Some("cdn.example"), "", 421),
+        ("POST /pub/1 HTTP/1.1", Some("evil.example"), post, 421),
+        ("POST /pub/1 HTTP/1.1", Some("push.example"), post, 200),
+        ("GET /sse/1 HTTP/1.1", None, "", 400),
+        // Load balancers probe by address.
+        ("GET /healthz HTTP/1.1", Some("10.0.0.1"), "", 200),
+    ] {
+        let host_line = host.map_or(String::new(), |h| format!("Host: {h}\r\n"));
+        let end = if extra.is_empty() { "\r\n" } else { "" };
+        let head = head_of(&server, &format!("{line}\r\n{host_line}{extra}{end}"));
+        assert_eq!(status(&head), want, "{line} Host {host:?}: {head}");
+        if want == 421 {
+            assert!(head.contains("421 Misdirected Request"), "{head}");
+        }
+    }
+    // Absolute-form targets name the host too (RFC 9112: it wins over Host).
+    let head = head_of(
+        &server,
+        "GET http://evil.example/sse/1 HTTP/1.1\r\nHost: push.example\r\n\r\n",
+    );
+    assert_eq!(status(&head), 421, "{head}");
+    assert_eq!(server.publish(2, "still serving")["connections"], 0);
+    // No list (the default): any host.
+    let open = Server::start(&[]);
+    let head = head_of(&open, "GET /sse/1 HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+    assert_eq!(status(&head), 200, "{head}");
+}
+
 /// A masked client text frame (mask key 0: payload unchanged), payload < 126 bytes.
 fn client_text(text: &str) -> Vec<u8> {
     let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];

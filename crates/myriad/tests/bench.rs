@@ -284,3 +284,153 @@ fn churn_and_c100k_at_a_tiny_scale() {
     assert!(held[0].starts_with("1,000 of 1,000"), "{held:?}");
     assert!(r.contains("2 servers"), "{r}");
 }
+
+/// `bench c1m` at a tiny scale: one supervised server (router, gateways, its own
+/// nats-server) holds every connection of three transports, every graph and unicast
+/// delivery the server reported arrives, and no process it started is left.
+#[test]
+fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["bench", "c1m", "--connections", "3000", "--hold", "1"])
+        .args(["--duration", "2", "--no-tune", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("run myriad bench c1m");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "bench c1m failed:\n{stderr}");
+    let r = std::fs::read_to_string(out.path().join("c1m/report.md")).expect("report.md");
+    common_parts(&r);
+    let held = row(&r, "concurrent connections held by one myriad");
+    assert!(
+        held[0].starts_with("3,000 of 3,000 (server counts 3,000;"),
+        "{held:?}"
+    );
+    for what in ["graph publishes", "unicast publishes"] {
+        let d = row(&r, &format!("{what}: deliveries received / reported"));
+        let (got, want) = d[0].split_once(" / ").expect("received / reported");
+        assert_eq!(first_number(got), first_number(want), "{what}: {d:?}");
+        assert!(first_number(got) > 0.0, "{what}: {d:?}");
+        assert_eq!(d[2], "yes", "{what}: {d:?}");
+    }
+    // Unicast goes to inbox subjects that only their user follows: one delivery each.
+    let u = row(&r, "unicast publishes: deliveries received / reported");
+    let published = u[0].split_once('(').expect("(N published").1;
+    assert_eq!(
+        first_number(u[0].split_once(" / ").unwrap().1),
+        first_number(published),
+        "{u:?}"
+    );
+    assert_eq!(row(&r, "processes left after the stop")[2], "yes", "{r}");
+    // The bench names every process it saw; none may run now.
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bench c1m: processes started: "))
+        .expect("the list of processes");
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // Supervisor, router, two gateways (auto: one for 3,000 plus a spare), nats-server.
+    assert!(pids.len() >= 5, "{line}");
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            stat.is_empty() || stat.contains(") Z"),
+            "pid {pid} still runs: {stat}"
+        );
+    }
+    for png in ["connections.png", "latency.png", "memory.png"] {
+        assert!(out.path().join("c1m").join(png).is_file(), "{png} missing");
+    }
+}
+
+#[test]
+fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "abuse",
+        &["--connections", "200", "--latency-secs", "3"],
+    );
+    common_parts(&r);
+    let connected = row(&r, "honest subscribers connected");
+    assert!(connected[0].starts_with("200 of 200"), "{connected:?}");
+    for phase in ["clean", "under abuse", "clean again"] {
+        let got = row(
+            &r,
+            &format!("honest deliveries received / expected ({phase})"),
+        );
+        assert_eq!(got[2], "yes", "{phase}: {got:?}");
+        assert!(first_number(got[0]) > 0.0, "{phase}: {got:?}");
+        let rss = row(&r, &format!("server RSS peak ({phase})"));
+        assert!(rss[0].contains("MB") || rss[0].contains("KB"), "{rss:?}");
+    }
+    let rounds = row(&r, "hostile rounds run (each case)")[0];
+    for case in [
+        "SlowReaders",
+        "PipelinedPolls",
+        "PingFlood",
+        "OversizedBodies",
+        "MalformedHeads",
+        "BadTokens",
+        "HalfHandshakes",
+        "AbruptDisconnects",
+    ] {
+        let n = rounds
+            .split(", ")
+            .find_map(|c| c.strip_prefix(&format!("{case} ")))
+            .unwrap_or_else(|| panic!("{case} missing: {rounds}"));
+        assert!(first_number(n) >= 1.0, "{case} ran no round: {rounds}");
+    }
+    let end = row(&r, "honest subscribers still connected at the end");
+    assert_eq!(end[2], "yes", "{end:?}");
+}
+
+/// The soak of issue 10 in two minutes: churn with publishing, RSS and open fds
+/// per 20-s interval. Bounds are in bytes and descriptors, not in time.
+#[test]
+fn churn_soak_two_minutes_keeps_memory_and_descriptors_bounded() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "churn",
+        &[
+            "--connections",
+            "1000",
+            "--duration",
+            "120",
+            "--churn-rate",
+            "1000",
+            "--churn-publish-rate",
+            "200",
+            "--sample-every",
+            "20",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
+    let published = row(&r, "publishes during churn: answered / errors");
+    assert_eq!(published[2], "yes", "{published:?}");
+    assert!(r.contains("Soak: every 20 s"), "{r}");
+    let csv = std::fs::read_to_string(out.path().join("churn/soak.csv")).unwrap();
+    let rows: Vec<Vec<u64>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert!(rows.len() >= 5, "an interval per 20 s: {csv}");
+    // After the warm-up interval: growth bounded in bytes and descriptors.
+    let (second, last) = (&rows[1], rows.last().unwrap());
+    assert!(
+        last[1] < second[1] + 16_000_000,
+        "RSS grew by more than 16 MB: {csv}"
+    );
+    assert!(
+        last[2] < second[2] + 1_000,
+        "open fds grew by more than the churning connections: {csv}"
+    );
+}

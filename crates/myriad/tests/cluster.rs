@@ -31,8 +31,14 @@ impl Nats {
     }
 
     fn start_on(port: u16) -> Nats {
+        Nats::start_with(port, &[])
+    }
+
+    /// With further nats-server flags (e.g. `-c FILE`).
+    fn start_with(port: u16, extra: &[&str]) -> Nats {
         let child = Command::new("nats-server")
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -71,9 +77,15 @@ struct Router {
 
 impl Router {
     fn start(nats: &Nats, store: &str) -> Router {
+        Router::start_with(nats, store, &[]).0
+    }
+
+    /// The router with `extra` flags, and its start line.
+    fn start_with(nats: &Nats, store: &str, extra: &[&str]) -> (Router, String) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
             .args(["serve", "--role", "router", "--nats", &nats.url])
             .args(["--store", store])
+            .args(extra)
             .env("MYRIAD_LOG", "info")
             .env("MYRIAD_LOG_FORMAT", "text")
             .env("NO_COLOR", "1")
@@ -82,15 +94,15 @@ impl Router {
             .spawn()
             .expect("spawn myriad");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        loop {
+        let start = loop {
             match lines.next() {
-                Some(Ok(line)) if line.contains("myriad router serving") => break,
+                Some(Ok(line)) if line.contains("myriad router serving") => break line,
                 Some(Ok(_)) => {}
                 _ => panic!("the router exited before serving: {:?}", child.wait()),
             }
-        }
+        };
         std::thread::spawn(move || for _ in lines {});
-        Router { child }
+        (Router { child }, start)
     }
 
     fn kill(mut self) {
@@ -417,4 +429,86 @@ fn msggen_publishes_through_nats() {
     assert_eq!(summary["errors"], 0, "{summary}");
     assert_eq!(summary["deliveries"], sent, "{summary}");
     read_until(&mut s, &mut Vec::new(), "ts=");
+}
+
+/// `GET path` on `addr`; returns the body.
+fn get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let (status, body) = parse_response(&out);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
+#[test]
+fn the_router_serves_its_own_stats_and_metrics() {
+    let nats = Nats::start();
+    let (router, line) = Router::start_with(&nats, "memory", &["--admin", "127.0.0.1:0"]);
+    let admin = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("admin="))
+        .unwrap_or_else(|| panic!("no admin= in {line:?}"))
+        .to_string();
+    let gw = gateway(&nats);
+    let (_held, _) = subscribe_stream(&gw, 5);
+    wait_router_connections(&gw, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stats = loop {
+        let stats: serde_json::Value = serde_json::from_str(&get(&admin, "/stats")).unwrap();
+        if stats["extra"]["gateways"] == 1 || Instant::now() > deadline {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let extra = &stats["extra"];
+    assert_eq!(extra["gateways"], 1, "{stats}");
+    assert_eq!(extra["router_pid"], router.child.id(), "{stats}");
+    assert_eq!(extra["connections_logged_in"], 1, "{stats}");
+    assert_eq!(stats["sample"]["pid"], router.child.id(), "{stats}");
+    let metrics = get(&admin, "/metrics");
+    assert!(
+        metrics.contains(&format!("pid=\"{}\"", router.child.id())),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_request_over_the_nats_max_payload_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(&conf, "max_payload: 65536\n").unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nats = Nats::start_with(port, &["-c", conf.to_str().unwrap()]);
+    let _router = Router::start(&nats, "memory");
+    let gw = gateway(&nats);
+    // 40,000 edges encode to ~160 KB: over the 64 KiB max_payload.
+    let big: String = (1..=40_000u64).map(|a| format!("{a} 7\n")).collect();
+    let (status, body) = gw.request("POST", "/subscriptions", big.as_bytes());
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("max_payload is 65536 bytes"), "{body}");
+    // The same edges in parts under the limit all arrive.
+    let lines: Vec<&str> = big.lines().collect();
+    let mut added = 0;
+    for part in lines.chunks(5_000) {
+        let (status, body) = gw.request("POST", "/subscriptions", part.join("\n").as_bytes());
+        assert_eq!(status, 200, "{body}");
+        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+        added += reply["added"].as_u64().unwrap();
+    }
+    assert_eq!(added, 40_000);
+    // The link still works for everything else.
+    let (_held, _) = subscribe_stream(&gw, 7);
+    wait_router_connections(&gw, 1);
+    assert_eq!(gw.publish(7, "x")["connections"], 1);
 }

@@ -1,6 +1,7 @@
 //! Resume on every transport (SPEC B6) over real sockets: inside the history window
 //! nothing is lost; after a `kill -9` (in-memory history gone) every client is told
-//! of the gap through the new epoch — never a silent loss.
+//! of the gap through the new epoch — never a silent loss; with `--history-store
+//! store` the history survives the kill and nothing is lost.
 
 mod common;
 
@@ -198,16 +199,30 @@ fn contiguous(what: &str, got: &[String]) -> usize {
     got.len()
 }
 
-#[test]
-fn kill_9_mid_publish_every_client_resumes_or_is_told_of_the_gap() {
-    let mut first = Server::start(&[]);
+/// What the clients of user 50 had when the server was killed under a publisher.
+struct BeforeKill {
+    /// Publishes answered 200.
+    published: u64,
+    sse_got: Vec<String>,
+    /// The SSE client's last `id:` (`<epoch>-<seq>`).
+    sse_last: String,
+    ws_got: Vec<String>,
+    poll_got: Vec<String>,
+    /// The long-poll client's next `since`.
+    poll_since: String,
+}
+
+/// Connects an SSE, a WebSocket (`?since=0`) and a long-poll client of user 50 to
+/// `first`, publishes `m1, m2, …` as fast as it can, kills the server with SIGKILL
+/// once the SSE client has 200 messages, and collects what every client got.
+fn publish_and_kill_9(first: &mut Server) -> BeforeKill {
     let addr = first.addr;
     let mut sse = first.connect();
     sse.write_all(b"GET /sse/50 HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     let mut sse_buf = Vec::new();
     read_until(&mut sse, &mut sse_buf, "retry:");
-    let mut ws = Ws::open(&first, "/ws/50?since=0");
+    let mut ws = Ws::open(first, "/ws/50?since=0");
     assert_eq!(ws.text(), r#"{"position":"0","gap":false}"#);
     // The long-poll client: polls from its last position until the server is gone.
     let poller = std::thread::spawn(move || {
@@ -223,10 +238,10 @@ fn kill_9_mid_publish_every_client_resumes_or_is_told_of_the_gap() {
         (got, since)
     });
     first.wait_stats("three clients", |s| s["connections_logged_in"] == 3);
-    // The publisher: as fast as it can, until the server dies under it.
+    // The publisher: as fast as it can, until the server dies under it (bounded).
     let publisher = std::thread::spawn(move || {
         let mut published = 0u64;
-        for i in 1..=100_000u64 {
+        for i in 1..=PUBLISH_AT_MOST {
             let Ok(mut s) = TcpStream::connect(addr) else {
                 break;
             };
@@ -250,6 +265,7 @@ fn kill_9_mid_publish_every_client_resumes_or_is_told_of_the_gap() {
     first.child.kill().unwrap(); // SIGKILL, mid-publish
     first.child.wait().unwrap();
     let published = publisher.join().unwrap();
+    assert!(published < PUBLISH_AT_MOST, "the kill came mid-publish");
     sse_buf.extend(read_all(&mut sse));
     let text = String::from_utf8_lossy(&sse_buf).to_string();
     let sse_got: Vec<String> = text
@@ -267,6 +283,30 @@ fn kill_9_mid_publish_every_client_resumes_or_is_told_of_the_gap() {
     assert!(before_kill.len() >= 200);
     let ws_got: Vec<String> = ws.texts_until_eof();
     let (poll_got, poll_since) = poller.join().unwrap();
+    BeforeKill {
+        published,
+        sse_got,
+        sse_last,
+        ws_got,
+        poll_got,
+        poll_since,
+    }
+}
+
+/// Bound on the publisher of [`publish_and_kill_9`] (the kill comes long before).
+const PUBLISH_AT_MOST: u64 = 20_000;
+
+#[test]
+fn kill_9_mid_publish_every_client_resumes_or_is_told_of_the_gap() {
+    let mut first = Server::start(&[]);
+    let BeforeKill {
+        published,
+        sse_got,
+        sse_last,
+        ws_got,
+        poll_got,
+        poll_since,
+    } = publish_and_kill_9(&mut first);
     let n_sse = contiguous("sse", &sse_got);
     let n_ws = contiguous("ws", &ws_got);
     let n_poll = contiguous("poll", &poll_got);
@@ -303,5 +343,127 @@ fn kill_9_mid_publish_every_client_resumes_or_is_told_of_the_gap() {
         "kill -9 resume: published {published} before the kill; delivered before it: \
          sse {n_sse}, ws {n_ws}, poll {n_poll}; after the restart every client got the gap \
          (new epoch) and all 10 new messages"
+    );
+}
+
+/// Reads SSE events from `s` until one carries `data: {last}`; returns `(id, data)`
+/// of every event with an id, and whether an `event: gap` came.
+fn sse_until(s: &mut TcpStream, buf: &mut Vec<u8>, last: &str) -> (Vec<(String, String)>, bool) {
+    read_until(s, buf, &format!("data: {last}\n\n"));
+    let text = String::from_utf8_lossy(buf).to_string();
+    let events = text
+        .split("\n\n")
+        .filter_map(|e| {
+            let id = e.lines().find_map(|l| l.strip_prefix("id: "))?;
+            let data = e.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((id.to_string(), data.to_string()))
+        })
+        .collect();
+    (events, text.contains("event: gap"))
+}
+
+/// `before` then `after` must be `m1 … mP` then `n1 … n10` with `P ≥ published`:
+/// every answered publish, none twice, none skipped. Returns P.
+fn nothing_lost(what: &str, before: &[String], after: &[String], published: u64) -> u64 {
+    let all: Vec<&String> = before.iter().chain(after).collect();
+    let p = all.iter().filter(|m| m.starts_with('m')).count();
+    for (i, m) in all.iter().enumerate() {
+        let want = if i < p {
+            format!("m{}", i + 1)
+        } else {
+            format!("n{}", i - p + 1)
+        };
+        assert_eq!(**m, want, "{what}: message {} of {all:?}", i + 1);
+    }
+    assert_eq!(all.len(), p + 10, "{what}: the 10 new messages");
+    assert!(
+        p as u64 >= published,
+        "{what}: {p} messages, {published} publishes answered 200"
+    );
+    p as u64
+}
+
+#[test]
+fn kill_9_with_durable_history_every_client_resumes_with_nothing_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("myriad.db").display());
+    // A window larger than anything published before the kill.
+    let flags = [
+        "--store",
+        store.as_str(),
+        "--history-store",
+        "store",
+        "--history",
+        "30000",
+    ];
+    let mut first = Server::start(&flags);
+    let before = publish_and_kill_9(&mut first);
+    contiguous("sse", &before.sse_got);
+    contiguous("ws", &before.ws_got);
+    contiguous("poll", &before.poll_got);
+    let epoch = before.sse_last.split('-').next().unwrap().to_string();
+
+    // The whole server restarts on the same store: history and its epoch survive.
+    let second = Server::start(&flags);
+    let mut sse = second.connect();
+    write!(
+        sse,
+        "GET /sse/50 HTTP/1.1\r\nHost: t\r\nLast-Event-ID: {}\r\n\r\n",
+        before.sse_last
+    )
+    .unwrap();
+    let mut sse_buf = Vec::new();
+    read_until(&mut sse, &mut sse_buf, "retry:");
+    let n_ws = before.ws_got.len();
+    let mut ws = Ws::open(&second, &format!("/ws/50?since={n_ws}"));
+    let position: serde_json::Value = serde_json::from_str(&ws.text()).unwrap();
+    assert_eq!(position["gap"], false, "ws resumed: {position}");
+    second.wait_stats("sse and ws back", |s| s["connections_logged_in"] == 2);
+    for i in 1..=10 {
+        second.publish(50, &format!("n{i}"));
+    }
+
+    let (events, gap) = sse_until(&mut sse, &mut sse_buf, "n10");
+    assert!(!gap, "no gap for SSE");
+    assert!(
+        events
+            .iter()
+            .all(|(id, _)| id.starts_with(&format!("{epoch}-"))),
+        "the epoch stayed {epoch}: {events:?}"
+    );
+    let sse_after: Vec<String> = events.into_iter().map(|e| e.1).collect();
+    let p = nothing_lost("sse", &before.sse_got, &sse_after, before.published);
+
+    let mut ws_after = Vec::new();
+    while ws_after.last().is_none_or(|m: &String| m != "n10") {
+        ws_after.push(ws.text());
+    }
+    assert_eq!(
+        nothing_lost("ws", &before.ws_got, &ws_after, before.published),
+        p
+    );
+
+    let (mut since, mut poll_after) = (before.poll_since.clone(), Vec::new());
+    assert!(since.starts_with(&format!("{epoch}-")), "{since}");
+    while poll_after.last().is_none_or(|m: &String| m != "n10") {
+        let answer = poll(&second, 50, &since);
+        assert_eq!(answer["gap"], false, "poll resumed: {answer}");
+        for m in answer["messages"].as_array().unwrap() {
+            poll_after.push(m["data"].as_str().unwrap().to_string());
+        }
+        since = answer["since"].as_str().unwrap().to_string();
+    }
+    assert_eq!(
+        nothing_lost("poll", &before.poll_got, &poll_after, before.published),
+        p
+    );
+    eprintln!(
+        "kill -9 with durable history: {} publishes answered before the kill, {p} stored; \
+         before it sse {}, ws {}, poll {}; after the restart every client got the rest and \
+         the 10 new messages in epoch {epoch}, no gap",
+        before.published,
+        before.sse_got.len(),
+        n_ws,
+        before.poll_got.len()
     );
 }

@@ -204,3 +204,68 @@ fn supervised_gateways_share_the_port_restart_and_stop() {
         assert!(!alive(pid), "child {pid} outlived the supervisor");
     }
 }
+
+/// `--tls self-signed` under a supervisor: ONE certificate, made by the supervisor and
+/// given to every gateway, so a client trusting it reaches whichever gateway
+/// SO_REUSEPORT picks (before, each gateway made its own).
+#[test]
+fn a_supervised_self_signed_server_has_one_certificate_for_every_gateway() {
+    let nats = format!("nats://127.0.0.1:{}", free_port());
+    let server = Server::start_marked(
+        &[
+            "serve",
+            "--processes",
+            "2",
+            "--loops",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--admin",
+            "127.0.0.1:0",
+            "--nats",
+            &nats,
+            "--tls",
+            "self-signed",
+        ],
+        "supervisor serving",
+    );
+    let cert = std::env::temp_dir()
+        .join(format!("myriad-tls-{}", server.pid()))
+        .join("cert.pem");
+    assert!(cert.is_file(), "no {}", cert.display());
+    let url = format!("https://127.0.0.1:{}/pub/5", server.addr.port());
+    // 16 fresh connections: SO_REUSEPORT sends some to each gateway ((1/2)^15 not).
+    for i in 0..16 {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "10",
+            ])
+            .arg("--cacert")
+            .arg(&cert)
+            .args(["-X", "POST", "-d", "x", &url])
+            .output()
+            .expect("curl must be installed (apt-get install -y curl)");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "200",
+            "request {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let served: Vec<u64> = table(&server)["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"].as_str().unwrap().starts_with("gateway"))
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(served.len(), 2, "two gateways");
+}

@@ -30,6 +30,23 @@ pub fn charge(msg: &Message) -> usize {
     msg.payload.len() + ENTRY_OVERHEAD
 }
 
+/// A change to history that a durable copy (`--history-store`) must follow, in
+/// the order the router made it. Collected only when `RouterConfig::journal` is
+/// set; the router never reads it back.
+#[derive(Clone, Debug)]
+pub enum Journal {
+    /// `user`'s ring kept `msg` as number `seq` of `epoch` (`seq == 1`: a new
+    /// ring, whatever was kept before it is gone).
+    Kept {
+        user: crate::UserId,
+        epoch: u32,
+        seq: u64,
+        msg: Arc<Message>,
+    },
+    /// `user`'s history is gone (ttl expiry, or a message too big left a hole).
+    Forgot(crate::UserId),
+}
+
 /// Recent messages of one user plus their sequence counter.
 #[derive(Debug)]
 pub struct Ring {
@@ -62,8 +79,15 @@ pub struct Pushed {
 
 impl Ring {
     pub fn new(epoch: u32) -> Ring {
+        Ring::resume(epoch, 0)
+    }
+
+    /// A ring of `epoch` whose next message gets `seq + 1`: a durable history
+    /// read back at start continues its numbers (the caller pushes what was kept
+    /// after setting `seq` to the first kept message's number minus one).
+    pub fn resume(epoch: u32, seq: u64) -> Ring {
         Ring {
-            seq: 0,
+            seq,
             offline_since: None,
             buf: VecDeque::new(),
             epoch,
@@ -225,6 +249,16 @@ mod tests {
         assert!(gap);
         assert_eq!(seqs(&m), vec![1, 2, 3]);
         assert_eq!(r.epoch(), 7);
+    }
+
+    #[test]
+    fn a_resumed_ring_continues_its_numbers() {
+        let mut r = Ring::resume(9, 41);
+        assert_eq!(r.push(&msg(42), 8, BIG).seq, 42);
+        let (m, gap) = r.read(Some(9), 41);
+        assert_eq!((seqs(&m), gap), (vec![42], false));
+        let (m, gap) = r.read(Some(9), 40);
+        assert_eq!((seqs(&m), gap), (vec![42], true), "41 was not restored");
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct RouterConfig {
     /// Seeds the epochs of history rings. Give each router start a different seed
     /// (the default is random per process) so a restarted server is detectable.
     pub epoch_seed: u64,
+    /// Collect every history change as a [`history::Journal`] for a durable copy
+    /// (`--history-store`); off, the router keeps nothing extra.
+    pub journal: bool,
 }
 
 impl Default for RouterConfig {
@@ -96,6 +99,7 @@ impl Default for RouterConfig {
             history_bytes: DEFAULT_HISTORY_BYTES,
             history_total_bytes: DEFAULT_HISTORY_TOTAL_BYTES,
             epoch_seed: random_seed(),
+            journal: false,
         }
     }
 }

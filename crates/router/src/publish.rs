@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 
 use crate::budget::HistoryTotals;
 use crate::hash::IdMap;
-use crate::history::Ring;
+use crate::history::{Journal, Ring};
 use crate::presence::{Overflow, UserState};
 use crate::router::Router;
 use crate::{ConnRef, Delivery, Message, PublishCounts, UserId};
@@ -213,6 +213,8 @@ pub(crate) struct Fanout<'a> {
     /// The router's expiry queue: offline users, longest offline first.
     pub offline: &'a mut VecDeque<(Instant, UserId)>,
     pub epochs: &'a mut Epochs,
+    /// Where kept messages are recorded for a durable copy (`None`: not wanted).
+    pub journal: Option<&'a mut Vec<Journal>>,
     pub msg: &'a Arc<Message>,
     pub capacity: usize,
     pub max_bytes: usize,
@@ -266,6 +268,18 @@ impl Fanout<'_> {
         self.totals.record(&pushed);
         if pushed.stored {
             self.totals.trim(ring);
+        }
+        if let Some(journal) = self.journal.as_deref_mut() {
+            journal.push(if pushed.stored {
+                Journal::Kept {
+                    user,
+                    epoch,
+                    seq,
+                    msg: Arc::clone(self.msg),
+                }
+            } else {
+                Journal::Forgot(user)
+            });
         }
         let n = state.conns.len(self.overflow);
         if n > 0 {

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use crate::budget::HistoryTotals;
 use crate::hash::IdMap;
+use crate::history::{Journal, Ring};
 use crate::presence::{Overflow, UserState};
 use crate::publish::{Epochs, Fanout};
 use crate::{
@@ -34,6 +35,9 @@ pub struct Router {
     /// Totals of all rings, and their bound.
     totals: HistoryTotals,
     epochs: Epochs,
+    /// History changes not yet taken by [`Router::take_journal`] (empty unless
+    /// `config.journal`).
+    journal: Vec<Journal>,
     users_online: u64,
     connections: u64,
     pub(crate) messages_in: u64,
@@ -54,6 +58,7 @@ impl Router {
             users: IdMap::default(),
             overflow: Overflow::default(),
             expiry: VecDeque::new(),
+            journal: Vec::new(),
             users_online: 0,
             connections: 0,
             messages_in: 0,
@@ -124,8 +129,55 @@ impl Router {
             if let Some(ring) = state.ring {
                 self.users_with_history -= 1;
                 self.totals.forget(ring.len(), ring.bytes());
+                if self.config.journal {
+                    self.journal.push(Journal::Forgot(user));
+                }
             }
         }
+    }
+
+    /// The history changes made since the last call, oldest first (see
+    /// [`Journal`]); empty unless `RouterConfig::journal`.
+    pub fn take_journal(&mut self) -> Vec<Journal> {
+        std::mem::take(&mut self.journal)
+    }
+
+    /// Puts back a durable history of `user` read at start: `msgs` are numbers
+    /// `first, first + 1, …` of `epoch`, oldest first. The ring is kept within the
+    /// per-user and total bounds as if they had been published now, and counts as
+    /// offline since `now` (its ttl starts again). A user who already has history
+    /// keeps it. Returns the messages kept.
+    pub fn restore(
+        &mut self,
+        user: UserId,
+        epoch: u32,
+        first: u64,
+        msgs: impl IntoIterator<Item = Arc<Message>>,
+        now: Instant,
+    ) -> usize {
+        if first == 0 {
+            return 0;
+        }
+        let state = self.users.entry(user).or_default();
+        if state.ring.is_some() {
+            return 0;
+        }
+        let mut ring = Box::new(Ring::resume(epoch, first - 1));
+        for msg in msgs {
+            let pushed = ring.push(&msg, self.config.history, self.config.history_bytes);
+            self.totals.record(&pushed);
+            if pushed.stored {
+                self.totals.trim(&mut ring);
+            }
+        }
+        let kept = ring.len();
+        if state.conns.is_empty() {
+            ring.offline_since = Some(now);
+            self.expiry.push_back((now, user));
+        }
+        state.ring = Some(ring);
+        self.users_with_history += 1;
+        kept
     }
 
     /// The per-step view of the router a fan-out works on: the index (read) and
@@ -141,6 +193,11 @@ impl Router {
             totals: &mut self.totals,
             offline: &mut self.expiry,
             epochs: &mut self.epochs,
+            journal: if self.config.journal {
+                Some(&mut self.journal)
+            } else {
+                None
+            },
             msg,
             capacity: self.config.history,
             max_bytes: self.config.history_bytes,

@@ -7,6 +7,9 @@
 //! | `sqlite:PATH` | [`sqlite::SqliteStore`] | the embedded default (WAL) |
 //! | `postgres://...` | [`postgres::PgStore`] | shared store for several hosts (SPEC E3) |
 //!
+//! [`history`] keeps a durable copy of the router's history rings in the SQLite
+//! file (`--history-store store`).
+//!
 //! The store is the source of truth; the router's in-memory index is rebuilt from
 //! [`Store::for_each_edge`] at start. The API is synchronous (no async runtime):
 //! callers run it on a thread of their own. It is not a cache and keeps no
@@ -18,6 +21,7 @@
 
 pub mod bulk;
 pub mod codec;
+pub mod history;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;

@@ -29,6 +29,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         414 => "URI Too Long",
         415 => "Unsupported Media Type",
         417 => "Expectation Failed",
+        421 => "Misdirected Request",
         426 => "Upgrade Required",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",

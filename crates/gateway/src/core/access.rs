@@ -9,7 +9,7 @@
 //!   server that forgot its keys is not an open relay;
 //! - `/healthz` never needs a credential (load balancers probe it).
 
-use super::{Connection, Cx, Origins, KEEP_ALIVE, PEER_LOOPBACK};
+use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, PEER_LOOPBACK};
 use crate::wheel::TICK_MS;
 use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
 use wire::{BodyKind, RequestHead};
@@ -23,6 +23,8 @@ pub struct Access {
     pub api_keys: ApiKeys,
     /// Browser pages let in (`origin`).
     pub origins: Origins,
+    /// Host names served (`hosts`).
+    pub hosts: Hosts,
 }
 
 impl Access {
@@ -40,6 +42,11 @@ impl Access {
     /// Which browser pages are let in, for the start line.
     pub fn describe_origins(&self) -> String {
         self.origins.describe()
+    }
+
+    /// Which `Host` names are served, for the start line.
+    pub fn describe_hosts(&self) -> String {
+        self.hosts.describe()
     }
 
     /// How API calls are let in, for the start line.
@@ -108,12 +115,28 @@ pub(super) fn check_api(conn: &Connection, cx: &Cx, head: &RequestHead) -> Resul
         .map_err(Refusal::Auth)
 }
 
+/// Any request but `/healthz`: its `Host` must be served (`--allowed-hosts`).
+pub(super) fn check_host(cx: &Cx, head: &RequestHead) -> Result<(), Refusal> {
+    match (
+        cx.config.access.hosts.allows(head.host.as_deref()),
+        &head.host,
+    ) {
+        (true, _) => Ok(()),
+        (false, Some(_)) => Err(Refusal::Host),
+        (false, None) => Err(Refusal::NoHost),
+    }
+}
+
 /// Why an API call was refused.
 pub(super) enum Refusal {
     Auth(AuthError),
     LoopbackOnly,
     /// The request's `Origin` is not let in (`origin`).
     Origin,
+    /// The request's `Host` is not served (`hosts`): 421 Misdirected Request.
+    Host,
+    /// No `Host` while `--allowed-hosts` is set: 400.
+    NoHost,
 }
 
 /// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
@@ -124,6 +147,8 @@ pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why
         Refusal::Auth(e) => (e.status(), e.to_string(), e.challenge()),
         Refusal::LoopbackOnly => (403, LOOPBACK_ONLY.to_string(), None),
         Refusal::Origin => (403, "origin not allowed".to_string(), None),
+        Refusal::Host => (421, "host not served here".to_string(), None),
+        Refusal::NoHost => (400, "a Host header is required".to_string(), None),
     };
     let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None;
     conn.set(KEEP_ALIVE, keep);

@@ -16,6 +16,7 @@ fn with_jwt(h: &mut Harness) {
         jwt: Some(auth::JwtVerifier::new(keys).with_leeway(0)),
         api_keys: Default::default(),
         origins: Default::default(),
+        hosts: Default::default(),
     });
     h.config.unix_start = START;
 }

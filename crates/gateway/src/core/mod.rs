@@ -22,6 +22,7 @@ mod access;
 mod client_publish;
 mod delivery;
 mod drain;
+mod hosts;
 mod origin;
 mod outbox;
 mod reply;
@@ -36,6 +37,7 @@ mod tests;
 pub use access::{Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
+pub use hosts::Hosts;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 

@@ -43,6 +43,11 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             return;
         }
     };
+    if route != Route::Health {
+        if let Err(why) = access::check_host(cx, &head) {
+            return access::refuse(conn, cx, &head, why);
+        }
+    }
     match route {
         Route::Subscribe {
             user,

@@ -373,6 +373,12 @@ impl<'a> Engine<'a> {
                     return self.end(slot, Some(e));
                 }
             }
+            // A short read drained the socket, and with edge triggering later bytes
+            // bring a new event: the read that would only say EAGAIN is skipped (it
+            // was every other read syscall in a broadcast, one message per event).
+            if n < self.scratch.len() {
+                return;
+            }
         }
     }
 

@@ -4,6 +4,13 @@
 //! opens and closes overlap. Connects/s and closes/s come from the server's counters,
 //! errors from flood; memory is sampled each second, and again `--settle` s after the
 //! end.
+//!
+//! The soak (issue 10): `--churn-rate 5000 --duration 3600` caps the connects at
+//! 5,000/s over all workers, `--churn-publish-rate` publishes to random churning
+//! users meanwhile, and every `--sample-every` s (60) the server's RSS and open file
+//! descriptors (medians of that interval's one-per-second readings) go into a table
+//! and `soak.csv`; each interval after the first must stay within ±5 % of their
+//! median, and errors (connect and publish) must be 0.
 
 use super::held::{sub_url, watch, Live, Probe};
 use super::report::{bytes, count, met, Report};
@@ -23,6 +30,9 @@ const SOURCES_PER_WORKER: u64 = 8;
 /// RSS growth from the end of the first quarter to the end that still counts as stable
 /// (the bench's own criterion; the SPEC has none for churn).
 const STABLE_GROWTH: f64 = 0.10;
+/// How far an interval's RSS or fd median may stray from the median of all intervals
+/// (the issue's soak criterion: flat within ±5 %).
+const SOAK_FLAT: f64 = 0.05;
 
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let dir = ctx.dir("churn")?;
@@ -58,7 +68,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             h2: super::context::h2_streams().is_some(),
             streams_per_connection: super::context::h2_streams().unwrap_or(1),
             connections: per,
-            rate: 0.0,
+            rate: args.churn_rate / WORKERS as f64,
             transport,
             first_user: 1 + w * per,
             sources: vec![format!(
@@ -81,10 +91,26 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             Ok(())
         }));
     }
+    let publisher = (args.churn_publish_rate > 0.0).then(|| {
+        let m = load::msggen::MsggenArgs {
+            url: super::held::base_url(&server),
+            ca: super::context::tls_ca(),
+            rate: args.churn_publish_rate,
+            max: n,
+            publishers: 4,
+            duration: args.duration,
+            size: args.size,
+            quiet: true,
+            ..Default::default()
+        };
+        std::thread::spawn(move || load::msggen::run_with(m, &AtomicBool::new(false)))
+    });
+    let pid = server.child.id();
     let mut probe = Probe::new(vec![server.clone()]);
     let start = probe.sample();
     let t0 = Instant::now();
     let mut rss_samples = Vec::new();
+    let mut soak = Soak::default();
     while workers.iter().any(|w| !w.is_finished())
         && t0.elapsed() < Duration::from_secs_f64(args.duration + 60.0)
     {
@@ -92,11 +118,22 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         let s = probe.sample();
         live.line(None, &s);
         rss_samples.push(s.rss);
+        if t0.elapsed().as_secs_f64() <= args.duration {
+            let slot = (t0.elapsed().as_secs_f64() / args.sample_every.max(1.0)) as usize;
+            soak.push(slot, s.rss, open_fds(pid), s.connections);
+        }
     }
     for w in workers {
         w.join()
             .map_err(|_| anyhow::anyhow!("churn worker panicked"))??;
     }
+    let published = match publisher {
+        Some(p) => Some(
+            p.join()
+                .map_err(|_| anyhow::anyhow!("churn publisher panicked"))??,
+        ),
+        None => None,
+    };
     let end = probe.sample();
     let secs = t0.elapsed().as_secs_f64();
     watch(&live, &mut probe, 30.0, &mut |s| s.connections == 0);
@@ -123,6 +160,20 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             count(closes as f64)
         ),
     );
+    if let Some(p) = &published {
+        report.row(
+            "publishes during churn: answered / errors",
+            format!(
+                "{} at {:.0}/s / {} errors",
+                count(p.sent as f64),
+                p.achieved_rate,
+                count(p.errors as f64)
+            ),
+            "0 errors",
+            met(p.errors == 0 && p.sent > 0),
+        );
+    }
+    soak.report(&mut report, &dir, args.sample_every)?;
     report.row(
         "client errors",
         format!(
@@ -169,4 +220,91 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     ));
     report.live = live.lines();
     Ok(report)
+}
+
+/// Open file descriptors of process `pid` (0 if it is gone).
+fn open_fds(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
+}
+
+/// The soak's per-interval readings: `(rss, fds, connections)` per second, by interval.
+#[derive(Default)]
+struct Soak {
+    slots: Vec<Vec<(u64, u64, u64)>>,
+}
+
+impl Soak {
+    fn push(&mut self, slot: usize, rss: u64, fds: u64, connections: u64) {
+        if self.slots.len() <= slot {
+            self.slots.resize_with(slot + 1, Vec::new);
+        }
+        self.slots[slot].push((rss, fds, connections));
+    }
+
+    /// Median of one column of each interval.
+    fn medians(&self, col: fn(&(u64, u64, u64)) -> u64) -> Vec<u64> {
+        self.slots
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let mut v: Vec<u64> = s.iter().map(col).collect();
+                v.sort_unstable();
+                v[v.len() / 2]
+            })
+            .collect()
+    }
+
+    /// The table, `soak.csv`, and the two flatness rows.
+    fn report(&self, report: &mut Report, dir: &std::path::Path, every: f64) -> anyhow::Result<()> {
+        let rss = self.medians(|r| r.0);
+        let fds = self.medians(|r| r.1);
+        let conns = self.medians(|r| r.2);
+        if rss.is_empty() {
+            return Ok(());
+        }
+        let mut csv = String::from("interval_end_s,rss_bytes,open_fds,connections\n");
+        let mut table = String::from("| until | RSS (median) | open fds (median) | connections (median) |\n|---|---|---|---|\n");
+        for i in 0..rss.len() {
+            let end = (i + 1) as f64 * every.max(1.0);
+            csv.push_str(&format!("{end:.0},{},{},{}\n", rss[i], fds[i], conns[i]));
+            table.push_str(&format!(
+                "| {end:.0} s | {} | {} | {} |\n",
+                bytes(rss[i] as f64),
+                count(fds[i] as f64),
+                count(conns[i] as f64)
+            ));
+        }
+        std::fs::write(dir.join("soak.csv"), csv)?;
+        report
+            .sections
+            .push((format!("Soak: every {every:.0} s"), table));
+        // The first interval is the warm-up (maps and pools growing to their size).
+        let judged = if rss.len() > 2 { 1 } else { 0 };
+        for (what, v) in [("RSS", &rss), ("open fds", &fds)] {
+            let v = &v[judged..];
+            let mut sorted = v.to_vec();
+            sorted.sort_unstable();
+            let mid = sorted[sorted.len() / 2].max(1) as f64;
+            let worst = v
+                .iter()
+                .map(|&x| x as f64 / mid - 1.0)
+                .fold(0.0f64, |a, d| if d.abs() > a.abs() { d } else { a });
+            report.row(
+                &format!("soak: {what} per {every:.0} s interval vs their median"),
+                format!(
+                    "worst {:+.1} % over {} intervals (median {})",
+                    worst * 100.0,
+                    v.len(),
+                    if what == "RSS" {
+                        bytes(mid)
+                    } else {
+                        count(mid)
+                    }
+                ),
+                "flat within ±5 %",
+                met(worst.abs() <= SOAK_FLAT),
+            );
+        }
+        Ok(())
+    }
 }

@@ -58,6 +58,8 @@ pub struct Ctx {
     pub loops: Option<u32>,
     /// The `myriad` executable serving (`--server-bin`); `None`: this one.
     pub server_bin: Option<PathBuf>,
+    /// `--durable-history`: servers keep history in a fresh SQLite store each.
+    pub durable_history: bool,
 }
 
 impl Ctx {
@@ -102,6 +104,7 @@ impl Ctx {
             sysctls,
             loops: args.loops,
             server_bin: args.server_bin.clone(),
+            durable_history: args.durable_history,
         })
     }
 
@@ -114,14 +117,27 @@ impl Ctx {
 
     /// Starts `myriad serve` on a free loopback port, memory store, writing `csv`.
     pub fn server(&self, csv: &Path, extra: &[&str]) -> anyhow::Result<ServerProcess> {
+        let store = if self.durable_history {
+            // A fresh file per server: history of an earlier run would be restored.
+            let db = csv.with_extension("db");
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+            }
+            format!("sqlite:{}", db.display())
+        } else {
+            "memory".into()
+        };
         let mut a: Vec<String> = vec![
             "--listen".into(),
             "127.0.0.1:0".into(),
             "--store".into(),
-            "memory".into(),
+            store,
             "--csv".into(),
             csv.display().to_string(),
         ];
+        if self.durable_history {
+            a.extend(["--history-store".into(), "store".into()]);
+        }
         if let Some(l) = self.loops {
             a.push("--loops".into());
             a.push(l.to_string());

@@ -11,7 +11,7 @@
 //!   per-second server probe;
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
 //!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
-//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`].
+//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`]), [`abuse`].
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -20,8 +20,11 @@
 //! (`viewer::plot`). Every scenario is bounded in connections and time, and ends
 //! every process it started (the servers are killed on drop).
 
+mod abuse;
 mod broadcast;
 mod c100k;
+mod c1m;
+mod c1m_watch;
 mod churn;
 mod connect;
 mod context;
@@ -43,6 +46,8 @@ pub use report::Report;
 pub const DEFAULT_CONNECTIONS: u64 = 15_000;
 /// Default connection count of `c100k`.
 pub const DEFAULT_C100K: u64 = 100_000;
+/// Default connection count of `c1m`.
+pub const DEFAULT_C1M: u64 = 1_000_000;
 
 /// Which scenario to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -61,8 +66,12 @@ pub enum Scenario {
     Keepalive,
     /// 100,000+ connections over several server processes and source addresses.
     C100k,
+    /// One supervised myriad (router + gateways over NATS) holding 1,000,000 mixed connections over a friends graph, with graph and unicast publishes.
+    C1m,
     /// Connect storms from several flood processes: accepts per second on the server side.
     Connect,
+    /// N honest subscribers' broadcast latency and server RSS, clean and under hostile clients.
+    Abuse,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
 }
@@ -101,7 +110,7 @@ pub struct BenchArgs {
     /// The scenario.
     #[arg(value_enum)]
     pub scenario: Scenario,
-    /// Client connections (default 15,000; c100k: 100,000).
+    /// Client connections (default 15,000; c100k: 100,000; c1m: 1,000,000).
     #[arg(long)]
     pub connections: Option<u64>,
     /// Client transport (default: all for idle, stream otherwise).
@@ -155,18 +164,31 @@ pub struct BenchArgs {
     /// unicast publishing seconds; churn seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
+    /// churn: connects per second over all workers (0 = as fast as they can).
+    #[arg(long, default_value_t = 0.0)]
+    pub churn_rate: f64,
+    /// churn: messages per second published to random churning users meanwhile (0 = none).
+    #[arg(long, default_value_t = 500.0)]
+    pub churn_publish_rate: f64,
+    /// churn: seconds per soak interval (RSS and open fds reported for each).
+    #[arg(long, default_value_t = 60.0)]
+    pub sample_every: f64,
     /// Payload size in bytes (the SPEC's reference figures use 60).
     #[arg(long, default_value_t = 60)]
     pub size: usize,
     /// keepalive: the server's keep-alive idle timeout, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub keepalive_timeout: f64,
-    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here).
+    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here); c1m: gateway processes (default: `--processes auto`).
     #[arg(long)]
     pub servers: Option<u32>,
-    /// c100k: seconds to hold the connections once all are open.
+    /// c100k, c1m: seconds to hold the connections once all are open.
     #[arg(long, default_value_t = 10.0)]
     pub hold: f64,
+    /// Servers keep history durably (`--history-store store` on a fresh SQLite file
+    /// next to each server's CSV) instead of in memory: what durability costs.
+    #[arg(long)]
+    pub durable_history: bool,
     /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
     #[arg(long)]
     pub no_tune: bool,
@@ -207,6 +229,7 @@ impl BenchArgs {
         match (self.connections, self.scenario) {
             (Some(n), _) => n.max(1),
             (None, Scenario::C100k) => DEFAULT_C100K,
+            (None, Scenario::C1m) => DEFAULT_C1M,
             (None, _) => DEFAULT_CONNECTIONS,
         }
     }
@@ -255,7 +278,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Churn => churn::run(&args, &mut ctx),
             Scenario::Keepalive => keepalive::run(&args, &mut ctx),
             Scenario::C100k => c100k::run(&args, &mut ctx),
+            Scenario::C1m => c1m::run(&args, &mut ctx),
             Scenario::Connect => connect::run(&args, &mut ctx),
+            Scenario::Abuse => abuse::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
         match result {
@@ -290,7 +315,9 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Churn => "churn",
         Scenario::Keepalive => "keepalive",
         Scenario::C100k => "c100k",
+        Scenario::C1m => "c1m",
         Scenario::Connect => "connect",
+        Scenario::Abuse => "abuse",
         Scenario::All => "all",
     }
 }

@@ -24,6 +24,8 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--leave-when-full", "MYRIAD_LEAVE_WHEN_FULL", false),
     ("--config", "MYRIAD_CONFIG", true),
     ("--log", "MYRIAD_LOG", true),
+    // `--tls self-signed`: the supervisor makes one certificate for all gateways.
+    ("--tls", "MYRIAD_TLS", true),
 ];
 
 /// The log target of the start lines the supervisor waits for; kept at `info` in
@@ -54,6 +56,9 @@ pub struct Template {
     pub args: Vec<OsString>,
     pub listen: SocketAddr,
     pub per_gateway: usize,
+    /// `--tls self-signed`: the certificate and key the supervisor generated, given to
+    /// every gateway, so clients trust one certificate whichever gateway they reach.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// A running child and what it announced.
@@ -69,7 +74,11 @@ pub struct Member {
 }
 
 impl Template {
-    pub fn new(listen: SocketAddr, per_gateway: usize) -> anyhow::Result<Template> {
+    pub fn new(
+        listen: SocketAddr,
+        per_gateway: usize,
+        tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    ) -> anyhow::Result<Template> {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         let mut forwarded = vec![
             OsString::from("--log"),
@@ -81,6 +90,7 @@ impl Template {
             args: forwarded,
             listen,
             per_gateway,
+            tls,
         })
     }
 
@@ -90,7 +100,8 @@ impl Template {
         cmd.args(&self.args);
         match role {
             Role::Router => {
-                cmd.args(["--role", "router"]);
+                // Its own admin listener on loopback: the supervisor reads its sample.
+                cmd.args(["--role", "router", "--admin", "127.0.0.1:0"]);
             }
             Role::Gateway(_) => {
                 cmd.args([
@@ -104,6 +115,9 @@ impl Template {
                 .arg(self.listen.to_string())
                 .arg("--max-connections")
                 .arg(self.per_gateway.to_string());
+                if let Some((cert, key)) = &self.tls {
+                    cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+                }
             }
         }
         for (_, var, _) in OWN_FLAGS {

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 const CHECK_EVERY: Duration = Duration::from_millis(20);
 /// A child that dies younger than this is restarted only this long after its start.
 const MIN_LIFETIME: Duration = Duration::from_secs(1);
-/// How long a child may take to announce that it serves.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a child may take to announce that it serves: the router builds the
+/// follower index from the store first (30 M subscriptions of a million-user graph).
+const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a child may take to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -44,7 +45,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     // connections) and resolves port 0 to the one every gateway joins.
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
-    let template = Template::new(listen, plan.per_gateway)?;
+    let template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
 
     let roles = std::iter::once(Role::Router).chain((0..plan.gateways).map(Role::Gateway));
     let members: Vec<Member> = roles
@@ -174,6 +175,27 @@ pub(crate) fn stop(child: &mut Child, name: &str) {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `--tls self-signed`: one certificate for the whole server, made here and passed to
+/// every gateway as `--tls-cert`/`--tls-key` (each gateway making its own would give
+/// clients a different certificate per gateway, and a new one at every restart).
+fn self_signed(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<(std::path::PathBuf, std::path::PathBuf)>> {
+    if args.gateway.tls.is_none() {
+        return Ok(None);
+    }
+    let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
+    let dir = std::env::temp_dir().join(format!("myriad-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (cert, key) = tls::self_signed(&names)?.write(&dir)?;
+    tracing::warn!(
+        tls_ca = %cert.display(),
+        "TLS with a self-signed certificate for every gateway (generated now; browsers will warn): clients trust it with curl --cacert {}",
+        cert.display()
+    );
+    Ok(Some((cert, key)))
 }
 
 /// Gateways leave the listening group when full; without `tcp_migrate_req` the

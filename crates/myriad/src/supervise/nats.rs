@@ -43,7 +43,18 @@ pub fn ensure(url: &str) -> anyhow::Result<Option<NatsChild>> {
         );
     };
     let store = tempfile::Builder::new().prefix("myriad-nats-").tempdir()?;
-    let child = Command::new(&binary)
+    let mut command = Command::new(&binary);
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
+    // allocates or locks runs between fork and exec. A supervisor killed by SIGKILL
+    // cannot stop its nats-server itself.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let child = command
         .args([
             "-a",
             &addr.ip().to_string(),

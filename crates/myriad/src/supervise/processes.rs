@@ -2,8 +2,9 @@
 //! listener: `/stats` lists each child (pid, role, connections, CPU, RSS, loop lag,
 //! restarts) with totals, and the children's [`Sample`]s go to the monitor, which
 //! lists them in `processes` and labels them in `/metrics`. Gateways are read from
-//! their own admin `/stats`; the router has no admin listener and is read from
-//! `/proc` (CPU and RSS; it holds no connections and runs no event loop).
+//! their own admin `/stats`, and so is the router (it holds no connections and runs
+//! no event loop); a child whose admin address is not known yet is read from `/proc`
+//! (CPU and RSS).
 
 use super::child::{Member, Role};
 use super::lock;
