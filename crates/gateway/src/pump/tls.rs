@@ -4,8 +4,8 @@
 //! or queued. The core, the wheel and the bus never know a connection is TLS.
 //!
 //! Where the state lives (the per-connection budget): the slab entry stays 40 B. Each
-//! connection's [`ServerSession`] is boxed in a side table indexed like the loop's
-//! `gens` (8 B per slot, only on a TLS listener); an idle established TLS 1.3 session
+//! connection's [`ServerSession`] lies in a dense side table found through a 4 B
+//! per-slot index (only on a TLS listener; h2 stream slots have no session); an idle established TLS 1.3 session
 //! is `tls`'s lean record layer, 232 B with no heap of its own (crates/tls/README.md).
 //! Handshake flights and alerts, and sealed output the socket does not take, go
 //! through the same write queue as plain output, so order holds and `--max-queued`
@@ -30,14 +30,20 @@ const PIECES_PER_SEAL: usize = 64;
 /// One loop's TLS: the config new connections take and every connection's session.
 pub(super) struct TlsLayer {
     config: Arc<ReloadableConfig>,
-    /// Sessions by slab index (`None` for a free slot). A side table rather than a
+    /// Sessions, dense (one per TLS connection, none for h2 stream slots, which
+    /// share their parent's), found through `by_slot`. A side table rather than a
     /// slot field: the slot keeps its 40 B on plain listeners and in the size test.
     /// Inline, not boxed: boxed 240-byte sessions were allocated between the ~4 KB of
     /// rustls state every handshake frees, and that interleaving kept the freed pages
     /// resident (measured: 1,076 B per idle TLS connection at 15,000 with boxes and a
     /// heap trim; see NOTES issue 13). In one array, the handshake garbage lies on
     /// pages of its own, which the trim below returns.
-    sessions: Vec<Option<ServerSession>>,
+    sessions: Vec<ServerSession>,
+    /// Slab index of `sessions[i]`, to fix `by_slot` when a removal moves the last one.
+    owner: Vec<u32>,
+    /// Slab index → position in `sessions` + 1 (0: none); 4 B per slot instead of an
+    /// empty 240-byte entry for every h2 stream slot.
+    by_slot: Vec<u32>,
     /// Records to write (handshake flight, alert, sealed output), reused per call.
     cipher: Vec<u8>,
     /// Plaintext of one read, handed to the core, reused per call.
@@ -54,6 +60,8 @@ impl TlsLayer {
         TlsLayer {
             config,
             sessions: Vec::new(),
+            owner: Vec::new(),
+            by_slot: Vec::new(),
             cipher: Vec::new(),
             plain: Vec::new(),
             handshakes: 0,
@@ -80,12 +88,54 @@ impl TlsLayer {
     /// Gives back table capacity after a mass disconnect (the slab shrank too): free
     /// entries past the last open connection go.
     pub(super) fn shrink(&mut self) {
-        while self.sessions.last().is_some_and(|s| s.is_none()) {
-            self.sessions.pop();
+        while self.by_slot.last() == Some(&0) {
+            self.by_slot.pop();
         }
+        self.by_slot.shrink_to_fit();
         self.sessions.shrink_to_fit();
+        self.owner.shrink_to_fit();
         self.cipher = Vec::new();
         self.plain = Vec::new();
+    }
+
+    /// Connection `index`'s session, if it has one.
+    fn session(&self, index: usize) -> Option<&ServerSession> {
+        let at = *self.by_slot.get(index)?;
+        self.sessions.get((at as usize).checked_sub(1)?)
+    }
+
+    /// Connection `index`'s session, mutably, with the cipher buffer it writes into.
+    fn session_mut(&mut self, index: usize) -> Option<(&mut ServerSession, &mut Vec<u8>)> {
+        let at = *self.by_slot.get(index)?;
+        let session = self.sessions.get_mut((at as usize).checked_sub(1)?)?;
+        Some((session, &mut self.cipher))
+    }
+
+    /// Gives connection `index` its session (replacing any it had).
+    fn insert(&mut self, index: usize, session: ServerSession) {
+        self.remove(index);
+        if self.by_slot.len() <= index {
+            self.by_slot.resize(index + 1, 0);
+        }
+        self.sessions.push(session);
+        self.owner.push(index as u32);
+        self.by_slot[index] = self.sessions.len() as u32;
+    }
+
+    /// Drops connection `index`'s session; the last one moves into its place.
+    fn remove(&mut self, index: usize) {
+        let Some(at) = self.by_slot.get_mut(index) else {
+            return;
+        };
+        let Some(pos) = (*at as usize).checked_sub(1) else {
+            return;
+        };
+        *at = 0;
+        self.sessions.swap_remove(pos);
+        self.owner.swap_remove(pos);
+        if let Some(&moved) = self.owner.get(pos) {
+            self.by_slot[moved as usize] = pos as u32 + 1;
+        }
     }
 }
 
@@ -98,10 +148,7 @@ impl EventLoop {
         };
         match ServerSession::new(tls.config.current()) {
             Ok(session) => {
-                if tls.sessions.len() <= index {
-                    tls.sessions.resize_with(index + 1, || None);
-                }
-                tls.sessions[index] = Some(session);
+                tls.insert(index, session);
                 true
             }
             Err(e) => {
@@ -113,8 +160,8 @@ impl EventLoop {
 
     /// Drops connection `index`'s session (the slot is being freed).
     pub(super) fn tls_forget(&mut self, index: usize) {
-        if let Some(slot) = self.tls.as_mut().and_then(|t| t.sessions.get_mut(index)) {
-            *slot = None;
+        if let Some(tls) = self.tls.as_mut() {
+            tls.remove(index);
         }
     }
 
@@ -124,13 +171,14 @@ impl EventLoop {
         let Some(tls) = self.tls.as_mut() else {
             return;
         };
-        let Some(Some(session)) = tls.sessions.get_mut(index) else {
+        let mut plain = std::mem::take(&mut tls.plain);
+        let Some((session, cipher)) = tls.session_mut(index) else {
+            tls.plain = plain;
             return;
         };
-        let mut plain = std::mem::take(&mut tls.plain);
         plain.clear();
-        tls.cipher.clear();
-        let result = session.handle_input(input, &mut tls.cipher, &mut plain);
+        cipher.clear();
+        let result = session.handle_input(input, cipher, &mut plain);
         let alive = tls.cipher.is_empty() || self.write_cipher(index, false);
         match result {
             Err(e) => {
@@ -146,10 +194,7 @@ impl EventLoop {
                     }
                 }
                 if status.established && self.h2.is_some() {
-                    let h2 = self
-                        .tls
-                        .as_ref()
-                        .and_then(|t| t.sessions.get(index)?.as_ref());
+                    let h2 = self.tls.as_ref().and_then(|t| t.session(index));
                     if h2.is_some_and(|s| s.alpn() == ::tls::Alpn::H2) {
                         self.h2_start(index);
                     }
@@ -221,8 +266,8 @@ impl EventLoop {
         let mut sealed = sealed;
         if sealed && closing {
             // The last bytes: close_notify after them, then the FIN.
-            match tls.sessions.get_mut(index) {
-                Some(Some(session)) => session.close(&mut tls.cipher),
+            match tls.session_mut(index) {
+                Some((session, cipher)) => session.close(cipher),
                 _ => sealed = false,
             }
         }
@@ -308,10 +353,10 @@ impl EventLoop {
 /// Seals `parts` into the layer's `cipher` with connection `index`'s session; false if
 /// there is none (handshake unfinished) or sealing failed.
 fn seal(tls: &mut TlsLayer, index: usize, parts: &[&[u8]]) -> bool {
-    match tls.sessions.get_mut(index) {
-        Some(Some(session)) => parts
+    match tls.session_mut(index) {
+        Some((session, cipher)) => parts
             .chunks(PIECES_PER_SEAL)
-            .all(|chunk| session.encrypt(chunk, &mut tls.cipher).is_ok()),
+            .all(|chunk| session.encrypt(chunk, cipher).is_ok()),
         _ => false,
     }
 }
