@@ -164,20 +164,12 @@ impl EventLoop {
         let mut next_tick = Instant::now() + LAG_TICK;
         let mut next_second = Instant::now() + Duration::from_secs(1);
         loop {
-            let mut timeout = if self.more_work {
+            let timeout = if self.more_work {
                 Duration::ZERO
             } else {
                 next_tick.saturating_duration_since(Instant::now())
             };
-            // Only a parked loop is woken by a push (one eventfd write per park).
-            let mailbox = &self.gateway.mailboxes[self.id as usize];
-            if !timeout.is_zero() && !mailbox.park() {
-                timeout = Duration::ZERO;
-                self.more_work = true;
-            }
-            let polled = self.poll.poll(&mut events, Some(timeout));
-            mailbox.unpark();
-            if let Err(e) = polled {
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     return Err(e);
                 }
