@@ -11,43 +11,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use tls_common::*;
 
-const INSTALL: &str = "run: apt-get install -y chromium libnss3-tools && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
 /// EventSources on the page.
 const STREAMS: u64 = 50;
 const FIRST_USER: u64 = 500;
 
-/// A HOME whose NSS store trusts `ca_file` as a CA for servers.
-fn nss_home(ca_file: &Path) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let db = home.path().join(".pki/nssdb");
-    std::fs::create_dir_all(&db).unwrap();
-    let db = format!("sql:{}", db.display());
-    let certutil = |args: &[&str]| {
-        let out = Command::new("certutil")
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("certutil: {e}; {INSTALL}"));
-        assert!(out.status.success(), "certutil {args:?}: {out:?}");
-    };
-    certutil(&["-N", "-d", &db, "--empty-password"]);
-    let ca = ca_file.to_str().unwrap();
-    certutil(&[
-        "-A",
-        "-d",
-        &db,
-        "-n",
-        "myriad test CA",
-        "-t",
-        "C,,",
-        "-i",
-        ca,
-    ]);
-    home
-}
-
 #[test]
 fn chromium_50_eventsources_share_one_h2_connection() {
-    let (chromium, playwright) = common::browser(INSTALL);
+    let (chromium, playwright) = common::browser(BROWSER_INSTALL);
     let pki = Pki::new();
     let home = nss_home(&pki.ca_file);
     let server = pki.serve(&[]);

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 const WS_UPGRADE: &str = "Upgrade: websocket\r\nConnection: Upgrade\r\n\
@@ -173,7 +173,7 @@ impl Ws {
 }
 
 /// A long-poll that may find the server gone: `None` then.
-fn try_poll(addr: std::net::SocketAddr, user: u64, since: &str) -> Option<serde_json::Value> {
+fn try_poll(addr: SocketAddr, user: u64, since: &str) -> Option<serde_json::Value> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     let request =
@@ -239,28 +239,8 @@ fn publish_and_kill_9(first: &mut Server) -> BeforeKill {
     });
     first.wait_stats("three clients", |s| s["connections_logged_in"] == 3);
     // The publisher: as fast as it can, until the server dies under it (bounded).
-    let publisher = std::thread::spawn(move || {
-        let mut published = 0u64;
-        for i in 1..=PUBLISH_AT_MOST {
-            let Ok(mut s) = TcpStream::connect(addr) else {
-                break;
-            };
-            let body = format!("m{i}");
-            let req = format!(
-                "POST /pub/50 HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let mut out = Vec::new();
-            if s.write_all(req.as_bytes()).is_err() || s.read_to_end(&mut out).is_err() {
-                break;
-            }
-            if parse_response(&out).0 != 200 {
-                break;
-            }
-            published += 1;
-        }
-        published
-    });
+    let publisher =
+        std::thread::spawn(move || publish_until_refused(addr, 50, |i| format!("m{i}")));
     let before_kill = sse_events(&mut sse, &mut sse_buf, 200);
     first.child.kill().unwrap(); // SIGKILL, mid-publish
     first.child.wait().unwrap();
@@ -503,28 +483,7 @@ fn concurrent_publishers_keep_order_and_every_answered_message_after_kill_9() {
     let publishers: Vec<_> = (0..USERS.len() * PUBLISHERS_PER_USER)
         .map(|id| {
             let user = USERS[id % USERS.len()];
-            std::thread::spawn(move || {
-                let mut answered = 0u64;
-                for k in 1..=PUBLISH_AT_MOST {
-                    let Ok(mut s) = TcpStream::connect(addr) else {
-                        break;
-                    };
-                    let body = format!("p{id}-{k}");
-                    let req = format!(
-                        "POST /pub/{user} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let mut out = Vec::new();
-                    if s.write_all(req.as_bytes()).is_err() || s.read_to_end(&mut out).is_err() {
-                        break;
-                    }
-                    if parse_response(&out).0 != 200 {
-                        break;
-                    }
-                    answered += 1;
-                }
-                answered
-            })
+            std::thread::spawn(move || publish_until_refused(addr, user, |k| format!("p{id}-{k}")))
         })
         .collect();
     // Kill once the server has taken a few hundred publishes (counted by /stats).
@@ -580,4 +539,30 @@ fn concurrent_publishers_keep_order_and_every_answered_message_after_kill_9() {
         );
     }
     eprintln!("concurrent publishers, kill -9, durable history: answered {answered:?}, all stored in order");
+}
+
+/// Publishes `body(1)`, `body(2)`, … to `user`, one connection each, each answered 200
+/// before the next, until the server stops answering (bounded by PUBLISH_AT_MOST);
+/// returns how many were answered 200.
+fn publish_until_refused(addr: SocketAddr, user: u64, body: impl Fn(u64) -> String) -> u64 {
+    let mut answered = 0u64;
+    for k in 1..=PUBLISH_AT_MOST {
+        let Ok(mut s) = TcpStream::connect(addr) else {
+            break;
+        };
+        let body = body(k);
+        let req = format!(
+            "POST /pub/{user} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut out = Vec::new();
+        if s.write_all(req.as_bytes()).is_err() || s.read_to_end(&mut out).is_err() {
+            break;
+        }
+        if parse_response(&out).0 != 200 {
+            break;
+        }
+        answered += 1;
+    }
+    answered
 }

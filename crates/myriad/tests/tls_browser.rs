@@ -11,40 +11,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use tls_common::*;
 
-const INSTALL: &str = "run: apt-get install -y chromium libnss3-tools && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
-
-/// A HOME whose NSS store trusts `ca_file` as a CA for servers.
-fn nss_home(ca_file: &Path) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let db = home.path().join(".pki/nssdb");
-    std::fs::create_dir_all(&db).unwrap();
-    let db = format!("sql:{}", db.display());
-    let certutil = |args: &[&str]| {
-        let out = Command::new("certutil")
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("certutil: {e}; {INSTALL}"));
-        assert!(out.status.success(), "certutil {args:?}: {out:?}");
-    };
-    certutil(&["-N", "-d", &db, "--empty-password"]);
-    let ca = ca_file.to_str().unwrap();
-    certutil(&[
-        "-A",
-        "-d",
-        &db,
-        "-n",
-        "myriad test CA",
-        "-t",
-        "C,,",
-        "-i",
-        ca,
-    ]);
-    home
-}
-
 #[test]
 fn chromium_eventsource_and_websocket_over_https_and_wss() {
-    let (chromium, playwright) = common::browser(INSTALL);
+    let (chromium, playwright) = common::browser(BROWSER_INSTALL);
     let pki = Pki::new();
     let home = nss_home(&pki.ca_file);
     let server = pki.serve(&[]);

@@ -154,3 +154,35 @@ pub fn read_until(s: &mut impl Read, buf: &mut Vec<u8>, needle: &str) {
         }
     }
 }
+
+/// What the browser tests need, said when something is missing.
+pub const BROWSER_INSTALL: &str = "run: apt-get install -y chromium libnss3-tools && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
+
+/// A HOME whose NSS store trusts `ca_file` as a CA for servers.
+pub fn nss_home(ca_file: &std::path::Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join(".pki/nssdb");
+    std::fs::create_dir_all(&db).unwrap();
+    let db = format!("sql:{}", db.display());
+    let certutil = |args: &[&str]| {
+        let out = std::process::Command::new("certutil")
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("certutil: {e}; {BROWSER_INSTALL}"));
+        assert!(out.status.success(), "certutil {args:?}: {out:?}");
+    };
+    certutil(&["-N", "-d", &db, "--empty-password"]);
+    let ca = ca_file.to_str().unwrap();
+    certutil(&[
+        "-A",
+        "-d",
+        &db,
+        "-n",
+        "myriad test CA",
+        "-t",
+        "C,,",
+        "-i",
+        ca,
+    ]);
+    home
+}
