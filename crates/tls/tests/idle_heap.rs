@@ -26,7 +26,10 @@ fn an_idle_lean_session_holds_no_heap() {
         let mut p = Pair::new(client(cc.clone()), ServerSession::new(sc.clone()).unwrap());
         p.handshake();
     }
-    let mut held = 0isize;
+    // Heap still held after each handshake, per session: a session that keeps heap
+    // shows in every iteration; a one-off lazy allocation elsewhere in the process
+    // (seen once in a full run: ~900 B in one iteration) shows in one.
+    let mut held = Vec::with_capacity(n);
     for _ in 0..n {
         let before = counting::live();
         let mut p = Pair::new(client(cc.clone()), ServerSession::new(sc.clone()).unwrap());
@@ -41,15 +44,21 @@ fn an_idle_lean_session_holds_no_heap() {
         } = p;
         drop((client, got));
         // What remains allocated after everything but the server session is gone.
-        held += counting::live() - before;
+        held.push(counting::live() - before);
         sessions.push(server);
     }
     assert!(sessions.iter().all(|s| matches!(s.phase(), Phase::Lean(_))));
-    // The Vec of sessions was allocated up front, so only sessions' own heap counts.
+    // The Vecs were allocated up front, so only sessions' own heap counts.
+    let holding: Vec<(usize, isize)> = held
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, h)| h > 0)
+        .collect();
     assert!(
-        held <= 0,
-        "lean sessions hold {:.1} heap bytes each",
-        held as f64 / n as f64
+        holding.len() <= n / 50,
+        "{} of {n} lean sessions hold heap (iteration, bytes): {holding:?}",
+        holding.len()
     );
     assert!(std::mem::size_of::<ServerSession>() <= 232);
 }
