@@ -534,47 +534,4 @@ fn stats_doc(hub: &Hub, gateways: usize) -> serde_json::Value {
 }
 
 #[cfg(test)]
-mod silence_tests {
-    use super::*;
-
-    #[test]
-    fn a_gateway_is_silent_behind_the_others_or_after_the_long_timeout() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        // Heard 1 s before the newest: alive; 3 s before it: gone.
-        assert!(!silent(t0, Some(t0 + s(1)), t0 + s(10)));
-        assert!(silent(t0, Some(t0 + s(3)), t0 + s(3)));
-        // Every gateway equally stale (the router was behind): nobody is forgotten...
-        assert!(!silent(t0, Some(t0), t0 + s(29)));
-        // ...until the long timeout.
-        assert!(silent(t0, Some(t0), t0 + s(30)));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every recipient once, in order, in messages of at most `max`.
-    #[test]
-    fn split_targets_keeps_every_recipient_in_order_within_the_bound() {
-        let loops: Vec<LoopTargets> = vec![
-            (0, (0..7).map(|t| (t, 9, 1)).collect()),
-            (1, (100..103).map(|t| (t, 9, 2)).collect()),
-            (2, (200..210).map(|t| (t, 9, 3)).collect()),
-        ];
-        assert_eq!(split_targets(loops.clone(), 100), vec![loops.clone()]);
-        let parts = split_targets(loops.clone(), 4);
-        assert!(parts
-            .iter()
-            .all(|p| p.iter().map(|(_, t)| t.len()).sum::<usize>() <= 4));
-        let flat = |ls: &[LoopTargets]| -> Vec<(u16, u32, u64)> {
-            ls.iter()
-                .flat_map(|(l, ts)| ts.iter().map(move |&(t, _, s)| (*l, t, s)))
-                .collect()
-        };
-        let joined: Vec<_> = parts.iter().flat_map(|p| flat(p)).collect();
-        assert_eq!(joined, flat(&loops));
-        assert_eq!(parts.len(), 5); // 20 recipients, 4 per message
-    }
-}
+mod tests;

@@ -12,15 +12,17 @@
 //! supervised server → flood → hold → graph publishes → unicast → close → stop the
 //! supervisor with SIGTERM and check that no process it started is left.
 //!
-//! Not here: sampling and the floods (`c1m_watch`), the report's table (`report`).
+//! Not here: sampling and the floods (`c1m_watch`), a phase's rows and the per-process
+//! table (`c1m_report`), the report's format (`report`).
 
+use super::c1m_report::{phase_rows, process_table, Phase};
 use super::c1m_watch::{Floods, Watch};
 use super::held::{flood_args, Live};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
 use super::{BenchArgs, Ctx};
 use crate::server_process::{kernel_socket_bytes, serve_command, ServerProcess};
 use load::flood::{FloodArgs, Transport};
-use load::msggen::{Dist, MsggenArgs, MsggenSummary};
+use load::msggen::{Dist, MsggenArgs};
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -416,83 +418,6 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     }
     report.live = live.lines();
     Ok(report)
-}
-
-/// One publishing phase's figures.
-struct Phase {
-    sent: MsggenSummary,
-    received: u64,
-    hist: hdrhistogram::Histogram<u64>,
-    lag_max: u64,
-    /// All server processes' CPU over the phase, percent of one core.
-    cpu: f64,
-}
-
-fn phase_rows(
-    report: &mut Report,
-    what: &str,
-    plural: &str,
-    p: &Phase,
-    target_us: u64,
-    target: &str,
-) {
-    let q = |x: f64| {
-        if p.hist.is_empty() {
-            0
-        } else {
-            p.hist.value_at_quantile(x)
-        }
-    };
-    let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
-    report.row(
-        &format!("{plural}: deliveries received / reported by the server"),
-        format!(
-            "{} / {} ({} published at {}/s, {} errors; {}/s deliveries)",
-            count(p.received as f64),
-            count(p.sent.deliveries as f64),
-            count(p.sent.sent as f64),
-            count(p.sent.achieved_rate),
-            p.sent.errors,
-            count(p.sent.deliveries as f64 / p.sent.elapsed_s.max(1e-3))
-        ),
-        "all",
-        met(p.received == p.sent.deliveries && p.sent.sent > 0 && p.sent.errors == 0),
-    );
-    report.row(
-        &format!("{what} latency p50 / p99 / p99.9 / max"),
-        format!(
-            "{} / {} / {} / {}",
-            ms(p50),
-            ms(p99),
-            ms(p999),
-            ms(p.hist.max())
-        ),
-        &format!("p99 {target}"),
-        met(p99 > 0 && p99 <= target_us),
-    );
-    report.fact(
-        &format!("{plural}: server CPU (all processes) / worst loop lag"),
-        format!("{:.0} % of a core / {}", p.cpu, ms(p.lag_max)),
-    );
-}
-
-/// The per-process table: role, peak connections, CPU over the run, RSS, loop lag.
-fn process_table(seen: &super::c1m_watch::Seen) -> String {
-    let mut t = String::from(
-        "| pid | role | connections (max) | CPU s | RSS max | loop lag p99 max | loop lag max |\n|---|---|---|---|---|---|---|\n",
-    );
-    for (pid, p) in &seen.peaks {
-        t.push_str(&format!(
-            "| {pid} | {} | {} | {:.1} | {} | {} | {} |\n",
-            p.role,
-            p.connections_max,
-            p.cpu_last - p.cpu_first.unwrap_or(p.cpu_last),
-            bytes(p.rss_max as f64),
-            ms(p.lag_p99_max),
-            ms(p.lag_max)
-        ));
-    }
-    t
 }
 
 /// Runs doctor's checks for `n`; applies its `sysctl -w` fixes when `raise` (root),

@@ -11,7 +11,7 @@
 //!   per-second server probe;
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
 //!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
-//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`]), [`abuse`].
+//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`], [`c1m_report`]), [`abuse`].
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -24,6 +24,7 @@ mod abuse;
 mod broadcast;
 mod c100k;
 mod c1m;
+mod c1m_report;
 mod c1m_watch;
 mod churn;
 mod connect;

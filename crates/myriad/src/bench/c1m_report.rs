@@ -1,0 +1,82 @@
+//! `bench c1m`'s report parts: one publishing phase's rows and the per-process table.
+
+use super::report::{bytes, count, met, ms, Report};
+use load::msggen::MsggenSummary;
+
+/// One publishing phase's figures.
+pub(super) struct Phase {
+    pub sent: MsggenSummary,
+    pub received: u64,
+    pub hist: hdrhistogram::Histogram<u64>,
+    pub lag_max: u64,
+    /// All server processes' CPU over the phase, percent of one core.
+    pub cpu: f64,
+}
+
+/// The report rows of one publishing phase: deliveries, latency against its target, CPU.
+pub(super) fn phase_rows(
+    report: &mut Report,
+    what: &str,
+    plural: &str,
+    p: &Phase,
+    target_us: u64,
+    target: &str,
+) {
+    let q = |x: f64| {
+        if p.hist.is_empty() {
+            0
+        } else {
+            p.hist.value_at_quantile(x)
+        }
+    };
+    let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
+    report.row(
+        &format!("{plural}: deliveries received / reported by the server"),
+        format!(
+            "{} / {} ({} published at {}/s, {} errors; {}/s deliveries)",
+            count(p.received as f64),
+            count(p.sent.deliveries as f64),
+            count(p.sent.sent as f64),
+            count(p.sent.achieved_rate),
+            p.sent.errors,
+            count(p.sent.deliveries as f64 / p.sent.elapsed_s.max(1e-3))
+        ),
+        "all",
+        met(p.received == p.sent.deliveries && p.sent.sent > 0 && p.sent.errors == 0),
+    );
+    report.row(
+        &format!("{what} latency p50 / p99 / p99.9 / max"),
+        format!(
+            "{} / {} / {} / {}",
+            ms(p50),
+            ms(p99),
+            ms(p999),
+            ms(p.hist.max())
+        ),
+        &format!("p99 {target}"),
+        met(p99 > 0 && p99 <= target_us),
+    );
+    report.fact(
+        &format!("{plural}: server CPU (all processes) / worst loop lag"),
+        format!("{:.0} % of a core / {}", p.cpu, ms(p.lag_max)),
+    );
+}
+
+/// The per-process table: role, peak connections, CPU over the run, RSS, loop lag.
+pub(super) fn process_table(seen: &super::c1m_watch::Seen) -> String {
+    let mut t = String::from(
+        "| pid | role | connections (max) | CPU s | RSS max | loop lag p99 max | loop lag max |\n|---|---|---|---|---|---|---|\n",
+    );
+    for (pid, p) in &seen.peaks {
+        t.push_str(&format!(
+            "| {pid} | {} | {} | {:.1} | {} | {} | {} |\n",
+            p.role,
+            p.connections_max,
+            p.cpu_last - p.cpu_first.unwrap_or(p.cpu_last),
+            bytes(p.rss_max as f64),
+            ms(p.lag_p99_max),
+            ms(p.lag_max)
+        ));
+    }
+    t
+}
