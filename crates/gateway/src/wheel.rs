@@ -76,6 +76,11 @@ impl Wheel {
                 Entry::Later => true,
                 Entry::Stale => false,
             });
+            // An emptied slot gives its vector back: the heap then holds what the
+            // wheel holds now, not every slot's largest burst.
+            if slot.is_empty() {
+                *slot = Vec::new();
+            }
         }
         self.next = now_tick + 1;
     }

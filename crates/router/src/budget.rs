@@ -25,9 +25,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::hash::IdMap;
 use crate::history::Ring;
-use crate::presence::UserState;
+use crate::users::UserMap;
 use crate::UserId;
 
 /// Totals of all rings and the bound on them.
@@ -75,7 +74,7 @@ impl HistoryTotals {
         &mut self,
         user: UserId,
         cost: usize,
-        users: &mut IdMap<UserState>,
+        users: &mut UserMap,
         offline: &mut VecDeque<(Instant, UserId)>,
     ) -> u64 {
         let mut rings = 0;
@@ -86,10 +85,10 @@ impl HistoryTotals {
             // Entries may be stale (the user came back): only offline rings go.
             let offline_ring = u != user
                 && users
-                    .get(&u)
+                    .get(u)
                     .is_some_and(|s| s.conns.is_empty() && s.ring.is_some());
             if offline_ring {
-                let state = users.remove(&u).expect("checked above");
+                let state = users.remove(u).expect("checked above");
                 let ring = state.ring.expect("checked above");
                 self.forget(ring.len(), ring.bytes());
                 self.evicted += ring.len() as u64;

@@ -18,6 +18,7 @@
 //!   longest offline first, then the oldest of the ring being written).
 //! - [`index`]: [`SubscriptionIndex`], CSR shards (~16k edges each), each with a small
 //!   delta for live changes that it folds back on its own.
+//! - [`users`]: [`users::UserMap`], the dense presence table (user → state).
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
 //!
 //! Glossary: a *subject* is a u64 id (a user is a subject, so is a room); a
@@ -32,6 +33,7 @@ pub mod index;
 pub mod presence;
 pub mod publish;
 pub mod router;
+pub mod users;
 
 use std::sync::Arc;
 use std::time::Duration;

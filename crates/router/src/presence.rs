@@ -4,8 +4,8 @@
 //! Budget: this struct is the router's whole share of an idle connection (the
 //! gateway's slab entry is separate). The common case — one connection, no
 //! message yet — fits in 16 bytes with no heap allocation: one packed
-//! [`ConnRef`] and a null ring pointer; 24 bytes with its map key, which makes a
-//! presence map of a million users 2^21 slots × 25 B ≈ 52 MB. Users with several
+//! [`ConnRef`] and a null ring pointer; 24 bytes with its key in the presence
+//! table ([`crate::users::UserMap`], 72–90 % full: 27–33 B per user). Users with several
 //! connections keep them in a side [`Overflow`] slab, referenced by index.
 //!
 //! Adding and removing a connection is O(1) however many connections the user has:
@@ -208,8 +208,7 @@ mod tests {
     #[test]
     fn user_state_fits_the_budget() {
         assert!(std::mem::size_of::<UserState>() <= USER_STATE_MAX_BYTES);
-        // The presence map stores (key, value) pairs: 24 bytes per user plus one
-        // control byte.
+        // The presence table stores (key, value) pairs: 24 bytes per user.
         assert!(std::mem::size_of::<(u64, UserState)>() <= 24);
         assert_eq!(std::mem::size_of::<ConnRef>(), 8);
     }

@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use std::collections::VecDeque;
 
 use crate::budget::HistoryTotals;
-use crate::hash::IdMap;
 use crate::history::{Journal, Ring};
-use crate::presence::{Overflow, UserState};
+use crate::presence::Overflow;
 use crate::router::Router;
+use crate::users::UserMap;
 use crate::{ConnRef, Delivery, Message, PublishCounts, UserId};
 
 /// A publish in progress; see the module doc. Dropping an unfinished cursor simply
@@ -207,7 +207,7 @@ impl Epochs {
 /// Per-step state, split from `Router` so the index can be borrowed while
 /// presence and history are mutated.
 pub(crate) struct Fanout<'a> {
-    pub users: &'a mut IdMap<UserState>,
+    pub users: &'a mut UserMap,
     pub overflow: &'a Overflow,
     pub totals: &'a mut HistoryTotals,
     /// The router's expiry queue: offline users, longest offline first.
@@ -242,7 +242,7 @@ impl Fanout<'_> {
                 self.totals
                     .drop_offline(user, self.cost, self.users, self.offline);
         }
-        let Some(state) = self.users.get_mut(&user) else {
+        let Some(state) = self.users.get_mut(user) else {
             return;
         };
         let ring = match &mut state.ring {

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
-use crate::hash::IdMap;
 use crate::history::{Journal, Ring};
 use crate::presence::{Overflow, UserState};
 use crate::publish::{Epochs, Fanout};
+use crate::users::UserMap;
 use crate::{
     ConnRef, HistoryRead, Message, RouterConfig, RouterStats, SubjectId, SubscriptionIndex, UserId,
 };
@@ -27,7 +27,7 @@ pub struct Router {
     config: RouterConfig,
     index: SubscriptionIndex,
     /// Users with a connection or with live history; nobody else has an entry.
-    users: IdMap<UserState>,
+    users: UserMap,
     /// Connection lists of users with more than one connection.
     overflow: Overflow,
     /// (went offline at, user) in logout order; checked lazily by `handle_tick`.
@@ -55,7 +55,7 @@ impl Router {
             },
             config,
             index,
-            users: IdMap::default(),
+            users: UserMap::default(),
             overflow: Overflow::default(),
             expiry: VecDeque::new(),
             journal: Vec::new(),
@@ -70,7 +70,7 @@ impl Router {
     /// A connection of `user` opened. Logging the same `conn` twice is a no-op; a
     /// connection is logged in as one user at a time. O(1).
     pub fn handle_login(&mut self, user: UserId, conn: ConnRef) {
-        let state = self.users.entry(user).or_default();
+        let state = self.users.get_or_default(user);
         let was_offline = state.conns.is_empty();
         if !state.conns.add(conn, &mut self.overflow) {
             return;
@@ -87,7 +87,7 @@ impl Router {
     /// A connection of `user` closed. The user's history is kept for
     /// `history_ttl` after their last connection goes.
     pub fn handle_logout(&mut self, user: UserId, conn: ConnRef, now: Instant) {
-        let Some(state) = self.users.get_mut(&user) else {
+        let Some(state) = self.users.get_mut(user) else {
             return;
         };
         if !state.conns.remove(conn, &mut self.overflow) {
@@ -111,7 +111,7 @@ impl Router {
     /// gateway process); returns how many. O(users): rare, never per message.
     pub fn logout_where(&mut self, gone: impl Fn(ConnRef) -> bool, now: Instant) -> u64 {
         let mut out = Vec::new();
-        for (&user, state) in &self.users {
+        for (user, state) in self.users.iter() {
             state.conns.for_each(&self.overflow, |c| {
                 if gone(c) {
                     out.push((user, c));
@@ -125,7 +125,7 @@ impl Router {
     }
 
     fn forget(&mut self, user: UserId) {
-        if let Some(state) = self.users.remove(&user) {
+        if let Some(state) = self.users.remove(user) {
             if let Some(ring) = state.ring {
                 self.users_with_history -= 1;
                 self.totals.forget(ring.len(), ring.bytes());
@@ -158,7 +158,7 @@ impl Router {
         if first == 0 {
             return 0;
         }
-        let state = self.users.entry(user).or_default();
+        let state = self.users.get_or_default(user);
         if state.ring.is_some() {
             return 0;
         }
@@ -217,7 +217,7 @@ impl Router {
     /// `epoch: None` (a client that never learned one) trusts `since` as a number
     /// of the current ring.
     pub fn history_read(&self, user: UserId, epoch: Option<u32>, since: u64) -> HistoryRead {
-        match self.users.get(&user).and_then(|s| s.ring.as_deref()) {
+        match self.users.get(user).and_then(|s| s.ring.as_deref()) {
             Some(ring) => {
                 let (messages, gap) = ring.read(epoch, since);
                 HistoryRead {
@@ -245,13 +245,13 @@ impl Router {
 
     /// The user's current sequence number (0 if the router holds no state for them).
     pub fn last_seq(&self, user: UserId) -> u64 {
-        self.users.get(&user).map_or(0, UserState::last_seq)
+        self.users.get(user).map_or(0, UserState::last_seq)
     }
 
     /// The user's current `(epoch, last seq)`: where a new subscriber starts.
     /// `(None, 0)` while the user has no history.
     pub fn position(&self, user: UserId) -> (Option<u32>, u64) {
-        match self.users.get(&user).and_then(|s| s.ring.as_deref()) {
+        match self.users.get(user).and_then(|s| s.ring.as_deref()) {
             Some(r) => (Some(r.epoch()), r.last()),
             None => (None, 0),
         }
@@ -279,7 +279,7 @@ impl Router {
     /// Online connections of `user` (empty if offline).
     pub fn connections_of(&self, user: UserId) -> Vec<ConnRef> {
         let mut out = Vec::new();
-        if let Some(s) = self.users.get(&user) {
+        if let Some(s) = self.users.get(user) {
             s.conns.for_each(&self.overflow, |c| out.push(c));
         }
         out
@@ -295,7 +295,7 @@ impl Router {
             self.expiry.pop_front();
             // The entry may be stale: the user came back, or left again later (a
             // newer entry then covers them).
-            let expired = self.users.get(&user).is_some_and(|s| {
+            let expired = self.users.get(user).is_some_and(|s| {
                 s.conns.is_empty()
                     && s.ring
                         .as_ref()
@@ -324,10 +324,9 @@ impl Router {
     }
 
     /// Heap bytes held by presence and history (not the index), an estimate:
-    /// map slots at their real size plus one control byte each, and every ring.
+    /// the presence table, every ring, the overflow lists and the expiry queue.
     pub fn presence_bytes(&self) -> usize {
-        let slots =
-            table_buckets(self.users.capacity()) * (std::mem::size_of::<(UserId, UserState)>() + 1);
+        let slots = self.users.heap_bytes();
         let rings: usize = self
             .users
             .values()
@@ -342,23 +341,11 @@ impl Router {
 
     /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.
     pub fn compact(&mut self) {
-        if self.users.capacity() > SHRINK_SLACK * self.users.len().max(16) {
-            self.users.shrink_to_fit();
-        }
+        self.users.shrink();
         if self.expiry.capacity() > SHRINK_SLACK * self.expiry.len().max(16) {
             self.expiry.shrink_to_fit();
         }
         self.overflow.shrink();
-    }
-}
-
-/// Buckets behind a hash map of this capacity: hashbrown keeps at most 7/8 of a
-/// power-of-two bucket array full (tiny tables: all but one bucket).
-fn table_buckets(capacity: usize) -> usize {
-    match capacity {
-        0 => 0,
-        c if c < 7 => (c + 1).next_power_of_two(),
-        c => (c * 8 / 7).next_power_of_two(),
     }
 }
 

@@ -15,7 +15,7 @@
 
 use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
 use super::{EventLoop, LISTENER};
-use crate::core::Connection;
+use crate::core::{Connection, Cx};
 use crate::gateway::ip_key;
 use mio::net::TcpStream;
 use mio::{Interest, Token};
@@ -198,7 +198,49 @@ impl EventLoop {
         if !self.tls_open(index) {
             return self.close(index);
         }
-        self.with_core(index, |conn, cx| conn.handle_open(cx));
+        self.open_core(index);
+    }
+
+    /// Starts the core's head timeout without putting it in the wheel yet: most
+    /// clients send their request at once and get a new timer (a heartbeat) before
+    /// the next tick, which would leave the head timeout's entry stale in the wheel
+    /// for its whole duration (4 B and slot-vector slack per connection, the
+    /// second largest share of an idle connection's memory). [`EventLoop::arm_fresh`]
+    /// schedules the ones still waiting on the next tick.
+    fn open_core(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        let mut cx = Cx {
+            now: self.now,
+            config: &self.config,
+            queued: 0,
+            out: &mut self.outbox,
+        };
+        slot.conn.handle_open(&mut cx);
+        let token = slot::token(index, self.gens[index]);
+        if let Some(tick) = self.outbox.take_timer() {
+            self.fresh.push((token, tick));
+        }
+        // Opening only arms the timer; anything else is applied as usual.
+        if !self.outbox.is_empty() {
+            self.settle(index, false);
+        }
+    }
+
+    /// Puts the head timeouts of connections opened since the last tick into the
+    /// wheel, unless the connection has set another timer since (then that one is
+    /// in the wheel already).
+    pub(super) fn arm_fresh(&mut self) {
+        for (token, tick) in std::mem::take(&mut self.fresh) {
+            let Some(index) = self.live(token) else {
+                continue;
+            };
+            if self.slots[index].conn.deadline() == tick {
+                let at = self.wheel.schedule(token, tick);
+                if at != tick {
+                    self.slots[index].conn.reschedule(at);
+                }
+            }
+        }
     }
 }
 

@@ -78,6 +78,9 @@ pub struct EventLoop {
     reread: Vec<u32>,
     /// Tokens due in the current timer pass.
     due: Vec<u32>,
+    /// Connections opened since the last tick, with their head-timeout tick: put in
+    /// the wheel on the next tick only if still needed (see `accept`).
+    fresh: Vec<(u32, Tick)>,
     /// Connections that got queued output during a merged delivery pass, flushed in
     /// order from `dirty_pos` (see `inbox`).
     dirty: Vec<usize>,
@@ -145,6 +148,7 @@ impl EventLoop {
             resume: Vec::new(),
             reread: Vec::new(),
             due: Vec::new(),
+            fresh: Vec::new(),
             dirty: Vec::new(),
             dirty_pos: 0,
             more_work: false,
@@ -229,6 +233,7 @@ impl EventLoop {
     }
 
     fn run_timers(&mut self) {
+        self.arm_fresh();
         let now = self.now;
         let mut due = std::mem::take(&mut self.due);
         let (slots, gens) = (&self.slots, &self.gens);
@@ -291,6 +296,7 @@ impl EventLoop {
                 self.dirty_pos = 0;
             }
             self.due = Vec::new();
+            self.fresh = Vec::new();
             self.inbox = Vec::new();
             self.resume = Vec::new();
             self.wheel.shrink();

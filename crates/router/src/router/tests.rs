@@ -197,12 +197,3 @@ fn duplicate_login_and_unknown_logout_keep_counters_exact() {
     r.handle_logout(1, conn(0, 1), now);
     assert_eq!((r.stats().connections, r.stats().users_online), (0, 0));
 }
-
-#[test]
-fn table_buckets_matches_hashbrown_growth() {
-    assert_eq!(table_buckets(0), 0);
-    let m: IdMap<u8> = IdMap::with_capacity_and_hasher(1_000_000, Default::default());
-    assert_eq!(table_buckets(m.capacity()), 1 << 21);
-    let m: IdMap<u8> = IdMap::with_capacity_and_hasher(3, Default::default());
-    assert_eq!(table_buckets(m.capacity()), 4);
-}
