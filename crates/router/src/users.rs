@@ -3,8 +3,8 @@
 //! Why not a `HashMap`: hashbrown keeps a power-of-two bucket array at most 7/8
 //! full, so at 15,000 users it holds 32,768 buckets of 25 B — 55 B per user, the
 //! largest share of an idle connection (NOTES, issue 11). This table is one array
-//! of 24-byte buckets of any length, kept between [`MIN_LOAD`] and [`MAX_LOAD`]
-//! full: 27–33 B per user (at least 128 KiB, see [`MIN_BUCKETS`]).
+//! of 24-byte buckets of any length, grown by 5/4 at 90 % load, so kept 72–90 %
+//! full: 27–33 B per user (at least 128 KiB: see `MIN_BUCKETS`).
 //!
 //! Robin Hood linear probing (a bucket's distance from its home decides who yields
 //! on insert, so a lookup stops as soon as it passes where its key would be) and
@@ -12,7 +12,7 @@
 //! expected at 90 % load. Home buckets come from the keyed [`IdHashBuilder`]
 //! mapped onto the length by a multiply (`(h × len) >> 64`), so any length works.
 //!
-//! An empty bucket has the key [`EMPTY`]; the one user with that id lives in a
+//! An empty bucket has the key `u64::MAX`; the one user with that id lives in a
 //! field of its own.
 
 use std::hash::BuildHasher;
