@@ -161,6 +161,23 @@ mod tests {
     }
 
     #[test]
+    fn an_emptied_slot_frees_its_vector_and_a_kept_one_does_not() {
+        let (mut w, mut o) = (Wheel::new(0), owner());
+        for t in 0..100 {
+            o.schedule(&mut w, t, 5);
+        }
+        o.schedule(&mut w, 500, 5 + SLOTS); // a later revolution of the same slot
+        o.schedule(&mut w, 600, 6);
+        assert_eq!(o.fired(&mut w, 5).len(), 100);
+        assert_eq!(w.slots[5].len(), 1, "the later revolution stays");
+        o.deadlines.remove(&600); // stale: its connection went away
+        assert!(o.fired(&mut w, 6).is_empty());
+        assert_eq!(w.slots[6].capacity(), 0, "nothing left: memory given back");
+        assert_eq!(o.fired(&mut w, 5 + SLOTS), vec![500]);
+        assert_eq!(w.slots[5].capacity(), 0);
+    }
+
+    #[test]
     fn past_ticks_are_clamped_to_the_next_one() {
         let (mut w, mut o) = (Wheel::new(10), owner());
         o.schedule(&mut w, 1, 3);
