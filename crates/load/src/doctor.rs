@@ -15,12 +15,14 @@ use serde::Serialize;
 /// grows (socket, inode, file, dentry, epoll item: `Slab:` of /proc/meminfo) plus its
 /// buffers. Measured here ≈ 4.2 KB. It plans memory; `tcp_mem` limits only the buffers.
 pub const KERNEL_BYTES_PER_SOCKET: u64 = 4_200;
-/// TCP buffer memory of one established socket with little traffic, bytes: the part
-/// `net.ipv4.tcp_mem` limits (`mem` pages of /proc/net/sockstat). Measured here during
-/// `myriad demo` (20,000 loopback sockets, 500 messages/s): 0.7–1.7 MB in all, at most
-/// ≈ 52 B per socket. An idle socket keeps no buffer; one with unread or unsent data
-/// holds pages until it drains.
-pub const TCP_BUFFER_BYTES_PER_IDLE_SOCKET: u64 = 52;
+/// TCP buffer memory to plan per socket, bytes: the part `net.ipv4.tcp_mem` limits
+/// (`mem` pages of /proc/net/sockstat). Idle sockets hold little (≈ 52 B each during
+/// `myriad demo`, 20,000 sockets; 33,919 pages for 1.36 M sockets while `bench c1m`
+/// connected), but the kernel charges buffers to the limit in whole pages and a socket
+/// whose reader falls behind keeps its page: when the machine saturated at 717 k
+/// connections (2026-11-23) the charge rose to 507,006 pages for 1.43 M sockets and
+/// went on rising past the default pressure mark. One page per socket is the plan.
+pub const TCP_BUFFER_BYTES_PER_SOCKET: u64 = 4_096;
 /// What the backlog sysctls are raised to: a burst of this many connects is queued, not
 /// refused (every client reconnecting after a restart, a load test's connect storm).
 pub const RECOMMENDED_BACKLOG: u64 = 65_535;
@@ -249,8 +251,8 @@ pub fn checks(n: u64) -> Vec<Check> {
 }
 
 /// `net.ipv4.tcp_mem` (pages: min, pressure, max) limits TCP buffer memory only, not the
-/// socket slab; idle sockets hold almost none, so the check counts
-/// [`TCP_BUFFER_BYTES_PER_IDLE_SOCKET`]. `None` when the file is unreadable.
+/// socket slab; the check plans [`TCP_BUFFER_BYTES_PER_SOCKET`] for each of the 2n
+/// sockets below the pressure mark. `None` when the file is unreadable.
 fn tcp_mem_check(n: u64) -> Option<Check> {
     let page = procfs::page_size();
     let tcp_mem = nums("net.ipv4.tcp_mem");
@@ -258,9 +260,9 @@ fn tcp_mem_check(n: u64) -> Option<Check> {
         return None;
     };
     let (pressure, max) = (pressure * page, max * page);
-    let need = 2 * n * TCP_BUFFER_BYTES_PER_IDLE_SOCKET;
+    let need = 2 * n * TCP_BUFFER_BYTES_PER_SOCKET;
     let why = format!(
-        "it limits TCP buffers only: {n} idle connections hold ~{} MB (2 sockets × {TCP_BUFFER_BYTES_PER_IDLE_SOCKET} B); a socket with queued data holds more",
+        "it limits TCP buffers only, charged in pages: {n} connections may hold ~{} MB when their readers lag (2 sockets × {TCP_BUFFER_BYTES_PER_SOCKET} B)",
         need >> 20
     );
     Some(if pressure >= need {
@@ -275,12 +277,11 @@ fn tcp_mem_check(n: u64) -> Option<Check> {
             vec![],
         )
     } else {
-        // Leave room for every socket to queue one page on top of the idle need.
-        let want = (need + 2 * n * page).div_ceil(page);
+        let want = need.div_ceil(page);
         check(
             Level::Warn,
             "tcp_mem",
-            format!("pressure {} MB is below the need; {why}. Under pressure the kernel shrinks buffers, past max ({} MB) it drops data", pressure >> 20, max >> 20),
+            format!("pressure {} MB is below that; {why}. Under pressure the kernel shrinks buffers, past max ({} MB) it drops data", pressure >> 20, max >> 20),
             vec![format!(
                 "sysctl -w net.ipv4.tcp_mem=\"{} {} {}\"",
                 want / 2,

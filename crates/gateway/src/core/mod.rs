@@ -313,13 +313,15 @@ impl Connection {
         cx.out.set_timer(self.deadline);
     }
 
-    /// A heartbeat timer, jittered ±10 % so connections opened together do not beat
-    /// together.
+    /// A heartbeat timer, jittered ±10 % so connections opened together do not beat in
+    /// the same instant, then put on the heartbeat grid so those that do beat in one
+    /// instant share the wake-ups (`wheel::HEARTBEAT_GRID`).
     fn arm_heartbeat(&mut self, cx: &mut Cx) {
         let base = cx.config.heartbeat.max(1);
         let spread = (base / 5).max(1);
         let jitter = cx.out.random() % (spread + 1);
-        self.arm(cx, base - base / 10 + jitter);
+        let due = crate::wheel::on_grid(cx.now.wrapping_add(base - base / 10 + jitter));
+        self.arm(cx, due.wrapping_sub(cx.now));
     }
 
     fn pending(&mut self) -> &mut Pending {

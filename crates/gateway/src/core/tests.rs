@@ -156,8 +156,11 @@ fn a_stream_logs_in_before_its_head_then_gets_messages_and_heartbeats() {
     ));
     let step = h.reply(Reply::History(history(0, &[], false)));
     assert_eq!(step.text(), format!("{STREAM_HEAD}a\r\nwelcome 7\n\r\n"));
-    let beat = step.timer.expect("a heartbeat timer") - h.now;
-    assert!((360..=440).contains(&beat), "heartbeat ±10 %: {beat}");
+    let due = step.timer.expect("a heartbeat timer");
+    let beat = due - h.now;
+    // ±10 %, then rounded up to the heartbeat grid (one tick at most).
+    assert!((360..=441).contains(&beat), "heartbeat ±10 %: {beat}");
+    assert_eq!(due % crate::wheel::HEARTBEAT_GRID, 0, "on the grid: {due}");
     let (outcome, step) = h.deliver(1, b"hi");
     assert_eq!(
         (outcome, step.text().as_str()),

@@ -136,7 +136,7 @@ impl EventLoop {
             slots: Slab::new(),
             gens: Vec::new(),
             wheel: Wheel::new(0),
-            epoch: Instant::now(),
+            epoch: wheel::aligned_epoch(),
             now: 0,
             config,
             gateway,
@@ -165,7 +165,7 @@ impl EventLoop {
 
     pub fn run(mut self) -> std::io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        let mut next_tick = Instant::now() + LAG_TICK;
+        let mut next_tick = self.next_tick_after(Instant::now());
         let mut next_second = Instant::now() + Duration::from_secs(1);
         loop {
             let timeout = if self.more_work {
@@ -206,7 +206,7 @@ impl EventLoop {
             let now = Instant::now();
             if now >= next_tick {
                 self.metrics.record_lag(now - next_tick);
-                next_tick = now + LAG_TICK;
+                next_tick = self.next_tick_after(now);
                 self.now = self.tick_of(now);
                 self.run_timers();
                 self.tls_tick();
@@ -226,6 +226,14 @@ impl EventLoop {
                 self.give_back_memory();
             }
         }
+    }
+
+    /// The first 10-ms mark after `now`, counted from the aligned epoch: every loop of
+    /// the machine wakes at the same marks, so heartbeats due on the grid leave together.
+    fn next_tick_after(&self, now: Instant) -> Instant {
+        let since = now.saturating_duration_since(self.epoch).as_nanos();
+        let marks = since / LAG_TICK.as_nanos() + 1;
+        self.epoch + Duration::from_nanos((marks * LAG_TICK.as_nanos()) as u64)
     }
 
     fn tick_of(&self, at: Instant) -> Tick {
