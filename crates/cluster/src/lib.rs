@@ -10,6 +10,7 @@
 //! Layout:
 //! - [`codec`]: the versioned binary messages and their encoding (postcard).
 //! - [`convert`]: between the bus seam's types and the wire's.
+//! - [`fragment`]: router → gateway messages over NATS's max_payload, in parts.
 //! - [`subjects`]: the NATS subjects.
 //! - [`link`]: one NATS connection on a small runtime thread.
 //! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
@@ -18,6 +19,7 @@
 
 pub mod codec;
 pub mod convert;
+pub mod fragment;
 pub mod link;
 pub mod nats_bus;
 pub mod role;

@@ -19,6 +19,7 @@ use crate::codec::{
     self, GatewayId, GatewayItem, ToGateway, ToRouter, WireCall, WireDelivery, WireReply,
 };
 use crate::convert::{reply_from_wire, request_to_wire};
+use crate::fragment::Reassembly;
 use crate::link::Link;
 use crate::subjects;
 use async_nats::Client;
@@ -168,6 +169,7 @@ impl GatewayLink {
             mailboxes,
             tx: self.tx.clone(),
             shared: self.shared.clone(),
+            parts: Reassembly::default(),
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));
@@ -222,6 +224,11 @@ impl Sender {
                     if n == 0 {
                         return;
                     }
+                    // Under the server's max_payload too (a NATS server may lower it).
+                    let limit = match self.client.server_info().max_payload {
+                        0 => BATCH_BYTES,
+                        max => BATCH_BYTES.min(max / 2),
+                    };
                     let mut bytes = 0;
                     for item in items.drain(..) {
                         match item {
@@ -230,13 +237,13 @@ impl Sender {
                                 let w = weight(&call);
                                 // A large call starts a batch of its own rather than
                                 // pushing the current one past max_payload.
-                                if bytes + w > BATCH_BYTES && !calls.is_empty() {
+                                if bytes + w > limit && !calls.is_empty() {
                                     self.send_batch(&mut calls).await;
                                     bytes = 0;
                                 }
                                 bytes += w;
                                 calls.push(call);
-                                if bytes >= BATCH_BYTES {
+                                if bytes >= limit {
                                     self.send_batch(&mut calls).await;
                                     bytes = 0;
                                 }
@@ -366,11 +373,13 @@ struct Receiver {
     mailboxes: Vec<Arc<Mailbox>>,
     tx: mpsc::UnboundedSender<Outgoing>,
     shared: Arc<Mutex<Shared>>,
+    /// Messages over max_payload, until their last part.
+    parts: Reassembly,
 }
 
 impl Receiver {
     async fn run(
-        self,
+        mut self,
         mut messages: impl futures_util::Stream<Item = async_nats::Message> + Unpin,
     ) {
         while let Some(message) = messages.next().await {
@@ -381,8 +390,16 @@ impl Receiver {
         }
     }
 
-    fn handle(&self, msg: ToGateway) {
+    fn handle(&mut self, msg: ToGateway) {
         match msg {
+            ToGateway::Part(part) => {
+                let whole = self.parts.add(part);
+                match whole.map(|bytes| codec::decode_to_gateway(&bytes)) {
+                    Some(Ok(msg)) => self.handle(msg),
+                    Some(Err(e)) => tracing::warn!(error = %e, "dropped a message in parts"),
+                    None => {}
+                }
+            }
             ToGateway::Batch(items) => {
                 for item in items {
                     match item {

@@ -20,6 +20,7 @@
 
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
+use crate::fragment;
 use crate::link::Link;
 use crate::nats_bus::{unix_ns, LOOP_BITS};
 use crate::subjects;
@@ -165,9 +166,19 @@ impl RouterRole {
                 else => return Ok(()),
             }
             self.flush_all();
+            let max_payload = client.server_info().max_payload;
             for (subject, payload) in self.out.drain(..) {
-                if let Err(e) = client.publish(subject, payload).await {
-                    tracing::warn!(error = %e, "cannot send to a gateway");
+                // What goes to gateways may exceed max_payload (a huge history read):
+                // it crosses in parts. Replies to back-ends are small JSON.
+                let parts = if subject.starts_with(subjects::GATEWAY_PREFIX) {
+                    fragment::split(payload, max_payload)
+                } else {
+                    vec![payload]
+                };
+                for part in parts {
+                    if let Err(e) = client.publish(subject.clone(), part).await {
+                        tracing::warn!(error = %e, "cannot send to a gateway");
+                    }
                 }
             }
         }
