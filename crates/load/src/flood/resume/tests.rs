@@ -150,3 +150,10 @@ fn backoff_is_bounded_and_jittered() {
     assert!(backoff(3, u32::MAX / 2) > backoff(2, u32::MAX / 2));
     assert!(backoff(200, u32::MAX) <= BACKOFF_MAX * 3 / 2);
 }
+
+#[test]
+fn track_stays_small() {
+    // One per connection number with --reconnect only; the slab entry is unchanged.
+    let size = std::mem::size_of::<Track>();
+    assert!(size <= 128, "{size}");
+}
