@@ -44,9 +44,12 @@ pub enum ToRouter {
         calls: Vec<WireCall>,
     },
     /// "I am alive, holding this many logged-in connections"; once a second.
+    /// `place`: the supervisor's number for this gateway (`--supervised-place`); a
+    /// new gateway in the place of a known one means that one died.
     Heartbeat {
         gateway: GatewayId,
         connections: u64,
+        place: Option<u32>,
     },
     /// Logged-in connections of the gateway, `(loop, token, user)`: the answer to
     /// [`ToGateway::Resync`], in chunks. The first chunk (`replace`) replaces what

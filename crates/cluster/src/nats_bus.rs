@@ -73,6 +73,8 @@ pub struct NatsBus {
 pub struct GatewayLink {
     link: Link,
     pub id: GatewayId,
+    /// The supervisor's number for this gateway (`--supervised-place`).
+    place: Option<u32>,
     shared: Arc<Mutex<Shared>>,
     tx: mpsc::UnboundedSender<Outgoing>,
     /// Taken by [`GatewayLink::start`].
@@ -88,8 +90,8 @@ struct Parts {
 }
 
 impl GatewayLink {
-    /// Connects to NATS at `url` as a new gateway.
-    pub fn connect(url: &str) -> anyhow::Result<GatewayLink> {
+    /// Connects to NATS at `url` as a new gateway, in the supervisor's `place` if any.
+    pub fn connect(url: &str, place: Option<u32>) -> anyhow::Result<GatewayLink> {
         let id: GatewayId = rand::random();
         let (tx, rx) = mpsc::unbounded_channel();
         let events = tx.clone();
@@ -111,6 +113,7 @@ impl GatewayLink {
         Ok(GatewayLink {
             link,
             id,
+            place,
             shared: Arc::default(),
             tx,
             parts: Mutex::new(Some(Parts {
@@ -161,6 +164,7 @@ impl GatewayLink {
         let sender = Sender {
             client: client.clone(),
             id: self.id,
+            place: self.place,
             presence: HashMap::new(),
             shared: self.shared.clone(),
         };
@@ -208,6 +212,7 @@ impl Bus for NatsBus {
 struct Sender {
     client: Client,
     id: GatewayId,
+    place: Option<u32>,
     /// (loop, token) → user, for resyncs.
     presence: HashMap<(u16, u32), u64>,
     shared: Arc<Mutex<Shared>>,
@@ -261,6 +266,7 @@ impl Sender {
                     let msg = ToRouter::Heartbeat {
                         gateway: self.id,
                         connections: self.presence.len() as u64,
+                        place: self.place,
                     };
                     self.send(&msg).await;
                 }

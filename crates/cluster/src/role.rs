@@ -31,4 +31,9 @@ pub struct ClusterArgs {
     /// NATS server linking gateways and the router (roles `router` and `gateway`).
     #[arg(long, env = "MYRIAD_NATS", default_value = crate::DEFAULT_NATS)]
     pub nats: String,
+    /// Set by `serve --processes` on each gateway: its place (0, 1, …). A gateway
+    /// restarted in the same place tells the router that its predecessor died, so
+    /// the router forgets it at once instead of after 3 s of silence.
+    #[arg(long, hide = true)]
+    pub supervised_place: Option<u32>,
 }

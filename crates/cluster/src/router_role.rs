@@ -60,6 +60,8 @@ const BACKEND: ConnRef = ConnRef {
 
 struct Gateway {
     slot: u16,
+    /// The supervisor's number for it, once a heartbeat said.
+    place: Option<u32>,
     subject: String,
     last_seen: Instant,
     /// Replies and deliveries decided but not sent yet, in order: sent as one
@@ -208,7 +210,10 @@ impl RouterRole {
                     }
                 }
             }
-            ToRouter::Heartbeat { gateway, .. } => {
+            ToRouter::Heartbeat { gateway, place, .. } => {
+                if let Some(place) = place {
+                    self.take_place(gateway, place);
+                }
                 if self.known(gateway, true).is_some() {
                     let stats = self.stats().to_string();
                     let subject = subjects::gateway(gateway);
@@ -285,6 +290,7 @@ impl RouterRole {
             gateway,
             Gateway {
                 slot: slot as u16,
+                place: None,
                 subject,
                 last_seen: now,
                 items: Vec::new(),
@@ -473,6 +479,30 @@ impl RouterRole {
             subjects::GATEWAYS.to_string(),
             codec::encode_to_gateway(&resync),
         ));
+    }
+
+    /// `gateway` runs in the supervisor's `place`: another gateway known in that place
+    /// died (the supervisor restarts a place only after its gateway's death), so its
+    /// connections are logged out now rather than after [`GATEWAY_TIMEOUT`] — until
+    /// then every publish would count them, and send to them, in vain.
+    fn take_place(&mut self, gateway: GatewayId, place: u32) {
+        let before: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(&id, gw)| id != gateway && gw.place == Some(place))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in before {
+            self.forget(
+                id,
+                Instant::now(),
+                "gateway restarted in its place: the dead one forgotten",
+            );
+        }
+        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
+            gw.place = Some(place);
+        }
     }
 
     /// Logs a gateway's connections out and frees its slot.

@@ -61,7 +61,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 "a gateway runs at most {} loops over NATS",
                 cluster::nats_bus::MAX_LOOPS
             );
-            let link = Arc::new(GatewayLink::connect(&args.cluster.nats)?);
+            let link = Arc::new(GatewayLink::connect(
+                &args.cluster.nats,
+                args.cluster.supervised_place,
+            )?);
             let stats = link.clone();
             let starter = link.clone();
             let server = Server::start(

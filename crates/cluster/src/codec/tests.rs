@@ -75,9 +75,12 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
             )
         )
             .prop_map(|(gateway, calls)| ToRouter::Batch { gateway, calls }),
-        any::<(u64, u64)>().prop_map(|(gateway, connections)| ToRouter::Heartbeat {
-            gateway,
-            connections
+        any::<(u64, u64, Option<u32>)>().prop_map(|(gateway, connections, place)| {
+            ToRouter::Heartbeat {
+                place,
+                gateway,
+                connections,
+            }
         }),
         (
             any::<u64>(),
@@ -179,6 +182,7 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
     let mut bytes = encode_to_router(&ToRouter::Heartbeat {
         gateway: 7,
         connections: 3,
+        place: None,
     })
     .to_vec();
     assert!(matches!(decode_to_router(&[]), Err(DecodeError::Empty)));

@@ -26,6 +26,7 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--log", "MYRIAD_LOG", true),
     // `--tls self-signed`: the supervisor makes one certificate for all gateways.
     ("--tls", "MYRIAD_TLS", true),
+    ("--supervised-place", "MYRIAD_SUPERVISED_PLACE", true),
 ];
 
 /// The log target of the start lines the supervisor waits for; kept at `info` in
@@ -103,7 +104,7 @@ impl Template {
                 // Its own admin listener on loopback: the supervisor reads its sample.
                 cmd.args(["--role", "router", "--admin", "127.0.0.1:0"]);
             }
-            Role::Gateway(_) => {
+            Role::Gateway(n) => {
                 cmd.args([
                     "--role",
                     "gateway",
@@ -114,7 +115,10 @@ impl Template {
                 .arg("--listen")
                 .arg(self.listen.to_string())
                 .arg("--max-connections")
-                .arg(self.per_gateway.to_string());
+                .arg(self.per_gateway.to_string())
+                // Its restart in the same place tells the router it died.
+                .arg("--supervised-place")
+                .arg(n.to_string());
                 if let Some((cert, key)) = &self.tls {
                     cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
                 }
