@@ -21,6 +21,7 @@ use crate::codec::{
 use crate::convert::{reply_from_wire, request_to_wire};
 use crate::fragment::Reassembly;
 use crate::link::Link;
+use crate::shard_calls::{self, Gathers};
 use crate::subjects;
 use async_nats::Client;
 use bus::{Bus, ConnRef, Delivery, Inbound, Mailbox, Message, Reply, Request, Target};
@@ -57,7 +58,8 @@ enum Outgoing {
 /// Counters and the router's last stats, for this gateway's `/stats`.
 #[derive(Default)]
 struct Shared {
-    router_stats: Option<serde_json::Value>,
+    /// The last counters of each router shard, by shard.
+    router_stats: std::collections::BTreeMap<u64, serde_json::Value>,
     batches_sent: u64,
     calls_sent: u64,
     deliveries_received: u64,
@@ -75,6 +77,9 @@ pub struct GatewayLink {
     pub id: GatewayId,
     /// The supervisor's number for this gateway (`--supervised-place`).
     place: Option<u32>,
+    /// Router shards (`--router-shards`), and the calls sent to all of them.
+    shards: u16,
+    gathers: Gathers,
     shared: Arc<Mutex<Shared>>,
     tx: mpsc::UnboundedSender<Outgoing>,
     /// Taken by [`GatewayLink::start`].
@@ -90,8 +95,9 @@ struct Parts {
 }
 
 impl GatewayLink {
-    /// Connects to NATS at `url` as a new gateway, in the supervisor's `place` if any.
-    pub fn connect(url: &str, place: Option<u32>) -> anyhow::Result<GatewayLink> {
+    /// Connects to NATS at `url` as a new gateway, in the supervisor's `place` if any,
+    /// talking to `shards` routers.
+    pub fn connect(url: &str, place: Option<u32>, shards: u16) -> anyhow::Result<GatewayLink> {
         let id: GatewayId = rand::random();
         let (tx, rx) = mpsc::unbounded_channel();
         let events = tx.clone();
@@ -114,6 +120,8 @@ impl GatewayLink {
             link,
             id,
             place,
+            shards: shards.max(1),
+            gathers: Gathers::default(),
             shared: Arc::default(),
             tx,
             parts: Mutex::new(Some(Parts {
@@ -140,8 +148,7 @@ impl GatewayLink {
             "nats_calls_sent": shared.calls_sent,
             "nats_deliveries_received": shared.deliveries_received,
         });
-        if let (Some(doc), Some(serde_json::Value::Object(router))) =
-            (doc.as_object_mut(), shared.router_stats.clone())
+        if let (Some(doc), Some(router)) = (doc.as_object_mut(), merge_shards(&shared.router_stats))
         {
             doc.extend(router);
         }
@@ -165,6 +172,8 @@ impl GatewayLink {
             client: client.clone(),
             id: self.id,
             place: self.place,
+            shards: self.shards,
+            gathers: self.gathers.clone(),
             presence: HashMap::new(),
             shared: self.shared.clone(),
         };
@@ -174,6 +183,7 @@ impl GatewayLink {
             tx: self.tx.clone(),
             shared: self.shared.clone(),
             parts: Reassembly::default(),
+            gathers: self.gathers.clone(),
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));
@@ -213,6 +223,8 @@ struct Sender {
     client: Client,
     id: GatewayId,
     place: Option<u32>,
+    shards: u16,
+    gathers: Gathers,
     /// (loop, token) → user, for resyncs.
     presence: HashMap<(u16, u32), u64>,
     shared: Arc<Mutex<Shared>>,
@@ -292,11 +304,42 @@ impl Sender {
             return;
         }
         let n = calls.len() as u64;
-        let msg = ToRouter::Batch {
-            gateway: self.id,
-            calls: std::mem::take(calls),
-        };
-        self.send(&msg).await;
+        if self.shards <= 1 {
+            let msg = ToRouter::Batch {
+                gateway: self.id,
+                calls: std::mem::take(calls),
+            };
+            self.send_to(subjects::ROUTER, &msg).await;
+        } else {
+            let shards = crate::Shards {
+                index: 0,
+                count: self.shards,
+            };
+            let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(self.shards)];
+            for call in calls.drain(..) {
+                match shard_calls::dest(&call.request, shards) {
+                    shard_calls::Dest::One(s) => per_shard[usize::from(s)].push(call),
+                    shard_calls::Dest::All => {
+                        self.gathers
+                            .lock()
+                            .insert((call.loop_id, call.token), (self.shards, None));
+                        for list in per_shard.iter_mut() {
+                            list.push(call.clone());
+                        }
+                    }
+                }
+            }
+            for (shard, calls) in per_shard.into_iter().enumerate() {
+                if !calls.is_empty() {
+                    let msg = ToRouter::Batch {
+                        gateway: self.id,
+                        calls,
+                    };
+                    let subject = subjects::router(shard as u16, self.shards);
+                    self.send_to(&subject, &msg).await;
+                }
+            }
+        }
         let mut shared = self.shared.lock();
         shared.batches_sent += 1;
         shared.calls_sent += n;
@@ -327,10 +370,18 @@ impl Sender {
         tracing::info!(connections = all.len(), "presence sent to the router");
     }
 
+    /// To every router shard (heartbeats, presence: each shard keeps what it owns).
     async fn send(&self, msg: &ToRouter) {
+        for shard in 0..self.shards {
+            self.send_to(&subjects::router(shard, self.shards), msg)
+                .await;
+        }
+    }
+
+    async fn send_to(&self, subject: &str, msg: &ToRouter) {
         if let Err(e) = self
             .client
-            .publish(subjects::ROUTER, codec::encode_to_router(msg))
+            .publish(subject.to_string(), codec::encode_to_router(msg))
             .await
         {
             tracing::warn!(error = %e, "cannot send to the router");
@@ -381,6 +432,8 @@ struct Receiver {
     shared: Arc<Mutex<Shared>>,
     /// Messages over max_payload, until their last part.
     parts: Reassembly,
+    /// Calls sent to every router shard, whose replies are summed.
+    gathers: Gathers,
 }
 
 impl Receiver {
@@ -422,7 +475,10 @@ impl Receiver {
                 let _ = self.tx.send(Outgoing::Resync);
             }
             ToGateway::RouterStats(text) => {
-                self.shared.lock().router_stats = serde_json::from_str(&text).ok();
+                if let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) {
+                    let shard = doc["router_shard"].as_u64().unwrap_or(0);
+                    self.shared.lock().router_stats.insert(shard, doc);
+                }
             }
         }
     }
@@ -430,8 +486,12 @@ impl Receiver {
 
 impl Receiver {
     fn reply(&self, r: WireReply) {
+        let answer = match shard_calls::gather(&self.gathers, (r.loop_id, r.token), r.reply) {
+            shard_calls::Gathered::Alone(a) | shard_calls::Gathered::Done(a) => a,
+            shard_calls::Gathered::Waiting => return,
+        };
         if let Some(mailbox) = self.mailboxes.get(usize::from(r.loop_id)) {
-            let reply = reply_from_wire(r.reply);
+            let reply = reply_from_wire(answer);
             let token = r.token;
             mailbox.push(Inbound::Reply { token, reply }, false);
         }
@@ -463,6 +523,31 @@ impl Receiver {
         }
         self.shared.lock().deliveries_received += n;
     }
+}
+
+/// The router shards' counters as one: counts of users and connections add up (each
+/// user lives on one shard); what every shard sees whole is the most any shard says.
+fn merge_shards(
+    shards: &std::collections::BTreeMap<u64, serde_json::Value>,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let mut merged = shards.values().next()?.as_object()?.clone();
+    for other in shards.values().skip(1).filter_map(|v| v.as_object()) {
+        for (key, value) in other {
+            let (Some(a), Some(b)) = (merged.get(key).and_then(|v| v.as_u64()), value.as_u64())
+            else {
+                continue;
+            };
+            let v = match key.as_str() {
+                // Every shard sees every publish and keeps the whole index.
+                "gateways" | "messages_in" | "subscription_edges" => a.max(b),
+                "router_pid" | "router_shard" => a,
+                _ => a + b,
+            };
+            merged.insert(key.clone(), v.into());
+        }
+    }
+    merged.insert("router_shards".into(), shards.len().into());
+    Some(merged)
 }
 
 /// Now in ns since the Unix epoch (what crosses processes for latency).

@@ -17,6 +17,16 @@ pub const PUBLISH_PREFIX: &str = "myriad.pub.";
 /// What the router subscribes to for back-end publishes.
 pub const PUBLISH_ALL: &str = "myriad.pub.*";
 
+/// The subject router shard `shard` of `count` listens on (`myriad.router` when
+/// there is one router).
+pub fn router(shard: u16, count: u16) -> String {
+    if count <= 1 {
+        ROUTER.to_string()
+    } else {
+        format!("{ROUTER}.{shard}")
+    }
+}
+
 /// What every gateway's own subject starts with.
 pub const GATEWAY_PREFIX: &str = "myriad.gw.";
 

@@ -218,9 +218,21 @@ fn last_seq(addr: SocketAddr, user: u64) -> u64 {
 
 #[test]
 fn a_killed_gateways_flood_clients_reconnect_and_resume_without_loss() {
+    kill_a_gateway_under_floods("1");
+}
+
+/// The same with the router in two shards (`--router-shards 2`).
+#[test]
+fn the_same_with_two_router_shards() {
+    kill_a_gateway_under_floods("2");
+}
+
+fn kill_a_gateway_under_floods(router_shards: &str) {
     let nats = format!("nats://127.0.0.1:{}", free_port());
     let (server, log) = start_supervisor(&[
         "serve",
+        "--router-shards",
+        router_shards,
         "--processes",
         "3",
         "--loops",
@@ -239,6 +251,13 @@ fn a_killed_gateways_flood_clients_reconnect_and_resume_without_loss() {
         "256",
     ]);
     let addr = server.addr;
+    let routers = server.admin_stats()["extra"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"].as_str().unwrap().starts_with("router"))
+        .count();
+    assert_eq!(routers.to_string(), router_shards, "router processes");
     let dir = tempfile::tempdir().unwrap();
     let floods: Vec<Flood> = TRANSPORTS
         .iter()

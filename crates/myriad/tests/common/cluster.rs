@@ -111,6 +111,22 @@ impl Drop for Router {
     }
 }
 
+/// `POST /pub/<subject>` to the server at `addr` (from any thread); the reply.
+pub fn publish_at(addr: std::net::SocketAddr, subject: u64, payload: &str) -> serde_json::Value {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "POST /pub/{subject} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut s, &mut out).unwrap();
+    let (status, body) = super::parse_response(&out);
+    assert_eq!(status, 200, "publish failed: {body}");
+    serde_json::from_str(&body).expect("publish reply is JSON")
+}
+
 pub fn gateway(nats: &Nats) -> Server {
     Server::start_args(&[
         "serve",
