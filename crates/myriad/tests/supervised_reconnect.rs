@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,6 +23,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Users 1..=USERS; each flood opens two connections per user.
 const USERS: u64 = 20;
 const PER_FLOOD: u64 = 2 * USERS;
+/// Users SOLO.0..=SOLO.1 have one SSE connection each and get no message before the
+/// kill: those on the killed gateway are offline until they reconnect, with no
+/// history yet — what is published to them meanwhile must wait for them.
+const SOLO: (u64, u64) = (21, 60);
 const TRANSPORTS: [(&str, &str); 4] = [
     ("sse", "/sse/%d"),
     ("poll", "/poll/%d"),
@@ -120,27 +124,25 @@ struct Flood {
     child: Child,
     csv: std::path::PathBuf,
     transport: &'static str,
+    /// Connections, and users `(first, last)` they cycle through.
+    n: u64,
+    users: (u64, u64),
 }
 
 impl Flood {
     fn start(
         addr: SocketAddr,
-        transport: &'static str,
-        path: &str,
+        (transport, path): (&'static str, &str),
+        (n, users): (u64, (u64, u64)),
         dir: &std::path::Path,
     ) -> Flood {
-        let csv = dir.join(format!("{transport}.csv"));
+        let csv = dir.join(format!("{transport}-{}.csv", users.0));
         let child = Command::new(env!("CARGO_BIN_EXE_myriad"))
             .args(["flood", "--reconnect", "--json", "--quiet", "--rate", "0"])
-            .args(["--transport", transport, "--users", &format!("1-{USERS}")])
-            .args([
-                "-n",
-                &PER_FLOOD.to_string(),
-                "--hold",
-                "300",
-                "--procs",
-                "auto",
-            ])
+            .args(["--transport", transport])
+            .arg("--users")
+            .arg(format!("{}-{}", users.0, users.1))
+            .args(["-n", &n.to_string(), "--hold", "300", "--procs", "auto"])
             .arg("--url")
             .arg(format!("http://{addr}{path}"))
             .arg("--csv")
@@ -153,6 +155,8 @@ impl Flood {
             child,
             csv,
             transport,
+            n,
+            users,
         }
     }
 
@@ -166,7 +170,7 @@ impl Flood {
     }
 
     /// SIGTERM, then the summary.
-    fn finish(mut self) -> serde_json::Value {
+    fn finish(&mut self) -> serde_json::Value {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let mut out = String::new();
@@ -181,17 +185,30 @@ impl Flood {
     }
 }
 
-/// Publishes to users 1..=USERS in turn until `stop`; counts 200s and other outcomes
-/// per user.
+impl Drop for Flood {
+    /// A failed assertion must not leave floods holding the test's output open.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Publishes to users in turn until `stop`; counts 200s and other outcomes per user.
+/// `phase` 0: users 1..=USERS; 1 (from the kill): the SOLO users; 2: all of them.
 fn publisher(
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    phase: Arc<AtomicU8>,
     answered: Arc<Mutex<HashMap<u64, (u64, u64)>>>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut k = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            let user = 1 + k % USERS;
+            let user = match phase.load(Ordering::Relaxed) {
+                0 => 1 + k % USERS,
+                1 => SOLO.0 + k % (SOLO.1 - SOLO.0 + 1),
+                _ => 1 + k % SOLO.1,
+            };
             k += 1;
             let payload = format!("ts={} user {user} n {k}", unix_micros());
             let reply = try_request(addr, "POST", &format!("/pub/{user}"), payload.as_bytes());
@@ -259,11 +276,18 @@ fn kill_a_gateway_under_floods(router_shards: &str) {
         .count();
     assert_eq!(routers.to_string(), router_shards, "router processes");
     let dir = tempfile::tempdir().unwrap();
-    let floods: Vec<Flood> = TRANSPORTS
+    let mut floods: Vec<Flood> = TRANSPORTS
         .iter()
-        .map(|(t, path)| Flood::start(addr, t, path, dir.path()))
+        .map(|&t| Flood::start(addr, t, (PER_FLOOD, (1, USERS)), dir.path()))
         .collect();
-    let total = PER_FLOOD * TRANSPORTS.len() as u64;
+    let solo = SOLO.1 - SOLO.0 + 1;
+    floods.push(Flood::start(
+        addr,
+        ("sse", "/sse/%d"),
+        (solo, SOLO),
+        dir.path(),
+    ));
+    let total: u64 = floods.iter().map(|f| f.n).sum();
     let deadline = Instant::now() + Duration::from_secs(60);
     let spread = loop {
         let g = gateways(&server);
@@ -276,8 +300,9 @@ fn kill_a_gateway_under_floods(router_shards: &str) {
     eprintln!("connections per gateway: {spread:?}");
 
     let stop = Arc::new(AtomicBool::new(false));
+    let phase = Arc::new(AtomicU8::new(0));
     let answered = Arc::new(Mutex::new(HashMap::new()));
-    let publishing = publisher(addr, stop.clone(), answered.clone());
+    let publishing = publisher(addr, stop.clone(), phase.clone(), answered.clone());
     std::thread::sleep(Duration::from_secs(2));
 
     // kill -9 the gateway holding the most clients.
@@ -286,6 +311,10 @@ fn kill_a_gateway_under_floods(router_shards: &str) {
     let killed = Instant::now();
     // SAFETY: kill(2) on a gateway the supervisor has not reaped (it holds clients).
     assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    // While the victim's clients come back, publish to the users without history.
+    phase.store(1, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(400));
+    phase.store(2, Ordering::Relaxed);
     let deadline = killed + Duration::from_secs(20);
     loop {
         let g = gateways(&server);
@@ -332,7 +361,7 @@ fn kill_a_gateway_under_floods(router_shards: &str) {
     // plus the ones whose answer was lost with the gateway.
     let answered = answered.lock().unwrap().clone();
     let mut last = HashMap::new();
-    for user in 1..=USERS {
+    for user in 1..=SOLO.1 {
         let seq = last_seq(addr, user);
         let (ok, failed) = answered.get(&user).copied().unwrap_or_default();
         assert!(
@@ -341,20 +370,25 @@ fn kill_a_gateway_under_floods(router_shards: &str) {
         );
         last.insert(user, seq);
     }
-    // Each flood has two connections per user, all started at 0.
-    let want: u64 = 2 * last.values().sum::<u64>();
+    // Each connection started at 0 and gets every message of its user.
     let mut reconnects = 0;
-    for flood in floods {
+    for mut flood in floods {
+        let per_user = flood.n / (flood.users.1 - flood.users.0 + 1);
+        let want: u64 = per_user
+            * (flood.users.0..=flood.users.1)
+                .map(|u| last[&u])
+                .sum::<u64>();
         let deadline = Instant::now() + Duration::from_secs(30);
         while flood.messages() < want && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
         }
         std::thread::sleep(Duration::from_millis(500));
-        let transport = flood.transport;
+        let (transport, flood_n) = (flood.transport, flood.n);
         let s = flood.finish();
+        drop(flood);
         eprintln!("{transport}: {s}");
         let r = &s["resume"];
-        assert_eq!(s["opened"], PER_FLOOD, "{transport}: {s}");
+        assert_eq!(s["opened"], flood_n, "{transport}: {s}");
         assert_eq!(s["failed"], 0, "{transport}: {s}");
         assert!(
             r["reconnects"].as_u64().unwrap() >= 1,
