@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -44,9 +44,12 @@ pub enum ToRouter {
         calls: Vec<WireCall>,
     },
     /// "I am alive, holding this many logged-in connections"; once a second.
+    /// `place`: the supervisor's number for this gateway (`--supervised-place`); a
+    /// new gateway in the place of a known one means that one died.
     Heartbeat {
         gateway: GatewayId,
         connections: u64,
+        place: Option<u32>,
     },
     /// Logged-in connections of the gateway, `(loop, token, user)`: the answer to
     /// [`ToGateway::Resync`], in chunks. The first chunk (`replace`) replaces what
@@ -115,6 +118,21 @@ pub enum ToGateway {
     /// The router's counters (JSON text), sent back for each heartbeat so a
     /// gateway's `/stats` shows them without asking.
     RouterStats(String),
+    /// A piece of an encoded [`ToGateway`] larger than NATS's max_payload
+    /// (`crate::fragment`).
+    Part(Part),
+}
+
+/// One piece of a message split by `crate::fragment::split`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// Random per split message.
+    pub id: u64,
+    /// 0, 1, … in sending order.
+    pub index: u32,
+    pub last: bool,
+    /// The next bytes of the encoded message.
+    pub bytes: Bytes,
 }
 
 /// One item of a [`ToGateway::Batch`].

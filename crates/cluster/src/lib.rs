@@ -10,6 +10,7 @@
 //! Layout:
 //! - [`codec`]: the versioned binary messages and their encoding (postcard).
 //! - [`convert`]: between the bus seam's types and the wire's.
+//! - [`fragment`]: router → gateway messages over NATS's max_payload, in parts.
 //! - [`subjects`]: the NATS subjects.
 //! - [`link`]: one NATS connection on a small runtime thread.
 //! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
@@ -18,13 +19,41 @@
 
 pub mod codec;
 pub mod convert;
+pub mod fragment;
 pub mod link;
 pub mod nats_bus;
 pub mod role;
 pub mod router_role;
+pub mod shard_calls;
 pub mod subjects;
 
 pub use link::{Link, DEFAULT_NATS};
 pub use nats_bus::{GatewayLink, NatsBus};
 pub use role::{ClusterArgs, Role};
 pub use router_role::RouterRole;
+
+/// Router shards (`--router-shards`): shard `index` of `count` owns user `u` when
+/// `u % count == index` (presence, sequence numbers, history).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shards {
+    pub index: u16,
+    pub count: u16,
+}
+
+impl Default for Shards {
+    fn default() -> Shards {
+        Shards { index: 0, count: 1 }
+    }
+}
+
+impl Shards {
+    /// The shard owning user (or subject) `u`.
+    pub fn owner(self, u: u64) -> u16 {
+        (u % u64::from(self.count)) as u16
+    }
+
+    /// Whether this router owns `u`.
+    pub fn owns(self, u: u64) -> bool {
+        self.owner(u) == self.index
+    }
+}

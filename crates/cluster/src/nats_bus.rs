@@ -19,7 +19,9 @@ use crate::codec::{
     self, GatewayId, GatewayItem, ToGateway, ToRouter, WireCall, WireDelivery, WireReply,
 };
 use crate::convert::{reply_from_wire, request_to_wire};
+use crate::fragment::Reassembly;
 use crate::link::Link;
+use crate::shard_calls::{self, Gathers};
 use crate::subjects;
 use async_nats::Client;
 use bus::{Bus, ConnRef, Delivery, Inbound, Mailbox, Message, Reply, Request, Target};
@@ -56,7 +58,8 @@ enum Outgoing {
 /// Counters and the router's last stats, for this gateway's `/stats`.
 #[derive(Default)]
 struct Shared {
-    router_stats: Option<serde_json::Value>,
+    /// The last counters of each router shard, by shard.
+    router_stats: std::collections::BTreeMap<u64, serde_json::Value>,
     batches_sent: u64,
     calls_sent: u64,
     deliveries_received: u64,
@@ -72,6 +75,11 @@ pub struct NatsBus {
 pub struct GatewayLink {
     link: Link,
     pub id: GatewayId,
+    /// The supervisor's number for this gateway (`--supervised-place`).
+    place: Option<u32>,
+    /// Router shards (`--router-shards`), and the calls sent to all of them.
+    shards: u16,
+    gathers: Gathers,
     shared: Arc<Mutex<Shared>>,
     tx: mpsc::UnboundedSender<Outgoing>,
     /// Taken by [`GatewayLink::start`].
@@ -87,8 +95,9 @@ struct Parts {
 }
 
 impl GatewayLink {
-    /// Connects to NATS at `url` as a new gateway.
-    pub fn connect(url: &str) -> anyhow::Result<GatewayLink> {
+    /// Connects to NATS at `url` as a new gateway, in the supervisor's `place` if any,
+    /// talking to `shards` routers.
+    pub fn connect(url: &str, place: Option<u32>, shards: u16) -> anyhow::Result<GatewayLink> {
         let id: GatewayId = rand::random();
         let (tx, rx) = mpsc::unbounded_channel();
         let events = tx.clone();
@@ -110,6 +119,9 @@ impl GatewayLink {
         Ok(GatewayLink {
             link,
             id,
+            place,
+            shards: shards.max(1),
+            gathers: Gathers::default(),
             shared: Arc::default(),
             tx,
             parts: Mutex::new(Some(Parts {
@@ -136,8 +148,7 @@ impl GatewayLink {
             "nats_calls_sent": shared.calls_sent,
             "nats_deliveries_received": shared.deliveries_received,
         });
-        if let (Some(doc), Some(serde_json::Value::Object(router))) =
-            (doc.as_object_mut(), shared.router_stats.clone())
+        if let (Some(doc), Some(router)) = (doc.as_object_mut(), merge_shards(&shared.router_stats))
         {
             doc.extend(router);
         }
@@ -160,6 +171,9 @@ impl GatewayLink {
         let sender = Sender {
             client: client.clone(),
             id: self.id,
+            place: self.place,
+            shards: self.shards,
+            gathers: self.gathers.clone(),
             presence: HashMap::new(),
             shared: self.shared.clone(),
         };
@@ -168,6 +182,8 @@ impl GatewayLink {
             mailboxes,
             tx: self.tx.clone(),
             shared: self.shared.clone(),
+            parts: Reassembly::default(),
+            gathers: self.gathers.clone(),
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));
@@ -206,6 +222,9 @@ impl Bus for NatsBus {
 struct Sender {
     client: Client,
     id: GatewayId,
+    place: Option<u32>,
+    shards: u16,
+    gathers: Gathers,
     /// (loop, token) → user, for resyncs.
     presence: HashMap<(u16, u32), u64>,
     shared: Arc<Mutex<Shared>>,
@@ -222,6 +241,11 @@ impl Sender {
                     if n == 0 {
                         return;
                     }
+                    // Under the server's max_payload too (a NATS server may lower it).
+                    let limit = match self.client.server_info().max_payload {
+                        0 => BATCH_BYTES,
+                        max => BATCH_BYTES.min(max / 2),
+                    };
                     let mut bytes = 0;
                     for item in items.drain(..) {
                         match item {
@@ -230,13 +254,13 @@ impl Sender {
                                 let w = weight(&call);
                                 // A large call starts a batch of its own rather than
                                 // pushing the current one past max_payload.
-                                if bytes + w > BATCH_BYTES && !calls.is_empty() {
+                                if bytes + w > limit && !calls.is_empty() {
                                     self.send_batch(&mut calls).await;
                                     bytes = 0;
                                 }
                                 bytes += w;
                                 calls.push(call);
-                                if bytes >= BATCH_BYTES {
+                                if bytes >= limit {
                                     self.send_batch(&mut calls).await;
                                     bytes = 0;
                                 }
@@ -254,6 +278,7 @@ impl Sender {
                     let msg = ToRouter::Heartbeat {
                         gateway: self.id,
                         connections: self.presence.len() as u64,
+                        place: self.place,
                     };
                     self.send(&msg).await;
                 }
@@ -279,11 +304,42 @@ impl Sender {
             return;
         }
         let n = calls.len() as u64;
-        let msg = ToRouter::Batch {
-            gateway: self.id,
-            calls: std::mem::take(calls),
-        };
-        self.send(&msg).await;
+        if self.shards <= 1 {
+            let msg = ToRouter::Batch {
+                gateway: self.id,
+                calls: std::mem::take(calls),
+            };
+            self.send_to(subjects::ROUTER, &msg).await;
+        } else {
+            let shards = crate::Shards {
+                index: 0,
+                count: self.shards,
+            };
+            let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(self.shards)];
+            for call in calls.drain(..) {
+                match shard_calls::dest(&call.request, shards) {
+                    shard_calls::Dest::One(s) => per_shard[usize::from(s)].push(call),
+                    shard_calls::Dest::All => {
+                        self.gathers
+                            .lock()
+                            .insert((call.loop_id, call.token), (self.shards, None));
+                        for list in per_shard.iter_mut() {
+                            list.push(call.clone());
+                        }
+                    }
+                }
+            }
+            for (shard, calls) in per_shard.into_iter().enumerate() {
+                if !calls.is_empty() {
+                    let msg = ToRouter::Batch {
+                        gateway: self.id,
+                        calls,
+                    };
+                    let subject = subjects::router(shard as u16, self.shards);
+                    self.send_to(&subject, &msg).await;
+                }
+            }
+        }
         let mut shared = self.shared.lock();
         shared.batches_sent += 1;
         shared.calls_sent += n;
@@ -314,10 +370,18 @@ impl Sender {
         tracing::info!(connections = all.len(), "presence sent to the router");
     }
 
+    /// To every router shard (heartbeats, presence: each shard keeps what it owns).
     async fn send(&self, msg: &ToRouter) {
+        for shard in 0..self.shards {
+            self.send_to(&subjects::router(shard, self.shards), msg)
+                .await;
+        }
+    }
+
+    async fn send_to(&self, subject: &str, msg: &ToRouter) {
         if let Err(e) = self
             .client
-            .publish(subjects::ROUTER, codec::encode_to_router(msg))
+            .publish(subject.to_string(), codec::encode_to_router(msg))
             .await
         {
             tracing::warn!(error = %e, "cannot send to the router");
@@ -366,11 +430,15 @@ struct Receiver {
     mailboxes: Vec<Arc<Mailbox>>,
     tx: mpsc::UnboundedSender<Outgoing>,
     shared: Arc<Mutex<Shared>>,
+    /// Messages over max_payload, until their last part.
+    parts: Reassembly,
+    /// Calls sent to every router shard, whose replies are summed.
+    gathers: Gathers,
 }
 
 impl Receiver {
     async fn run(
-        self,
+        mut self,
         mut messages: impl futures_util::Stream<Item = async_nats::Message> + Unpin,
     ) {
         while let Some(message) = messages.next().await {
@@ -381,8 +449,16 @@ impl Receiver {
         }
     }
 
-    fn handle(&self, msg: ToGateway) {
+    fn handle(&mut self, msg: ToGateway) {
         match msg {
+            ToGateway::Part(part) => {
+                let whole = self.parts.add(part);
+                match whole.map(|bytes| codec::decode_to_gateway(&bytes)) {
+                    Some(Ok(msg)) => self.handle(msg),
+                    Some(Err(e)) => tracing::warn!(error = %e, "dropped a message in parts"),
+                    None => {}
+                }
+            }
             ToGateway::Batch(items) => {
                 for item in items {
                     match item {
@@ -399,7 +475,10 @@ impl Receiver {
                 let _ = self.tx.send(Outgoing::Resync);
             }
             ToGateway::RouterStats(text) => {
-                self.shared.lock().router_stats = serde_json::from_str(&text).ok();
+                if let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) {
+                    let shard = doc["router_shard"].as_u64().unwrap_or(0);
+                    self.shared.lock().router_stats.insert(shard, doc);
+                }
             }
         }
     }
@@ -407,8 +486,12 @@ impl Receiver {
 
 impl Receiver {
     fn reply(&self, r: WireReply) {
+        let answer = match shard_calls::gather(&self.gathers, (r.loop_id, r.token), r.reply) {
+            shard_calls::Gathered::Alone(a) | shard_calls::Gathered::Done(a) => a,
+            shard_calls::Gathered::Waiting => return,
+        };
         if let Some(mailbox) = self.mailboxes.get(usize::from(r.loop_id)) {
-            let reply = reply_from_wire(r.reply);
+            let reply = reply_from_wire(answer);
             let token = r.token;
             mailbox.push(Inbound::Reply { token, reply }, false);
         }
@@ -440,6 +523,31 @@ impl Receiver {
         }
         self.shared.lock().deliveries_received += n;
     }
+}
+
+/// The router shards' counters as one: counts of users and connections add up (each
+/// user lives on one shard); what every shard sees whole is the most any shard says.
+fn merge_shards(
+    shards: &std::collections::BTreeMap<u64, serde_json::Value>,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let mut merged = shards.values().next()?.as_object()?.clone();
+    for other in shards.values().skip(1).filter_map(|v| v.as_object()) {
+        for (key, value) in other {
+            let (Some(a), Some(b)) = (merged.get(key).and_then(|v| v.as_u64()), value.as_u64())
+            else {
+                continue;
+            };
+            let v = match key.as_str() {
+                // Every shard sees every publish and keeps the whole index.
+                "gateways" | "messages_in" | "subscription_edges" => a.max(b),
+                "router_pid" | "router_shard" => a,
+                _ => a + b,
+            };
+            merged.insert(key.clone(), v.into());
+        }
+    }
+    merged.insert("router_shards".into(), shards.len().into());
+    Some(merged)
 }
 
 /// Now in ns since the Unix epoch (what crosses processes for latency).

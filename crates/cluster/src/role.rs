@@ -31,4 +31,36 @@ pub struct ClusterArgs {
     /// NATS server linking gateways and the router (roles `router` and `gateway`).
     #[arg(long, env = "MYRIAD_NATS", default_value = crate::DEFAULT_NATS)]
     pub nats: String,
+    /// Set by `serve --processes` on each gateway: its place (0, 1, …). A gateway
+    /// restarted in the same place tells the router that its predecessor died, so
+    /// the router forgets it at once instead of after 3 s of silence.
+    #[arg(long, hide = true)]
+    pub supervised_place: Option<u32>,
+    /// Router processes sharing the users (roles `router` and `gateway`): user `u`'s
+    /// presence, sequence numbers and history live on shard `u % K`.
+    #[arg(long, env = "MYRIAD_ROUTER_SHARDS", default_value_t = 1)]
+    pub router_shards: u16,
+    /// With `--role router --router-shards K`: which shard this router is (0..K).
+    #[arg(long, env = "MYRIAD_ROUTER_SHARD", default_value_t = 0)]
+    pub router_shard: u16,
+}
+
+impl ClusterArgs {
+    /// The shard settings, checked.
+    pub fn shards(&self) -> anyhow::Result<crate::Shards> {
+        anyhow::ensure!(
+            self.router_shards >= 1,
+            "--router-shards must be at least 1"
+        );
+        anyhow::ensure!(
+            self.router_shard < self.router_shards,
+            "--router-shard {} is not below --router-shards {}",
+            self.router_shard,
+            self.router_shards
+        );
+        Ok(crate::Shards {
+            index: self.router_shard,
+            count: self.router_shards,
+        })
+    }
 }

@@ -20,6 +20,7 @@
 
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
+use crate::fragment;
 use crate::link::Link;
 use crate::nats_bus::{unix_ns, LOOP_BITS};
 use crate::subjects;
@@ -59,6 +60,8 @@ const BACKEND: ConnRef = ConnRef {
 
 struct Gateway {
     slot: u16,
+    /// The supervisor's number for it, once a heartbeat said.
+    place: Option<u32>,
     subject: String,
     last_seen: Instant,
     /// Replies and deliveries decided but not sent yet, in order: sent as one
@@ -82,6 +85,8 @@ struct Gateways {
 
 pub struct RouterRole {
     hub: Arc<Hub>,
+    /// Which users this router owns (`--router-shards`).
+    shards: crate::Shards,
     /// Random per start: gateways log which router asked them.
     instance: u64,
     gateways: Gateways,
@@ -98,12 +103,19 @@ impl RouterRole {
     pub fn new(hub: Arc<Hub>) -> RouterRole {
         RouterRole {
             hub,
+            shards: crate::Shards::default(),
             instance: rand::random(),
             gateways: Gateways::default(),
             out: Vec::new(),
             known_count: Arc::new(AtomicUsize::new(0)),
             reconnected: Arc::default(),
         }
+    }
+
+    /// This router as shard `shards.index` of `shards.count`.
+    pub fn with_shards(mut self, shards: crate::Shards) -> RouterRole {
+        self.shards = shards;
+        self
     }
 
     /// The callback for the router's [`Link`]: logs NATS events and, on a reconnect,
@@ -122,7 +134,8 @@ impl RouterRole {
     /// --admin`): the same counters as the `myriad.router.stats` request.
     pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
         let (hub, known) = (self.hub.clone(), self.known_count.clone());
-        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed)))
+        let shard = self.shards.index;
+        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard))
     }
 
     /// Serves until the NATS subscriptions end (the process is killed).
@@ -132,7 +145,9 @@ impl RouterRole {
     }
 
     async fn serve(mut self, client: async_nats::Client) -> anyhow::Result<()> {
-        let mut calls = client.subscribe(subjects::ROUTER).await?;
+        let mut calls = client
+            .subscribe(subjects::router(self.shards.index, self.shards.count))
+            .await?;
         let mut publishes = client.subscribe(subjects::PUBLISH_ALL).await?;
         let mut stats = client.subscribe(subjects::STATS).await?;
         // Gateways that outlived a previous router send their presence again.
@@ -151,7 +166,9 @@ impl RouterRole {
                 },
                 Some(message) = publishes.next() => {
                     let answer = self.backend_publish(&message.subject, message.payload);
-                    if let Some(reply) = message.reply {
+                    // With several shards each publishes its part; shard 0 answers
+                    // (its counts only: not summed yet).
+                    if let (Some(reply), 0) = (message.reply, self.shards.index) {
                         self.out.push((reply.to_string(), Bytes::from(answer)));
                     }
                 }
@@ -165,9 +182,19 @@ impl RouterRole {
                 else => return Ok(()),
             }
             self.flush_all();
+            let max_payload = client.server_info().max_payload;
             for (subject, payload) in self.out.drain(..) {
-                if let Err(e) = client.publish(subject, payload).await {
-                    tracing::warn!(error = %e, "cannot send to a gateway");
+                // What goes to gateways may exceed max_payload (a huge history read):
+                // it crosses in parts. Replies to back-ends are small JSON.
+                let parts = if subject.starts_with(subjects::GATEWAY_PREFIX) {
+                    fragment::split(payload, max_payload)
+                } else {
+                    vec![payload]
+                };
+                for part in parts {
+                    if let Err(e) = client.publish(subject.clone(), part).await {
+                        tracing::warn!(error = %e, "cannot send to a gateway");
+                    }
                 }
             }
         }
@@ -186,7 +213,7 @@ impl RouterRole {
                     };
                     let logout = matches!(call.request, codec::WireRequest::Logout { .. });
                     let request = request_from_wire(call.request);
-                    let reply = self.call(conn, request);
+                    let reply = self.call_shard(conn, request);
                     if !logout {
                         let reply = WireReply {
                             loop_id: call.loop_id,
@@ -197,7 +224,10 @@ impl RouterRole {
                     }
                 }
             }
-            ToRouter::Heartbeat { gateway, .. } => {
+            ToRouter::Heartbeat { gateway, place, .. } => {
+                if let Some(place) = place {
+                    self.take_place(gateway, place);
+                }
                 if self.known(gateway, true).is_some() {
                     let stats = self.stats().to_string();
                     let subject = subjects::gateway(gateway);
@@ -225,6 +255,10 @@ impl RouterRole {
                 }
                 let n = conns.len();
                 for (loop_id, token, user) in conns {
+                    // A gateway sends its whole presence to every shard.
+                    if !self.shards.owns(user) {
+                        continue;
+                    }
                     let conn = ConnRef {
                         loop_id: slot << LOOP_BITS | loop_id,
                         token,
@@ -274,6 +308,7 @@ impl RouterRole {
             gateway,
             Gateway {
                 slot: slot as u16,
+                place: None,
                 subject,
                 last_seen: now,
                 items: Vec::new(),
@@ -283,6 +318,36 @@ impl RouterRole {
         self.known_count
             .store(self.gateways.by_id.len(), Ordering::Relaxed);
         Some(slot as u16)
+    }
+
+    /// [`RouterRole::call`] as one shard of several: publishes and subscription
+    /// changes reach every shard (the gateway sums the replies), so shards other
+    /// than 0 count no messages and change only their index (shard 0 writes the
+    /// store and counts the changes). A publish reaches on each shard exactly the
+    /// recipients it owns: users it does not own have no state here.
+    fn call_shard(&mut self, conn: ConnRef, request: Request) -> Reply {
+        if self.shards.index == 0 {
+            return self.call(conn, request);
+        }
+        match request {
+            Request::ChangeSubscriptions { edges, add } => {
+                self.hub.change_index(&edges, add);
+                Reply::Changed {
+                    edges: 0,
+                    changed: 0,
+                }
+            }
+            request => match self.call(conn, request) {
+                Reply::Published {
+                    connections, users, ..
+                } => Reply::Published {
+                    messages: 0,
+                    connections,
+                    users,
+                },
+                other => other,
+            },
+        }
     }
 
     /// Answers one request; a publish's deliveries are queued for sending, one
@@ -428,7 +493,7 @@ impl RouterRole {
 
     /// The router's counters and the gateways it knows.
     fn stats(&self) -> serde_json::Value {
-        stats_doc(&self.hub, self.gateways.by_id.len())
+        stats_doc(&self.hub, self.gateways.by_id.len(), self.shards.index)
     }
 
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
@@ -462,6 +527,30 @@ impl RouterRole {
             subjects::GATEWAYS.to_string(),
             codec::encode_to_gateway(&resync),
         ));
+    }
+
+    /// `gateway` runs in the supervisor's `place`: another gateway known in that place
+    /// died (the supervisor restarts a place only after its gateway's death), so its
+    /// connections are logged out now rather than after [`GATEWAY_TIMEOUT`] — until
+    /// then every publish would count them, and send to them, in vain.
+    fn take_place(&mut self, gateway: GatewayId, place: u32) {
+        let before: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(&id, gw)| id != gateway && gw.place == Some(place))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in before {
+            self.forget(
+                id,
+                Instant::now(),
+                "gateway restarted in its place: the dead one forgotten",
+            );
+        }
+        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
+            gw.place = Some(place);
+        }
     }
 
     /// Logs a gateway's connections out and frees its slot.
@@ -524,10 +613,11 @@ fn silent(last_seen: Instant, newest: Option<Instant>, now: Instant) -> bool {
 }
 
 /// The hub's counters, this process's pid and the gateways known.
-fn stats_doc(hub: &Hub, gateways: usize) -> serde_json::Value {
+fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
     if let Some(doc) = doc.as_object_mut() {
         doc.insert("router_pid".into(), std::process::id().into());
+        doc.insert("router_shard".into(), shard.into());
         doc.insert("gateways".into(), gateways.into());
     }
     doc

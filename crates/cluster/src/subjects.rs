@@ -3,7 +3,7 @@
 //! | subject | who sends | what |
 //! |---|---|---|
 //! | `myriad.router` | gateways | [`crate::codec::ToRouter`]: batches of calls, heartbeats, presence |
-//! | `myriad.gw.<id>` | the router | [`crate::codec::ToGateway`] for one gateway (`<id>`: 16 hex digits) |
+//! | `myriad.gw.<id>` | the router | [`crate::codec::ToGateway`] for one gateway (`<id>`: 16 hex digits); over max_payload in [`crate::codec::Part`]s |
 //! | `myriad.gateways` | the router | [`crate::codec::ToGateway::Resync`] to every gateway (router start) |
 //! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` |
@@ -17,9 +17,22 @@ pub const PUBLISH_PREFIX: &str = "myriad.pub.";
 /// What the router subscribes to for back-end publishes.
 pub const PUBLISH_ALL: &str = "myriad.pub.*";
 
+/// The subject router shard `shard` of `count` listens on (`myriad.router` when
+/// there is one router).
+pub fn router(shard: u16, count: u16) -> String {
+    if count <= 1 {
+        ROUTER.to_string()
+    } else {
+        format!("{ROUTER}.{shard}")
+    }
+}
+
+/// What every gateway's own subject starts with.
+pub const GATEWAY_PREFIX: &str = "myriad.gw.";
+
 /// The subject of one gateway.
 pub fn gateway(id: GatewayId) -> String {
-    format!("myriad.gw.{id:016x}")
+    format!("{GATEWAY_PREFIX}{id:016x}")
 }
 
 /// The subject a back-end publishes to for `subject` (SPEC C4).

@@ -278,6 +278,19 @@ impl Hub {
         }
     }
 
+    /// Adds or removes edges in the index only (a router shard other than the first:
+    /// shard 0 writes the store, every shard keeps the whole index).
+    pub fn change_index(&self, edges: &[(u64, u64)], add: bool) {
+        let mut router = self.router.lock();
+        for &(subscriber, subject) in edges {
+            if add {
+                router.subscribe(subscriber, subject);
+            } else {
+                router.unsubscribe(subscriber, subject);
+            }
+        }
+    }
+
     /// Logs out every connection on the loops `loops` (a gateway process that went
     /// away: the router numbers each gateway's loops in a range); returns how many.
     pub fn logout_loops(&self, loops: std::ops::Range<u16>, now: Instant) -> u64 {

@@ -61,7 +61,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 "a gateway runs at most {} loops over NATS",
                 cluster::nats_bus::MAX_LOOPS
             );
-            let link = Arc::new(GatewayLink::connect(&args.cluster.nats)?);
+            let link = Arc::new(GatewayLink::connect(
+                &args.cluster.nats,
+                args.cluster.supervised_place,
+                args.cluster.shards()?.count,
+            )?);
             let stats = link.clone();
             let starter = link.clone();
             let server = Server::start(
@@ -127,7 +131,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(Hub::open_args(&args.hub)?);
     Hub::start_ticking(&hub)?;
-    let role = RouterRole::new(hub);
+    let role = RouterRole::new(hub).with_shards(args.cluster.shards()?);
     let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;
     // `--admin` / `--csv`: the router's own /stats (its counters under `extra`), /metrics.
     let monitor = observe::monitor::Monitor::start(

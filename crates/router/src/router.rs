@@ -87,6 +87,13 @@ impl Router {
     /// A connection of `user` closed. The user's history is kept for
     /// `history_ttl` after their last connection goes.
     pub fn handle_logout(&mut self, user: UserId, conn: ConnRef, now: Instant) {
+        self.logout(user, conn, now, false);
+    }
+
+    /// [`Router::handle_logout`]; with `keep_empty`, a user left with no connection
+    /// and no history yet gets an empty history for the ttl instead of being
+    /// forgotten, so what is published while their clients come back is kept.
+    fn logout(&mut self, user: UserId, conn: ConnRef, now: Instant, keep_empty: bool) {
         let Some(state) = self.users.get_mut(user) else {
             return;
         };
@@ -98,6 +105,10 @@ impl Router {
             return;
         }
         self.users_online -= 1;
+        if keep_empty && state.ring.is_none() && !self.config.history_ttl.is_zero() {
+            state.ring = Some(Box::new(Ring::new(self.epochs.next())));
+            self.users_with_history += 1;
+        }
         match &mut state.ring {
             Some(ring) if !self.config.history_ttl.is_zero() => {
                 ring.offline_since = Some(now);
@@ -108,7 +119,10 @@ impl Router {
     }
 
     /// Logs out every connection `gone` says is gone (a router forgetting a whole
-    /// gateway process); returns how many. O(users): rare, never per message.
+    /// gateway process); returns how many. O(users): rare, never per message. Their
+    /// clients did not leave, their process died: they come back through another
+    /// gateway, so a user left offline keeps (or gets) a history for the ttl and
+    /// resumes from it — even one who had no message yet.
     pub fn logout_where(&mut self, gone: impl Fn(ConnRef) -> bool, now: Instant) -> u64 {
         let mut out = Vec::new();
         for (user, state) in self.users.iter() {
@@ -119,7 +133,7 @@ impl Router {
             });
         }
         for &(user, conn) in &out {
-            self.handle_logout(user, conn, now);
+            self.logout(user, conn, now, true);
         }
         out.len() as u64
     }

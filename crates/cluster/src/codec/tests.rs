@@ -75,9 +75,12 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
             )
         )
             .prop_map(|(gateway, calls)| ToRouter::Batch { gateway, calls }),
-        any::<(u64, u64)>().prop_map(|(gateway, connections)| ToRouter::Heartbeat {
-            gateway,
-            connections
+        any::<(u64, u64, Option<u32>)>().prop_map(|(gateway, connections, place)| {
+            ToRouter::Heartbeat {
+                place,
+                gateway,
+                connections,
+            }
         }),
         (
             any::<u64>(),
@@ -131,6 +134,16 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
         proptest::collection::vec(item(), 0..6).prop_map(ToGateway::Batch),
         any::<u64>().prop_map(|router| ToGateway::Resync { router }),
         ".{0,20}".prop_map(ToGateway::RouterStats),
+        (any::<u64>(), any::<u32>(), any::<bool>(), bytes()).prop_map(
+            |(id, index, last, bytes)| {
+                ToGateway::Part(Part {
+                    id,
+                    index,
+                    last,
+                    bytes,
+                })
+            }
+        ),
     ]
 }
 
@@ -169,6 +182,7 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
     let mut bytes = encode_to_router(&ToRouter::Heartbeat {
         gateway: 7,
         connections: 3,
+        place: None,
     })
     .to_vec();
     assert!(matches!(decode_to_router(&[]), Err(DecodeError::Empty)));
@@ -181,7 +195,7 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
     bytes[0] = VERSION + 1;
     assert!(matches!(
         decode_to_router(&bytes),
-        Err(DecodeError::Version(2))
+        Err(DecodeError::Version(v)) if v == VERSION + 1
     ));
 }
 

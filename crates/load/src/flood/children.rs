@@ -93,6 +93,9 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
     if args.h2 {
         v.push("--h2".into());
     }
+    if args.reconnect {
+        v.push("--reconnect".into());
+    }
     v.push("--child".into());
     v.push("--quiet".into());
     v

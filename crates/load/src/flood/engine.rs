@@ -16,13 +16,18 @@
 
 use super::lifecycle::{self, Backend, Tally};
 use super::request::{build_request, open_socket, send, write_once, ws_frame};
+use super::resume::{Since, Track};
 use super::scan::{Event, Scanner, Transport};
 use super::stats::{ProcSummary, Sample};
 use super::target::{user_of, Target};
 use crate::sys;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+mod ending;
+mod reconnect;
 use std::io::{self, Read};
 use std::net::Ipv4Addr;
 use std::net::TcpStream;
@@ -73,6 +78,8 @@ pub struct Plan {
     /// HTTP/2 (`--h2`): streams, not connections, are counted, `streams_per_conn` each.
     pub h2: bool,
     pub streams_per_conn: u32,
+    /// `--reconnect`: a connection the server ends is opened again, resuming.
+    pub reconnect: bool,
 }
 
 const CONNECTING: u8 = 0;
@@ -110,6 +117,12 @@ pub struct Engine<'a> {
     tls_out: Vec<u8>,
     plain: Vec<u8>,
     mask_seed: u32,
+    /// `--reconnect` only: resume state per connection number (empty otherwise).
+    tracks: Vec<Track>,
+    /// Connection numbers waiting to reconnect, by when.
+    waiting: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// False once the run closes: nothing is reconnected any more.
+    reconnecting: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -129,6 +142,13 @@ impl<'a> Engine<'a> {
             tls_out: Vec::new(),
             plain: Vec::new(),
             mask_seed: 0x9e37_79b9,
+            tracks: if plan.reconnect {
+                vec![Track::default(); plan.count as usize]
+            } else {
+                Vec::new()
+            },
+            waiting: BinaryHeap::new(),
+            reconnecting: plan.reconnect,
         })
     }
 
@@ -139,7 +159,10 @@ impl<'a> Engine<'a> {
 
     /// Start connect number `offset + local`; failures are counted, never returned.
     fn connect(&mut self, local: u64) {
-        self.tally.counts.attempted += 1;
+        let retry = self.tracks.get(local as usize).is_some_and(|t| t.retry);
+        if !retry {
+            self.tally.counts.attempted += 1;
+        }
         let plan = self.plan;
         let g = plan.offset + local;
         let target = &plan.targets[(g % plan.targets.len() as u64) as usize];
@@ -153,14 +176,14 @@ impl<'a> Engine<'a> {
                     .and_then(|name| ClientSession::new(config.clone(), name).ok());
                 match session {
                     Some(s) => Some(Box::new(s)),
-                    None => return self.tally.counts.fail.handshake += 1,
+                    None => return self.attempt_failed(local as u32, |f| f.handshake += 1),
                 }
             }
             _ => None,
         };
         let sock = match open_socket(target.addr, source) {
             Ok(s) => s,
-            Err(e) => return self.tally.counts.fail.count_io(&e),
+            Err(e) => return self.attempt_failed(local as u32, |f| f.count_io(&e)),
         };
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -176,13 +199,18 @@ impl<'a> Engine<'a> {
             Interest::READABLE | Interest::WRITABLE,
         ) {
             self.free.push(slot);
-            return self.tally.counts.fail.count_io(&e);
+            return self.attempt_failed(local as u32, |f| f.count_io(&e));
+        }
+        let mut scan = Scanner::new(0);
+        if let Some(track) = self.tracks.get_mut(local as usize) {
+            track.connecting();
+            scan.track();
         }
         self.slab[slot as usize] = Some(Conn {
             sock,
             local: local as u32,
             phase: CONNECTING,
-            scan: Scanner::new(0),
+            scan,
             tls,
         });
         self.pending
@@ -232,12 +260,19 @@ impl<'a> Engine<'a> {
         let g = plan.offset + u64::from(conn.local);
         let target = &plan.targets[(g % plan.targets.len() as u64) as usize];
         let user = user_of(g, plan.users, plan.first_user);
+        let since = match self.tracks.get(conn.local as usize) {
+            Some(track) => Some(track.pos),
+            None => (plan.transport == Transport::Poll).then(|| Since {
+                epoch: None,
+                seq: conn.scan.last(),
+            }),
+        };
         build_request(
             &mut self.req,
             plan.transport,
             target,
             user,
-            conn.scan.last(),
+            since,
             &plan.headers,
         );
         if conn.phase != OPEN {
@@ -314,11 +349,25 @@ impl<'a> Engine<'a> {
             let (mut end, mut bad, mut body_done) = (peer_closed, false, false);
             let (seed, tls_out) = (&mut self.mask_seed, &mut self.tls_out);
             let Conn {
-                sock, scan, tls, ..
+                sock,
+                scan,
+                tls,
+                local,
+                ..
             } = &mut *conn;
+            let mut track = self.tracks.get_mut(*local as usize);
             scan.handle_bytes(transport, data, &mut |e| match e {
                 Event::Head(s) => head = Some(s),
-                Event::Message => counts.messages += 1,
+                Event::Message => {
+                    if track.as_deref_mut().is_none_or(|t| t.on_message(transport)) {
+                        counts.messages += 1;
+                    }
+                }
+                Event::Body(b) => {
+                    if let Some(t) = track.as_deref_mut() {
+                        t.feed(transport, b, &mut counts.resume);
+                    }
+                }
                 Event::Stamp(ts) => {
                     let lat = now_us.saturating_sub(ts).max(1);
                     hist_tick.saturating_record(lat);
@@ -331,7 +380,12 @@ impl<'a> Engine<'a> {
                     let _ = send(sock, tls.as_deref_mut(), &pong, tls_out);
                 }
                 Event::End => end = true,
-                Event::BodyDone { .. } => body_done = true,
+                Event::BodyDone { .. } => {
+                    body_done = true;
+                    if let Some(t) = track.as_deref_mut() {
+                        t.body_done(&mut counts.resume);
+                    }
+                }
                 Event::Malformed => bad = true,
             });
             self.plain = plain;
@@ -346,10 +400,13 @@ impl<'a> Engine<'a> {
                 }
                 if conn.phase == AWAIT_HEAD {
                     conn.phase = OPEN;
-                    counts.open += 1;
-                    counts.opened += 1;
-                    counts.peak_open = counts.peak_open.max(counts.open);
-                    self.tally.inflight -= 1;
+                    match self.tracks.get_mut(conn.local as usize) {
+                        Some(t) if t.retry => {
+                            (t.retry, t.attempt) = (false, 0);
+                            self.tally.reopened();
+                        }
+                        _ => self.tally.opened(),
+                    }
                 }
             }
             if bad {
@@ -381,127 +438,6 @@ impl<'a> Engine<'a> {
             }
         }
     }
-
-    /// The TLS session refused the peer's bytes (the alert is sent): a handshake
-    /// failure before the connection opened, a close after.
-    fn tls_failed(&mut self, slot: usize) {
-        if !self.close_if_open(slot) {
-            self.tally.counts.fail.handshake += 1;
-            self.remove_pending(slot);
-        }
-    }
-
-    /// Counts an open connection as closed and removes it; false if it never opened.
-    fn close_if_open(&mut self, slot: usize) -> bool {
-        let phase = self.slab[slot].as_ref().map_or(OPEN, |c| c.phase);
-        if phase != OPEN {
-            return false;
-        }
-        self.remove(slot);
-        self.tally.closed();
-        true
-    }
-
-    /// The peer ended the connection (or it broke).
-    fn end(&mut self, slot: usize, err: Option<io::Error>) {
-        let handshaking = matches!(&self.slab[slot], Some(c) if c.phase == HANDSHAKE);
-        if !self.close_if_open(slot) {
-            if handshaking
-                && err
-                    .as_ref()
-                    .is_none_or(|e| e.raw_os_error() == Some(libc::ECONNRESET))
-            {
-                // The server closed (or reset) in the middle of the TLS handshake.
-                self.tally.counts.fail.handshake += 1;
-                return self.remove_pending(slot);
-            }
-            match err {
-                Some(e) => self.fail(slot, Some(e)),
-                None => {
-                    self.tally.counts.fail.closed_early += 1;
-                    self.remove_pending(slot);
-                }
-            }
-        }
-    }
-
-    fn fail_status(&mut self, slot: usize) {
-        // Bad framing after a good head: the connection was open, now closed.
-        if !self.close_if_open(slot) {
-            self.tally.counts.fail.bad_status += 1;
-            self.remove_pending(slot);
-        }
-    }
-
-    /// A connection that never opened failed.
-    fn fail(&mut self, slot: usize, err: Option<io::Error>) {
-        match err {
-            Some(e) => self.tally.counts.fail.count_io(&e),
-            None => self.tally.counts.fail.timeout += 1,
-        }
-        self.remove_pending(slot);
-    }
-
-    fn remove_pending(&mut self, slot: usize) {
-        self.tally.inflight -= 1;
-        self.remove(slot);
-    }
-
-    fn remove(&mut self, slot: usize) {
-        if let Some(conn) = self.slab[slot].take() {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&conn.sock.as_raw_fd()));
-            self.free.push(slot as u32);
-        }
-    }
-
-    /// Fail connections whose response head did not come in time.
-    fn expire(&mut self, now: Instant) {
-        while let Some(&(slot, local, deadline)) = self.pending.front() {
-            if deadline > now {
-                break;
-            }
-            self.pending.pop_front();
-            if self.pending.is_empty() && self.pending.capacity() > 4096 {
-                // The ramp is over: give the queue's memory back so RSS shows connections.
-                self.pending = VecDeque::new();
-            }
-            let waiting =
-                matches!(&self.slab[slot as usize], Some(c) if c.local == local && c.phase != OPEN);
-            if waiting {
-                self.fail(slot as usize, None);
-            }
-        }
-    }
-
-    /// The run is ending: connections still waiting for a response head are cancelled.
-    fn drop_pending(&mut self) {
-        while let Some((slot, local, _)) = self.pending.pop_front() {
-            let waiting =
-                matches!(&self.slab[slot as usize], Some(c) if c.local == local && c.phase != OPEN);
-            if waiting {
-                // Not the server's fault: the run ended while this one was in flight.
-                self.tally.counts.fail.cancelled += 1;
-                self.remove_pending(slot as usize);
-            }
-        }
-    }
-
-    /// Close up to `n` open connections scanning from `cursor`; returns the new cursor.
-    fn close_some(&mut self, n: u64, mut cursor: usize) -> usize {
-        let mut done = 0;
-        while done < n && cursor < self.slab.len() {
-            if matches!(&self.slab[cursor], Some(c) if c.phase == OPEN) {
-                self.remove(cursor);
-                self.tally.closed();
-                done += 1;
-            }
-            cursor += 1;
-        }
-        cursor
-    }
 }
 
 impl Backend for Engine<'_> {
@@ -527,6 +463,16 @@ impl Backend for Engine<'_> {
 
     fn expire(&mut self, now: Instant) {
         Engine::expire(self, now);
+        self.reconnect_due(now);
+    }
+
+    fn stop_reconnects(&mut self) {
+        self.reconnecting = false;
+        self.waiting.clear();
+    }
+
+    fn reconnects_waiting(&self) -> usize {
+        self.waiting.len()
     }
 
     fn drop_pending(&mut self) {

@@ -5,7 +5,7 @@
 //! [`Tally`]: HTTP/1.1 (and TLS) on mio in `engine`, HTTP/2 on tokio in `h2`.
 
 use super::engine::{CloseMode, Plan, BURST};
-use super::stats::{hist_pairs, new_hist, FailCounts, ProcSummary, Sample};
+use super::stats::{hist_pairs, new_hist, FailCounts, ProcSummary, ResumeCounts, Sample};
 use crate::sys;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,7 @@ pub struct Counts {
     pub messages: u64,
     pub bytes: u64,
     pub fail: FailCounts,
+    pub resume: ResumeCounts,
 }
 
 /// What a backend counts into.
@@ -59,6 +60,15 @@ impl Tally {
         self.inflight -= 1;
     }
 
+    /// A reconnect attempt got its good response head: open again.
+    pub fn reopened(&mut self) {
+        let c = &mut self.counts;
+        c.open += 1;
+        c.resume.reconnects += 1;
+        c.peak_open = c.peak_open.max(c.open);
+        self.inflight -= 1;
+    }
+
     /// An open connection (or stream) ended.
     pub fn closed(&mut self) {
         self.counts.open -= 1;
@@ -78,6 +88,12 @@ pub trait Backend {
     fn drop_pending(&mut self);
     /// Close up to `n` open connections, scanning from `cursor`; returns the new cursor.
     fn close_some(&mut self, n: u64, cursor: usize) -> usize;
+    /// The run is closing: drop scheduled reconnects and schedule no more.
+    fn stop_reconnects(&mut self) {}
+    /// Connections waiting to reconnect (their backoff not over yet).
+    fn reconnects_waiting(&self) -> usize {
+        0
+    }
     /// Borrow the counters.
     fn with_tally<R>(&mut self, f: impl FnOnce(&mut Tally) -> R) -> R;
 }
@@ -114,6 +130,7 @@ pub fn run(
             let mode = if stopping { CloseMode::All } else { plan.close };
             closing = Some((now, open_now, 0));
             next = plan.count;
+            b.stop_reconnects();
             b.drop_pending();
             if mode == CloseMode::All {
                 b.close_some(u64::MAX, 0);
@@ -148,7 +165,11 @@ pub fn run(
         if ramp_done && closing.is_none() {
             let from = *hold_from.get_or_insert(now);
             let hold_over = plan.hold.is_some_and(|h| now - from >= h);
-            if hold_over || open_now == 0 {
+            if hold_over || (open_now == 0 && b.reconnects_waiting() == 0) {
+                // Reconnect attempts still under way end here too.
+                b.stop_reconnects();
+                b.drop_pending();
+                let open_now = b.with_tally(|t| t.counts.open);
                 closing = Some((now, open_now, 0));
                 if plan.close == CloseMode::All || open_now == 0 {
                     b.close_some(u64::MAX, 0);
@@ -212,6 +233,7 @@ pub fn run(
         sum.messages = c.messages;
         sum.bytes = c.bytes;
         sum.hist = hist_pairs(&t.hist_all);
+        sum.resume = c.resume;
     });
     sum.first_connect_s = first_connect.map_or(0.0, |t| (t - start).as_secs_f64());
     sum.last_open_s = (last_open - start).as_secs_f64();

@@ -15,6 +15,7 @@ mod h2;
 mod lifecycle;
 mod report;
 mod request;
+pub mod resume;
 pub mod scan;
 pub mod stats;
 pub mod target;
@@ -24,7 +25,7 @@ pub use scan::Transport;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use stats::{FailCounts, ProcSummary};
+use stats::{FailCounts, ProcSummary, ResumeCounts};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -103,6 +104,13 @@ pub struct FloodArgs {
     /// With --h2: streams multiplexed on one connection.
     #[arg(long, default_value_t = 10)]
     pub streams_per_connection: u32,
+    /// Open a connection again when the server ends it (close, reset, EOF), after a
+    /// bounded backoff with jitter (50 ms doubling to 2 s, ×0.5–1.5), resuming from the
+    /// last message seen: SSE `Last-Event-ID`, long-poll / WebSocket / stream `?since=`
+    /// (the first connect asks `?since=0`). The summary counts reconnects, gaps the
+    /// server reported, and messages lost or repeated by sequence number. HTTP/1.1 only.
+    #[arg(long)]
+    pub reconnect: bool,
     /// Write one CSV row per second here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -153,6 +161,7 @@ impl Default for FloodArgs {
             insecure: false,
             h2: false,
             streams_per_connection: 10,
+            reconnect: false,
             csv: None,
             json: false,
             quiet: false,
@@ -216,6 +225,8 @@ pub struct FloodSummary {
     /// flood's own RSS growth per open connection, bytes.
     pub rss_per_conn_bytes: f64,
     pub processes: u32,
+    /// `--reconnect`: reconnects, gaps, lost and repeated messages.
+    pub resume: ResumeCounts,
 }
 
 /// `myriad flood`: run, print per-second lines and the summary.
@@ -326,6 +337,9 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
     if args.h2 && args.transport == Transport::Ws {
         bail!("--h2 carries stream, sse and poll; WebSocket stays on HTTP/1.1 (drop --h2 for ws)");
     }
+    if args.h2 && args.reconnect {
+        bail!("--reconnect works over HTTP/1.1 only (drop --h2)");
+    }
     if args.h2 && args.streams_per_connection == 0 {
         bail!("--streams-per-connection must be at least 1");
     }
@@ -372,6 +386,7 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
         tls,
         h2: args.h2,
         streams_per_conn: args.streams_per_connection,
+        reconnect: args.reconnect,
     })
 }
 

@@ -33,6 +33,7 @@ pub(super) fn summarize(args: &FloodArgs, procs: &[ProcSummary]) -> FloodSummary
         rss_growth += p.rss_at_peak as i64 - p.rss_base as i64;
         rss_open += p.open_at_rss_peak;
         hist_add(&mut hist, &p.hist);
+        s.resume.add(&p.resume);
     }
     s.failed = s.failures.total();
     if s.opened > 0 && last > first {
@@ -164,10 +165,19 @@ pub fn tick_line(t: &FloodTick) -> String {
 
 /// The human summary.
 pub fn summary_text(s: &FloodSummary) -> String {
+    let r = &s.resume;
+    let resume = if *r == Default::default() {
+        String::new()
+    } else {
+        format!(
+            "\n  reconnects {} ({} failed attempts); gaps reported {}; lost {}; duplicates {}",
+            r.reconnects, r.reconnect_failures, r.gaps, r.lost, r.duplicates
+        )
+    };
     format!(
         "flood summary: {} requested, {} attempted, {} opened (peak {} open), {} failed ({}), {} closed\n  \
          {} messages, {} bytes in {:.1} s; connect rate {:.0}/s\n  \
-         latency p50 {} p99 {} max {}; flood memory {:.0} B per connection over {} process(es)",
+         latency p50 {} p99 {} max {}; flood memory {:.0} B per connection over {} process(es){}",
         s.requested,
         s.attempted,
         s.opened,
@@ -183,7 +193,8 @@ pub fn summary_text(s: &FloodSummary) -> String {
         fmt_us(s.lat_p99_us),
         fmt_us(s.lat_max_us),
         s.rss_per_conn_bytes,
-        s.processes
+        s.processes,
+        resume
     )
 }
 

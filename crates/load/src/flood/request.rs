@@ -2,6 +2,7 @@
 //! address), the HTTP/1.1 request head per transport, WebSocket client frames, and the
 //! one write path that encrypts first when the connection is TLS.
 
+use super::resume::Since;
 use super::scan::Transport;
 use super::target::{ip, Target};
 use socket2::{Domain, Socket, Type};
@@ -40,21 +41,25 @@ pub fn open_socket(addr: SocketAddr, source: Option<Ipv4Addr>) -> io::Result<Tcp
     Ok(sock.into())
 }
 
-/// The request head for one connection.
+/// The request head for one connection; `since` resumes (SSE: `Last-Event-ID`,
+/// the others `?since=`).
 pub fn build_request(
     out: &mut Vec<u8>,
     t: Transport,
     target: &Target,
     user: u64,
-    since: u64,
+    since: Option<Since>,
     headers: &[String],
 ) {
     out.clear();
     out.extend_from_slice(b"GET ");
     target.path(user, out);
-    if t == Transport::Poll {
-        let sep = if out.contains(&b'?') { '&' } else { '?' };
-        out.extend_from_slice(format!("{sep}since={since}").as_bytes());
+    match since {
+        Some(since) if t != Transport::Sse => {
+            let sep = if out.contains(&b'?') { '&' } else { '?' };
+            out.extend_from_slice(format!("{sep}since={since}").as_bytes());
+        }
+        _ => {}
     }
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(target.host.as_bytes());
@@ -67,6 +72,9 @@ pub fn build_request(
         }
         Transport::Poll => b"Accept: application/json\r\nConnection: keep-alive\r\n",
     });
+    if let (Some(since), Transport::Sse) = (since, t) {
+        out.extend_from_slice(format!("Last-Event-ID: {since}\r\n").as_bytes());
+    }
     for h in headers {
         out.extend_from_slice(h.as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -123,17 +131,32 @@ mod tests {
     fn requests_per_transport() {
         let t = Target::parse("http://127.0.0.1:1/poll/%d").unwrap();
         let mut out = Vec::new();
-        build_request(&mut out, Transport::Poll, &t, 9, 4, &["X-A: b".into()]);
+        let at = |epoch, seq| Some(Since { epoch, seq });
+        build_request(
+            &mut out,
+            Transport::Poll,
+            &t,
+            9,
+            at(None, 4),
+            &["X-A: b".into()],
+        );
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(
             s.starts_with("GET /poll/9?since=4 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n"),
             "{s}"
         );
         assert!(s.ends_with("X-A: b\r\n\r\n"));
-        build_request(&mut out, Transport::Ws, &t, 9, 0, &[]);
+        build_request(&mut out, Transport::Ws, &t, 9, None, &[]);
+        let s = String::from_utf8(out.clone()).unwrap();
+        assert!(s.contains("Upgrade: websocket") && s.starts_with("GET /poll/9 "));
+        // Resuming: SSE by header, the others by query.
+        build_request(&mut out, Transport::Sse, &t, 9, at(Some(3), 7), &[]);
+        let s = String::from_utf8(out.clone()).unwrap();
+        assert!(s.starts_with("GET /poll/9 HTTP") && s.contains("\r\nLast-Event-ID: 3-7\r\n"));
+        build_request(&mut out, Transport::Stream, &t, 9, at(Some(3), 7), &[]);
         assert!(String::from_utf8(out)
             .unwrap()
-            .contains("Upgrade: websocket"));
+            .starts_with("GET /poll/9?since=3-7 "));
     }
 
     #[test]

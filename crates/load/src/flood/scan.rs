@@ -50,6 +50,9 @@ pub enum Event<'a> {
     BodyDone { last: u64 },
     /// Framing the scanner cannot follow.
     Malformed,
+    /// With [`Scanner::track`]: each de-framed body byte (chunk, frame or event
+    /// payload), after the events it caused; `--reconnect` reads positions from them.
+    Body(&'a [u8]),
 }
 
 // Stages. A u8, not an enum with data, so the whole state stays 40 bytes.
@@ -83,6 +86,7 @@ const F_WS_FIN: u16 = 1 << 9;
 const F_WS_MASKED: u16 = 1 << 10;
 const F_LAST_DIGITS: u16 = 1 << 11;
 const F_CLEN_SPACE: u16 = 1 << 12;
+const F_TRACK: u16 = 1 << 13;
 
 const END_OF_HEAD: &[u8] = b"\r\n\r\n";
 const CHUNKED: &[u8] = b"chunked";
@@ -111,7 +115,7 @@ pub struct Scanner {
 /// Advance a needle match by one byte (lower-cased by the caller where needed).
 /// The needles here restart only on their first byte, so no failure table is needed.
 #[inline]
-fn step(progress: &mut u8, needle: &[u8], b: u8) -> bool {
+pub(super) fn step(progress: &mut u8, needle: &[u8], b: u8) -> bool {
     if needle[*progress as usize] == b {
         *progress += 1;
         if *progress as usize == needle.len() {
@@ -135,7 +139,15 @@ impl Scanner {
 
     /// Start over for the next response on a keep-alive connection (long-poll).
     pub fn next_response(&mut self) {
+        let track = self.flags & F_TRACK;
         *self = Scanner::new(self.last);
+        self.flags |= track;
+    }
+
+    /// Report every body byte as [`Event::Body`] (`--reconnect`; off by default: one
+    /// callback per byte).
+    pub fn track(&mut self) {
+        self.flags |= F_TRACK;
     }
 
     /// The newest long-poll sequence seen (the next `since`).
@@ -409,30 +421,41 @@ impl Scanner {
     /// Payload bytes of the current message: stamps, and per transport the message
     /// boundaries that live inside the payload (SSE events, long-poll keys).
     fn content(&mut self, t: Transport, data: &[u8], out: &mut impl FnMut(Event<'_>)) {
-        for &b in data {
-            self.ts_byte(b, t, out);
-            match t {
-                Transport::Sse => self.sse_byte(b, out),
-                Transport::Poll => {
-                    if step(&mut self.m1, POLL_SEQ, b) {
-                        out(Event::Message);
-                    }
-                    if self.flags & F_LAST_DIGITS != 0 {
-                        if b.is_ascii_digit() {
-                            self.last = self.last.saturating_mul(10) + u64::from(b - b'0');
-                        } else if b != b' ' {
-                            self.flags &= !F_LAST_DIGITS;
-                        }
-                    }
-                    if step(&mut self.m2, POLL_LAST, b) {
-                        self.flags |= F_LAST_DIGITS;
-                        self.last = 0;
+        let track = self.flags & F_TRACK != 0;
+        for (i, &b) in data.iter().enumerate() {
+            if track {
+                self.content_byte(t, b, out);
+                out(Event::Body(&data[i..=i]));
+            } else {
+                self.content_byte(t, b, out);
+            }
+        }
+    }
+
+    #[inline]
+    fn content_byte(&mut self, t: Transport, b: u8, out: &mut impl FnMut(Event<'_>)) {
+        self.ts_byte(b, t, out);
+        match t {
+            Transport::Sse => self.sse_byte(b, out),
+            Transport::Poll => {
+                if step(&mut self.m1, POLL_SEQ, b) {
+                    out(Event::Message);
+                }
+                if self.flags & F_LAST_DIGITS != 0 {
+                    if b.is_ascii_digit() {
+                        self.last = self.last.saturating_mul(10) + u64::from(b - b'0');
+                    } else if b != b' ' {
+                        self.flags &= !F_LAST_DIGITS;
                     }
                 }
-                _ => {
-                    if !b.is_ascii_whitespace() {
-                        self.flags |= F_NONWS;
-                    }
+                if step(&mut self.m2, POLL_LAST, b) {
+                    self.flags |= F_LAST_DIGITS;
+                    self.last = 0;
+                }
+            }
+            _ => {
+                if !b.is_ascii_whitespace() {
+                    self.flags |= F_NONWS;
                 }
             }
         }
@@ -559,6 +582,7 @@ mod tests {
                 Event::End => seen.ends += 1,
                 Event::BodyDone { last } => seen.done.push(last),
                 Event::Malformed => seen.malformed += 1,
+                Event::Body(_) => {}
             });
         }
         seen

@@ -132,6 +132,31 @@ impl FailCounts {
     }
 }
 
+/// What `--reconnect` saw, summed over connections (all zero without it).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ResumeCounts {
+    /// Connections opened again after they ended (server close, reset, EOF).
+    pub reconnects: u64,
+    /// Reconnect attempts that failed; each is tried again after a longer backoff.
+    pub reconnect_failures: u64,
+    /// Gaps the server reported (SSE `event: gap`, `"gap":true`, a position's ` gap`).
+    pub gaps: u64,
+    /// Messages missing by sequence number with no gap reported.
+    pub lost: u64,
+    /// Messages received twice (a sequence number at or below one already seen).
+    pub duplicates: u64,
+}
+
+impl ResumeCounts {
+    pub fn add(&mut self, o: &ResumeCounts) {
+        self.reconnects += o.reconnects;
+        self.reconnect_failures += o.reconnect_failures;
+        self.gaps += o.gaps;
+        self.lost += o.lost;
+        self.duplicates += o.duplicates;
+    }
+}
+
 /// One process's state at a one-second tick. Counts are cumulative except `open`
 /// (current) and `hist` (stamps since the previous sample).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -170,6 +195,8 @@ pub struct ProcSummary {
     pub open_at_rss_peak: u64,
     pub elapsed_s: f64,
     pub hist: Vec<(u64, u64)>,
+    #[serde(default)]
+    pub resume: ResumeCounts,
 }
 
 /// What a child prints on stdout, one JSON object per line.

@@ -26,6 +26,8 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--log", "MYRIAD_LOG", true),
     // `--tls self-signed`: the supervisor makes one certificate for all gateways.
     ("--tls", "MYRIAD_TLS", true),
+    ("--supervised-place", "MYRIAD_SUPERVISED_PLACE", true),
+    ("--router-shard", "MYRIAD_ROUTER_SHARD", true),
 ];
 
 /// The log target of the start lines the supervisor waits for; kept at `info` in
@@ -35,7 +37,8 @@ const START_LINE_TARGET: &str = "myriad::serve=info";
 /// What a child is to the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    Router,
+    /// Router shard `n` (`--router-shards`; 0 when there is one router).
+    Router(u16),
     /// Gateway number `n` (0-based), kept across restarts.
     Gateway(usize),
 }
@@ -43,7 +46,8 @@ pub enum Role {
 impl Role {
     pub fn name(self) -> String {
         match self {
-            Role::Router => "router".into(),
+            Role::Router(0) => "router".into(),
+            Role::Router(n) => format!("router {n}"),
             Role::Gateway(n) => format!("gateway {n}"),
         }
     }
@@ -99,11 +103,13 @@ impl Template {
         let mut cmd = Command::new(&self.exe);
         cmd.args(&self.args);
         match role {
-            Role::Router => {
+            Role::Router(shard) => {
                 // Its own admin listener on loopback: the supervisor reads its sample.
-                cmd.args(["--role", "router", "--admin", "127.0.0.1:0"]);
+                cmd.args(["--role", "router", "--admin", "127.0.0.1:0"])
+                    .arg("--router-shard")
+                    .arg(shard.to_string());
             }
-            Role::Gateway(_) => {
+            Role::Gateway(n) => {
                 cmd.args([
                     "--role",
                     "gateway",
@@ -114,7 +120,10 @@ impl Template {
                 .arg("--listen")
                 .arg(self.listen.to_string())
                 .arg("--max-connections")
-                .arg(self.per_gateway.to_string());
+                .arg(self.per_gateway.to_string())
+                // Its restart in the same place tells the router it died.
+                .arg("--supervised-place")
+                .arg(n.to_string());
                 if let Some((cert, key)) = &self.tls {
                     cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
                 }

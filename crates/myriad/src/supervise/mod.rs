@@ -47,7 +47,10 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
     let template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
 
-    let roles = std::iter::once(Role::Router).chain((0..plan.gateways).map(Role::Gateway));
+    let shards = args.cluster.shards()?.count;
+    let roles = (0..shards)
+        .map(Role::Router)
+        .chain((0..plan.gateways).map(Role::Gateway));
     let members: Vec<Member> = roles
         .map(|role| template.spawn(role, 0))
         .collect::<anyhow::Result<_>>()?;
@@ -72,7 +75,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
         per_gateway = plan.per_gateway,
         nats = %nats_url,
         nats_started = nats.is_some(),
-        "myriad supervisor serving: 1 router and {} gateway processes on one port",
+        "myriad supervisor serving: {shards} router and {} gateway processes on one port",
         plan.gateways
     );
 
@@ -86,7 +89,10 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     tracing::info!("stopping: gateways, then the router");
     drop(monitor);
     let mut members = lock(&members);
-    for member in members.iter_mut().filter(|m| m.role != Role::Router) {
+    for member in members
+        .iter_mut()
+        .filter(|m| matches!(m.role, Role::Gateway(_)))
+    {
         signal(&member.child, libc::SIGTERM);
     }
     for member in members.iter_mut().rev() {

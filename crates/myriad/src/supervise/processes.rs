@@ -77,7 +77,7 @@ impl Table {
         let sum = |f: fn(&Sample) -> f64| rows.iter().map(|r| f(&r.sample)).sum::<f64>();
         serde_json::json!({
             "supervisor": std::process::id(),
-            "gateways": rows.iter().filter(|r| r.role != Role::Router).count(),
+            "gateways": rows.iter().filter(|r| matches!(r.role, Role::Gateway(_))).count(),
             "connections": sum(|s| s.connections as f64) as u64,
             "cpu": sum(|s| s.cpu_user + s.cpu_sys),
             "rss_bytes": sum(|s| s.rss_bytes as f64) as u64,

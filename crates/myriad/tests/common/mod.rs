@@ -2,6 +2,8 @@
 //! real sockets. Shared by the integration tests of this crate.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};

@@ -197,3 +197,24 @@ fn duplicate_login_and_unknown_logout_keep_counters_exact() {
     r.handle_logout(1, conn(0, 1), now);
     assert_eq!((r.stats().connections, r.stats().users_online), (0, 0));
 }
+
+#[test]
+fn users_of_a_dead_gateway_keep_an_empty_history_to_resume_from() {
+    let now = Instant::now();
+    let mut r = Router::new(RouterConfig::default(), SubscriptionIndex::new());
+    r.handle_login(1, conn(3, 1));
+    r.handle_login(2, conn(4, 2));
+    // Gateway loop 3 died: user 1 had no message yet, and keeps a history anyway.
+    assert_eq!(r.logout_where(|c| c.loop_id == 3, now), 1);
+    let counts = r.handle_publish(msg(1, "while away"), now, &mut |_, _| {});
+    assert_eq!((counts.connections, counts.users), (0, 0), "nobody online");
+    // Back through another gateway from 0: the message is there.
+    r.handle_login(1, conn(4, 9));
+    let read = r.history_read(1, None, 0);
+    assert_eq!(read.messages.len(), 1);
+    assert!(!read.gap);
+    // An ordinary logout still leaves no state behind.
+    r.handle_logout(2, conn(4, 2), now);
+    assert_eq!(r.last_seq(2), 0);
+    assert!(r.connections_of(2).is_empty());
+}

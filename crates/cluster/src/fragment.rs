@@ -1,0 +1,151 @@
+//! Router → gateway messages larger than the NATS server's `max_payload` (a resume
+//! reading a huge history, a subscriber list of a hub, a batch of many large
+//! deliveries): NATS refuses them, so they cross as several [`ToGateway::Part`]s, each
+//! under the limit, and the gateway puts the encoded message back together before
+//! decoding it. One publisher's messages on one subject keep their order in NATS, so a
+//! message's parts arrive in order; parts of different messages (several routers) are
+//! told apart by their random id.
+
+use crate::codec::{self, Part, ToGateway};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Room kept under max_payload for a part's own header (version, id, index, length).
+pub const PART_HEADER: usize = 32;
+
+/// A message that fits `max_payload` goes as it is; a larger one as encoded parts.
+/// `max_payload` 0 (unknown) means no limit.
+pub fn split(encoded: Bytes, max_payload: usize) -> Vec<Bytes> {
+    if max_payload == 0 || encoded.len() <= max_payload {
+        return vec![encoded];
+    }
+    let size = max_payload.saturating_sub(PART_HEADER).max(1);
+    let id: u64 = rand::random();
+    let count = encoded.len().div_ceil(size);
+    (0..count)
+        .map(|i| {
+            let part = Part {
+                id,
+                index: i as u32,
+                last: i + 1 == count,
+                bytes: encoded.slice(i * size..((i + 1) * size).min(encoded.len())),
+            };
+            codec::encode_to_gateway(&ToGateway::Part(part))
+        })
+        .collect()
+}
+
+/// How long an unfinished message is kept (its sender died mid-way).
+const STALE: Duration = Duration::from_secs(30);
+
+/// Parts received so far, by message id.
+#[derive(Default)]
+pub struct Reassembly {
+    partial: HashMap<u64, (u32, Vec<u8>, Instant)>,
+}
+
+impl Reassembly {
+    /// Adds one part; returns the whole encoded message once its last part came. A
+    /// part out of order drops the message (and is logged): NATS does not reorder,
+    /// so it can only mean parts were lost.
+    pub fn add(&mut self, part: Part) -> Option<Vec<u8>> {
+        let now = Instant::now();
+        self.partial
+            .retain(|_, (_, _, at)| now.duration_since(*at) < STALE);
+        let (next, buf, at) = self
+            .partial
+            .entry(part.id)
+            .or_insert_with(|| (0, Vec::new(), now));
+        if part.index != *next {
+            tracing::warn!(
+                id = part.id,
+                want = *next,
+                got = part.index,
+                "a message part is missing: message dropped"
+            );
+            self.partial.remove(&part.id);
+            return None;
+        }
+        buf.extend_from_slice(&part.bytes);
+        (*next, *at) = (*next + 1, now);
+        if part.last {
+            return self.partial.remove(&part.id).map(|(_, buf, _)| buf);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode_to_gateway, GatewayItem, WireAnswer, WireHistory, WireReply};
+
+    fn history(n: usize, size: usize) -> ToGateway {
+        let messages = (1..=n as u64)
+            .map(|seq| (seq, 7, Bytes::from(vec![b'x'; size])))
+            .collect();
+        ToGateway::Batch(vec![GatewayItem::Reply(WireReply {
+            loop_id: 1,
+            token: 9,
+            reply: WireAnswer::History(WireHistory {
+                messages,
+                last: n as u64,
+                gap: false,
+                epoch: Some(3),
+            }),
+        })])
+    }
+
+    #[test]
+    fn a_large_message_crosses_in_parts_under_the_limit_and_comes_back_whole() {
+        let msg = history(20, 30_000);
+        let encoded = codec::encode_to_gateway(&msg);
+        let parts = split(encoded.clone(), 65_536);
+        assert_eq!(parts.len(), encoded.len().div_ceil(65_536 - PART_HEADER));
+        assert!(parts.iter().all(|p| p.len() <= 65_536), "every part fits");
+        let mut r = Reassembly::default();
+        let mut whole = None;
+        for (i, p) in parts.iter().enumerate() {
+            let ToGateway::Part(part) = decode_to_gateway(p).unwrap() else {
+                panic!("part {i} is not a part");
+            };
+            whole = r.add(part);
+            assert_eq!(whole.is_some(), i + 1 == parts.len());
+        }
+        assert_eq!(decode_to_gateway(&whole.unwrap()).unwrap(), msg);
+        // A small message is not split.
+        let small = codec::encode_to_gateway(&history(1, 10));
+        assert_eq!(split(small.clone(), 65_536), vec![small]);
+    }
+
+    #[test]
+    fn a_missing_part_drops_the_message_and_interleaved_messages_stay_apart() {
+        let (a, b) = (history(5, 1_000), history(6, 1_000));
+        let pa = split(codec::encode_to_gateway(&a), 1_024);
+        let pb = split(codec::encode_to_gateway(&b), 1_024);
+        let part = |p: &Bytes| match decode_to_gateway(p).unwrap() {
+            ToGateway::Part(part) => part,
+            other => panic!("{other:?}"),
+        };
+        let mut r = Reassembly::default();
+        let (mut got_a, mut got_b) = (None, None);
+        for i in 0..pa.len().max(pb.len()) {
+            if let Some(p) = pa.get(i) {
+                got_a = got_a.or(r.add(part(p)));
+            }
+            if let Some(p) = pb.get(i) {
+                got_b = got_b.or(r.add(part(p)));
+            }
+        }
+        assert_eq!(decode_to_gateway(&got_a.unwrap()).unwrap(), a);
+        assert_eq!(decode_to_gateway(&got_b.unwrap()).unwrap(), b);
+        // Part 1 lost: the message never comes out half.
+        let mut r = Reassembly::default();
+        assert!(pa
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .all(|(_, p)| r.add(part(p)).is_none()));
+    }
+}

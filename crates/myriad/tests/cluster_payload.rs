@@ -1,0 +1,96 @@
+//! NATS's max_payload between gateways and the router (issue 9): the test's own
+//! nats-server with `max_payload: 65536`. A request over it is refused at once with a
+//! clear error; replies over it (a subscriber list of 40,000, a resume reading a
+//! quarter megabyte of history) cross in parts and arrive whole.
+
+mod common;
+
+use common::cluster::*;
+use common::*;
+use std::net::TcpListener;
+
+/// The test's nats-server with `max_payload: 65536`.
+fn small_nats(dir: &std::path::Path) -> Nats {
+    let conf = dir.join("nats.conf");
+    std::fs::write(&conf, "max_payload: 65536\n").unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    Nats::start_with(port, &["-c", conf.to_str().unwrap()])
+}
+
+#[test]
+fn a_request_over_the_nats_max_payload_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = small_nats(dir.path());
+    let _router = Router::start(&nats, "memory");
+    let gw = gateway(&nats);
+    // 40,000 edges encode to ~160 KB: over the 64 KiB max_payload.
+    let big: String = (1..=40_000u64).map(|a| format!("{a} 7\n")).collect();
+    let (status, body) = gw.request("POST", "/subscriptions", big.as_bytes());
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("max_payload is 65536 bytes"), "{body}");
+    // The same edges in parts under the limit all arrive.
+    let lines: Vec<&str> = big.lines().collect();
+    let mut added = 0;
+    for part in lines.chunks(5_000) {
+        let (status, body) = gw.request("POST", "/subscriptions", part.join("\n").as_bytes());
+        assert_eq!(status, 200, "{body}");
+        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+        added += reply["added"].as_u64().unwrap();
+    }
+    assert_eq!(added, 40_000);
+    // The link still works for everything else.
+    let (_held, _) = subscribe_stream(&gw, 7);
+    wait_router_connections(&gw, 1);
+    assert_eq!(gw.publish(7, "x")["connections"], 1);
+}
+
+#[test]
+fn replies_over_the_nats_max_payload_arrive_whole_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = small_nats(dir.path());
+    let _router = Router::start(&nats, "memory");
+    let (a, b) = (gateway(&nats), gateway(&nats));
+    // 40,000 followers of 7 in parts under the limit; their list (~120 KB) is one reply.
+    let lines: Vec<String> = (1..=40_000u64).map(|f| format!("{f} 7")).collect();
+    for part in lines.chunks(5_000) {
+        let (status, body) = a.request("POST", "/subscriptions", part.join("\n").as_bytes());
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = b.request("GET", "/subscribers/7", b"");
+    assert_eq!(status, 200, "{}", &body[..body.len().min(200)]);
+    let ids: Vec<u64> = serde_json::from_str(&body).unwrap();
+    assert_eq!(ids, (1..=40_000).collect::<Vec<_>>());
+    // User 9's history (kept while 9 is online on gateway a): 8 messages of 30,000
+    // bytes; a resume from 0 on the other gateway reads all of it (~240 KB) in its
+    // login reply.
+    let (_online, _) = sse(&a, 9, None);
+    wait_router_connections(&b, 1);
+    let payload = |i: usize| format!("m{i} {}", "x".repeat(30_000));
+    for i in 1..=8 {
+        let (status, body) = a.request("POST", "/pub/9", payload(i).as_bytes());
+        assert_eq!(status, 200, "{body}");
+    }
+    let (mut s, mut buf) = sse(&b, 9, Some("0"));
+    read_until(&mut s, &mut buf, &payload(8));
+    let events = sse_events(&buf);
+    assert_eq!(
+        events.len(),
+        8,
+        "{:?}",
+        events.iter().map(|e| e.0).collect::<Vec<_>>()
+    );
+    for (i, (seq, data)) in events.iter().enumerate() {
+        assert_eq!(
+            (*seq, data.as_str()),
+            ((i + 1) as u64, payload(i + 1).as_str())
+        );
+    }
+    // Live deliveries in the same router turn as the replay still come in order.
+    wait_router_connections(&b, 2);
+    assert_eq!(a.publish(9, "after")["connections"], 2);
+    read_until(&mut s, &mut buf, "data: after");
+}
