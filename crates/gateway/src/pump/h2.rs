@@ -71,6 +71,8 @@ pub(super) struct H2Conn {
     ping_out: bool,
     /// We sent GOAWAY after an error: input is ignored, the timer closes.
     pub(super) gone: bool,
+    /// The peer sent GOAWAY (NO_ERROR): no new streams; closed when the last ends.
+    pub(super) peer_goaway: bool,
     /// The peer is on loopback (the API's rule for keyless calls, given to streams).
     pub(super) loopback: bool,
 }
@@ -84,8 +86,10 @@ pub(super) enum Action {
     Reset(u32),
     /// Windows opened: move queued data.
     Pump,
-    /// The peer said GOAWAY: close.
+    /// The peer said GOAWAY with an error: close.
     Close,
+    /// The peer said GOAWAY (NO_ERROR): close once no stream is left.
+    Finish,
 }
 
 impl H2Layer {
@@ -144,6 +148,7 @@ impl H2Conn {
             streams: Vec::new(),
             ping_out: false,
             gone: false,
+            peer_goaway: false,
             loopback,
         }
     }
@@ -244,7 +249,14 @@ impl H2Conn {
             }
             Frame::Ping { ack: true, .. } => self.ping_out = false,
             Frame::Ping { ack: false, data } => frames::write_ping(out, true, data),
-            Frame::GoAway { .. } => actions.push(Action::Close),
+            // An error: the peer is gone. NO_ERROR: it opens no more streams, and
+            // those it has get their answers (a long-poll in flight); the connection
+            // closes once none is left (RFC 9113 6.8).
+            Frame::GoAway { code, .. } if code != code::NO_ERROR => actions.push(Action::Close),
+            Frame::GoAway { .. } => {
+                self.peer_goaway = true;
+                actions.push(Action::Finish);
+            }
             Frame::WindowUpdate {
                 stream: 0,
                 increment,
@@ -283,13 +295,19 @@ impl H2Conn {
                 end_headers,
                 block,
             } => {
-                if stream % 2 == 0 || stream <= self.last_stream {
-                    return fail(
-                        code::PROTOCOL_ERROR,
-                        "HEADERS on a used or server stream id",
-                    );
+                if stream % 2 == 0 {
+                    return fail(code::PROTOCOL_ERROR, "HEADERS on a server stream id");
                 }
-                self.last_stream = stream;
+                if stream <= self.last_stream && self.stream_by_id(stream).is_none() {
+                    // RFC 9113 5.1: frames after a stream closed are STREAM_CLOSED; a
+                    // new stream below the last one is an unexpected id (5.1.1).
+                    return if stream == self.last_stream {
+                        fail(code::STREAM_CLOSED, "HEADERS on a closed stream")
+                    } else {
+                        fail(code::PROTOCOL_ERROR, "stream id below the last one")
+                    };
+                }
+                self.last_stream = self.last_stream.max(stream);
                 if end_headers {
                     self.open(stream, end_stream, block, max_streams, out, actions)?;
                 } else {
@@ -332,22 +350,31 @@ impl H2Conn {
                 if stream > self.last_stream {
                     return fail(code::PROTOCOL_ERROR, "DATA on an idle stream");
                 }
-                match self.stream_by_id(stream) {
-                    Some(s) if s.request.is_some() => {
-                        let request = s.request.as_mut().expect("checked just above");
+                let Some(s) = self.stream_by_id(stream) else {
+                    frames::write_rst_stream(out, stream, code::STREAM_CLOSED);
+                    return Ok(());
+                };
+                match s.request.as_mut() {
+                    Some(request) if !s.remote_closed => {
                         if request.body.len() + data.len() > super::h2_stream::MAX_BODY {
                             frames::write_rst_stream(out, stream, code::ENHANCE_YOUR_CALM);
                             actions.push(Action::Reset(stream));
                         } else {
                             request.body.extend_from_slice(data);
                             if end_stream {
+                                s.remote_closed = true;
                                 actions.push(Action::Request(stream));
                             } else if flow_len > 0 {
                                 frames::write_window_update(out, stream, flow_len);
                             }
                         }
                     }
-                    _ => frames::write_rst_stream(out, stream, code::STREAM_CLOSED),
+                    // Half-closed (remote): a stream error (RFC 9113 5.1), the stream
+                    // ends here.
+                    _ => {
+                        frames::write_rst_stream(out, stream, code::STREAM_CLOSED);
+                        actions.push(Action::Reset(stream));
+                    }
                 }
             }
             Frame::Ignored => {}
@@ -380,16 +407,33 @@ impl H2Conn {
                 code: code::COMPRESSION_ERROR,
                 reason: "HPACK block not decodable",
             })?;
+        if let Some(s) = self.stream_by_id(stream) {
+            // A second header block on an open stream: trailers end a request body
+            // (their fields are not used); anything else is a stream error.
+            let code = match (s.remote_closed, end_stream) {
+                (false, true) => {
+                    s.remote_closed = true;
+                    actions.push(Action::Request(stream));
+                    return Ok(());
+                }
+                (false, false) => code::PROTOCOL_ERROR,
+                (true, _) => code::STREAM_CLOSED,
+            };
+            frames::write_rst_stream(out, stream, code);
+            actions.push(Action::Reset(stream));
+            return Ok(());
+        }
         if size > MAX_DECODED {
             frames::write_rst_stream(out, stream, code::ENHANCE_YOUR_CALM);
             return Ok(());
         }
-        if self.streams.len() >= max_streams as usize {
+        if self.peer_goaway || self.streams.len() >= max_streams as usize {
             frames::write_rst_stream(out, stream, code::REFUSED_STREAM);
             return Ok(());
         }
-        self.streams
-            .push(H2Stream::new(stream, headers, self.initial_window));
+        let mut opened = H2Stream::new(stream, headers, self.initial_window);
+        opened.remote_closed = end_stream;
+        self.streams.push(opened);
         if end_stream {
             actions.push(Action::Request(stream));
         }
@@ -482,6 +526,7 @@ impl EventLoop {
                 Action::Reset(id) => self.h2_reset(index, id),
                 Action::Pump => self.h2_pump(index),
                 Action::Close => return self.close(index),
+                Action::Finish => self.h2_finish_if_idle(index),
             }
         }
     }
@@ -503,6 +548,27 @@ impl EventLoop {
             }
         }
         self.h2_arm(index, self.config.linger);
+    }
+
+    /// After the peer's GOAWAY (NO_ERROR): once connection `index` has no stream
+    /// left, our GOAWAY (NO_ERROR) and the close.
+    pub(super) fn h2_finish_if_idle(&mut self, index: usize) {
+        let Some(conn) = self
+            .h2
+            .as_mut()
+            .and_then(|h| h.conns.get_mut(index)?.as_mut())
+        else {
+            return;
+        };
+        if !conn.peer_goaway || !conn.streams.is_empty() || conn.gone {
+            return;
+        }
+        conn.gone = true;
+        let mut out = Vec::with_capacity(17);
+        frames::write_goaway(&mut out, conn.last_stream, code::NO_ERROR);
+        if self.h2_write(index, &out, false) {
+            self.h2_goaway_sent(index);
+        }
     }
 
     /// The timer of HTTP/2 connection `index`: the PING heartbeat (a connection that

@@ -36,6 +36,8 @@ pub(super) struct H2Stream {
     pub(super) reader: ResponseReader,
     /// The response is complete; END_STREAM goes after the queued data.
     end_queued: bool,
+    /// The client ended its side (END_STREAM): further DATA or HEADERS are errors.
+    pub(super) remote_closed: bool,
     /// The request until it is complete (headers, body so far).
     pub(super) request: Option<Box<Request>>,
 }
@@ -53,6 +55,7 @@ impl H2Stream {
             window: i64::from(window),
             reader: ResponseReader::default(),
             end_queued: false,
+            remote_closed: false,
             request: Some(Box::new(Request {
                 headers,
                 body: Vec::new(),
@@ -135,6 +138,7 @@ impl EventLoop {
         }
         let mut conn = Connection::new();
         conn.set_peer_loopback(loopback);
+        conn.set_multiplexed();
         self.slots.insert(Slot {
             conn,
             out: None,
@@ -154,7 +158,9 @@ impl EventLoop {
         }
         let mut out = Vec::with_capacity(13);
         frames::write_rst_stream(&mut out, id, code);
-        self.h2_write(parent, &out, false);
+        if self.h2_write(parent, &out, false) {
+            self.h2_finish_if_idle(parent);
+        }
     }
 
     /// The peer reset stream `id`: its virtual connection closes (logout), no answer.
@@ -169,6 +175,7 @@ impl EventLoop {
         if stream.slot != NONE {
             self.close(stream.slot as usize);
         }
+        self.h2_finish_if_idle(parent);
     }
 
     /// Windows opened on connection `parent`: queued stream data moves.
@@ -235,7 +242,9 @@ impl EventLoop {
         if !conn.gone {
             let mut out = Vec::with_capacity(13);
             frames::write_rst_stream(&mut out, stream.id, code::CANCEL);
-            self.h2_write(parent, &out, false);
+            if self.h2_write(parent, &out, false) {
+                self.h2_finish_if_idle(parent);
+            }
         }
     }
 
@@ -337,6 +346,7 @@ impl EventLoop {
         if finished || !alive {
             if self.slots.contains(index) {
                 self.close(index);
+                self.h2_finish_if_idle(parent);
             } else {
                 // Closed with its connection while this call's outbox was set aside:
                 // what the core asked for besides bytes belongs to a closed slot.
@@ -413,6 +423,7 @@ impl EventLoop {
         }
         if finished && alive {
             self.close(index);
+            self.h2_finish_if_idle(parent);
         }
     }
 }
