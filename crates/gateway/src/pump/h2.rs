@@ -252,7 +252,16 @@ impl H2Conn {
             // An error: the peer is gone. NO_ERROR: it opens no more streams, and
             // those it has get their answers (a long-poll in flight); the connection
             // closes once none is left (RFC 9113 6.8).
-            Frame::GoAway { code, .. } if code != code::NO_ERROR => actions.push(Action::Close),
+            Frame::GoAway { code, last_stream } if code != code::NO_ERROR => {
+                // Why a client left (it was how the flood's ENHANCE_YOUR_CALM showed).
+                tracing::debug!(
+                    code,
+                    last_stream,
+                    streams = self.streams.len(),
+                    "http/2 peer GOAWAY"
+                );
+                actions.push(Action::Close)
+            }
             Frame::GoAway { .. } => {
                 self.peer_goaway = true;
                 actions.push(Action::Finish);
