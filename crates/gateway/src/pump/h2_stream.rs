@@ -266,6 +266,19 @@ impl EventLoop {
             h2.gathered.extend_from_slice(self.outbox.slice(piece));
         }
         self.outbox.clear_bytes();
+        // SPEC D4: the connection is judged on what its socket refused, not on what a
+        // merged delivery pass queued without a try (50 streams' frames per message).
+        if self.slots[parent].queued_bytes() > self.config.max_queued {
+            self.flush(parent);
+            if !self.slots.contains(index) {
+                self.discard_stale_outbox();
+                return false; // the write failed: closed with its connection
+            }
+        }
+        let h2 = self
+            .h2
+            .as_mut()
+            .expect("stream send on a loop without HTTP/2");
         let mut out = std::mem::take(&mut h2.out);
         let mut body = std::mem::take(&mut h2.body);
         out.clear();
@@ -348,17 +361,21 @@ impl EventLoop {
                 self.close(index);
                 self.h2_finish_if_idle(parent);
             } else {
-                // Closed with its connection while this call's outbox was set aside:
-                // what the core asked for besides bytes belongs to a closed slot.
-                self.outbox.take_timer();
-                self.outbox.take_resume();
-                self.outbox.take_close();
-                let mut stale = Vec::new();
-                self.outbox.take_requests(&mut stale);
+                self.discard_stale_outbox();
             }
             return false;
         }
         true
+    }
+
+    /// The stream's slot closed with its connection while this call's outbox was set
+    /// aside: what the core asked for besides bytes belongs to a closed slot.
+    fn discard_stale_outbox(&mut self) {
+        self.outbox.take_timer();
+        self.outbox.take_resume();
+        self.outbox.take_close();
+        let mut stale = Vec::new();
+        self.outbox.take_requests(&mut stale);
     }
 
     fn h2_restore(&mut self, out: Vec<u8>, body: Vec<u8>) {
