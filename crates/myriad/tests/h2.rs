@@ -374,3 +374,57 @@ fn a_connection_whose_socket_stops_draining_is_closed() {
     assert_eq!(stats["connections_logged_in"], 0, "{stats}");
     drop(raw);
 }
+
+/// NOTES issue 13: `bench broadcast --h2 --streams-per-connection 50` lost most
+/// subscriptions at 10 msg/s. The flood client (the `h2` crate) closed its connections
+/// with GOAWAY ENHANCE_YOUR_CALM: 50 streams × a few messages of small DATA frames
+/// waiting for their stream tasks spent the crate's default budget for small frames.
+/// A burst of 60 messages (3,000 small frames per connection at once) must reach
+/// every stream of a real `myriad flood --h2` run.
+#[test]
+fn flood_h2_keeps_every_stream_through_a_burst_of_small_frames() {
+    let pki = Pki::new();
+    let server = pki.serve(&[]);
+    let client = pki.client();
+    let url = format!("https://localhost:{}/sub/%d", server.addr.port());
+    let flood = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["flood", "--url", &url, "-n", "100", "--users", "1-1"])
+        .args([
+            "--transport",
+            "sse",
+            "--h2",
+            "--streams-per-connection",
+            "50",
+        ])
+        .args(["--rate", "0", "--hold", "6", "--max-time", "30"])
+        .arg("--ca")
+        .arg(&pki.ca_file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start myriad flood");
+    wait_stats(&server, &client, "100 streams", |s| {
+        s["connections_logged_in"] == 100
+    });
+    // Stamped (`ts=`): flood takes a first message without a stamp for a welcome.
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let burst: String = (0..60)
+        .map(|i| format!("{{\"subject\":1,\"data\":\"burst {i} ts={now_us}\"}}\n"))
+        .collect();
+    let (status, reply) = request(&server, &client, "POST", "/pub", burst.as_bytes());
+    assert_eq!(status, 200, "{reply}");
+    let out = flood.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(" 6000 messages"),
+        "60 messages × 100 streams: {text}"
+    );
+}

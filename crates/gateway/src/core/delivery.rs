@@ -2,7 +2,7 @@
 //! transport, encoded once per message and loop ([`Frames`]) and shared; only the
 //! SSE `id:` line is per recipient.
 
-use super::{reply, Connection, Cx, State, HTTP10};
+use super::{reply, Connection, Cx, State, HTTP10, MULTIPLEXED};
 use crate::config::SlowPolicy;
 use bytes::Bytes;
 
@@ -115,8 +115,13 @@ pub(super) fn handle(
     Outcome::Sent
 }
 
-/// A heartbeat on an idle subscription; skipped while output waits anyway.
+/// A heartbeat on an idle subscription; skipped while output waits anyway, and on an
+/// HTTP/2 stream (its connection's PING beats; this call is the head timeout's entry
+/// still in the wheel, and arms nothing more).
 pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
+    if conn.has(MULTIPLEXED) {
+        return;
+    }
     if cx.queued == 0 {
         match conn.state {
             State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),

@@ -32,6 +32,8 @@ mod websocket;
 #[cfg(test)]
 mod access_tests;
 #[cfg(test)]
+mod multiplexed_tests;
+#[cfg(test)]
 mod tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
@@ -143,6 +145,10 @@ const PEER_LOOPBACK: u8 = 8;
 const RESUME: u8 = 16;
 /// Flag: an HTTP/1.0 stream subscriber: close-delimited, unchunked lines.
 const HTTP10: u8 = 32;
+/// Flag: an HTTP/2 stream. Its connection's PING is the heartbeat (it keeps the one
+/// TCP connection alive and finds a dead peer), so the stream beats none of its own:
+/// no SSE comment, chunk or wheel entry per stream every `--heartbeat`.
+const MULTIPLEXED: u8 = 64;
 
 /// One connection's protocol state: 24 bytes (checked by a test).
 pub struct Connection {
@@ -202,6 +208,12 @@ impl Connection {
     /// Marks the peer as local (set once, at accept).
     pub fn set_peer_loopback(&mut self, loopback: bool) {
         self.set(PEER_LOOPBACK, loopback);
+    }
+
+    /// Marks the connection as an HTTP/2 stream (set once, before `handle_open`):
+    /// its subscription sends no heartbeats of its own.
+    pub fn set_multiplexed(&mut self) {
+        self.set(MULTIPLEXED, true);
     }
 
     pub fn state(&self) -> State {
@@ -317,6 +329,9 @@ impl Connection {
     /// the same instant, then put on the heartbeat grid so those that do beat in one
     /// instant share the wake-ups (`wheel::HEARTBEAT_GRID`).
     fn arm_heartbeat(&mut self, cx: &mut Cx) {
+        if self.has(MULTIPLEXED) {
+            return; // no timer at all: the connection's PING beats for every stream
+        }
         let base = cx.config.heartbeat.max(1);
         let spread = (base / 5).max(1);
         let jitter = cx.out.random() % (spread + 1);

@@ -22,7 +22,7 @@ pub(super) struct Harness {
 pub(super) struct Step {
     pub(super) bytes: Vec<u8>,
     pub(super) requests: Vec<Request>,
-    timer: Option<Tick>,
+    pub(super) timer: Option<Tick>,
     close: bool,
     resume: bool,
 }
@@ -66,7 +66,7 @@ impl Harness {
         h
     }
 
-    fn step(&mut self, call: impl FnOnce(&mut Connection, &mut Cx)) -> Step {
+    pub(super) fn step(&mut self, call: impl FnOnce(&mut Connection, &mut Cx)) -> Step {
         let mut cx = Cx {
             now: self.now,
             config: &self.config,
@@ -89,11 +89,11 @@ impl Harness {
         self.step(|c, cx| c.handle_bytes(cx, input))
     }
 
-    fn reply(&mut self, reply: Reply) -> Step {
+    pub(super) fn reply(&mut self, reply: Reply) -> Step {
         self.step(|c, cx| c.handle_reply(cx, reply))
     }
 
-    fn deliver(&mut self, seq: u64, payload: &[u8]) -> (Outcome, Step) {
+    pub(super) fn deliver(&mut self, seq: u64, payload: &[u8]) -> (Outcome, Step) {
         let mut outcome = Outcome::Skipped;
         let step =
             self.step(|c, cx| outcome = c.handle_delivery(cx, 7, seq, &mut Frames::new(payload)));
@@ -101,7 +101,7 @@ impl Harness {
     }
 
     /// Moves the clock to the connection's deadline and fires its timer.
-    fn fire_timer(&mut self) -> Step {
+    pub(super) fn fire_timer(&mut self) -> Step {
         self.now = self.conn.deadline();
         self.step(|c, cx| c.handle_timeout(cx))
     }
@@ -120,7 +120,7 @@ impl Harness {
     }
 }
 
-fn history(last: u64, messages: &[(u64, &'static str)], gap: bool) -> HistoryRead {
+pub(super) fn history(last: u64, messages: &[(u64, &'static str)], gap: bool) -> HistoryRead {
     HistoryRead {
         messages: messages
             .iter()

@@ -16,13 +16,19 @@
 //! until the client obeys our `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
 //! (40 B), its core's state and an [`h2_stream::H2Stream`] entry (~40 B).
 //!
+//! Layout: this file holds the per-loop tables and what the loop does for a
+//! connection (start, input, PING timer, writes); `conn` what the peer's frames do to
+//! one connection's state.
+//!
 //! Not done: server push, RFC 8441 WebSocket over HTTP/2 (WebSocket stays on
 //! HTTP/1.1: ALPN offers both), trailers on requests, PRIORITY (ignored).
+
+mod conn;
 
 use super::h2_stream::H2Stream;
 use super::EventLoop;
 use fluke_hpack::Decoder;
-use wire::h2::{self as frames, code, setting, Frame, FrameError};
+use wire::h2::{self as frames, code, setting};
 
 /// No stream or connection at this slab index.
 pub(super) const NONE: u32 = u32::MAX;
@@ -71,6 +77,8 @@ pub(super) struct H2Conn {
     ping_out: bool,
     /// We sent GOAWAY after an error: input is ignored, the timer closes.
     pub(super) gone: bool,
+    /// The peer sent GOAWAY (NO_ERROR): no new streams; closed when the last ends.
+    pub(super) peer_goaway: bool,
     /// The peer is on loopback (the API's rule for keyless calls, given to streams).
     pub(super) loopback: bool,
 }
@@ -84,8 +92,10 @@ pub(super) enum Action {
     Reset(u32),
     /// Windows opened: move queued data.
     Pump,
-    /// The peer said GOAWAY: close.
+    /// The peer said GOAWAY with an error: close.
     Close,
+    /// The peer said GOAWAY (NO_ERROR): close once no stream is left.
+    Finish,
 }
 
 impl H2Layer {
@@ -125,275 +135,6 @@ impl H2Layer {
         self.out = Vec::new();
         self.gathered = Vec::new();
         self.body = Vec::new();
-    }
-}
-
-impl H2Conn {
-    fn new(loopback: bool) -> H2Conn {
-        let mut decoder = Decoder::new();
-        decoder.set_max_allowed_table_size(CLIENT_TABLE);
-        H2Conn {
-            input: Vec::new(),
-            preface_done: false,
-            decoder,
-            block: None,
-            last_stream: 0,
-            window: i64::from(frames::DEFAULT_WINDOW),
-            initial_window: frames::DEFAULT_WINDOW,
-            max_frame: frames::DEFAULT_MAX_FRAME,
-            streams: Vec::new(),
-            ping_out: false,
-            gone: false,
-            loopback,
-        }
-    }
-
-    pub(super) fn stream_by_id(&mut self, id: u32) -> Option<&mut H2Stream> {
-        self.streams.iter_mut().find(|s| s.id == id)
-    }
-
-    /// Reads frames from `input` (after any held bytes); answers that need no other
-    /// state go to `out`, the rest to `actions`.
-    fn handle_bytes(
-        &mut self,
-        input: &[u8],
-        max_streams: u32,
-        out: &mut Vec<u8>,
-        actions: &mut Vec<Action>,
-    ) -> Result<(), FrameError> {
-        let mut held = std::mem::take(&mut self.input);
-        let buf: &[u8] = if held.is_empty() {
-            input
-        } else {
-            held.extend_from_slice(input);
-            &held
-        };
-        let mut pos = 0;
-        let result = (|| {
-            if !self.preface_done {
-                let n = frames::PREFACE.len().min(buf.len());
-                if buf[..n] != frames::PREFACE[..n] {
-                    return Err(FrameError {
-                        code: code::PROTOCOL_ERROR,
-                        reason: "not the HTTP/2 preface",
-                    });
-                }
-                if n < frames::PREFACE.len() {
-                    return Ok(());
-                }
-                self.preface_done = true;
-                pos = n;
-            }
-            while let Some((frame, used)) =
-                frames::parse_frame(&buf[pos..], frames::DEFAULT_MAX_FRAME)?
-            {
-                pos += used;
-                self.handle_frame(frame, max_streams, out, actions)?;
-                if self.gone {
-                    break;
-                }
-            }
-            Ok(())
-        })();
-        let rest = &buf[pos..];
-        if result.is_ok() && !rest.is_empty() {
-            let mut keep = Vec::with_capacity(rest.len());
-            keep.extend_from_slice(rest);
-            self.input = keep;
-        }
-        result
-    }
-
-    fn handle_frame(
-        &mut self,
-        frame: Frame,
-        max_streams: u32,
-        out: &mut Vec<u8>,
-        actions: &mut Vec<Action>,
-    ) -> Result<(), FrameError> {
-        let fail = |code, reason| Err(FrameError { code, reason });
-        if self.block.is_some() && !matches!(frame, Frame::Continuation { .. }) {
-            return fail(code::PROTOCOL_ERROR, "a frame inside a header block");
-        }
-        match frame {
-            Frame::Settings { ack: true, .. } => {}
-            Frame::Settings { ack: false, params } => {
-                for s in frames::parse_settings(params) {
-                    match s.id {
-                        setting::INITIAL_WINDOW_SIZE => {
-                            let delta = i64::from(s.value) - i64::from(self.initial_window);
-                            self.initial_window = s.value;
-                            for stream in &mut self.streams {
-                                stream.window += delta;
-                                if stream.window > i64::from(frames::MAX_WINDOW) {
-                                    return fail(
-                                        code::FLOW_CONTROL_ERROR,
-                                        "stream window over 2^31-1",
-                                    );
-                                }
-                            }
-                            if delta > 0 {
-                                actions.push(Action::Pump);
-                            }
-                        }
-                        setting::MAX_FRAME_SIZE => self.max_frame = s.value,
-                        _ => {}
-                    }
-                }
-                frames::write_settings_ack(out);
-            }
-            Frame::Ping { ack: true, .. } => self.ping_out = false,
-            Frame::Ping { ack: false, data } => frames::write_ping(out, true, data),
-            Frame::GoAway { .. } => actions.push(Action::Close),
-            Frame::WindowUpdate {
-                stream: 0,
-                increment,
-            } => {
-                self.window += i64::from(increment);
-                if self.window > i64::from(frames::MAX_WINDOW) {
-                    return fail(code::FLOW_CONTROL_ERROR, "connection window over 2^31-1");
-                }
-                actions.push(Action::Pump);
-            }
-            Frame::WindowUpdate { stream, increment } => {
-                if let Some(s) = self.stream_by_id(stream) {
-                    s.window += i64::from(increment);
-                    if s.window > i64::from(frames::MAX_WINDOW) {
-                        // A stream error (RFC 9113 6.9.1): reset that stream only.
-                        frames::write_rst_stream(out, stream, code::FLOW_CONTROL_ERROR);
-                        actions.push(Action::Reset(stream));
-                    } else {
-                        actions.push(Action::Pump);
-                    }
-                } else if stream > self.last_stream {
-                    return fail(code::PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream");
-                }
-            }
-            Frame::RstStream { stream, .. } => {
-                if stream > self.last_stream {
-                    return fail(code::PROTOCOL_ERROR, "RST_STREAM on an idle stream");
-                }
-                if self.stream_by_id(stream).is_some() {
-                    actions.push(Action::Reset(stream));
-                }
-            }
-            Frame::Headers {
-                stream,
-                end_stream,
-                end_headers,
-                block,
-            } => {
-                if stream % 2 == 0 || stream <= self.last_stream {
-                    return fail(
-                        code::PROTOCOL_ERROR,
-                        "HEADERS on a used or server stream id",
-                    );
-                }
-                self.last_stream = stream;
-                if end_headers {
-                    self.open(stream, end_stream, block, max_streams, out, actions)?;
-                } else {
-                    self.block = Some(Box::new((stream, end_stream, block.to_vec())));
-                }
-            }
-            Frame::Continuation {
-                stream,
-                end_headers,
-                block,
-            } => {
-                let Some(mut pending) = self.block.take() else {
-                    return fail(code::PROTOCOL_ERROR, "CONTINUATION without HEADERS");
-                };
-                if pending.0 != stream {
-                    return fail(code::PROTOCOL_ERROR, "CONTINUATION on another stream");
-                }
-                if pending.2.len() + block.len() > MAX_BLOCK {
-                    return fail(code::ENHANCE_YOUR_CALM, "header block too large");
-                }
-                pending.2.extend_from_slice(block);
-                if end_headers {
-                    let (stream, end_stream, bytes) = *pending;
-                    self.open(stream, end_stream, &bytes, max_streams, out, actions)?;
-                } else {
-                    self.block = Some(pending);
-                }
-            }
-            Frame::Data {
-                stream,
-                end_stream,
-                data,
-                flow_len,
-            } => {
-                // Credit goes back at once: bodies are bounded by the core's limits,
-                // not by holding the client's window.
-                if flow_len > 0 {
-                    frames::write_window_update(out, 0, flow_len);
-                }
-                if stream > self.last_stream {
-                    return fail(code::PROTOCOL_ERROR, "DATA on an idle stream");
-                }
-                match self.stream_by_id(stream) {
-                    Some(s) if s.request.is_some() => {
-                        let request = s.request.as_mut().expect("checked just above");
-                        if request.body.len() + data.len() > super::h2_stream::MAX_BODY {
-                            frames::write_rst_stream(out, stream, code::ENHANCE_YOUR_CALM);
-                            actions.push(Action::Reset(stream));
-                        } else {
-                            request.body.extend_from_slice(data);
-                            if end_stream {
-                                actions.push(Action::Request(stream));
-                            } else if flow_len > 0 {
-                                frames::write_window_update(out, stream, flow_len);
-                            }
-                        }
-                    }
-                    _ => frames::write_rst_stream(out, stream, code::STREAM_CLOSED),
-                }
-            }
-            Frame::Ignored => {}
-        }
-        Ok(())
-    }
-
-    /// A complete header block opened `stream`: decoded (always, so the HPACK table
-    /// stays in step), refused beyond the stream limit, else kept until its request
-    /// is complete.
-    fn open(
-        &mut self,
-        stream: u32,
-        end_stream: bool,
-        block: &[u8],
-        max_streams: u32,
-        out: &mut Vec<u8>,
-        actions: &mut Vec<Action>,
-    ) -> Result<(), FrameError> {
-        let mut headers = Vec::new();
-        let mut size = 0usize;
-        self.decoder
-            .decode_with_cb(block, |name, value| {
-                size += name.len() + value.len() + 32;
-                if size <= MAX_DECODED {
-                    headers.push((name.into_owned(), value.into_owned()));
-                }
-            })
-            .map_err(|_| FrameError {
-                code: code::COMPRESSION_ERROR,
-                reason: "HPACK block not decodable",
-            })?;
-        if size > MAX_DECODED {
-            frames::write_rst_stream(out, stream, code::ENHANCE_YOUR_CALM);
-            return Ok(());
-        }
-        if self.streams.len() >= max_streams as usize {
-            frames::write_rst_stream(out, stream, code::REFUSED_STREAM);
-            return Ok(());
-        }
-        self.streams
-            .push(H2Stream::new(stream, headers, self.initial_window));
-        if end_stream {
-            actions.push(Action::Request(stream));
-        }
-        Ok(())
     }
 }
 
@@ -482,6 +223,7 @@ impl EventLoop {
                 Action::Reset(id) => self.h2_reset(index, id),
                 Action::Pump => self.h2_pump(index),
                 Action::Close => return self.close(index),
+                Action::Finish => self.h2_finish_if_idle(index),
             }
         }
     }
@@ -503,6 +245,27 @@ impl EventLoop {
             }
         }
         self.h2_arm(index, self.config.linger);
+    }
+
+    /// After the peer's GOAWAY (NO_ERROR): once connection `index` has no stream
+    /// left, our GOAWAY (NO_ERROR) and the close.
+    pub(super) fn h2_finish_if_idle(&mut self, index: usize) {
+        let Some(conn) = self
+            .h2
+            .as_mut()
+            .and_then(|h| h.conns.get_mut(index)?.as_mut())
+        else {
+            return;
+        };
+        if !conn.peer_goaway || !conn.streams.is_empty() || conn.gone {
+            return;
+        }
+        conn.gone = true;
+        let mut out = Vec::with_capacity(17);
+        frames::write_goaway(&mut out, conn.last_stream, code::NO_ERROR);
+        if self.h2_write(index, &out, false) {
+            self.h2_goaway_sent(index);
+        }
     }
 
     /// The timer of HTTP/2 connection `index`: the PING heartbeat (a connection that

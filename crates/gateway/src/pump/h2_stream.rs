@@ -36,6 +36,8 @@ pub(super) struct H2Stream {
     pub(super) reader: ResponseReader,
     /// The response is complete; END_STREAM goes after the queued data.
     end_queued: bool,
+    /// The client ended its side (END_STREAM): further DATA or HEADERS are errors.
+    pub(super) remote_closed: bool,
     /// The request until it is complete (headers, body so far).
     pub(super) request: Option<Box<Request>>,
 }
@@ -53,6 +55,7 @@ impl H2Stream {
             window: i64::from(window),
             reader: ResponseReader::default(),
             end_queued: false,
+            remote_closed: false,
             request: Some(Box::new(Request {
                 headers,
                 body: Vec::new(),
@@ -135,6 +138,7 @@ impl EventLoop {
         }
         let mut conn = Connection::new();
         conn.set_peer_loopback(loopback);
+        conn.set_multiplexed();
         self.slots.insert(Slot {
             conn,
             out: None,
@@ -154,7 +158,9 @@ impl EventLoop {
         }
         let mut out = Vec::with_capacity(13);
         frames::write_rst_stream(&mut out, id, code);
-        self.h2_write(parent, &out, false);
+        if self.h2_write(parent, &out, false) {
+            self.h2_finish_if_idle(parent);
+        }
     }
 
     /// The peer reset stream `id`: its virtual connection closes (logout), no answer.
@@ -169,6 +175,7 @@ impl EventLoop {
         if stream.slot != NONE {
             self.close(stream.slot as usize);
         }
+        self.h2_finish_if_idle(parent);
     }
 
     /// Windows opened on connection `parent`: queued stream data moves.
@@ -235,7 +242,9 @@ impl EventLoop {
         if !conn.gone {
             let mut out = Vec::with_capacity(13);
             frames::write_rst_stream(&mut out, stream.id, code::CANCEL);
-            self.h2_write(parent, &out, false);
+            if self.h2_write(parent, &out, false) {
+                self.h2_finish_if_idle(parent);
+            }
         }
     }
 
@@ -257,6 +266,19 @@ impl EventLoop {
             h2.gathered.extend_from_slice(self.outbox.slice(piece));
         }
         self.outbox.clear_bytes();
+        // SPEC D4: the connection is judged on what its socket refused, not on what a
+        // merged delivery pass queued without a try (50 streams' frames per message).
+        if self.slots[parent].queued_bytes() > self.config.max_queued {
+            self.flush(parent);
+            if !self.slots.contains(index) {
+                self.discard_stale_outbox();
+                return false; // the write failed: closed with its connection
+            }
+        }
+        let h2 = self
+            .h2
+            .as_mut()
+            .expect("stream send on a loop without HTTP/2");
         let mut out = std::mem::take(&mut h2.out);
         let mut body = std::mem::take(&mut h2.body);
         out.clear();
@@ -337,18 +359,23 @@ impl EventLoop {
         if finished || !alive {
             if self.slots.contains(index) {
                 self.close(index);
+                self.h2_finish_if_idle(parent);
             } else {
-                // Closed with its connection while this call's outbox was set aside:
-                // what the core asked for besides bytes belongs to a closed slot.
-                self.outbox.take_timer();
-                self.outbox.take_resume();
-                self.outbox.take_close();
-                let mut stale = Vec::new();
-                self.outbox.take_requests(&mut stale);
+                self.discard_stale_outbox();
             }
             return false;
         }
         true
+    }
+
+    /// The stream's slot closed with its connection while this call's outbox was set
+    /// aside: what the core asked for besides bytes belongs to a closed slot.
+    fn discard_stale_outbox(&mut self) {
+        self.outbox.take_timer();
+        self.outbox.take_resume();
+        self.outbox.take_close();
+        let mut stale = Vec::new();
+        self.outbox.take_requests(&mut stale);
     }
 
     fn h2_restore(&mut self, out: Vec<u8>, body: Vec<u8>) {
@@ -413,6 +440,7 @@ impl EventLoop {
         }
         if finished && alive {
             self.close(index);
+            self.h2_finish_if_idle(parent);
         }
     }
 }

@@ -45,6 +45,11 @@ const WAITING: u8 = 1;
 const OPEN: u8 = 2;
 const DONE: u8 = 3;
 
+/// Each stream's receive window: a burst of messages before credit must come back.
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// The connection's receive window at most (`STREAM_WINDOW` × streams below it).
+const MAX_CONN_WINDOW: u32 = 16 << 20;
+
 /// One stream's bookkeeping (16 bytes; the task itself lives in the runtime).
 #[derive(Default)]
 struct Slot {
@@ -332,8 +337,24 @@ impl Connection {
             return Err(io_fail(e));
         }
         let mut builder = h2::client::Builder::new();
-        // Room for a burst of messages per stream before credit must come back.
-        builder.initial_window_size(256 * 1024);
+        // Room for a burst of messages per stream before credit must come back, and
+        // the same for every stream of the connection at once (the crate's default
+        // connection window, 64 KB, would be shared by all of them).
+        let streams = self.plan.streams_per_conn.max(1);
+        builder
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(
+                STREAM_WINDOW.saturating_mul(streams).min(MAX_CONN_WINDOW),
+            )
+            // The crate closes a connection (GOAWAY ENHANCE_YOUR_CALM) once unread
+            // DATA frames under 256 bytes add up to a budget of framing overhead, by
+            // default half the connection window, at least 25,600 B: ~200 SSE events
+            // waiting for their stream tasks. A broadcast to 50 streams of a
+            // connection puts 50 small frames per message on it, so a burst of a few
+            // messages closed connections whose client was reading (NOTES, issue 13).
+            // Flow control already bounds what a connection buffers; the budget guards
+            // servers against small-frame floods, which a load generator does not need.
+            .data_frame_budget(usize::MAX);
         let send = match (&self.plan.tls, target.tls) {
             (Some(config), true) => {
                 let name = tls::server_name(&target.server_name).map_err(|_| Fail::Handshake)?;

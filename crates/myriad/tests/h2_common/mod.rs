@@ -149,6 +149,33 @@ pub fn get_block(path: &str, accept: &str) -> Vec<u8> {
     b
 }
 
+/// An HPACK block for `method path` plus `extra` headers, all literals without
+/// indexing except `:method GET` / `:method POST` and `:scheme https`.
+pub fn request_block(method: &str, path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = match method {
+        "GET" => vec![0x82],
+        "POST" => vec![0x83],
+        other => literal(":method", other),
+    };
+    b.push(0x87);
+    b.extend(literal(":path", path));
+    b.extend(literal(":authority", "localhost"));
+    for (name, value) in extra {
+        b.extend(literal(name, value));
+    }
+    b
+}
+
+/// One header field as a literal without indexing, new name (names and values
+/// shorter than 127 bytes).
+pub fn literal(name: &str, value: &str) -> Vec<u8> {
+    let mut b = vec![0x00, name.len() as u8];
+    b.extend_from_slice(name.as_bytes());
+    b.push(value.len() as u8);
+    b.extend_from_slice(value.as_bytes());
+    b
+}
+
 impl RawH2 {
     /// TLS with ALPN h2 only; nothing sent yet.
     pub fn connect(server: &Server, ca_file: &Path) -> RawH2 {
@@ -234,5 +261,31 @@ impl RawH2 {
     pub fn goaway_code(&mut self) -> u32 {
         let f = self.until("GOAWAY", |f| f.kind == 7);
         u32::from_be_bytes([f.payload[4], f.payload[5], f.payload[6], f.payload[7]])
+    }
+
+    /// A PING and its ACK: the connection is alive and everything sent before the
+    /// PING was read. Returns the frames that came before the ACK (panics on GOAWAY).
+    pub fn ping(&mut self, data: [u8; 8]) -> Vec<RawFrame> {
+        self.send(&frame(6, 0, 0, &data));
+        let mut before = Vec::new();
+        loop {
+            let f = self
+                .read_frame()
+                .unwrap_or_else(|| panic!("connection ended before the PING ACK; got {before:?}"));
+            assert_ne!(f.kind, 7, "GOAWAY before the PING ACK: {f:?}");
+            if f.kind == 6 && f.flags & 1 == 1 && f.payload == data {
+                return before;
+            }
+            before.push(f);
+        }
+    }
+
+    /// Reads until the peer closes; the frames read.
+    pub fn until_eof(&mut self) -> Vec<RawFrame> {
+        let mut all = Vec::new();
+        while let Some(f) = self.read_frame() {
+            all.push(f);
+        }
+        all
     }
 }

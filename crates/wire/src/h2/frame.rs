@@ -141,6 +141,9 @@ fn decode(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<Frame<'_>, F
                         "HEADERS too short for priority",
                     ));
                 }
+                if dependency(block) == stream {
+                    return Err(error(code::PROTOCOL_ERROR, "a stream depends on itself"));
+                }
                 block = &block[5..];
             }
             Frame::Headers {
@@ -154,6 +157,11 @@ fn decode(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<Frame<'_>, F
             on_stream("PRIORITY on stream 0")?;
             if payload.len() != 5 {
                 return Err(error(code::FRAME_SIZE_ERROR, "PRIORITY is not 5 bytes"));
+            }
+            // RFC 7540 5.3.1 (a stream error; RFC 9113 5.4.1 lets it close the
+            // connection): the only part of priority the gateway checks.
+            if dependency(payload) == stream {
+                return Err(error(code::PROTOCOL_ERROR, "a stream depends on itself"));
             }
             Frame::Ignored
         }
@@ -225,6 +233,11 @@ fn decode(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<Frame<'_>, F
         }
         _ => Frame::Ignored,
     })
+}
+
+/// The stream a priority block (4 bytes of E flag and dependency, a weight) names.
+fn dependency(priority: &[u8]) -> u32 {
+    u32::from_be_bytes([priority[0], priority[1], priority[2], priority[3]]) & 0x7fff_ffff
 }
 
 fn u32_of(payload: &[u8], len: usize, what: &'static str) -> Result<u32, FrameError> {
@@ -367,6 +380,19 @@ mod tests {
                 code::PROTOCOL_ERROR,
             ),
             (frame(kind::PRIORITY, 0, 1, &[0; 4]), code::FRAME_SIZE_ERROR),
+            (
+                frame(kind::PRIORITY, 0, 3, &[0x80, 0, 0, 3, 16]),
+                code::PROTOCOL_ERROR,
+            ),
+            (
+                frame(
+                    kind::HEADERS,
+                    flag::PRIORITY | flag::END_HEADERS,
+                    5,
+                    &[0, 0, 0, 5, 16, 0x82],
+                ),
+                code::PROTOCOL_ERROR,
+            ),
         ];
         for (bytes, want) in cases {
             let got = parse_frame(bytes, 16_384).unwrap_err();

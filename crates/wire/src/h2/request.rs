@@ -4,8 +4,9 @@
 //! HPACK carries any bytes, so everything that would change the meaning of an
 //! HTTP/1.1 head is refused here (RFC 9113 8.2 calls such requests malformed: a stream
 //! error): CR, LF or NUL in a name or value, uppercase names, connection-specific
-//! headers, pseudo-headers after regular ones or unknown ones. The body length is the
-//! caller's (`Content-Length` of the body it collected; the client's own is dropped).
+//! headers, pseudo-headers after regular ones or unknown ones, a `content-length` that
+//! differs from the DATA received. The head's `Content-Length` is the length of the
+//! body the caller collected.
 
 /// Why a request's headers were refused (RST_STREAM PROTOCOL_ERROR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -58,7 +59,18 @@ pub fn write_request_head<'a>(
         if CONNECTION_SPECIFIC.contains(&name) || (name == b"te" && value != b"trailers") {
             return Err(RequestError("connection-specific header"));
         }
-        if name == b"content-length" || (name == b"host" && authority.is_some()) {
+        if name == b"content-length" {
+            // RFC 9113 8.1.1: a length that differs from the DATA received is
+            // malformed. The head gets the collected length below.
+            let len = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok());
+            if len != Some(body_len.unwrap_or(0)) {
+                return Err(RequestError("content-length differs from the DATA"));
+            }
+            continue;
+        }
+        if name == b"host" && authority.is_some() {
             continue;
         }
         regular.push((name, value));
@@ -122,7 +134,7 @@ mod tests {
                 (":authority", "localhost:8443"),
                 (":path", "/sse/7?since=3"),
                 ("accept", "text/event-stream"),
-                ("content-length", "99"),
+                ("content-length", "0"),
             ],
             None,
         );
@@ -132,6 +144,14 @@ mod tests {
         );
         let post = head(&[(":method", "POST"), (":path", "/pub/1")], Some(5)).unwrap();
         assert!(post.ends_with("content-length: 5\r\n\r\n"), "{post}");
+        let stated = [
+            (":method", "POST"),
+            (":path", "/pub/1"),
+            ("content-length", "5"),
+        ];
+        assert_eq!(head(&stated, Some(5)).unwrap(), post);
+        assert!(head(&stated, Some(4)).is_err(), "a length that differs");
+        assert!(head(&stated, None).is_err(), "a length without DATA");
     }
 
     #[test]
