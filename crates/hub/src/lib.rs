@@ -9,7 +9,8 @@
 //! the store first and then the index while still holding the store, so a crash
 //! between the two leaves only the store, from which the index is rebuilt at start.
 //! A publish hands every loop its delivery batch before the router lock is released,
-//! which is what keeps each user's messages in sequence order on every loop.
+//! which is what keeps each user's messages in sequence order on every loop (with
+//! durable history: after the commit, in the order of tickets taken under the lock).
 //!
 //! Layout:
 //! - this file: [`Hub`], requests in, replies and delivery batches out.
