@@ -145,16 +145,18 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         met(open_after == open),
     );
     let mut table = String::from(
-        "| phase | honest p50 / p99 / max | server CPU | abusers' CPU | server RSS peak | rounds |\n|---|---|---|---|---|---|\n",
+        "| phase | honest p50 / p99 / max | server CPU | abusers' CPU | bench CPU | machine busy | server RSS peak | rounds |\n|---|---|---|---|---|---|---|---|\n",
     );
     for (name, p) in &phases {
         table.push_str(&format!(
-            "| {name} | {} / {} / {} | {:.0} % | {:.0} % | {} | {} |\n",
+            "| {name} | {} / {} / {} | {:.0} % | {:.0} % | {:.0} % | {:.0} % | {} | {} |\n",
             ms(p.p50),
             ms(p.p99),
             ms(p.max),
             p.server_cpu_pct,
             p.abuser_cpu_pct,
+            p.bench_cpu_pct,
+            p.machine_pct,
             bytes(p.rss_peak as f64),
             if p.rounds.is_empty() {
                 "—"
@@ -187,6 +189,11 @@ struct Phase {
     /// The phase's length and the server's average CPU over it (% of one core).
     secs: f64,
     server_cpu_pct: f64,
+    /// This process's CPU (the honest receivers, the publisher, the probe), % of one
+    /// core, and the whole machine's busy CPU, % of all cores: whether the latency
+    /// came from a busy server or from a busy box.
+    bench_cpu_pct: f64,
+    machine_pct: f64,
     /// Filled in by the caller when abusers ran.
     abuser_cpu_pct: f64,
     rounds: String,
@@ -208,19 +215,23 @@ fn measure(
         std::thread::spawn(move || ladder::publish(addr, SUBJECT, rate, secs, size))
     };
     let mut probe = Probe::new(vec![server.clone()]);
-    let (t0, cpu0) = (Instant::now(), probe.cpu());
+    let (t0, cpu0, bench0) = (Instant::now(), probe.cpu(), super::held::client_cpu());
     let mut rss_peak = 0;
+    let mut machine = Vec::new();
     while !publishing.is_finished() {
         std::thread::sleep(Duration::from_secs(1));
         let s = probe.sample();
         live.line(None, &s);
         rss_peak = rss_peak.max(s.rss);
+        machine.push(s.machine_pct);
     }
     let sent = publishing
         .join()
         .map_err(|_| anyhow::anyhow!("publisher panicked"))??;
     let secs = t0.elapsed().as_secs_f64();
     let server_cpu_pct = (probe.cpu() - cpu0) / secs * 100.0;
+    let bench_cpu_pct = (super::held::client_cpu() - bench0) / secs * 100.0;
+    let machine_pct = machine.iter().sum::<f64>() / machine.len().max(1) as f64;
     held.wait_quiet(Duration::from_secs(10));
     let h = held.take_hist();
     let q = |x: f64| {
@@ -239,6 +250,8 @@ fn measure(
         rss_peak,
         secs,
         server_cpu_pct,
+        bench_cpu_pct,
+        machine_pct,
         abuser_cpu_pct: 0.0,
         rounds: String::new(),
     })
