@@ -3,11 +3,12 @@
 //! cycle in a flood child process of its own (so the bench process, which samples
 //! the server, never competes with them for a core): open N / workers connections,
 //! hold [`HOLD_SECS`], close them all. With `--churn-rate` the cycles are paced: each
-//! worker starts one every N / rate s (staggered by a share of that period, so opens
-//! and closes overlap evenly) and opens at [`OPEN_SPEEDUP`] × its share of the rate,
-//! which leaves the rest of the period for the hold, the close and the child's
-//! start-up: the connects average exactly the rate asked while every cycle fits in
-//! its period (cycles that did not are counted). Connects/s and closes/s come from
+//! worker starts one every N / rate s on a fixed grid (staggered by a share of that
+//! period, so opens and closes overlap evenly) and opens at [`OPEN_SPEEDUP`] × its
+//! share of the rate, which leaves the rest of the period for the hold, the close
+//! and the child's start-up: the connects average exactly the rate asked while every
+//! cycle fits in its period (cycles that did not are counted; one more than half a
+//! period late gives up its next slot). Connects/s and closes/s come from
 //! the server's counters, errors from flood; memory is sampled each second, and again
 //! `--settle` s after the end.
 //!
@@ -108,22 +109,30 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         };
         let tally = tally.clone();
         workers.push(std::thread::spawn(move || -> anyhow::Result<()> {
-            if let Some(p) = period {
-                std::thread::sleep(p.mul_f64(w as f64 / workers_n as f64));
-            }
+            // Cycle k of this worker starts at `first + k × period`: the workers stay
+            // staggered however late a cycle was (restarting right after a late
+            // cycle lets them drift into step, all opening and closing at once).
+            let first = Instant::now()
+                + period.map_or(Duration::ZERO, |p| p.mul_f64(w as f64 / workers_n as f64));
+            let mut k = 0u32;
             while Instant::now() < deadline {
-                let started = Instant::now();
+                if let Some(left) =
+                    (first + period.unwrap_or_default() * k).checked_duration_since(Instant::now())
+                {
+                    std::thread::sleep(left);
+                }
                 let s = load::flood::run_until(fa.clone(), &AtomicBool::new(false), &mut |_| {})?;
                 tally.cycles.fetch_add(1, Ordering::Relaxed);
                 tally.failed.fetch_add(s.failed, Ordering::Relaxed);
                 tally.opened.fetch_add(s.opened, Ordering::Relaxed);
+                k += 1;
                 if let Some(p) = period {
-                    // No catching up after a late cycle: that would burst.
-                    match (started + p).checked_duration_since(Instant::now()) {
-                        Some(left) => std::thread::sleep(left),
-                        None => {
-                            tally.late.fetch_add(1, Ordering::Relaxed);
-                        }
+                    // Late: start at once if less than half a period behind the
+                    // next slot, else skip to the one after (no catching up in bursts).
+                    let behind = Instant::now().saturating_duration_since(first + p * k);
+                    if !behind.is_zero() {
+                        tally.late.fetch_add(1, Ordering::Relaxed);
+                        k += (behind.as_secs_f64() / p.as_secs_f64() + 0.5) as u32;
                     }
                 }
             }
