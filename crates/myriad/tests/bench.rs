@@ -457,6 +457,11 @@ fn churn_soak_two_minutes_keeps_memory_and_descriptors_bounded() {
     assert!(r.contains("| 40 s (warm-up) |"), "{r}");
     let flat = row(&r, "soak: RSS per 20 s interval vs their median");
     assert!(flat[0].contains("after 40 s of warm-up"), "{flat:?}");
+    let spare = row(&r, "soak: fds − connections per 20 s interval (leak check)");
+    assert_eq!(
+        spare[2], "yes",
+        "descriptors no connection explains grew: {spare:?}"
+    );
     assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
     let published = row(&r, "publishes during churn: answered / errors");
     assert_eq!(published[2], "yes", "{published:?}");

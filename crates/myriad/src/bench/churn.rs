@@ -48,6 +48,10 @@ const STABLE_GROWTH: f64 = 0.10;
 /// How far an interval's RSS or fd median may stray from the median of all intervals
 /// (the soak criterion: flat within ±5 %).
 const SOAK_FLAT: f64 = 0.05;
+/// How many more descriptors than connections an interval may show beyond the first
+/// judged one (the bench's own leak criterion: open fds follow the connections open
+/// at the reading, which churn makes swing; what no connection explains must not grow).
+const SPARE_FDS_GROWTH: u64 = 64;
 
 /// What the workers counted.
 #[derive(Default)]
@@ -391,6 +395,22 @@ impl Soak {
                 met(worst.abs() <= SOAK_FLAT),
             );
         }
+        let spare = &spare[judged..];
+        let (lo, hi) = (
+            spare.iter().copied().min().unwrap_or(0),
+            spare.iter().copied().max().unwrap_or(0),
+        );
+        report.row(
+            &format!("soak: fds − connections per {every:.0} s interval (leak check)"),
+            format!(
+                "{} → {} (range {lo}–{hi}) over {} intervals",
+                spare[0],
+                spare[spare.len() - 1],
+                spare.len()
+            ),
+            &format!("not growing (≤ +{SPARE_FDS_GROWTH}, bench's own criterion)"),
+            met(hi <= spare[0] + SPARE_FDS_GROWTH),
+        );
         Ok(())
     }
 }
