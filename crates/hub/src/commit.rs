@@ -10,17 +10,40 @@
 //! still reach every loop in sequence order. History reads wait for the commit of
 //! everything queued when they read, so a resumed client never holds a number a
 //! kill -9 would lose.
+//!
+//! A publish need not wait at all ([`GroupCommit::push_later`]): its hand-out and
+//! answer go to the committer thread as a job, which writes everything queued and
+//! then runs the jobs in ticket order. An event loop publishing this way keeps
+//! serving while its publishes wait for the disk, and a group holds every publish
+//! queued during the previous write, so groups grow with the load.
 
 use parking_lot::{Condvar, Mutex};
 use router::history::Journal;
+use std::collections::VecDeque;
+use std::sync::Arc;
 use store::history::HistoryLog;
 
 pub struct GroupCommit {
+    shared: Arc<Shared>,
+    committer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
     state: Mutex<State>,
     changed: Condvar,
     log: Mutex<Box<dyn HistoryLog>>,
     /// Messages kept per user (`--history`): the stored rows' bound.
     keep: usize,
+}
+
+/// What runs after a commit: a publish's hand-out and answer.
+pub type Then = Box<dyn FnOnce() + Send>;
+
+/// A publish waiting for the committer thread.
+struct Job {
+    position: u64,
+    ticket: u64,
+    then: Then,
 }
 
 #[derive(Default)]
@@ -33,47 +56,87 @@ struct State {
     /// Delivery tickets handed out / delivery tickets done.
     tickets: u64,
     delivered: u64,
+    /// The committer thread's work, in ticket order.
+    jobs: VecDeque<Job>,
+    /// Set on drop: the committer finishes its jobs and ends.
+    closing: bool,
 }
 
 impl GroupCommit {
-    pub fn new(log: Box<dyn HistoryLog>, keep: usize) -> GroupCommit {
-        GroupCommit {
+    pub fn new(log: Box<dyn HistoryLog>, keep: usize) -> std::io::Result<GroupCommit> {
+        let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             log: Mutex::new(log),
             keep,
-        }
+        });
+        let committer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("myriad-history-commit".into())
+                .spawn(move || shared.run_jobs())?
+        };
+        Ok(GroupCommit {
+            shared,
+            committer: Some(committer),
+        })
     }
 
     /// Queues `journal` (call under the router lock); returns the position to wait
     /// for with [`GroupCommit::wait_committed`].
     pub fn push(&self, journal: Vec<Journal>) -> u64 {
-        let mut state = self.state.lock();
-        if !journal.is_empty() {
-            state.queued.extend(journal);
-            state.pushed += 1;
-        }
-        state.pushed
+        push(&mut self.shared.state.lock(), journal)
     }
 
     /// Queues `journal` and takes the next delivery ticket (call under the router
     /// lock): `(position, ticket)`.
     pub fn push_publish(&self, journal: Vec<Journal>) -> (u64, u64) {
-        let position = self.push(journal);
-        let mut state = self.state.lock();
+        let mut state = self.shared.state.lock();
+        let position = push(&mut state, journal);
         state.tickets += 1;
         (position, state.tickets)
     }
 
-    /// The position everything queued so far will have (call under the router
-    /// lock, e.g. when history is read).
-    pub fn position(&self) -> u64 {
-        self.state.lock().pushed
+    /// Queues `journal`, takes the next delivery ticket and leaves `then` to the
+    /// committer thread, which runs it in ticket order once `journal` is written
+    /// (call under the router lock). Never waits.
+    pub fn push_later(&self, journal: Vec<Journal>, then: Then) {
+        let mut state = self.shared.state.lock();
+        let position = push(&mut state, journal);
+        state.tickets += 1;
+        let ticket = state.tickets;
+        state.jobs.push_back(Job {
+            position,
+            ticket,
+            then,
+        });
+        drop(state);
+        self.shared.changed.notify_all();
     }
 
     /// Returns once everything up to `position` is written, writing it if no
     /// other thread is (call without the router lock).
     pub fn wait_committed(&self, position: u64) {
+        self.shared.wait_committed(position)
+    }
+
+    /// Runs `deliver` once every earlier ticket has delivered, then lets the next
+    /// one go.
+    pub fn in_turn(&self, ticket: u64, deliver: impl FnOnce()) {
+        self.shared.in_turn(ticket, deliver)
+    }
+}
+
+fn push(state: &mut State, journal: Vec<Journal>) -> u64 {
+    if !journal.is_empty() {
+        state.queued.extend(journal);
+        state.pushed += 1;
+    }
+    state.pushed
+}
+
+impl Shared {
+    fn wait_committed(&self, position: u64) {
         let mut state = self.state.lock();
         while state.committed < position {
             if state.writing {
@@ -96,9 +159,7 @@ impl GroupCommit {
         }
     }
 
-    /// Runs `deliver` once every earlier ticket has delivered, then lets the next
-    /// one go.
-    pub fn in_turn(&self, ticket: u64, deliver: impl FnOnce()) {
+    fn in_turn(&self, ticket: u64, deliver: impl FnOnce()) {
         let mut state = self.state.lock();
         while state.delivered + 1 != ticket {
             self.changed.wait(&mut state);
@@ -108,5 +169,37 @@ impl GroupCommit {
         let mut state = self.state.lock();
         state.delivered = ticket;
         self.changed.notify_all();
+    }
+
+    /// The committer thread: takes every job queued, writes everything queued in
+    /// one transaction (or waits for the write under way), runs the jobs in ticket
+    /// order; until the commit is dropped and no job is left.
+    fn run_jobs(&self) {
+        loop {
+            let mut state = self.state.lock();
+            while state.jobs.is_empty() && !state.closing {
+                self.changed.wait(&mut state);
+            }
+            if state.jobs.is_empty() {
+                return;
+            }
+            let jobs = std::mem::take(&mut state.jobs);
+            drop(state);
+            let upto = jobs.iter().map(|j| j.position).max().unwrap_or(0);
+            self.wait_committed(upto);
+            for job in jobs {
+                self.in_turn(job.ticket, job.then);
+            }
+        }
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        self.shared.state.lock().closing = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = self.committer.take() {
+            let _ = t.join();
+        }
     }
 }

@@ -9,7 +9,8 @@
 //! the store first and then the index while still holding the store, so a crash
 //! between the two leaves only the store, from which the index is rebuilt at start.
 //! A publish hands every loop its delivery batch before the router lock is released,
-//! which is what keeps each user's messages in sequence order on every loop.
+//! which is what keeps each user's messages in sequence order on every loop (with
+//! durable history: after the commit, in the order of tickets taken under the lock).
 //!
 //! Layout:
 //! - this file: [`Hub`], requests in, replies and delivery batches out.
@@ -17,21 +18,24 @@
 //! - [`args`]: the router-side flags of `myriad serve` (store, history).
 //! - [`durable`]: `--history-store store`, the history rings' copy in the store.
 //! - [`commit`]: its writes, one transaction per group of publishes, outside the
-//!   router lock.
+//!   router lock, and the committer thread that answers publishes after them.
+//! - [`publish`]: one publish planned and handed out; [`Hub::publish_later`], a
+//!   publish answered by the committer thread (what [`LocalBus`] uses with durable
+//!   history, so a loop never waits on the disk).
 
 pub mod args;
 pub mod commit;
 pub mod durable;
 pub mod local;
+pub mod publish;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
 
 use anyhow::Context;
-use bus::{ConnRef, Delivery, HistoryRead, Reply, Request, Target};
-use bytes::Bytes;
+use bus::{ConnRef, Delivery, HistoryRead, Reply, Request};
 use parking_lot::Mutex;
-use router::{Message, Router, RouterConfig, RouterStats};
+use router::{Router, RouterConfig, RouterStats};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,7 +74,7 @@ impl Hub {
             let log = store::history::open_history(&args.store, &args.store_options())
                 .with_context(|| format!("cannot open durable history in {}", args.store))?;
             let log = durable::restore(&hub.router, log)?;
-            hub.history = Some(commit::GroupCommit::new(log, args.history));
+            hub.history = Some(commit::GroupCommit::new(log, args.history)?);
         }
         Ok(hub)
     }
@@ -193,62 +197,6 @@ impl Hub {
             drop(router);
             commit.wait_committed(position);
         }
-    }
-
-    /// Plans the fan-out of one message and hands every loop its batch before the
-    /// router lock is released.
-    fn publish(
-        &self,
-        subject: u64,
-        payload: Bytes,
-        deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> router::PublishCounts {
-        let msg = Arc::new(Message { subject, payload });
-        let published = Instant::now();
-        // Indexed by loop id; loops are few (one per core and gateway process).
-        let mut per_loop: Vec<Vec<Target>> = Vec::new();
-        let mut router = self.router.lock();
-        let mut cursor = router.begin_publish(msg.clone(), published);
-        router.step_publish(&mut cursor, usize::MAX, &mut |d: router::Delivery| {
-            let slot = d.conn.loop_id as usize;
-            if per_loop.len() <= slot {
-                per_loop.resize_with(slot + 1, Vec::new);
-            }
-            per_loop[slot].push(Target {
-                token: d.conn.token,
-                epoch: d.epoch,
-                seq: d.seq,
-            });
-        });
-        let counts = cursor.counts();
-        let hand_out = || {
-            for (loop_id, targets) in per_loop.into_iter().enumerate() {
-                if !targets.is_empty() {
-                    let batch = Delivery {
-                        msg: msg.clone(),
-                        published,
-                        targets,
-                    };
-                    deliver(loop_id as u16, batch);
-                }
-            }
-        };
-        match &self.history {
-            None => {
-                hand_out();
-                drop(router);
-            }
-            // Durable before anyone sees it: a client never holds a number that a
-            // restart would not know (it would be told of a gap that is not one).
-            // Tickets keep the router's order once its lock is gone.
-            Some(commit) => {
-                let (position, ticket) = commit.push_publish(router.take_journal());
-                drop(router);
-                commit.wait_committed(position);
-                commit.in_turn(ticket, hand_out);
-            }
-        }
-        counts
     }
 
     /// Adds or removes edges: the store first (durable), then the index, with the

@@ -1,6 +1,7 @@
 //! [`LocalBus`]: the bus when the router lives in the gateways' own process — a
 //! direct call into the [`Hub`], with deliveries pushed into the loops' mailboxes.
 
+use crate::publish::Post;
 use crate::Hub;
 use bus::{Bus, ConnRef, Inbound, Mailbox, Reply, Request};
 use std::sync::Arc;
@@ -8,28 +9,68 @@ use std::sync::Arc;
 pub struct LocalBus {
     hub: Arc<Hub>,
     /// Indexed by loop id.
-    mailboxes: Vec<Arc<Mailbox>>,
+    mailboxes: Arc<[Arc<Mailbox>]>,
+    /// The committer thread's way into the mailboxes (durable history).
+    post: Post,
 }
 
 impl LocalBus {
     pub fn new(hub: Arc<Hub>, mailboxes: Vec<Arc<Mailbox>>) -> LocalBus {
-        LocalBus { hub, mailboxes }
+        let mailboxes: Arc<[Arc<Mailbox>]> = mailboxes.into();
+        let post: Post = {
+            let mailboxes = mailboxes.clone();
+            // Not a loop's own thread: always wake the loop.
+            Arc::new(move |loop_id, item| push(&mailboxes, loop_id, item, false))
+        };
+        LocalBus {
+            hub,
+            mailboxes,
+            post,
+        }
+    }
+}
+
+/// Queues `item` for loop `loop_id` (see [`Mailbox::push`] for `quiet`).
+fn push(mailboxes: &[Arc<Mailbox>], loop_id: u16, item: Inbound, quiet: bool) {
+    match mailboxes.get(loop_id as usize) {
+        Some(mailbox) => mailbox.push(item, quiet),
+        // A connection ref naming a loop this process does not have is a bug in the
+        // caller; the message stays in history.
+        None => tracing::error!(loop_id, "delivery for an unknown loop dropped"),
     }
 }
 
 impl Bus for LocalBus {
-    /// Always answers at once. Deliveries for the caller's own loop are queued
-    /// without a wake-up: that loop drains its mailbox at the end of its round, so
-    /// everything published in one round leaves in one write per connection.
+    /// Answers at once, except publishes with durable history: those are answered
+    /// through the mailbox after their commit ([`Hub::publish_later`]), so the loop
+    /// keeps serving while the disk writes. Deliveries for the caller's own loop are
+    /// queued without a wake-up: that loop drains its mailbox at the end of its
+    /// round, so everything published in one round leaves in one write per
+    /// connection.
     fn call(&self, conn: ConnRef, request: Request) -> Option<Reply> {
-        let reply = self.hub.handle(conn, request, &mut |loop_id, batch| {
-            match self.mailboxes.get(loop_id as usize) {
-                Some(mailbox) => mailbox.push(Inbound::Deliver(batch), loop_id == conn.loop_id),
-                // A connection ref naming a loop this process does not have is a bug
-                // in the caller; the message stays in history.
-                None => tracing::error!(loop_id, "delivery for an unknown loop dropped"),
+        let durable = self.hub.durable_history();
+        match request {
+            Request::Publish { subject, payload } if durable => {
+                self.hub
+                    .publish_later(conn, vec![(subject, payload)], &self.post)
             }
-        });
-        Some(reply)
+            Request::PublishBatch { items } if durable => {
+                self.hub.publish_later(conn, items, &self.post)
+            }
+            request => Some(self.handle(conn, request)),
+        }
+    }
+}
+
+impl LocalBus {
+    fn handle(&self, conn: ConnRef, request: Request) -> Reply {
+        self.hub.handle(conn, request, &mut |loop_id, batch| {
+            push(
+                &self.mailboxes,
+                loop_id,
+                Inbound::Deliver(batch),
+                loop_id == conn.loop_id,
+            )
+        })
     }
 }

@@ -2,6 +2,7 @@
 //! visible as behaviour (a failed store write leaves the index unchanged).
 
 use super::*;
+use bytes::Bytes;
 use router::SubscriptionIndex;
 
 fn hub() -> Hub {
@@ -193,6 +194,97 @@ fn durable_history_is_read_back_with_its_epoch_and_numbers() {
         .map(|(seq, m)| (*seq, &m.payload[..]))
         .collect();
     assert_eq!(got, vec![(2, &b"b"[..]), (3, b"c"), (4, b"d")]);
+    drop(hub);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+/// With durable history, a publish through [`LocalBus`] does not make the calling
+/// loop wait: the call returns no reply, and the answer arrives in the loop's
+/// mailbox after the deliveries — by then the message is in the store (read back
+/// through a connection of its own), and a batch is answered once for all items.
+#[test]
+fn a_local_durable_publish_is_answered_through_the_mailbox_after_its_commit() {
+    let path = std::env::temp_dir().join(format!("myriad-hub-later-{}.db", std::process::id()));
+    let args = HubArgs {
+        store: format!("sqlite:{}", path.display()),
+        store_sync: Default::default(),
+        history: 8,
+        history_ttl: 60.0,
+        history_store: args::HistoryStore::Store,
+    };
+    let hub = Arc::new(Hub::open_args(&args).unwrap());
+    let mailboxes: Vec<Arc<bus::Mailbox>> =
+        (0..2).map(|_| Arc::new(bus::Mailbox::new(|| {}))).collect();
+    let local = LocalBus::new(hub.clone(), mailboxes.clone());
+    use bus::Bus;
+    let login = Request::Login {
+        user: 4,
+        since: None,
+        epoch: None,
+    };
+    assert!(
+        local.call(conn(1, 40), login).is_some(),
+        "logins answer at once"
+    );
+    assert!(local.call(conn(0, 7), publish(4, "one")).is_none());
+    let items = vec![
+        (4, Bytes::from_static(b"two")),
+        (4, Bytes::from_static(b"three")),
+    ];
+    assert!(local
+        .call(conn(0, 8), Request::PublishBatch { items })
+        .is_none());
+    // Loop 0 (the publisher's) gets both answers, loop 1 the three deliveries.
+    let (mut answers, mut delivered) = (Vec::new(), Vec::new());
+    let until = Instant::now() + std::time::Duration::from_secs(10);
+    while answers.len() < 2 && Instant::now() < until {
+        let mut got = Vec::new();
+        mailboxes[0].drain(&mut got);
+        for item in got {
+            let bus::Inbound::Reply { token, reply } = item else {
+                panic!("no delivery for loop 0")
+            };
+            // Answered only once its messages are on disk and handed out.
+            let mut stored = Vec::new();
+            store::history::open_history(&args.store, &args.store_options())
+                .unwrap()
+                .for_each(&mut |row| stored.push(row.payload))
+                .unwrap();
+            let mut got1 = Vec::new();
+            mailboxes[1].drain(&mut got1);
+            for d in got1 {
+                let bus::Inbound::Deliver(d) = d else {
+                    panic!("a reply on loop 1")
+                };
+                delivered.push((d.targets[0].seq, d.msg.payload.clone()));
+            }
+            answers.push((token, reply, stored.len(), delivered.len()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(answers.len(), 2, "both publishes answered");
+    assert!(
+        matches!(answers[0], (7, Reply::Published { messages: 1, connections: 1, users: 1 }, stored, seen) if stored >= 1 && seen >= 1)
+    );
+    assert!(matches!(
+        answers[1],
+        (
+            8,
+            Reply::Published {
+                messages: 2,
+                connections: 2,
+                users: 2
+            },
+            3,
+            3
+        )
+    ));
+    let seqs: Vec<u64> = delivered.iter().map(|d| d.0).collect();
+    assert_eq!(seqs, vec![1, 2, 3], "in sequence order");
+    assert_eq!(&delivered[2].1[..], b"three");
+    drop(local);
     drop(hub);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));

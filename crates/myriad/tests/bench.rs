@@ -273,6 +273,18 @@ fn churn_and_c100k_at_a_tiny_scale() {
     common_parts(&r);
     assert!(first_number(row(&r, "connects / s (server)")[0]) > 0.0);
     assert_eq!(row(&r, "client errors")[2], "yes");
+    // --server-flag reaches the server: one it does not know stops the bench.
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["bench", "churn", "--connections", "10", "--duration", "1"])
+        .args(["--no-tune", "--server-flag=--no-such-flag", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("run myriad bench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success() && stderr.contains("the server exited before listening"),
+        "{stderr}"
+    );
 
     let r = bench(
         out.path(),
@@ -354,7 +366,13 @@ fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
     let r = bench(
         out.path(),
         "abuse",
-        &["--connections", "200", "--latency-secs", "3"],
+        &[
+            "--connections",
+            "200",
+            "--latency-secs",
+            "3",
+            "--abuse-each",
+        ],
     );
     common_parts(&r);
     let connected = row(&r, "honest subscribers connected");
@@ -388,6 +406,26 @@ fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
     }
     let end = row(&r, "honest subscribers still connected at the end");
     assert_eq!(end[2], "yes", "{end:?}");
+    // The abusers ran in their own process: its CPU is its own rusage, reported.
+    let phase = r
+        .lines()
+        .find(|l| l.starts_with("| under abuse |"))
+        .expect("the phase table");
+    let abusers_cpu = phase.split(" | ").nth(3).expect("abusers' CPU cell");
+    assert!(first_number(abusers_cpu) > 0.0, "{phase}");
+    // --abuse-each: one phase per case alone, every honest delivery received.
+    for case in ["SlowReaders", "AbruptDisconnects"] {
+        let got = row(
+            &r,
+            &format!("honest deliveries received / expected (only {case})"),
+        );
+        assert_eq!(got[2], "yes", "{case}: {got:?}");
+        assert!(
+            r.lines()
+                .any(|l| l.starts_with(&format!("| only {case} |")) && l.contains(case)),
+            "{case}: rounds missing"
+        );
+    }
 }
 
 /// The soak of issue 10 in two minutes: churn with publishing, RSS and open fds
@@ -409,9 +447,21 @@ fn churn_soak_two_minutes_keeps_memory_and_descriptors_bounded() {
             "200",
             "--sample-every",
             "20",
+            "--server-flag=--history=4",
+            "--soak-warmup",
+            "40",
         ],
     );
     common_parts(&r);
+    assert!(r.contains("server flags added: --history=4"), "{r}");
+    assert!(r.contains("| 40 s (warm-up) |"), "{r}");
+    let flat = row(&r, "soak: RSS per 20 s interval vs their median");
+    assert!(flat[0].contains("after 40 s of warm-up"), "{flat:?}");
+    let spare = row(&r, "soak: fds − connections per 20 s interval (leak check)");
+    assert_eq!(
+        spare[2], "yes",
+        "descriptors no connection explains grew: {spare:?}"
+    );
     assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
     let published = row(&r, "publishes during churn: answered / errors");
     assert_eq!(published[2], "yes", "{published:?}");

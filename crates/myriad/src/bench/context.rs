@@ -60,6 +60,8 @@ pub struct Ctx {
     pub server_bin: Option<PathBuf>,
     /// `--durable-history`: servers keep history in a fresh SQLite store each.
     pub durable_history: bool,
+    /// `--server-flag`: appended to every server's command line.
+    pub server_flags: Vec<String>,
 }
 
 impl Ctx {
@@ -72,6 +74,12 @@ impl Ctx {
             .collect::<Vec<_>>()
             .join(" ");
         let mut sysctls = tune(!args.no_tune);
+        if !args.server_flags.is_empty() {
+            sysctls.push(format!(
+                "server flags added: {} (--server-flag)",
+                args.server_flags.join(" ")
+            ));
+        }
         if let Some(bin) = &args.server_bin {
             anyhow::ensure!(
                 bin.is_file(),
@@ -105,6 +113,7 @@ impl Ctx {
             loops: args.loops,
             server_bin: args.server_bin.clone(),
             durable_history: args.durable_history,
+            server_flags: args.server_flags.clone(),
         })
     }
 
@@ -149,6 +158,7 @@ impl Ctx {
             a.extend(["--tls-key".into(), key.display().to_string()]);
         }
         a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(self.server_flags.iter().cloned());
         let server = ServerProcess::start_bin(self.server_bin.as_deref(), &a)?;
         // Let it finish starting its loops before the first RSS reading.
         std::thread::sleep(std::time::Duration::from_millis(500));

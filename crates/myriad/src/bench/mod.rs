@@ -11,7 +11,8 @@
 //!   per-second server probe;
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
 //!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
-//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`], [`c1m_report`]), [`abuse`].
+//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`], [`c1m_report`]), [`abuse`] (with
+//!   [`abuse_cases`], the hostile clients' child process).
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -21,6 +22,7 @@
 //! every process it started (the servers are killed on drop).
 
 mod abuse;
+mod abuse_cases;
 mod broadcast;
 mod c100k;
 mod c1m;
@@ -153,7 +155,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
     /// Flood processes (connect: default 4, so the client is not the limit; broadcast:
-    /// default one, in the bench process).
+    /// default one, in the bench process; churn: default 4 churning children at once).
     #[arg(long)]
     pub flood_procs: Option<u32>,
     /// connect: connect storms to run (each opens --connections, then closes them all).
@@ -174,6 +176,14 @@ pub struct BenchArgs {
     /// churn: seconds per soak interval (RSS and open fds reported for each).
     #[arg(long, default_value_t = 60.0)]
     pub sample_every: f64,
+    /// churn: seconds of warm-up whose intervals the ±5 % soak judgement leaves out
+    /// (default: the first interval), e.g. until history rings are full.
+    #[arg(long)]
+    pub soak_warmup: Option<f64>,
+    /// An extra flag for every `myriad serve` the scenario starts, e.g.
+    /// `--server-flag=--history=8` (repeatable; not c1m's supervised server).
+    #[arg(long = "server-flag", value_name = "FLAG", allow_hyphen_values = true)]
+    pub server_flags: Vec<String>,
     /// Payload size in bytes (the SPEC's reference figures use 60).
     #[arg(long, default_value_t = 60)]
     pub size: usize,
@@ -204,6 +214,15 @@ pub struct BenchArgs {
     /// With --h2: streams multiplexed on one connection.
     #[arg(long, default_value_t = 1)]
     pub streams_per_connection: u32,
+    /// abuse: after the three phases, one phase per hostile case alone.
+    #[arg(long)]
+    pub abuse_each: bool,
+    /// abuse's child process: run the hostile cases against ADDR until stdin closes.
+    #[arg(long, hide = true, value_name = "ADDR")]
+    pub abusers_at: Option<std::net::SocketAddr>,
+    /// With --abusers-at: the cases to run (repeatable).
+    #[arg(long = "abuse-case", hide = true, value_enum)]
+    pub abuse_cases: Vec<abuse_cases::Case>,
 }
 
 impl Shape {
@@ -250,6 +269,9 @@ impl BenchArgs {
 
 /// `myriad bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.abusers_at {
+        return abuse_cases::run_child(addr, &args.abuse_cases);
+    }
     // keepalive's clients are raw sockets: they speak no TLS.
     anyhow::ensure!(
         !(args.tls && matches!(args.scenario, Scenario::Keepalive | Scenario::All)),

@@ -1,0 +1,159 @@
+//! One publish: planned under the router lock (each loop's targets), then handed
+//! out — at once under that lock, after the durable commit in ticket order, or, for
+//! [`Hub::publish_later`], by the committer thread together with the answer.
+
+use crate::Hub;
+use bus::{ConnRef, Delivery, Inbound, Reply, Request, Target};
+use bytes::Bytes;
+use router::{Message, PublishCounts, Router};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where the committer thread posts deliveries and late answers: `(loop id, item)`.
+pub type Post = Arc<dyn Fn(u16, Inbound) + Send + Sync>;
+
+/// One message's fan-out, planned under the router lock.
+struct Planned {
+    msg: Arc<Message>,
+    published: Instant,
+    /// Indexed by loop id; loops are few (one per core and gateway process).
+    per_loop: Vec<Vec<Target>>,
+    counts: PublishCounts,
+}
+
+impl Planned {
+    fn new(router: &mut Router, subject: u64, payload: Bytes) -> Planned {
+        let msg = Arc::new(Message { subject, payload });
+        let published = Instant::now();
+        let mut per_loop: Vec<Vec<Target>> = Vec::new();
+        let mut cursor = router.begin_publish(msg.clone(), published);
+        router.step_publish(&mut cursor, usize::MAX, &mut |d: router::Delivery| {
+            let slot = d.conn.loop_id as usize;
+            if per_loop.len() <= slot {
+                per_loop.resize_with(slot + 1, Vec::new);
+            }
+            per_loop[slot].push(Target {
+                token: d.conn.token,
+                epoch: d.epoch,
+                seq: d.seq,
+            });
+        });
+        Planned {
+            msg,
+            published,
+            per_loop,
+            counts: cursor.counts(),
+        }
+    }
+
+    /// Gives each loop its batch (one per loop with targets).
+    fn hand_out(self, deliver: &mut dyn FnMut(u16, Delivery)) {
+        for (loop_id, targets) in self.per_loop.into_iter().enumerate() {
+            if !targets.is_empty() {
+                let batch = Delivery {
+                    msg: self.msg.clone(),
+                    published: self.published,
+                    targets,
+                };
+                deliver(loop_id as u16, batch);
+            }
+        }
+    }
+}
+
+impl Hub {
+    /// Plans the fan-out of one message and hands every loop its batch before the
+    /// router lock is released (with durable history: after the commit, in ticket
+    /// order, which keeps the same order).
+    pub(crate) fn publish(
+        &self,
+        subject: u64,
+        payload: Bytes,
+        deliver: &mut dyn FnMut(u16, Delivery),
+    ) -> PublishCounts {
+        let mut router = self.router.lock();
+        let planned = Planned::new(&mut router, subject, payload);
+        let counts = planned.counts;
+        match &self.history {
+            None => {
+                planned.hand_out(deliver);
+                drop(router);
+            }
+            // Durable before anyone sees it: a client never holds a number that a
+            // restart would not know (it would be told of a gap that is not one).
+            // Tickets keep the router's order once its lock is gone.
+            Some(commit) => {
+                let (position, ticket) = commit.push_publish(router.take_journal());
+                drop(router);
+                commit.wait_committed(position);
+                commit.in_turn(ticket, || planned.hand_out(deliver));
+            }
+        }
+        counts
+    }
+
+    /// True when publishes are written to the store before they are answered
+    /// (`--history-store store`): then [`Hub::publish_later`] saves the caller the wait.
+    pub fn durable_history(&self) -> bool {
+        self.history.is_some()
+    }
+
+    /// Publishes `items` (one lock per item, like a batch through [`Hub::handle`])
+    /// without waiting for the durable commit: the committer thread hands each
+    /// item's deliveries out after its commit, in ticket order, and then posts the
+    /// answer (`Reply::Published`) to `conn` as [`Inbound::Reply`] — the same
+    /// guarantee as a synchronous publish (a 200 and every number a client sees
+    /// come after the commit), but the calling loop goes on serving meanwhile.
+    /// Returns the answer at once only when there is nothing to wait for (no
+    /// durable history, or no item).
+    pub fn publish_later(
+        &self,
+        conn: ConnRef,
+        items: Vec<(u64, Bytes)>,
+        post: &Post,
+    ) -> Option<Reply> {
+        let Some(commit) = &self.history else {
+            let mut deliver = |loop_id, batch| post(loop_id, Inbound::Deliver(batch));
+            return Some(self.handle(conn, Request::PublishBatch { items }, &mut deliver));
+        };
+        let messages = items.len() as u64;
+        if messages == 0 {
+            return Some(Reply::Published {
+                messages,
+                connections: 0,
+                users: 0,
+            });
+        }
+        let (mut connections, mut users) = (0u64, 0u64);
+        for (i, (subject, payload)) in items.into_iter().enumerate() {
+            let mut router = self.router.lock();
+            let planned = Planned::new(&mut router, subject, payload);
+            connections += u64::from(planned.counts.connections);
+            users += u64::from(planned.counts.users);
+            // The answer rides with the last item: after every item is handed out.
+            let answer = (i as u64 + 1 == messages).then_some(Reply::Published {
+                messages,
+                connections,
+                users,
+            });
+            let post = post.clone();
+            commit.push_later(
+                router.take_journal(),
+                Box::new(move || {
+                    planned.hand_out(&mut |loop_id, batch| post(loop_id, Inbound::Deliver(batch)));
+                    if let Some(reply) = answer {
+                        post(
+                            conn.loop_id,
+                            Inbound::Reply {
+                                token: conn.token,
+                                reply,
+                            },
+                        );
+                    }
+                }),
+            );
+            drop(router);
+        }
+        None
+    }
+}
