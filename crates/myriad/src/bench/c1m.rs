@@ -47,9 +47,6 @@ const INBOX_FACTOR: u64 = 10_000_000;
 const INBOX_PATH: &str = "/pub/%d0000000";
 /// Connections per flood child process (under the 20,000-file limit).
 const PER_FLOOD_PROCESS: u64 = 18_000;
-/// Connections per source address (under the ~28,000 ephemeral ports per destination:
-/// every gateway shares one port, so one destination).
-const PER_SOURCE: u64 = 20_000;
 /// Publishing connections (each waits for its reply, ~0.6 ms through NATS).
 const PUBLISHERS: usize = 16;
 /// Hard bound on every flood (they stop by themselves), seconds.
@@ -184,7 +181,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             Some(dir.join(format!("flood-{name}.csv"))),
         );
         fa.first_user = first_user;
-        let sources = share.div_ceil(PER_SOURCE);
+        let sources = share.div_ceil(load::doctor::connections_per_source());
         anyhow::ensure!(
             source + sources <= 255,
             "too many connections for 127.0.0.x sources"
@@ -394,8 +391,9 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         "One server: `myriad serve --processes {}` (supervisor, router, gateways sharing one \
          port with SO_REUSEPORT, NATS at {nats} started by the supervisor). Clients: one flood \
          per transport (stream, SSE, WebSocket), users 1..{n}, ≤ {PER_FLOOD_PROCESS} \
-         connections per flood process, ≤ {PER_SOURCE} per source address 127.0.0.x.",
-        args.servers.map_or("auto".into(), |s| s.to_string())
+         connections per flood process, ≤ {} per source address 127.0.0.x (connect() uses the even half of the local port range).",
+        args.servers.map_or("auto".into(), |s| s.to_string()),
+        load::doctor::connections_per_source()
     ));
     report.note(format!(
         "Graph publishes: msggen power law (exponent {GRAPH_EXPONENT}) over users 1..{n} of a \
