@@ -27,8 +27,10 @@ use crate::subjects;
 use bus::{ConnRef, Delivery, Reply, Request};
 use bytes::Bytes;
 use futures_util::StreamExt;
+#[cfg(test)]
+use gateways::silent;
+use gateways::Gateways;
 use hub::Hub;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,30 +60,9 @@ const BACKEND: ConnRef = ConnRef {
     token: 0,
 };
 
-struct Gateway {
-    slot: u16,
-    /// The supervisor's number for it, once a heartbeat said.
-    place: Option<u32>,
-    subject: String,
-    last_seen: Instant,
-    /// Replies and deliveries decided but not sent yet, in order: sent as one
-    /// [`ToGateway::Batch`] once the current message is handled (or at
-    /// [`BATCH_BYTES`]).
-    items: Vec<GatewayItem>,
-    /// Rough encoded size of `items`.
-    bytes: usize,
-}
-
 /// A gateway's pending items are sent once they weigh this much (NATS refuses
 /// messages over its max_payload, 1 MiB by default).
 const BATCH_BYTES: usize = 256 << 10;
-
-/// Known gateways by id, and by slot.
-#[derive(Default)]
-struct Gateways {
-    by_id: HashMap<GatewayId, Gateway>,
-    by_slot: Vec<Option<GatewayId>>,
-}
 
 pub struct RouterRole {
     hub: Arc<Hub>,
@@ -274,52 +255,6 @@ impl RouterRole {
         }
     }
 
-    /// The gateway's slot, registering it if new (then asking it for its presence
-    /// when `ask`). `None` when every slot is taken.
-    fn known(&mut self, gateway: GatewayId, ask: bool) -> Option<u16> {
-        let now = Instant::now();
-        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-            gw.last_seen = now;
-            return Some(gw.slot);
-        }
-        let slots = &mut self.gateways.by_slot;
-        let slot = match slots.iter().position(Option::is_none) {
-            Some(free) => free,
-            None if slots.len() < MAX_GATEWAYS => {
-                slots.push(None);
-                slots.len() - 1
-            }
-            None => {
-                tracing::error!(max = MAX_GATEWAYS, "too many gateways: one ignored");
-                return None;
-            }
-        };
-        slots[slot] = Some(gateway);
-        let subject = subjects::gateway(gateway);
-        tracing::info!(gateway = format!("{gateway:016x}"), slot, "gateway joined");
-        if ask {
-            let resync = ToGateway::Resync {
-                router: self.instance,
-            };
-            self.out
-                .push((subject.clone(), codec::encode_to_gateway(&resync)));
-        }
-        self.gateways.by_id.insert(
-            gateway,
-            Gateway {
-                slot: slot as u16,
-                place: None,
-                subject,
-                last_seen: now,
-                items: Vec::new(),
-                bytes: 0,
-            },
-        );
-        self.known_count
-            .store(self.gateways.by_id.len(), Ordering::Relaxed);
-        Some(slot as u16)
-    }
-
     /// [`RouterRole::call`] as one shard of several: publishes and subscription
     /// changes reach every shard (the gateway sums the replies), so shards other
     /// than 0 count no messages and change only their index (shard 0 writes the
@@ -495,75 +430,6 @@ impl RouterRole {
     fn stats(&self) -> serde_json::Value {
         stats_doc(&self.hub, self.gateways.by_id.len(), self.shards.index)
     }
-
-    /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
-    fn forget_silent(&mut self, now: Instant) {
-        let newest = self.gateways.by_id.values().map(|gw| gw.last_seen).max();
-        let silent: Vec<GatewayId> = self
-            .gateways
-            .by_id
-            .iter()
-            .filter(|(_, gw)| silent(gw.last_seen, newest, now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in silent {
-            self.forget(id, now, "gateway silent: forgotten");
-        }
-    }
-
-    /// After the router's own reconnect to NATS: a gateway not reconnected yet has no
-    /// subscription, so what the router sent it would vanish while the publisher was
-    /// told it was delivered. Every gateway is forgotten and asked for its presence
-    /// again; each is counted (and delivered to) again once it answers.
-    fn forget_all_and_resync(&mut self, now: Instant) {
-        let all: Vec<GatewayId> = self.gateways.by_id.keys().copied().collect();
-        for id in all {
-            self.forget(id, now, "router reconnected to NATS: gateway asked again");
-        }
-        let resync = ToGateway::Resync {
-            router: self.instance,
-        };
-        self.out.push((
-            subjects::GATEWAYS.to_string(),
-            codec::encode_to_gateway(&resync),
-        ));
-    }
-
-    /// `gateway` runs in the supervisor's `place`: another gateway known in that place
-    /// died (the supervisor restarts a place only after its gateway's death), so its
-    /// connections are logged out now rather than after [`GATEWAY_TIMEOUT`] — until
-    /// then every publish would count them, and send to them, in vain.
-    fn take_place(&mut self, gateway: GatewayId, place: u32) {
-        let before: Vec<GatewayId> = self
-            .gateways
-            .by_id
-            .iter()
-            .filter(|(&id, gw)| id != gateway && gw.place == Some(place))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in before {
-            self.forget(
-                id,
-                Instant::now(),
-                "gateway restarted in its place: the dead one forgotten",
-            );
-        }
-        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-            gw.place = Some(place);
-        }
-    }
-
-    /// Logs a gateway's connections out and frees its slot.
-    fn forget(&mut self, id: GatewayId, now: Instant, why: &'static str) {
-        let removed = self.gateways.by_id.remove(&id);
-        self.known_count
-            .store(self.gateways.by_id.len(), Ordering::Relaxed);
-        if let Some(gw) = removed {
-            self.gateways.by_slot[usize::from(gw.slot)] = None;
-            let dropped = self.hub.logout_loops(loops_of(gw.slot), now);
-            tracing::warn!(gateway = format!("{id:016x}"), dropped, "{why}");
-        }
-    }
 }
 
 /// Splits one gateway's recipients into messages of at most `max` targets each
@@ -601,17 +467,6 @@ fn loops_of(slot: u16) -> std::ops::Range<u16> {
     first..first + (1 << LOOP_BITS)
 }
 
-/// Whether a gateway last heard at `last_seen` is gone. Silence counts against the
-/// newest message heard from any gateway, not the clock alone: a router that falls
-/// behind (a backlog of login batches on a loaded machine, measured at 600k
-/// connections by `bench c1m`) has every gateway's heartbeat still queued, and
-/// forgetting them all would log out every connection.
-fn silent(last_seen: Instant, newest: Option<Instant>, now: Instant) -> bool {
-    let behind_others =
-        newest.is_some_and(|n| n.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT);
-    behind_others || now.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT_ALONE
-}
-
 /// The hub's counters, this process's pid and the gateways known.
 fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
@@ -623,5 +478,6 @@ fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
     doc
 }
 
+mod gateways;
 #[cfg(test)]
 mod tests;

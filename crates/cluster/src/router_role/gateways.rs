@@ -1,0 +1,159 @@
+//! The router's table of gateways: joining (a slot each, presence asked for), silence,
+//! a restart in a dead gateway's place, the router's own reconnect, and forgetting
+//! (every connection of the gateway logged out).
+
+use super::{loops_of, RouterRole, GATEWAY_TIMEOUT, GATEWAY_TIMEOUT_ALONE, MAX_GATEWAYS};
+use crate::codec::{self, GatewayId, GatewayItem, ToGateway};
+use crate::subjects;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+pub(super) struct Gateway {
+    pub(super) slot: u16,
+    /// The supervisor's number for it, once a heartbeat said.
+    pub(super) place: Option<u32>,
+    pub(super) subject: String,
+    pub(super) last_seen: Instant,
+    /// Replies and deliveries decided but not sent yet, in order: sent as one
+    /// [`ToGateway::Batch`] once the current message is handled (or at
+    /// [`super::BATCH_BYTES`]).
+    pub(super) items: Vec<GatewayItem>,
+    /// Rough encoded size of `items`.
+    pub(super) bytes: usize,
+}
+
+/// Known gateways by id, and by slot.
+#[derive(Default)]
+pub(super) struct Gateways {
+    pub(super) by_id: HashMap<GatewayId, Gateway>,
+    pub(super) by_slot: Vec<Option<GatewayId>>,
+}
+
+impl RouterRole {
+    /// The gateway's slot, registering it if new (then asking it for its presence
+    /// when `ask`). `None` when every slot is taken.
+    pub(super) fn known(&mut self, gateway: GatewayId, ask: bool) -> Option<u16> {
+        let now = Instant::now();
+        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
+            gw.last_seen = now;
+            return Some(gw.slot);
+        }
+        let slots = &mut self.gateways.by_slot;
+        let slot = match slots.iter().position(Option::is_none) {
+            Some(free) => free,
+            None if slots.len() < MAX_GATEWAYS => {
+                slots.push(None);
+                slots.len() - 1
+            }
+            None => {
+                tracing::error!(max = MAX_GATEWAYS, "too many gateways: one ignored");
+                return None;
+            }
+        };
+        slots[slot] = Some(gateway);
+        let subject = subjects::gateway(gateway);
+        tracing::info!(gateway = format!("{gateway:016x}"), slot, "gateway joined");
+        if ask {
+            let resync = ToGateway::Resync {
+                router: self.instance,
+            };
+            self.out
+                .push((subject.clone(), codec::encode_to_gateway(&resync)));
+        }
+        self.gateways.by_id.insert(
+            gateway,
+            Gateway {
+                slot: slot as u16,
+                place: None,
+                subject,
+                last_seen: now,
+                items: Vec::new(),
+                bytes: 0,
+            },
+        );
+        self.known_count
+            .store(self.gateways.by_id.len(), Ordering::Relaxed);
+        Some(slot as u16)
+    }
+
+    /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
+    pub(super) fn forget_silent(&mut self, now: Instant) {
+        let newest = self.gateways.by_id.values().map(|gw| gw.last_seen).max();
+        let silent: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(_, gw)| silent(gw.last_seen, newest, now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in silent {
+            self.forget(id, now, "gateway silent: forgotten");
+        }
+    }
+
+    /// After the router's own reconnect to NATS: a gateway not reconnected yet has no
+    /// subscription, so what the router sent it would vanish while the publisher was
+    /// told it was delivered. Every gateway is forgotten and asked for its presence
+    /// again; each is counted (and delivered to) again once it answers.
+    pub(super) fn forget_all_and_resync(&mut self, now: Instant) {
+        let all: Vec<GatewayId> = self.gateways.by_id.keys().copied().collect();
+        for id in all {
+            self.forget(id, now, "router reconnected to NATS: gateway asked again");
+        }
+        let resync = ToGateway::Resync {
+            router: self.instance,
+        };
+        self.out.push((
+            subjects::GATEWAYS.to_string(),
+            codec::encode_to_gateway(&resync),
+        ));
+    }
+
+    /// `gateway` runs in the supervisor's `place`: another gateway known in that place
+    /// died (the supervisor restarts a place only after its gateway's death), so its
+    /// connections are logged out now rather than after [`GATEWAY_TIMEOUT`] — until
+    /// then every publish would count them, and send to them, in vain.
+    pub(super) fn take_place(&mut self, gateway: GatewayId, place: u32) {
+        let before: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(&id, gw)| id != gateway && gw.place == Some(place))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in before {
+            self.forget(
+                id,
+                Instant::now(),
+                "gateway restarted in its place: the dead one forgotten",
+            );
+        }
+        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
+            gw.place = Some(place);
+        }
+    }
+
+    /// Logs a gateway's connections out and frees its slot.
+    pub(super) fn forget(&mut self, id: GatewayId, now: Instant, why: &'static str) {
+        let removed = self.gateways.by_id.remove(&id);
+        self.known_count
+            .store(self.gateways.by_id.len(), Ordering::Relaxed);
+        if let Some(gw) = removed {
+            self.gateways.by_slot[usize::from(gw.slot)] = None;
+            let dropped = self.hub.logout_loops(loops_of(gw.slot), now);
+            tracing::warn!(gateway = format!("{id:016x}"), dropped, "{why}");
+        }
+    }
+}
+
+/// Whether a gateway last heard at `last_seen` is gone. Silence counts against the
+/// newest message heard from any gateway, not the clock alone: a router that falls
+/// behind (a backlog of login batches on a loaded machine, measured at 600k
+/// connections by `bench c1m`) has every gateway's heartbeat still queued, and
+/// forgetting them all would log out every connection.
+pub(super) fn silent(last_seen: Instant, newest: Option<Instant>, now: Instant) -> bool {
+    let behind_others =
+        newest.is_some_and(|n| n.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT);
+    behind_others || now.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT_ALONE
+}
