@@ -22,19 +22,7 @@ fn router(nats: &Nats, shard: u16) -> Router {
 }
 
 fn gateway2(nats: &Nats) -> Server {
-    Server::start_args(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--role",
-        "gateway",
-        "--nats",
-        &nats.url,
-        "--router-shards",
-        "2",
-        "--loops",
-        "2",
-    ])
+    gateway_with(nats, &["--router-shards", "2"])
 }
 
 #[test]

@@ -63,15 +63,7 @@ fn gateways(server: &Server) -> Vec<(u32, u64)> {
 /// The supervisor, its addresses from its start line, and every later log line with
 /// the moment it was read (the router's "forgotten" line is timed from them).
 fn start_supervisor(args: &[&str]) -> (Server, Receiver<(Instant, String)>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
-        .args(args)
-        .env("MYRIAD_LOG", "info")
-        .env("MYRIAD_LOG_FORMAT", "text")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn myriad");
+    let mut child = common::spawn_logging(Command::new(env!("CARGO_BIN_EXE_myriad")).args(args));
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let field = |line: &str, name: &str| -> Option<SocketAddr> {
         let at = line.find(name)? + name.len();

@@ -75,17 +75,11 @@ impl Router {
 
     /// The router with `extra` flags, and its start line.
     pub fn start_with(nats: &Nats, store: &str, extra: &[&str]) -> (Router, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
-            .args(["serve", "--role", "router", "--nats", &nats.url])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
+        cmd.args(["serve", "--role", "router", "--nats", &nats.url])
             .args(["--store", store])
-            .args(extra)
-            .env("MYRIAD_LOG", "info")
-            .env("MYRIAD_LOG_FORMAT", "text")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn myriad");
+            .args(extra);
+        let mut child = super::spawn_logging(&mut cmd);
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let start = loop {
             match lines.next() {
@@ -128,7 +122,12 @@ pub fn publish_at(addr: std::net::SocketAddr, subject: u64, payload: &str) -> se
 }
 
 pub fn gateway(nats: &Nats) -> Server {
-    Server::start_args(&[
+    gateway_with(nats, &["--head-timeout", "2"])
+}
+
+/// A gateway of two loops linked through `nats`, with `extra` flags.
+pub fn gateway_with(nats: &Nats, extra: &[&str]) -> Server {
+    let mut args = vec![
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -138,9 +137,9 @@ pub fn gateway(nats: &Nats) -> Server {
         &nats.url,
         "--loops",
         "2",
-        "--head-timeout",
-        "2",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Server::start_args(&args)
 }
 
 /// Waits until the router (as a gateway's `/stats` shows it, refreshed every

@@ -50,14 +50,7 @@ impl Server {
     }
 
     fn start_command(mut cmd: Command, marker: &str) -> Server {
-        let mut child = cmd
-            .env("MYRIAD_LOG", "info")
-            .env("MYRIAD_LOG_FORMAT", "text")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn myriad");
+        let mut child = spawn_logging(&mut cmd);
         let stderr = child.stderr.take().expect("piped stderr");
         let mut lines = BufReader::new(stderr).lines();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -293,4 +286,16 @@ pub fn browser(install: &str) -> (String, std::path::PathBuf) {
         "playwright-core not installed; {install}"
     );
     (chromium, browser.join("package.json"))
+}
+
+/// `cmd` (a myriad process) spawned with plain-text info logs on a piped stderr, which
+/// the harness reads addresses and events from, and stdout discarded.
+pub fn spawn_logging(cmd: &mut Command) -> Child {
+    cmd.env("MYRIAD_LOG", "info")
+        .env("MYRIAD_LOG_FORMAT", "text")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn myriad")
 }

@@ -1,0 +1,163 @@
+use super::*;
+
+#[derive(Default, Debug, PartialEq)]
+struct Seen {
+    head: Vec<u16>,
+    messages: u32,
+    stamps: Vec<u64>,
+    pings: Vec<Vec<u8>>,
+    ends: u32,
+    done: Vec<u64>,
+    malformed: u32,
+}
+
+/// Feed `input` in pieces of `piece` bytes, so every split point is exercised.
+fn run(t: Transport, input: &[u8], piece: usize) -> Seen {
+    let mut s = Scanner::new(0);
+    let mut seen = Seen::default();
+    for part in input.chunks(piece) {
+        s.handle_bytes(t, part, &mut |e| match e {
+            Event::Head(c) => seen.head.push(c),
+            Event::Message => seen.messages += 1,
+            Event::Stamp(ts) => seen.stamps.push(ts),
+            Event::Ping(p) => seen.pings.push(p.to_vec()),
+            Event::End => seen.ends += 1,
+            Event::BodyDone { last } => seen.done.push(last),
+            Event::Malformed => seen.malformed += 1,
+            Event::Body(_) => {}
+        });
+    }
+    seen
+}
+
+fn all_splits(t: Transport, input: &[u8]) -> Seen {
+    let whole = run(t, input, input.len());
+    for piece in 1..8 {
+        assert_eq!(run(t, input, piece), whole, "piece size {piece}");
+    }
+    whole
+}
+
+fn chunk(body: &str) -> String {
+    format!("{:x}\r\n{body}\r\n", body.len())
+}
+
+const HEAD: &str =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+#[test]
+fn stream_counts_chunks_skips_welcome_and_heartbeats() {
+    let input = format!(
+        "{HEAD}{}{}{}{}{}",
+        chunk("welcome user 7\n"),
+        chunk("hello ts=1700000000000001 pad\n"),
+        chunk("\n"),
+        chunk("no stamp here\n"),
+        chunk("ts=1700000000000002")
+    );
+    let seen = all_splits(Transport::Stream, input.as_bytes());
+    assert_eq!(seen.head, vec![200]);
+    assert_eq!(seen.messages, 3);
+    assert_eq!(
+        seen.stamps,
+        vec![1_700_000_000_000_001, 1_700_000_000_000_002]
+    );
+    assert_eq!(seen.ends, 0);
+}
+
+#[test]
+fn stream_first_stamped_message_is_not_a_welcome() {
+    let input = format!("{HEAD}{}", chunk("ts=5 x"));
+    assert_eq!(all_splits(Transport::Stream, input.as_bytes()).messages, 1);
+}
+
+#[test]
+fn stream_end_of_chunked_body_and_bad_status() {
+    let input = format!("{HEAD}{}0\r\n\r\n", chunk("hi"));
+    assert_eq!(all_splits(Transport::Stream, input.as_bytes()).ends, 1);
+    let bad = "HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nno\n";
+    let seen = all_splits(Transport::Stream, bad.as_bytes());
+    assert_eq!(seen.head, vec![404]);
+    assert_eq!(seen.ends, 1);
+}
+
+#[test]
+fn stream_without_chunking_counts_stamps() {
+    let input = "HTTP/1.0 200 OK\r\n\r\nhello\nts=11 a\nts=12 b\n";
+    let seen = all_splits(Transport::Stream, input.as_bytes());
+    assert_eq!(seen.messages, 2);
+    assert_eq!(seen.stamps, vec![11, 12]);
+}
+
+#[test]
+fn malformed_chunk_size_is_reported() {
+    let input = format!("{HEAD}zz\r\n");
+    assert_eq!(all_splits(Transport::Stream, input.as_bytes()).malformed, 1);
+}
+
+#[test]
+fn sse_counts_events_with_data_only() {
+    let body = ": hb\n\nretry: 2000\n\ndata: welcome\n\nid: 1\ndata: a ts=100\ndata: b\n\n: hb\n\nid: 2\r\ndata: c ts=200\r\n\r\n";
+    let input = format!("{HEAD}{}", chunk(body));
+    let seen = all_splits(Transport::Sse, input.as_bytes());
+    assert_eq!(seen.messages, 2);
+    assert_eq!(seen.stamps, vec![100, 200]);
+}
+
+#[test]
+fn ws_frames_pings_and_close() {
+    let mut input = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
+    let frame = |op: u8, payload: &[u8]| {
+        let mut f = vec![0x80 | op];
+        if payload.len() < 126 {
+            f.push(payload.len() as u8);
+        } else {
+            f.push(126);
+            f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        }
+        f.extend_from_slice(payload);
+        f
+    };
+    input.extend(frame(1, b"welcome"));
+    input.extend(frame(1, b"m ts=42"));
+    input.extend(frame(9, b"p"));
+    let big = format!("ts=43 {}", "x".repeat(300));
+    input.extend(frame(2, big.as_bytes()));
+    input.extend(frame(8, b""));
+    let whole = run(Transport::Ws, &input, input.len());
+    assert_eq!(whole.head, vec![101]);
+    assert_eq!(whole.messages, 2);
+    assert_eq!(whole.stamps, vec![42, 43]);
+    assert_eq!(whole.pings, vec![b"p".to_vec()]);
+    assert_eq!(whole.ends, 1);
+    // Split reads still count the same; a ping split across reads gets an empty pong.
+    let split = run(Transport::Ws, &input, 3);
+    assert_eq!(
+        (split.messages, split.stamps.len(), split.pings.len()),
+        (2, 2, 1)
+    );
+}
+
+#[test]
+fn poll_counts_seq_keys_and_remembers_last() {
+    let body =
+        r#"{"messages":[{"seq":4,"data":"ts=7 a"},{"seq":5,"data":"b"}],"last":5,"gap":false}"#;
+    let input = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let seen = all_splits(Transport::Poll, input.as_bytes());
+    assert_eq!(seen.messages, 2);
+    assert_eq!(seen.stamps, vec![7]);
+    assert_eq!(seen.done, vec![5]);
+    let mut s = Scanner::new(0);
+    s.handle_bytes(Transport::Poll, input.as_bytes(), &mut |_| {});
+    assert_eq!(s.last(), 5);
+    s.next_response();
+    assert_eq!(s.last(), 5);
+}
+
+#[test]
+fn scanner_stays_small() {
+    assert!(std::mem::size_of::<Scanner>() <= 40);
+}
