@@ -44,9 +44,12 @@ fn chromium_50_eventsources_share_one_h2_connection() {
     let stats = wait_stats(&server, &client, "50 logins", |s| {
         s["connections_logged_in"] == STREAMS
     });
-    // The browser's one HTTP/2 connection holds the 50 subscriptions (the other
-    // connection is this `/stats` request's own).
-    assert_eq!(stats["connections"], 2, "{stats}");
+    // 50 subscriptions from one page: over HTTP/1.1 the browser would hold them on
+    // at most 6 connections per origin and never reach 50 logins. One more
+    // connection is this `/stats` request's own; Chromium may also keep a spare
+    // socket it opened speculatively (seen once in CI: 3 connections, 50 logins).
+    let open = stats["connections"].as_u64().unwrap();
+    assert!((2..=3).contains(&open), "{stats}");
     for i in 0..STREAMS {
         let user = FIRST_USER + i;
         assert_eq!(publish(&server, &client, user, &format!("for {user}")), 1);
