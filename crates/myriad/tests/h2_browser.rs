@@ -47,7 +47,7 @@ fn chromium_50_eventsources_share_one_h2_connection() {
     // 50 subscriptions from one page: over HTTP/1.1 the browser would hold them on
     // at most 6 connections per origin and never reach 50 logins. One more
     // connection is this `/stats` request's own; Chromium may also keep a spare
-    // socket it opened speculatively (seen once in CI: 3 connections, 50 logins).
+    // socket it opened speculatively (seen once in a full run: 3 connections, 50 logins).
     let open = stats["connections"].as_u64().unwrap();
     assert!((2..=3).contains(&open), "{stats}");
     for i in 0..STREAMS {
