@@ -24,6 +24,7 @@ use crate::fragment;
 use crate::link::Link;
 use crate::nats_bus::{unix_ns, LOOP_BITS};
 use crate::subjects;
+use backend::next_or_never;
 use bus::{ConnRef, Delivery, Reply, Request};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -78,6 +79,8 @@ pub struct RouterRole {
     known_count: Arc<AtomicUsize>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,
+    /// Shard 0 of several: back-end requests waiting for the other shards' counts.
+    parts: backend::Pending,
 }
 
 impl RouterRole {
@@ -90,12 +93,14 @@ impl RouterRole {
             out: Vec::new(),
             known_count: Arc::new(AtomicUsize::new(0)),
             reconnected: Arc::default(),
+            parts: backend::Pending::new(1),
         }
     }
 
     /// This router as shard `shards.index` of `shards.count`.
     pub fn with_shards(mut self, shards: crate::Shards) -> RouterRole {
         self.shards = shards;
+        self.parts = backend::Pending::new(shards.count);
         self
     }
 
@@ -131,6 +136,11 @@ impl RouterRole {
             .await?;
         let mut publishes = client.subscribe(subjects::PUBLISH_ALL).await?;
         let mut stats = client.subscribe(subjects::STATS).await?;
+        // Shard 0 of several sums the back-end requests' counts.
+        let mut parts = match (self.shards.count > 1, self.shards.index) {
+            (true, 0) => Some(client.subscribe(subjects::BACKEND_PARTS).await?),
+            _ => None,
+        };
         // Gateways that outlived a previous router send their presence again.
         let resync = ToGateway::Resync {
             router: self.instance,
@@ -146,11 +156,19 @@ impl RouterRole {
                     Err(e) => tracing::warn!(error = %e, "dropped a message to the router"),
                 },
                 Some(message) = publishes.next() => {
-                    let answer = self.backend_publish(&message.subject, message.payload);
-                    // With several shards each publishes its part; shard 0 answers
-                    // (its counts only: not summed yet).
-                    if let (Some(reply), 0) = (message.reply, self.shards.index) {
-                        self.out.push((reply.to_string(), Bytes::from(answer)));
+                    let counts = self.backend_publish(&message.subject, message.payload);
+                    if let Some(reply) = message.reply {
+                        self.backend_answer(reply.to_string(), counts);
+                    }
+                }
+                Some(message) = next_or_never(&mut parts) => {
+                    match serde_json::from_slice::<backend::Part>(&message.payload) {
+                        Ok(part) => {
+                            if let Some((reply, answer)) = self.parts.other(part, Instant::now()) {
+                                self.out.push((reply, Bytes::from(answer)));
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "dropped a shard's part of an answer"),
                     }
                 }
                 Some(message) = stats.next() => {
@@ -158,7 +176,13 @@ impl RouterRole {
                         self.out.push((reply.to_string(), Bytes::from(self.stats().to_string())));
                     }
                 }
-                _ = tick.tick() => self.forget_silent(Instant::now()),
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    self.forget_silent(now);
+                    for (reply, answer) in self.parts.expire(now) {
+                        self.out.push((reply, Bytes::from(answer)));
+                    }
+                }
                 _ = self.reconnected.notified() => self.forget_all_and_resync(Instant::now()),
                 else => return Ok(()),
             }
@@ -401,31 +425,6 @@ impl RouterRole {
         }
     }
 
-    /// A back-end's publish to `myriad.pub.<subject>` (payload = the message, as
-    /// the body of `POST /pub/<subject>`); the answer is the same JSON.
-    fn backend_publish(&mut self, subject: &str, payload: Bytes) -> String {
-        let Some(id) = subject
-            .strip_prefix(subjects::PUBLISH_PREFIX)
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
-            return serde_json::json!({"error": format!("bad subject {subject}: want myriad.pub.<u64>")})
-                .to_string();
-        };
-        match self.call(
-            BACKEND,
-            Request::Publish {
-                subject: id,
-                payload,
-            },
-        ) {
-            Reply::Published {
-                connections, users, ..
-            } => serde_json::json!({"connections": connections, "users": users}).to_string(),
-            Reply::Unavailable(why) => serde_json::json!({ "error": why }).to_string(),
-            other => serde_json::json!({ "error": format!("{other:?}") }).to_string(),
-        }
-    }
-
     /// The router's counters and the gateways it knows.
     fn stats(&self) -> serde_json::Value {
         stats_doc(&self.hub, self.gateways.by_id.len(), self.shards.index)
@@ -478,6 +477,7 @@ fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
     doc
 }
 
+mod backend;
 mod gateways;
 #[cfg(test)]
 mod tests;

@@ -129,7 +129,13 @@ pub struct MsggenSummary {
     pub rtt_max_us: u64,
     /// The last error seen, if any.
     pub last_error: Option<String>,
+    /// How many errors of each kind (the error's text; at most [`MAX_ERROR_KINDS`]
+    /// kinds, the rest counted as "other"), so a soak can say what failed.
+    pub error_kinds: std::collections::BTreeMap<String, u64>,
 }
+
+/// Distinct error texts counted apart in [`MsggenSummary::error_kinds`].
+const MAX_ERROR_KINDS: usize = 16;
 
 #[derive(Default)]
 struct Shared {
@@ -138,6 +144,7 @@ struct Shared {
     deliveries: AtomicU64,
     users: AtomicU64,
     last_error: Mutex<Option<String>>,
+    error_kinds: Mutex<std::collections::BTreeMap<String, u64>>,
     rtt: Mutex<Option<hdrhistogram::Histogram<u64>>>,
 }
 
@@ -247,6 +254,11 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
         rtt_p99_us: p99,
         rtt_max_us: max,
         last_error: shared.last_error.lock().map(|e| e.clone()).unwrap_or(None),
+        error_kinds: shared
+            .error_kinds
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default(),
     };
     if !args.quiet {
         eprintln!(
@@ -365,6 +377,12 @@ fn publisher(
 
 fn error(shared: &Shared, msg: String) {
     shared.errors.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut kinds) = shared.error_kinds.lock() {
+        let known = kinds.contains_key(&msg) || kinds.len() < MAX_ERROR_KINDS;
+        *kinds
+            .entry(if known { msg.clone() } else { "other".into() })
+            .or_default() += 1;
+    }
     if let Ok(mut e) = shared.last_error.lock() {
         *e = Some(msg);
     }

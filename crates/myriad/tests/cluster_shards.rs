@@ -58,6 +58,36 @@ fn a_publish_reaches_followers_on_both_shards_with_exact_counts() {
     assert_eq!((status, body.trim()), (200, "[2,3,5]"));
 }
 
+/// A back-end's NATS request reaches both shards and gets ONE answer: the sum of
+/// both shards' counts (shard 0 gathers shard 1's part).
+#[test]
+fn a_back_end_publish_through_nats_gets_the_counts_of_both_shards() {
+    let nats = Nats::start();
+    let (_r0, _r1) = (router(&nats, 0), router(&nats, 1));
+    let (a, b) = (gateway2(&nats), gateway2(&nats));
+    // 2 (shard 0), 3 and 5 (shard 1) follow 1 (shard 1); 4 follows nobody.
+    assert_eq!(
+        a.request("POST", "/subscriptions", b"2 1\n3 1\n5 1\n").0,
+        200
+    );
+    let mut held = Vec::new();
+    for (server, user) in [(&a, 1), (&b, 1), (&a, 2), (&b, 3), (&b, 4), (&a, 5)] {
+        held.push((user, subscribe_stream(server, user)));
+    }
+    wait_router_connections(&a, 6);
+    let replies = backend_request(&nats, 1, "from-a-back-end");
+    assert_eq!(replies, [r#"{"connections":5,"users":4}"#]);
+    for (user, (s, buf)) in held.iter_mut() {
+        if *user != 4 {
+            read_until(s, buf, "from-a-back-end");
+        }
+    }
+    // A subject owned by shard 0 with its one follower on shard 1.
+    assert_eq!(a.request("PUT", "/subscriptions/3/4", b"").0, 200);
+    let replies = backend_request(&nats, 4, "to four");
+    assert_eq!(replies, [r#"{"connections":2,"users":2}"#]);
+}
+
 #[test]
 fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
     let nats = Nats::start();

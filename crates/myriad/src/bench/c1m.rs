@@ -16,7 +16,7 @@
 //! table (`c1m_report`), the report's format (`report`).
 
 use super::c1m_report::{phase_rows, process_table, Phase};
-use super::c1m_watch::{Floods, Watch};
+use super::c1m_watch::{alive, children_of, stop_supervisor, Floods, Watch};
 use super::held::{flood_args, Live};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
 use super::{BenchArgs, Ctx};
@@ -51,9 +51,6 @@ const PER_FLOOD_PROCESS: u64 = 18_000;
 const PUBLISHERS: usize = 16;
 /// Hard bound on every flood (they stop by themselves), seconds.
 const FLOOD_MAX_TIME: f64 = 1_500.0;
-/// How long the supervisor may take to stop its children and nats-server.
-const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let dir = ctx.dir("c1m")?;
     let n = args.connections();
@@ -142,6 +139,9 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         dir.join("supervisor.csv").display().to_string(),
     ];
     serve.extend(["--heartbeat".into(), "20".into()]);
+    // `--server-flag`s go to the supervisor, which gives them to every child (e.g.
+    // `--server-flag=--router-shards=2`).
+    serve.extend(args.server_flags.iter().cloned());
     let t = Instant::now();
     let server = Arc::new(ServerProcess::start_command_at(
         serve_command(&serve),
@@ -160,7 +160,14 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     watch.next();
     let rss_idle = watch.rss();
     let kernel_idle = kernel_socket_bytes();
-    let gateways = lock(&watch.seen).latest.len().saturating_sub(2);
+    // Routers are "router", "router 1", … (`--router-shards`).
+    let routers = lock(&watch.seen)
+        .peaks
+        .values()
+        .filter(|p| p.role.starts_with("router"))
+        .count()
+        .max(1);
+    let gateways = lock(&watch.seen).latest.len().saturating_sub(1 + routers);
 
     // 3. N connections, a third per transport, users 1..=N.
     let url = format!("http://{}/sub/%d", server.addr);
@@ -329,7 +336,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         format!(
             "{} (RSS of all {} processes {} → {})",
             bytes(user),
-            gateways + 2,
+            gateways + 1 + routers,
             bytes(rss_idle as f64),
             bytes(rss_held as f64)
         ),
@@ -380,7 +387,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     report.fact(
         "processes",
         format!(
-            "1 supervisor, 1 router, {gateways} gateways, 1 nats-server; floods: {}",
+            "1 supervisor, {routers} router(s), {gateways} gateways, 1 nats-server; floods: {}",
             flood_names.join(", ")
         ),
     );
@@ -388,11 +395,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         .sections
         .push(("Processes".into(), process_table(&seen)));
     report.note(format!(
-        "One server: `myriad serve --processes {}` (supervisor, router, gateways sharing one \
+        "One server: `myriad serve --processes {}{}` (supervisor, router, gateways sharing one \
          port with SO_REUSEPORT, NATS at {nats} started by the supervisor). Clients: one flood \
          per transport (stream, SSE, WebSocket), users 1..{n}, ≤ {PER_FLOOD_PROCESS} \
          connections per flood process, ≤ {} per source address 127.0.0.x (connect() uses the even half of the local port range).",
         args.servers.map_or("auto".into(), |s| s.to_string()),
+        args.server_flags.iter().map(|f| format!(" {f}")).collect::<String>(),
         load::doctor::connections_per_source()
     ));
     report.note(format!(
@@ -465,43 +473,6 @@ fn doctor(n: u64, raise: bool, live: &Live, report: &mut Report) -> anyhow::Resu
         blocking.join("; ")
     );
     Ok(())
-}
-
-/// SIGTERM to the supervisor (it stops gateways, router and nats-server), then waits
-/// until it has exited; seconds taken.
-fn stop_supervisor(server: &ServerProcess) -> anyhow::Result<f64> {
-    let pid = server.child.id();
-    let t = Instant::now();
-    // SAFETY: kill(2) on our child, not reaped yet (only `ServerProcess::drop` reaps it).
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-    while t.elapsed() < STOP_TIMEOUT {
-        if !alive(pid) {
-            return Ok(t.elapsed().as_secs_f64());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    anyhow::bail!("the supervisor (pid {pid}) did not stop within {STOP_TIMEOUT:?} of SIGTERM")
-}
-
-/// Whether `pid` runs (a zombie, exited but not reaped, does not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
-}
-
-/// Direct children of `pid` (the supervisor's: router, gateways, nats-server).
-fn children_of(pid: u32) -> Vec<u32> {
-    let path = format!("/proc/{pid}/task/{pid}/children");
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
 }
 
 /// A free loopback port for the run's own nats-server.

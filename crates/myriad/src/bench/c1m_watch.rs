@@ -3,7 +3,8 @@
 //! server's processes, read once a second from the supervisor's admin `/stats`
 //! (`processes`: every child's full sample). Each second becomes one live line, one row
 //! of `server-total.csv` (all processes summed, loop lag the worst process's) and of
-//! `router.csv`, and per-process peaks for the report's process table.
+//! `router.csv`, and per-process peaks for the report's process table; and the
+//! supervisor's end (SIGTERM, then its children checked gone).
 //!
 //! Not here: the scenario's phases and its report (`c1m`).
 
@@ -365,4 +366,44 @@ fn line(live: &Live, t: &Sample, floods: Option<&Floods>) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long the supervisor may take to stop its children and nats-server.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// SIGTERM to the supervisor (it stops gateways, router and nats-server), then waits
+/// until it has exited; seconds taken.
+pub fn stop_supervisor(server: &ServerProcess) -> anyhow::Result<f64> {
+    let pid = server.child.id();
+    let t = Instant::now();
+    // SAFETY: kill(2) on our child, not reaped yet (only `ServerProcess::drop` reaps it).
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    while t.elapsed() < STOP_TIMEOUT {
+        if !alive(pid) {
+            return Ok(t.elapsed().as_secs_f64());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    anyhow::bail!("the supervisor (pid {pid}) did not stop within {STOP_TIMEOUT:?} of SIGTERM")
+}
+
+/// Whether `pid` runs (a zombie, exited but not reaped, does not).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Direct children of `pid` (the supervisor's: router, gateways, nats-server).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }

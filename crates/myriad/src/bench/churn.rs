@@ -14,15 +14,16 @@
 //!
 //! The soak (issue 10): `--churn-rate 5000 --duration 3600` with
 //! `--churn-publish-rate` publishing to random churning users meanwhile; every
-//! `--sample-every` s (60) the server's RSS and open file descriptors (medians of
-//! that interval's one-per-second readings) go into a table and `soak.csv`; each
-//! interval after `--soak-warmup` must stay within ±5 % of their median, and errors
+//! `--sample-every` s (60) the server's RSS and open file descriptors go into a table
+//! and `soak.csv` ([`super::soak`]); each interval after `--soak-warmup` must stay
+//! within ±5 % of their median, and errors
 //! (connect and publish) must be 0. History grows until every ring is full (a churning
 //! user is back long before `--history-ttl`), so a soak bounds it with
 //! `--server-flag=--history=N` and a warm-up that covers the filling.
 
 use super::held::{sub_url, watch, Live, Probe};
 use super::report::{bytes, count, met, Report};
+use super::soak::{open_fds, Soak, FD_READINGS_PER_S};
 use super::{BenchArgs, Ctx};
 use load::flood::FloodArgs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,13 +46,6 @@ const CYCLE_MAX_SECS: f64 = 120.0;
 /// RSS growth from the end of the first quarter to the end that still counts as stable
 /// (the bench's own criterion; the SPEC has none for churn).
 const STABLE_GROWTH: f64 = 0.10;
-/// How far an interval's RSS or fd median may stray from the median of all intervals
-/// (the issue's soak criterion: flat within ±5 %).
-const SOAK_FLAT: f64 = 0.05;
-/// How many more descriptors than connections an interval may show beyond the first
-/// judged one (the bench's own leak criterion: open fds follow the connections open
-/// at the reading, which churn makes swing; what no connection explains must not grow).
-const SPARE_FDS_GROWTH: u64 = 64;
 
 /// What the workers counted.
 #[derive(Default)]
@@ -166,13 +160,19 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     while workers.iter().any(|w| !w.is_finished())
         && t0.elapsed() < Duration::from_secs_f64(args.duration + 60.0)
     {
-        std::thread::sleep(Duration::from_secs(1));
+        let slot = || (t0.elapsed().as_secs_f64() / args.sample_every.max(1.0)) as usize;
+        let soaking = || t0.elapsed().as_secs_f64() <= args.duration;
+        for _ in 0..FD_READINGS_PER_S {
+            std::thread::sleep(Duration::from_secs(1) / FD_READINGS_PER_S);
+            if soaking() {
+                soak.push_fds(slot(), open_fds(pid));
+            }
+        }
         let s = probe.sample();
         live.line(None, &s);
         rss_samples.push(s.rss);
-        if t0.elapsed().as_secs_f64() <= args.duration {
-            let slot = (t0.elapsed().as_secs_f64() / args.sample_every.max(1.0)) as usize;
-            soak.push(slot, s.rss, open_fds(pid), s.connections);
+        if soaking() {
+            soak.push(slot(), s.rss, open_fds(pid), s.connections);
         }
     }
     for w in workers {
@@ -224,6 +224,23 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             ),
             "0 errors",
             met(p.errors == 0 && p.sent > 0),
+        );
+        if !p.error_kinds.is_empty() {
+            let kinds: Vec<String> = p
+                .error_kinds
+                .iter()
+                .map(|(kind, n)| format!("{n} × {kind}"))
+                .collect();
+            report.fact("publish errors by kind", kinds.join("; "));
+        }
+        report.fact(
+            "publish round trip p50 / p99 / max",
+            format!(
+                "{:.2} / {:.2} / {:.1} ms",
+                p.rtt_p50_us as f64 / 1e3,
+                p.rtt_p99_us as f64 / 1e3,
+                p.rtt_max_us as f64 / 1e3
+            ),
         );
     }
     if let Some(p) = period {
@@ -292,125 +309,4 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     ));
     report.live = live.lines();
     Ok(report)
-}
-
-/// Open file descriptors of process `pid` (0 if it is gone).
-fn open_fds(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
-}
-
-/// The soak's per-interval readings: `(rss, fds, connections)` per second, by interval.
-#[derive(Default)]
-struct Soak {
-    slots: Vec<Vec<(u64, u64, u64)>>,
-}
-
-impl Soak {
-    fn push(&mut self, slot: usize, rss: u64, fds: u64, connections: u64) {
-        if self.slots.len() <= slot {
-            self.slots.resize_with(slot + 1, Vec::new);
-        }
-        self.slots[slot].push((rss, fds, connections));
-    }
-
-    /// Median of one column of each interval.
-    fn medians(&self, col: fn(&(u64, u64, u64)) -> u64) -> Vec<u64> {
-        self.slots
-            .iter()
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                let mut v: Vec<u64> = s.iter().map(col).collect();
-                v.sort_unstable();
-                v[v.len() / 2]
-            })
-            .collect()
-    }
-
-    /// The table, `soak.csv`, and the two flatness rows over the intervals that end
-    /// after `warmup` s (at least the last two are judged).
-    fn report(
-        &self,
-        report: &mut Report,
-        dir: &std::path::Path,
-        every: f64,
-        warmup: f64,
-    ) -> anyhow::Result<()> {
-        let every = every.max(1.0);
-        let rss = self.medians(|r| r.0);
-        let fds = self.medians(|r| r.1);
-        let conns = self.medians(|r| r.2);
-        // Descriptors a connection does not explain, per reading: what a leak would grow.
-        let spare = self.medians(|r| r.1.saturating_sub(r.2));
-        if rss.is_empty() {
-            return Ok(());
-        }
-        let mut csv =
-            String::from("interval_end_s,rss_bytes,open_fds,connections,fds_minus_connections\n");
-        let mut table = String::from(
-            "| until | RSS (median) | open fds (median) | connections (median) | fds − connections (median) |\n|---|---|---|---|---|\n",
-        );
-        for i in 0..rss.len() {
-            let end = (i + 1) as f64 * every;
-            csv.push_str(&format!(
-                "{end:.0},{},{},{},{}\n",
-                rss[i], fds[i], conns[i], spare[i]
-            ));
-            table.push_str(&format!(
-                "| {end:.0} s{} | {} | {} | {} | {} |\n",
-                if end <= warmup { " (warm-up)" } else { "" },
-                bytes(rss[i] as f64),
-                count(fds[i] as f64),
-                count(conns[i] as f64),
-                count(spare[i] as f64)
-            ));
-        }
-        std::fs::write(dir.join("soak.csv"), csv)?;
-        report
-            .sections
-            .push((format!("Soak: every {every:.0} s"), table));
-        let judged = ((warmup / every).round() as usize).min(rss.len().saturating_sub(2));
-        for (what, v) in [("RSS", &rss), ("open fds", &fds)] {
-            let v = &v[judged..];
-            let mut sorted = v.to_vec();
-            sorted.sort_unstable();
-            let mid = sorted[sorted.len() / 2].max(1) as f64;
-            let worst = v
-                .iter()
-                .map(|&x| x as f64 / mid - 1.0)
-                .fold(0.0f64, |a, d| if d.abs() > a.abs() { d } else { a });
-            report.row(
-                &format!("soak: {what} per {every:.0} s interval vs their median"),
-                format!(
-                    "worst {:+.1} % over {} intervals after {:.0} s of warm-up (median {})",
-                    worst * 100.0,
-                    v.len(),
-                    judged as f64 * every,
-                    if what == "RSS" {
-                        bytes(mid)
-                    } else {
-                        count(mid)
-                    }
-                ),
-                "flat within ±5 %",
-                met(worst.abs() <= SOAK_FLAT),
-            );
-        }
-        let spare = &spare[judged..];
-        let (lo, hi) = (
-            spare.iter().copied().min().unwrap_or(0),
-            spare.iter().copied().max().unwrap_or(0),
-        );
-        report.row(
-            &format!("soak: fds − connections per {every:.0} s interval (leak check)"),
-            format!(
-                "{} → {} (range {lo}–{hi}) over {} intervals",
-                spare[0],
-                spare[spare.len() - 1],
-                spare.len()
-            ),
-            &format!("not growing (≤ +{SPARE_FDS_GROWTH}, bench's own criterion)"),
-            met(hi <= spare[0] + SPARE_FDS_GROWTH),
-        );
-        Ok(())
-    }
 }

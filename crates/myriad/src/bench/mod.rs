@@ -11,8 +11,9 @@
 //!   per-second server probe;
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
 //!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
-//!   [`disconnect`], [`churn`], [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`], [`c1m_report`]), [`abuse`] (with
-//!   [`abuse_cases`], the hostile clients' child process).
+//!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
+//!   [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`], [`c1m_report`]), [`abuse`]
+//!   (with [`abuse_cases`], the hostile clients' child process).
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -38,6 +39,7 @@ mod keepalive;
 mod ladder;
 mod peer;
 mod report;
+mod soak;
 mod unicast;
 
 use std::path::PathBuf;
@@ -181,7 +183,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub soak_warmup: Option<f64>,
     /// An extra flag for every `myriad serve` the scenario starts, e.g.
-    /// `--server-flag=--history=8` (repeatable; not c1m's supervised server).
+    /// `--server-flag=--history=8` (repeatable; c1m gives them to its supervisor, which
+    /// passes them to every child, e.g. `--server-flag=--router-shards=2`).
     #[arg(long = "server-flag", value_name = "FLAG", allow_hyphen_values = true)]
     pub server_flags: Vec<String>,
     /// Payload size in bytes (the SPEC's reference figures use 60).

@@ -4,7 +4,10 @@
 //! lists them in `processes` and labels them in `/metrics`. Gateways are read from
 //! their own admin `/stats`, and so is the router (it holds no connections and runs
 //! no event loop); a child whose admin address is not known yet is read from `/proc`
-//! (CPU and RSS).
+//! (CPU and RSS). A gateway too busy to answer in time (50 gateways at load 100+ while
+//! holding a million) keeps its row: CPU and RSS from `/proc`, connections and lag from
+//! its last answer, and `stale_ms` saying how old that answer is — an empty row there
+//! made `bench c1m` read 0 connections and no memory at the moment that mattered.
 
 use super::child::{Member, Role};
 use super::lock;
@@ -15,10 +18,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A gateway's admin answer may take this long before its row is left empty.
-const FETCH_TIMEOUT: Duration = Duration::from_millis(500);
+/// A gateway's admin answer may take this long before its row falls back to `/proc`
+/// and its last answer.
+const FETCH_TIMEOUT: Duration = Duration::from_millis(800);
 /// `/stats` and the monitor's sampler both ask within a second: one fetch serves both.
 const FRESH: Duration = Duration::from_millis(200);
+/// A last answer older than this is dropped (its child is gone or restarted).
+const FORGET_ANSWER: Duration = Duration::from_secs(600);
 
 /// One child as last read.
 #[derive(Clone)]
@@ -26,6 +32,8 @@ struct Row {
     role: Role,
     restarts: u32,
     sample: Sample,
+    /// How old the answer behind `connections` and lag is (0: answered just now).
+    stale: Duration,
 }
 
 pub struct Table {
@@ -33,6 +41,8 @@ pub struct Table {
     cache: Mutex<Option<(Instant, Vec<Row>)>>,
     /// The router's last CPU reading (pid, user ticks, system ticks, when), for rates.
     cpu: Mutex<HashMap<u32, (u64, u64, Instant)>>,
+    /// Each child's last admin answer, for when it does not answer in time.
+    answered: Mutex<HashMap<u32, (Instant, Sample)>>,
 }
 
 impl Table {
@@ -41,6 +51,7 @@ impl Table {
             members,
             cache: Mutex::new(None),
             cpu: Mutex::new(HashMap::new()),
+            answered: Mutex::new(HashMap::new()),
         })
     }
 
@@ -71,6 +82,7 @@ impl Table {
                     "lag_p99_us": s.lag_p99_us,
                     "lag_max_us": s.lag_max_us,
                     "restarts": r.restarts,
+                    "stale_ms": r.stale.as_millis() as u64,
                 })
             })
             .collect();
@@ -82,6 +94,7 @@ impl Table {
             "cpu": sum(|s| s.cpu_user + s.cpu_sys),
             "rss_bytes": sum(|s| s.rss_bytes as f64) as u64,
             "lag_max_us": rows.iter().map(|r| r.sample.lag_max_us).max().unwrap_or(0),
+            "stale_max_ms": rows.iter().map(|r| r.stale.as_millis() as u64).max().unwrap_or(0),
             "processes": list,
         })
     }
@@ -112,14 +125,19 @@ impl Table {
             fetches
                 .into_iter()
                 .map(|(role, restarts, pid, fetch)| {
-                    let sample = match fetch {
-                        Some(f) => f.join().ok().flatten().unwrap_or_else(|| empty(pid)),
-                        None => self.proc_sample(pid),
+                    let answer = fetch.and_then(|f| f.join().ok().flatten());
+                    let (sample, stale) = match answer {
+                        Some(sample) => {
+                            lock(&self.answered).insert(pid, (Instant::now(), sample.clone()));
+                            (sample, Duration::ZERO)
+                        }
+                        None => self.unanswered(pid),
                     };
                     Row {
                         role,
                         restarts,
                         sample,
+                        stale,
                     }
                 })
                 .collect()
@@ -128,8 +146,32 @@ impl Table {
         rows
     }
 
-    /// CPU (as a rate since the last reading) and RSS of a process without an admin
-    /// listener.
+    /// A child that did not answer (or has no admin listener): CPU and RSS from
+    /// `/proc`, the rest from its last answer if it ever gave one.
+    fn unanswered(&self, pid: u32) -> (Sample, Duration) {
+        let now = self.proc_sample(pid);
+        let mut answered = lock(&self.answered);
+        // A restarted child has a new pid; forget answers of pids no longer read.
+        answered.retain(|_, (at, _)| at.elapsed() < FORGET_ANSWER);
+        match answered.get(&pid) {
+            Some((at, last)) => {
+                let sample = Sample {
+                    pid,
+                    cpu_user: now.cpu_user,
+                    cpu_sys: now.cpu_sys,
+                    cpu_user_seconds_total: now.cpu_user_seconds_total,
+                    cpu_sys_seconds_total: now.cpu_sys_seconds_total,
+                    rss_bytes: now.rss_bytes,
+                    threads: now.threads,
+                    ..last.clone()
+                };
+                (sample, at.elapsed())
+            }
+            None => (now, Duration::ZERO),
+        }
+    }
+
+    /// CPU (as a rate since the last reading) and RSS of a process from `/proc`.
     fn proc_sample(&self, pid: u32) -> Sample {
         let mut sample = empty(pid);
         let Ok(stat) = observe::procfs::read_proc_stat(pid) else {
@@ -175,4 +217,85 @@ fn fetch_sample(addr: SocketAddr) -> Option<Sample> {
         sample.connections = n;
     }
     Some(sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A stand-in gateway admin listener: answers the first `/stats` with `connections`
+    /// and then accepts without ever answering (a gateway too busy to reply in time).
+    fn admin_that_goes_quiet(connections: u64) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for (i, conn) in listener.incoming().take(4).enumerate() {
+                let mut conn = conn.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = conn.read(&mut buf);
+                if i == 0 {
+                    let body = serde_json::json!({
+                        "sample": Sample { connections, lag_max_us: 1234, ..Sample::default() },
+                        "extra": { "connections": connections },
+                    })
+                    .to_string();
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                } else {
+                    held.push(conn);
+                }
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_gateway_that_stops_answering_keeps_its_row_from_proc_and_its_last_answer() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let member = Member {
+            role: Role::Gateway(0),
+            child,
+            started: Instant::now(),
+            admin: Arc::new(Mutex::new(Some(admin_that_goes_quiet(7)))),
+            ready: Arc::new(Mutex::new(true)),
+            restarts: 0,
+        };
+        let members = Arc::new(Mutex::new(vec![member]));
+        let table = Table::new(members.clone());
+
+        let first = table.stats();
+        assert_eq!(first["connections"], 7, "{first}");
+        assert_eq!(first["processes"][0]["stale_ms"], 0, "{first}");
+
+        std::thread::sleep(FRESH);
+        let second = table.stats();
+        let row = &second["processes"][0];
+        assert_eq!(row["pid"], pid, "{second}");
+        assert_eq!(
+            second["connections"], 7,
+            "the last answer's count: {second}"
+        );
+        assert_eq!(row["lag_max_us"], 1234, "{second}");
+        assert!(
+            row["rss_bytes"].as_u64().unwrap() > 0,
+            "RSS from /proc: {second}"
+        );
+        assert!(
+            row["stale_ms"].as_u64().unwrap() >= FRESH.as_millis() as u64,
+            "{second}"
+        );
+
+        let mut members = lock(&members);
+        let _ = members[0].child.kill();
+        let _ = members[0].child.wait();
+    }
 }

@@ -121,6 +121,45 @@ pub fn publish_at(addr: std::net::SocketAddr, subject: u64, payload: &str) -> se
     serde_json::from_str(&body).expect("publish reply is JSON")
 }
 
+/// A back-end's publish request to `myriad.pub.<subject>` (SPEC C4), spoken in
+/// NATS's own text protocol: every reply that arrived on the request's inbox by the
+/// time a PING after the first reply was answered (a request must get exactly one).
+#[allow(dead_code)] // not every test binary publishes through NATS
+pub fn backend_request(nats: &Nats, subject: u64, payload: &str) -> Vec<String> {
+    let mut conn = TcpStream::connect(nats.url.trim_start_matches("nats://")).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        conn,
+        "CONNECT {{\"verbose\":false}}\r\nSUB _INBOX.test 1\r\nPUB myriad.pub.{subject} _INBOX.test {}\r\n{payload}\r\n",
+        payload.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let (mut replies, mut pinged) = (Vec::new(), false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no reply: {replies:?}");
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.starts_with("MSG _INBOX.test") {
+            let mut body = String::new();
+            reader.read_line(&mut body).unwrap();
+            replies.push(body.trim_end().to_string());
+            if !pinged {
+                // Anything a second replier sent before this PONG shows up too.
+                std::thread::sleep(Duration::from_millis(300));
+                conn.write_all(b"PING\r\n").unwrap();
+                pinged = true;
+            }
+        } else if line.starts_with("PONG") && pinged {
+            return replies;
+        } else if line.starts_with("PING") {
+            conn.write_all(b"PONG\r\n").unwrap();
+        }
+    }
+}
+
 pub fn gateway(nats: &Nats) -> Server {
     gateway_with(nats, &["--head-timeout", "2"])
 }
