@@ -5,6 +5,7 @@
 
 use cluster::{ClusterArgs, GatewayLink, Role, RouterRole};
 use gateway::{GatewayArgs, Server};
+use hub::args::HistoryStore;
 use hub::{Hub, HubArgs, LocalBus};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -76,7 +77,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             (server, Some(link.url().to_string()))
         }
         _ => {
-            let hub = Arc::new(Hub::open_args(&args.hub)?);
+            let hub = Arc::new(open_hub(&args)?);
             Hub::start_ticking(&hub)?;
             let stats_hub = hub.clone();
             let server = Server::start(
@@ -126,10 +127,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     server.wait_or_drain(&term, config.drain)
 }
 
+/// The hub the flags describe. `--history-store jetstream` opens its stream on the
+/// `--nats` server here: the hub crate links no NATS client.
+fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
+    if args.hub.history_store != HistoryStore::Jetstream {
+        return Hub::open_args(&args.hub);
+    }
+    let log = cluster::jet_history::JetHistory::open(&args.cluster.nats, args.hub.history)?;
+    Hub::open_with_history(&args.hub, Some(Box::new(log)))
+}
+
 /// `--role router`: the hub (store, index, presence, history) answering gateways
 /// and back-ends over NATS; no client listener.
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
-    let hub = Arc::new(Hub::open_args(&args.hub)?);
+    let hub = Arc::new(open_hub(args)?);
     Hub::start_ticking(&hub)?;
     let role = RouterRole::new(hub).with_shards(args.cluster.shards()?);
     let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;
@@ -145,6 +156,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         nats = %link.url,
         store = %args.hub.store,
+        history = %args.hub.history_store.describe(),
         admin = %monitor.admin_addr().map_or_else(|| "off".to_string(), |a| a.to_string()),
         "myriad router serving: gateways on myriad.router, back-end publishes on myriad.pub.<subject>"
     );
