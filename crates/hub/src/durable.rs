@@ -41,10 +41,12 @@ pub fn write(log: &mut dyn HistoryLog, journal: &[Journal], keep: usize) -> Resu
     log.apply(&changes, keep)
 }
 
-/// Reads every stored ring back into `router`; returns `log` for the writes to come.
+/// Reads every stored ring of a user `owns` accepts back into `router`; returns
+/// `log` for the writes to come.
 pub fn restore(
     router: &Mutex<Router>,
     mut log: Box<dyn HistoryLog>,
+    owns: &dyn Fn(u64) -> bool,
 ) -> anyhow::Result<Box<dyn HistoryLog>> {
     let started = Instant::now();
     let now = Instant::now();
@@ -60,6 +62,9 @@ pub fn restore(
         ring.clear();
     };
     let rows = log.for_each(&mut |row| {
+        if !owns(row.user) {
+            return;
+        }
         if ring.first().is_some_and(|r| r.user != row.user) {
             put_back(&mut ring, &mut router);
         }

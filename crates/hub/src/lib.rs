@@ -79,14 +79,17 @@ impl Hub {
                 )
             }
         };
-        Hub::open_with_history(args, log)
+        Hub::open_with_history(args, log, &|_| true)
     }
 
     /// [`Hub::open_args`] with the durable history `log` (or none: in memory), read
-    /// back into the router before the hub answers anything.
+    /// back into the router before the hub answers anything. Only users `owns`
+    /// accepts come back: router shards share one log, and a shard holding another
+    /// shard's ring would, at its ttl, delete that shard's stored rows.
     pub fn open_with_history(
         args: &HubArgs,
         log: Option<Box<dyn store::history::HistoryLog>>,
+        owns: &dyn Fn(u64) -> bool,
     ) -> anyhow::Result<Hub> {
         let mut config = args.router_config();
         config.journal = log.is_some();
@@ -94,7 +97,7 @@ impl Hub {
             .with_context(|| format!("cannot open store {}", args.store))?;
         let mut hub = Hub::with_store(store, &args.store, config)?;
         if let Some(log) = log {
-            let log = durable::restore(&hub.router, log)?;
+            let log = durable::restore(&hub.router, log, owns)?;
             hub.history = Some(commit::GroupCommit::new(log, args.history)?);
         }
         Ok(hub)

@@ -3,6 +3,7 @@
 //! start the loops and the monitor, and run until killed. With `--role router` or
 //! `--role gateway` it runs one side only, linked to the other over NATS (`cluster`).
 
+use anyhow::Context;
 use cluster::{ClusterArgs, GatewayLink, Role, RouterRole};
 use gateway::{GatewayArgs, Server};
 use hub::args::HistoryStore;
@@ -128,13 +129,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The hub the flags describe. `--history-store jetstream` opens its stream on the
-/// `--nats` server here: the hub crate links no NATS client.
+/// `--nats` server here: the hub crate links no NATS client. A router shard reads
+/// back only its own users' history (shards share the log).
 fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
-    if args.hub.history_store != HistoryStore::Jetstream {
-        return Hub::open_args(&args.hub);
-    }
-    let log = cluster::jet_history::JetHistory::open(&args.cluster.nats, args.hub.history)?;
-    Hub::open_with_history(&args.hub, Some(Box::new(log)))
+    let log: Box<dyn store::history::HistoryLog> = match args.hub.history_store {
+        HistoryStore::Memory => return Hub::open_args(&args.hub),
+        HistoryStore::Store => {
+            store::history::open_history(&args.hub.store, &args.hub.store_options())
+                .with_context(|| format!("cannot open durable history in {}", args.hub.store))?
+        }
+        HistoryStore::Jetstream => Box::new(cluster::jet_history::JetHistory::open(
+            &args.cluster.nats,
+            args.hub.history,
+        )?),
+    };
+    let shards = args.cluster.shards()?;
+    Hub::open_with_history(&args.hub, Some(log), &|user| shards.owns(user))
 }
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways
