@@ -159,9 +159,8 @@ impl Hub {
                 let (mut connections, mut users) = (0u64, 0u64);
                 let messages = items.len() as u64;
                 // One lock per item: a long batch never holds the router for its
-                // whole length.
-                for (subject, payload) in items {
-                    let counts = self.publish(subject, payload, deliver);
+                // whole length; one durable commit for all of them.
+                for counts in self.publish_each(items, deliver) {
                     connections += u64::from(counts.connections);
                     users += u64::from(counts.users);
                 }
