@@ -94,6 +94,40 @@ fn postgres_history_writes_large_groups() {
     }
 }
 
+/// The backend terminated under the log (a PostgreSQL restart looks the same):
+/// the write that finds the connection dead reopens it and is made again there;
+/// nothing written before is lost.
+#[test]
+fn postgres_history_reopens_a_lost_connection() {
+    let mut schemas = Schemas::default();
+    let name = format!("myriad_history_reopen_{}", std::process::id());
+    let url = format!("{}&application_name={name}", pg_url(&mut schemas));
+    let mut log = open(&url);
+    let kept = |seq| store::history::HistoryChange::Kept {
+        user: 1,
+        epoch: 2,
+        seq,
+        subject: 1,
+        payload: b"m",
+    };
+    log.apply(&[kept(1)], 8).unwrap();
+    let mut admin = ::postgres::Client::connect(PG_BASE, ::postgres::NoTls).unwrap();
+    let killed: bool = admin
+        .query_one(
+            "SELECT bool_or(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed, "the log's backend was found and terminated");
+    // The write that finds the connection dead is made again on a new one.
+    log.apply(&[kept(2)], 8)
+        .expect("the write after the loss succeeds");
+    let mut seqs = Vec::new();
+    log.for_each(&mut |r| seqs.push(r.seq)).unwrap();
+    assert_eq!(seqs, vec![1, 2], "nothing written before is lost");
+}
+
 #[test]
 fn postgres_history_refuses_a_server_that_is_not_there() {
     // A port nothing listens on (bound, then released).

@@ -89,18 +89,19 @@ impl PgHistory {
         let worker = std::thread::Builder::new()
             .name("myriad-history-pg".into())
             .spawn(move || {
-                let opened = Client::connect(&conn_url, NoTls)
-                    .map_err(|source| StoreError::PostgresConnect {
-                        url: conn_url.clone(),
-                        source,
-                    })
-                    .and_then(|mut client| {
-                        let quoted = format!("\"{schema}\"");
-                        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))?;
-                        let sql = prepare(&mut client, &quoted)?;
-                        Ok((client, sql))
-                    });
-                let (mut client, sql) = match opened {
+                let open = || -> Result<(Client, Sql), StoreError> {
+                    let mut client = Client::connect(&conn_url, NoTls).map_err(|source| {
+                        StoreError::PostgresConnect {
+                            url: conn_url.clone(),
+                            source,
+                        }
+                    })?;
+                    let quoted = format!("\"{schema}\"");
+                    client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))?;
+                    let sql = prepare(&mut client, &quoted)?;
+                    Ok((client, sql))
+                };
+                let (mut client, mut sql) = match open() {
                     Ok(ok) => {
                         let _ = ready_tx.send(Ok(()));
                         ok
@@ -111,9 +112,37 @@ impl PgHistory {
                     }
                 };
                 for job in rx {
+                    // A lost connection (PostgreSQL restarted, the backend
+                    // terminated) is opened again for the next job; if that fails
+                    // too, the job gets the error and the next job tries again.
+                    if client.is_closed() {
+                        match open() {
+                            Ok((c, s)) => {
+                                tracing::warn!("PostgreSQL history connection reopened");
+                                (client, sql) = (c, s);
+                            }
+                            Err(e) => {
+                                match job {
+                                    Job::Apply(_, done) => drop(done.send(Err(e))),
+                                    Job::Read(rows) => drop(rows.send(Err(e))),
+                                }
+                                continue;
+                            }
+                        }
+                    }
                     match job {
                         Job::Apply(group, done) => {
-                            let _ = done.send(apply(&mut client, &sql, &group));
+                            let mut result = apply(&mut client, &sql, &group);
+                            // Lost under this write: once more on a new connection
+                            // (a group is idempotent: deletes and upserts).
+                            if result.is_err() && client.is_closed() {
+                                if let Ok((c, s)) = open() {
+                                    tracing::warn!("PostgreSQL history connection reopened");
+                                    (client, sql) = (c, s);
+                                    result = apply(&mut client, &sql, &group);
+                                }
+                            }
+                            let _ = done.send(result);
                         }
                         Job::Read(rows) => read(&mut client, &sql, &rows),
                     }
