@@ -335,3 +335,39 @@ fn concurrent_publishes_through_a_gateway_keep_order_and_survive_a_router_kill()
         "the restarted router has what was delivered"
     );
 }
+
+/// myriad and nats-server both killed with SIGKILL, both restarted (nats-server on
+/// the same store dir): every publish answered 200 is still in JetStream, so what a
+/// 200 survives with `--history-store jetstream` includes a kill of nats-server.
+#[test]
+fn jetstream_history_survives_a_kill_9_of_myriad_and_of_nats_server() {
+    let (mut nats, dir) = jetstream();
+    let port = nats.port();
+    let flags = jetstream_flags(&nats);
+    let mut first = Server::start(&strs(&flags));
+    let (mut s, mut buf) = common::cluster::sse(&first, 72, None);
+    first.wait_stats("logged in", |s| s["connections_logged_in"] == 1);
+    for i in 1..=300 {
+        first.publish(72, &format!("m{i}"));
+    }
+    read_until(&mut s, &mut buf, "data: m300\n");
+    let epoch = last_sse_id(&buf).split('-').next().unwrap().to_string();
+    // Right after the last 200: nats-server first, then myriad.
+    nats.child.kill().unwrap();
+    nats.child.wait().unwrap();
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let sd = dir.path().display().to_string();
+    let _nats = Nats::start_with(port, &["-js", "-sd", &sd]);
+    let second = Server::start(&strs(&flags));
+    let answer = poll(&second, 72, &format!("{epoch}-0"));
+    assert_eq!(answer["gap"], false, "{answer}");
+    let got: Vec<&str> = answer["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (1..=300).map(|i| format!("m{i}")).collect();
+    assert_eq!(got, want);
+}
