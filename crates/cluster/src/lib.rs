@@ -16,10 +16,12 @@
 //! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
 //! - [`router_role`]: the router side ([`RouterRole`]).
 //! - [`role`]: `--role` and `--nats`, the flags of `myriad serve` that pick the side.
+//! - [`jet_history`]: `--history-store jetstream`, durable history in a JetStream stream.
 
 pub mod codec;
 pub mod convert;
 pub mod fragment;
+pub mod jet_history;
 pub mod link;
 pub mod nats_bus;
 pub mod role;

@@ -211,7 +211,17 @@ impl RouterRole {
                 let Some(slot) = self.known(gateway, true) else {
                     return;
                 };
-                for call in calls {
+                let mut calls = calls.into_iter().peekable();
+                while let Some(call) = calls.next() {
+                    // With durable history, a run of publishes shares one commit.
+                    if self.hub.durable_history() && publishes::is_publish(&call) {
+                        let mut run = vec![call];
+                        while let Some(next) = calls.next_if(publishes::is_publish) {
+                            run.push(next);
+                        }
+                        self.publish_run(gateway, run);
+                        continue;
+                    }
                     let conn = ConnRef {
                         loop_id: slot << LOOP_BITS | call.loop_id,
                         token: call.token,
@@ -334,11 +344,17 @@ impl RouterRole {
         } else {
             handle()
         };
+        self.queue_batches(batches, published_ns);
+        reply
+    }
+
+    /// Queues what a handled request owes the gateways: one publish (or several,
+    /// for a PublishBatch or a run of publishes) whose batches of one message are
+    /// consecutive; each message goes to each gateway once.
+    fn queue_batches(&mut self, batches: Vec<(u16, Delivery)>, published_ns: u64) {
         if batches.is_empty() {
-            return reply;
+            return;
         }
-        // One publish (or several, for a PublishBatch): the batches of one message
-        // are consecutive; each message goes to each gateway once.
         let mut current: Option<Arc<bus::Message>> = None;
         let mut per_slot: PerSlot = Vec::new();
         for (loop_id, batch) in batches {
@@ -361,7 +377,6 @@ impl RouterRole {
         if let Some(msg) = current {
             self.queue_deliveries(&msg, &mut per_slot, published_ns);
         }
-        reply
     }
 
     /// Queues one delivery per gateway slot in `per_slot` (emptied), after what
@@ -479,5 +494,6 @@ fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
 
 mod backend;
 mod gateways;
+mod publishes;
 #[cfg(test)]
 mod tests;

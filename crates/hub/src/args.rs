@@ -19,8 +19,9 @@ pub struct HubArgs {
     #[arg(long, env = "MYRIAD_HISTORY_TTL", default_value_t = 60.0)]
     pub history_ttl: f64,
     /// Where history lives: `memory` (lost with the process: clients are told of the
-    /// gap by a new epoch) or `store` (also written to the `sqlite:` store before
-    /// a publish is answered; a restart keeps it and its epochs).
+    /// gap by a new epoch), `store` (also written to the `--store`, SQLite or
+    /// PostgreSQL, before a publish is answered; a restart keeps it and its epochs)
+    /// or `jetstream` (also written to a JetStream stream on the `--nats` server).
     #[arg(long, env = "MYRIAD_HISTORY_STORE", default_value = "memory")]
     pub history_store: HistoryStore,
 }
@@ -30,6 +31,7 @@ pub struct HubArgs {
 pub enum HistoryStore {
     Memory,
     Store,
+    Jetstream,
 }
 
 impl HistoryStore {
@@ -38,6 +40,7 @@ impl HistoryStore {
         match self {
             HistoryStore::Memory => "memory",
             HistoryStore::Store => "store (durable)",
+            HistoryStore::Jetstream => "jetstream (durable)",
         }
     }
 }
@@ -47,7 +50,7 @@ impl HubArgs {
         router::RouterConfig {
             history: self.history,
             history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
-            journal: self.history_store == HistoryStore::Store,
+            journal: self.history_store != HistoryStore::Memory,
             ..Default::default()
         }
     }

@@ -1,4 +1,5 @@
-//! `--history-store store`: the router's history rings copied into the store, so a
+//! `--history-store store|jetstream`: the router's history rings copied into a
+//! durable log (the SQLite or PostgreSQL store, or a JetStream stream), so a
 //! whole-server restart keeps every user's messages, numbers and epoch (SPEC B6).
 //!
 //! Writing: the router records each change ([`router::history::Journal`]); the hub
@@ -40,10 +41,12 @@ pub fn write(log: &mut dyn HistoryLog, journal: &[Journal], keep: usize) -> Resu
     log.apply(&changes, keep)
 }
 
-/// Reads every stored ring back into `router`; returns `log` for the writes to come.
+/// Reads every stored ring of a user `owns` accepts back into `router`; returns
+/// `log` for the writes to come.
 pub fn restore(
     router: &Mutex<Router>,
     mut log: Box<dyn HistoryLog>,
+    owns: &dyn Fn(u64) -> bool,
 ) -> anyhow::Result<Box<dyn HistoryLog>> {
     let started = Instant::now();
     let now = Instant::now();
@@ -59,6 +62,9 @@ pub fn restore(
         ring.clear();
     };
     let rows = log.for_each(&mut |row| {
+        if !owns(row.user) {
+            return;
+        }
         if ring.first().is_some_and(|r| r.user != row.user) {
             put_back(&mut ring, &mut router);
         }
@@ -77,9 +83,11 @@ pub fn restore(
     Ok(log)
 }
 
-/// The newest run of consecutive numbers of the newest epoch in one user's rows
-/// (ordered by seq): `(epoch, first seq, messages)`. Rows before a hole are not
-/// history any more (the ring dropped them when the hole was made).
+/// The newest run of consecutive numbers of one epoch in one user's rows (in the
+/// order written: the last row is the newest): `(epoch, first seq, messages)`.
+/// Rows before a hole are not history any more (the ring dropped them when the
+/// hole was made), nor rows of an older ring a log still holds (JetStream keeps
+/// them until the newer ring displaces them).
 fn contiguous_tail(rows: &[HistoryRow]) -> Option<(u32, u64, Vec<Arc<Message>>)> {
     let last = rows.last()?;
     let mut start = rows.len() - 1;

@@ -16,7 +16,8 @@
 //! - this file: [`Hub`], requests in, replies and delivery batches out.
 //! - [`local`]: [`LocalBus`], the in-process [`bus::Bus`].
 //! - [`args`]: the router-side flags of `myriad serve` (store, history).
-//! - [`durable`]: `--history-store store`, the history rings' copy in the store.
+//! - [`durable`]: `--history-store store|jetstream`, the history rings' copy in a
+//!   durable [`store::history::HistoryLog`].
 //! - [`commit`]: its writes, one transaction per group of publishes, outside the
 //!   router lock, and the committer thread that answers publishes after them.
 //! - [`publish`]: one publish planned and handed out; [`Hub::publish_later`], a
@@ -70,18 +71,41 @@ impl Hub {
     }
 
     /// Opens the hub `serve` flags describe: the store (with `--store-sync`), the
-    /// index and, with `--history-store store`, the durable history read back into
-    /// the router (epochs and numbers kept).
+    /// index and, with `--history-store store`, the durable history in that store
+    /// read back into the router (epochs and numbers kept). `jetstream` needs the
+    /// NATS client, which this crate does not link: see [`Hub::open_with_history`].
     pub fn open_args(args: &HubArgs) -> anyhow::Result<Hub> {
-        let config = args.router_config();
-        let durable = config.journal;
+        let log = match args.history_store {
+            args::HistoryStore::Memory => None,
+            args::HistoryStore::Store => Some(
+                store::history::open_history(&args.store, &args.store_options())
+                    .with_context(|| format!("cannot open durable history in {}", args.store))?,
+            ),
+            args::HistoryStore::Jetstream => {
+                anyhow::bail!(
+                    "--history-store jetstream is opened by the caller (Hub::open_with_history)"
+                )
+            }
+        };
+        Hub::open_with_history(args, log, &|_| true)
+    }
+
+    /// [`Hub::open_args`] with the durable history `log` (or none: in memory), read
+    /// back into the router before the hub answers anything. Only users `owns`
+    /// accepts come back: router shards share one log, and a shard holding another
+    /// shard's ring would, at its ttl, delete that shard's stored rows.
+    pub fn open_with_history(
+        args: &HubArgs,
+        log: Option<Box<dyn store::history::HistoryLog>>,
+        owns: &dyn Fn(u64) -> bool,
+    ) -> anyhow::Result<Hub> {
+        let mut config = args.router_config();
+        config.journal = log.is_some();
         let store = store::open_with(&args.store, &args.store_options())
             .with_context(|| format!("cannot open store {}", args.store))?;
         let mut hub = Hub::with_store(store, &args.store, config)?;
-        if durable {
-            let log = store::history::open_history(&args.store, &args.store_options())
-                .with_context(|| format!("cannot open durable history in {}", args.store))?;
-            let log = durable::restore(&hub.router, log)?;
+        if let Some(log) = log {
+            let log = durable::restore(&hub.router, log, owns)?;
             hub.history = Some(commit::GroupCommit::new(log, args.history)?);
         }
         Ok(hub)
@@ -143,9 +167,8 @@ impl Hub {
                 let (mut connections, mut users) = (0u64, 0u64);
                 let messages = items.len() as u64;
                 // One lock per item: a long batch never holds the router for its
-                // whole length.
-                for (subject, payload) in items {
-                    let counts = self.publish(subject, payload, deliver);
+                // whole length; one durable commit for all of them.
+                for counts in self.publish_each(items, deliver) {
                     connections += u64::from(counts.connections);
                     users += u64::from(counts.users);
                 }

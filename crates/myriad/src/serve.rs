@@ -3,8 +3,10 @@
 //! start the loops and the monitor, and run until killed. With `--role router` or
 //! `--role gateway` it runs one side only, linked to the other over NATS (`cluster`).
 
+use anyhow::Context;
 use cluster::{ClusterArgs, GatewayLink, Role, RouterRole};
 use gateway::{GatewayArgs, Server};
+use hub::args::HistoryStore;
 use hub::{Hub, HubArgs, LocalBus};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -76,7 +78,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             (server, Some(link.url().to_string()))
         }
         _ => {
-            let hub = Arc::new(Hub::open_args(&args.hub)?);
+            let hub = Arc::new(open_hub(&args)?);
             Hub::start_ticking(&hub)?;
             let stats_hub = hub.clone();
             let server = Server::start(
@@ -126,10 +128,29 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     server.wait_or_drain(&term, config.drain)
 }
 
+/// The hub the flags describe. `--history-store jetstream` opens its stream on the
+/// `--nats` server here: the hub crate links no NATS client. A router shard reads
+/// back only its own users' history (shards share the log).
+fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
+    let log: Box<dyn store::history::HistoryLog> = match args.hub.history_store {
+        HistoryStore::Memory => return Hub::open_args(&args.hub),
+        HistoryStore::Store => {
+            store::history::open_history(&args.hub.store, &args.hub.store_options())
+                .with_context(|| format!("cannot open durable history in {}", args.hub.store))?
+        }
+        HistoryStore::Jetstream => Box::new(cluster::jet_history::JetHistory::open(
+            &args.cluster.nats,
+            args.hub.history,
+        )?),
+    };
+    let shards = args.cluster.shards()?;
+    Hub::open_with_history(&args.hub, Some(log), &|user| shards.owns(user))
+}
+
 /// `--role router`: the hub (store, index, presence, history) answering gateways
 /// and back-ends over NATS; no client listener.
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
-    let hub = Arc::new(Hub::open_args(&args.hub)?);
+    let hub = Arc::new(open_hub(args)?);
     Hub::start_ticking(&hub)?;
     let role = RouterRole::new(hub).with_shards(args.cluster.shards()?);
     let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;
@@ -145,6 +166,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         nats = %link.url,
         store = %args.hub.store,
+        history = %args.hub.history_store.describe(),
         admin = %monitor.admin_addr().map_or_else(|| "off".to_string(), |a| a.to_string()),
         "myriad router serving: gateways on myriad.router, back-end publishes on myriad.pub.<subject>"
     );

@@ -58,8 +58,11 @@ pub struct Ctx {
     pub loops: Option<u32>,
     /// The `myriad` executable serving (`--server-bin`); `None`: this one.
     pub server_bin: Option<PathBuf>,
-    /// `--durable-history`: servers keep history in a fresh SQLite store each.
-    pub durable_history: bool,
+    /// `--durable-history`: where servers keep history (empty at each start).
+    pub durable_history: Option<super::history::DurableHistory>,
+    /// `--bench-postgres`, `--bench-nats`: where that is.
+    pub bench_postgres: String,
+    pub bench_nats: String,
     /// `--server-flag`: appended to every server's command line.
     pub server_flags: Vec<String>,
 }
@@ -78,6 +81,11 @@ impl Ctx {
             sysctls.push(format!(
                 "server flags added: {} (--server-flag)",
                 args.server_flags.join(" ")
+            ));
+        }
+        if let Some(history) = args.durable_history {
+            sysctls.push(format!(
+                "history: durable in {history} (--durable-history), emptied before each server"
             ));
         }
         if let Some(bin) = &args.server_bin {
@@ -113,6 +121,8 @@ impl Ctx {
             loops: args.loops,
             server_bin: args.server_bin.clone(),
             durable_history: args.durable_history,
+            bench_postgres: args.bench_postgres.clone(),
+            bench_nats: args.bench_nats.clone(),
             server_flags: args.server_flags.clone(),
         })
     }
@@ -126,16 +136,12 @@ impl Ctx {
 
     /// Starts `myriad serve` on a free loopback port, memory store, writing `csv`.
     pub fn server(&self, csv: &Path, extra: &[&str]) -> anyhow::Result<ServerProcess> {
-        let store = if self.durable_history {
-            // A fresh file per server: history of an earlier run would be restored.
-            let db = csv.with_extension("db");
-            for suffix in ["", "-wal", "-shm"] {
-                let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-            }
-            format!("sqlite:{}", db.display())
-        } else {
-            "memory".into()
-        };
+        let (store, history_flags) = super::history::server_store(
+            self.durable_history,
+            csv,
+            &self.bench_postgres,
+            &self.bench_nats,
+        )?;
         let mut a: Vec<String> = vec![
             "--listen".into(),
             "127.0.0.1:0".into(),
@@ -144,9 +150,7 @@ impl Ctx {
             "--csv".into(),
             csv.display().to_string(),
         ];
-        if self.durable_history {
-            a.extend(["--history-store".into(), "store".into()]);
-        }
+        a.extend(history_flags);
         if let Some(l) = self.loops {
             a.push("--loops".into());
             a.push(l.to_string());

@@ -34,6 +34,7 @@ mod connect;
 mod context;
 mod disconnect;
 mod held;
+mod history;
 mod idle;
 mod keepalive;
 mod ladder;
@@ -199,10 +200,22 @@ pub struct BenchArgs {
     /// c100k, c1m: seconds to hold the connections once all are open.
     #[arg(long, default_value_t = 10.0)]
     pub hold: f64,
-    /// Servers keep history durably (`--history-store store` on a fresh SQLite file
-    /// next to each server's CSV) instead of in memory: what durability costs.
-    #[arg(long)]
-    pub durable_history: bool,
+    /// Servers keep history durably instead of in memory, from empty storage: `sqlite`
+    /// (the default: a fresh file next to each server's CSV), `postgres`
+    /// (`--bench-postgres`) or `jetstream` (`--bench-nats`): what durability costs.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "sqlite")]
+    pub durable_history: Option<history::DurableHistory>,
+    /// With `--durable-history=postgres`: the store (its `history` table is dropped
+    /// before each server starts).
+    #[arg(
+        long,
+        default_value = "postgres://postgres@127.0.0.1:5432/test?schema=myriad_bench"
+    )]
+    pub bench_postgres: String,
+    /// With `--durable-history=jetstream`: the NATS server (the history stream is
+    /// deleted before each server starts).
+    #[arg(long, default_value = cluster::DEFAULT_NATS)]
+    pub bench_nats: String,
     /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
     #[arg(long)]
     pub no_tune: bool,

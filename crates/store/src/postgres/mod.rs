@@ -15,6 +15,7 @@
 //! parallel test runs do not collide.
 
 mod copy;
+mod history;
 mod lists;
 
 use postgres::error::SqlState;
@@ -25,6 +26,7 @@ use crate::{codec, to_sql, Store, StoreError};
 use lists::{Edit, SideSql};
 
 pub use copy::COPY_CHUNK;
+pub use history::PgHistory;
 pub use lists::BATCH_KEYS;
 
 /// Counter rows in `edge_counts`: each connection adds its changes to row

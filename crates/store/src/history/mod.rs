@@ -1,6 +1,10 @@
-//! Durable history (`myriad serve --history-store store`): a copy of every user's
-//! history ring in the embedded SQLite store, so a whole-server restart (even
+//! Durable history (`myriad serve --history-store store|jetstream`): a copy of every
+//! user's history ring outside the process, so a whole-server restart (even
 //! `kill -9`) loses nothing inside the history window and keeps each user's epoch.
+//!
+//! Backends of [`HistoryLog`]: [`SqliteHistory`] in the embedded store's file,
+//! [`crate::postgres::PgHistory`] in the shared PostgreSQL store (several hosts), and
+//! (in the `cluster` crate, which has the NATS client) a JetStream stream.
 //!
 //! One row per kept message and recipient, keyed `(user, seq)`: the ring's own
 //! shape, so writing follows the router's [`HistoryChange`]s one for one and
@@ -12,16 +16,17 @@
 //! gets a new message (one indexed range delete); a user whose history the router
 //! dropped (ttl, or a new ring) loses all rows. Byte limits are re-applied by the
 //! router when the rows are read back, so the table holds at most `keep` rows per
-//! user whose history is alive.
-//!
-//! Not PostgreSQL (yet): the router role calls the hub from inside the NATS
-//! runtime, where the blocking `postgres` client may not run per publish.
+//! user whose history is alive. Remote backends write a group's [`net`] effect
+//! (a few statements or one publish per row, whatever the group's size).
 
 use std::path::Path;
 
 use rusqlite::{params, Connection};
 
 use crate::{from_sql, to_sql, StoreError, StoreOptions, SyncMode};
+
+pub mod conformance;
+pub mod net;
 
 /// One change, in the order the router made it.
 #[derive(Clone, Copy, Debug)]
@@ -51,23 +56,31 @@ pub struct HistoryRow {
 
 /// A durable copy of the router's history rings.
 pub trait HistoryLog: Send {
-    /// Applies `changes` in one transaction; `keep` is the messages kept per user.
+    /// Applies `changes` in one transaction (or, for a log without transactions,
+    /// returns only once all of them are stored); `keep` is the messages kept per user.
     fn apply(&mut self, changes: &[HistoryChange<'_>], keep: usize) -> Result<(), StoreError>;
-    /// Streams every stored message, ordered by user then seq; returns how many.
+    /// Streams every stored message, each user's rows together and in the order
+    /// they were written (for the SQL tables: by seq, a user's rows there being one
+    /// ring); returns how many. Rows of an older ring may come first: the reader
+    /// keeps the newest run of one epoch.
     fn for_each(&mut self, f: &mut dyn FnMut(HistoryRow)) -> Result<u64, StoreError>;
 }
 
-/// Opens the durable history next to the store named by `url` (`sqlite:PATH`; its
-/// own connection to the same file).
+/// Opens the durable history in the store named by `url`: `sqlite:PATH` (its own
+/// connection to the same file) or `postgres://…` (a `history` table in the URL's
+/// schema, its own connection).
 pub fn open_history(url: &str, options: &StoreOptions) -> Result<Box<dyn HistoryLog>, StoreError> {
-    match url.strip_prefix("sqlite:") {
-        Some(path) => Ok(Box::new(SqliteHistory::open(
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        Ok(Box::new(SqliteHistory::open(
             path.strip_prefix("//").unwrap_or(path),
             options,
-        )?)),
-        None => Err(StoreError::BadUrl(format!(
-            "{url} (--history-store store needs --store sqlite:PATH)"
-        ))),
+        )?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Box::new(crate::postgres::PgHistory::connect(url)?))
+    } else {
+        Err(StoreError::BadUrl(format!(
+            "{url} (--history-store store needs --store sqlite:PATH or postgres://…)"
+        )))
     }
 }
 
@@ -219,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn only_sqlite_urls_have_durable_history() {
+    fn memory_has_no_durable_history() {
         assert!(open_history("memory", &StoreOptions::default()).is_err());
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("h.db").display());
