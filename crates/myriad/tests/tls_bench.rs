@@ -171,3 +171,25 @@ fn c1m_over_tls_at_a_tiny_scale() {
         assert_eq!(d[2], "yes", "{what}: {d:?}");
     }
 }
+
+/// `bench c100k --tls` at a tiny scale: several TLS servers, every connection held.
+#[test]
+fn c100k_over_tls_at_a_tiny_scale() {
+    let out = tempfile::tempdir().unwrap();
+    let run = bench(
+        out.path(),
+        &[
+            "c100k",
+            "--connections",
+            "1000",
+            "--servers",
+            "2",
+            "--hold",
+            "1",
+        ],
+    );
+    let r = report(out.path(), "c100k", &run);
+    let held = row(&r, "concurrent connections held");
+    assert!(held[0].starts_with("1,000 of 1,000"), "{held:?}");
+    assert_eq!(held[2], "yes", "{held:?}");
+}
