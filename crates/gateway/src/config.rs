@@ -66,6 +66,33 @@ pub struct TlsSetup {
     /// Where a generated self-signed certificate was written (clients trust this
     /// file); `None` for `--tls-cert`.
     pub self_signed: Option<PathBuf>,
+    /// `--ktls`: whether the kernel takes each connection's transmit side.
+    pub ktls: Ktls,
+}
+
+/// `--ktls`, decided once at start by probing the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ktls {
+    /// Not asked for: records are sealed in user space.
+    Off,
+    /// Asked for and the kernel has it: after each TLS 1.3 handshake the transmit
+    /// keys go to the kernel, which seals what the loop writes.
+    Tx,
+    /// Asked for, but the kernel cannot (why, in words): served as [`Ktls::Off`].
+    Unavailable(String),
+}
+
+impl Ktls {
+    /// What `--ktls` comes to on this kernel (`asked`: the flag was given).
+    pub fn probe(asked: bool) -> Ktls {
+        if !asked {
+            return Ktls::Off;
+        }
+        match tls::ktls::probe() {
+            tls::ktls::Availability::Available => Ktls::Tx,
+            tls::ktls::Availability::Unavailable(why) => Ktls::Unavailable(why),
+        }
+    }
 }
 
 impl std::fmt::Debug for TlsSetup {
@@ -73,6 +100,7 @@ impl std::fmt::Debug for TlsSetup {
         f.debug_struct("TlsSetup")
             .field("source", self.config.source())
             .field("self_signed", &self.self_signed)
+            .field("ktls", &self.ktls)
             .finish()
     }
 }
@@ -86,6 +114,7 @@ impl TlsSetup {
         Ok(TlsSetup {
             config: Arc::new(config),
             self_signed: None,
+            ktls: Ktls::Off,
         })
     }
 
@@ -103,6 +132,7 @@ impl TlsSetup {
         Ok(TlsSetup {
             config: Arc::new(config),
             self_signed: Some(cert),
+            ktls: Ktls::Off,
         })
     }
 }
@@ -307,6 +337,11 @@ pub struct GatewayArgs {
     /// 0: TLS offers HTTP/1.1 only.
     #[arg(long, env = "MYRIAD_MAX_STREAMS_PER_CONNECTION", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams_per_connection: u32,
+    /// With TLS: after each TLS 1.3 handshake, hand the connection's transmit side to
+    /// the kernel (kTLS) so it seals what is written; probed at start, and where the
+    /// kernel cannot, a warning says why and TLS stays in user space.
+    #[arg(long, env = "MYRIAD_KTLS")]
+    pub ktls: bool,
 }
 
 impl GatewayArgs {
@@ -343,7 +378,7 @@ impl GatewayArgs {
 
     fn tls_setup(&self) -> anyhow::Result<Option<TlsSetup>> {
         let h2 = self.max_streams_per_connection > 0;
-        Ok(match (&self.tls, &self.tls_cert, &self.tls_key) {
+        let setup = match (&self.tls, &self.tls_cert, &self.tls_key) {
             (Some(TlsMode::SelfSigned), _, _) => {
                 let dir = std::env::temp_dir().join(format!("myriad-tls-{}", std::process::id()));
                 Some(TlsSetup::self_signed(&dir, h2)?)
@@ -352,7 +387,15 @@ impl GatewayArgs {
                 Some(TlsSetup::from_files(cert.clone(), key.clone(), h2)?)
             }
             _ => None,
-        })
+        };
+        anyhow::ensure!(
+            !self.ktls || setup.is_some(),
+            "--ktls needs TLS (--tls-cert and --tls-key, or --tls self-signed)"
+        );
+        Ok(setup.map(|s| TlsSetup {
+            ktls: Ktls::probe(self.ktls),
+            ..s
+        }))
     }
 }
 

@@ -231,6 +231,7 @@ pub fn checks(n: u64) -> Vec<Check> {
         Some(max) => out.push(check(Level::Ok, "nf_conntrack_max", format!("{max}, need {track_need}"), vec![])),
         None => out.push(check(Level::Ok, "nf_conntrack", "not loaded".into(), vec![])),
     }
+    out.push(ktls_check());
     let kernel_need = 2 * n * KERNEL_BYTES_PER_SOCKET;
     let mem_need = kernel_need + 2 * n * USER_BYTES_PER_CONN;
     let avail = procfs::read_meminfo().map_or(0, |m| m.available);
@@ -248,6 +249,25 @@ pub fn checks(n: u64) -> Vec<Check> {
         vec![],
     ));
     out
+}
+
+/// Whether `serve --ktls` can hand TLS records to the kernel here. Informational: TLS
+/// works either way (in user space without it), so it never blocks N.
+fn ktls_check() -> Check {
+    match tls::ktls::probe() {
+        tls::ktls::Availability::Available => check(
+            Level::Ok,
+            "ktls",
+            "available: serve --ktls lets the kernel seal TLS 1.3 records".into(),
+            vec![],
+        ),
+        tls::ktls::Availability::Unavailable(why) => check(
+            Level::Ok,
+            "ktls",
+            format!("unavailable ({why}); serve --ktls keeps TLS in user space"),
+            vec![],
+        ),
+    }
 }
 
 /// Connections one source address should open to one destination address and port.
@@ -421,6 +441,13 @@ mod tests {
             .expect("tcp_mem is checked on Linux");
         assert_eq!(tcp_mem.level, Level::Warn, "{tcp_mem:?}");
         assert!(tcp_mem.detail.contains("TCP buffers only"), "{tcp_mem:?}");
+        let ktls = small
+            .iter()
+            .find(|c| c.name == "ktls")
+            .expect("kTLS is always reported");
+        assert_eq!(ktls.level, Level::Ok, "never blocks: {ktls:?}");
+        let available = tls::ktls::probe() == tls::ktls::Availability::Available;
+        assert_eq!(ktls.detail.starts_with("available"), available, "{ktls:?}");
     }
 
     /// `deploy/99-myriad.conf` is what `doctor --print-sysctl` prints, byte for byte.

@@ -5,6 +5,7 @@
 
 use anyhow::Context;
 use cluster::{ClusterArgs, GatewayLink, Role, RouterRole};
+use gateway::config::Ktls;
 use gateway::{GatewayArgs, Server};
 use hub::args::HistoryStore;
 use hub::{Hub, HubArgs, LocalBus};
@@ -110,9 +111,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             ca.display()
         );
     }
+    let ktls = match config.tls.as_ref().map(|t| &t.ktls) {
+        None | Some(Ktls::Off) => off(),
+        Some(Ktls::Tx) => "tx".to_string(),
+        Some(Ktls::Unavailable(why)) => {
+            tracing::warn!("kTLS unavailable: {why}; TLS stays in user space");
+            "unavailable".to_string()
+        }
+    };
     tracing::info!(
         listen = %server.local_addr(),
         tls = %tls,
+        ktls = %ktls,
         loops = config.loops,
         role = %role,
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),

@@ -1,7 +1,10 @@
-//! The hostile suite over TLS (issue 13): bad handshakes, a client that stops
-//! mid-handshake, renegotiation, oversized records, and malformed HTTP inside TLS each
-//! get the right alert, answer or close; afterwards the server still serves and holds
-//! no leaked connection.
+//! The hostile suite over TLS (issue 13): bad handshakes (garbage, plain HTTP, SSLv2,
+//! data before a handshake, no common cipher suite, an oversized handshake record),
+//! clients that stop mid-handshake (silent, half a ClientHello, a whole ClientHello
+//! then nothing — one and fifty at once), renegotiation (TLS 1.2 through OpenSSL, a
+//! ClientHello inside an established TLS 1.3 session), oversized records, and
+//! malformed HTTP inside TLS each get the right alert, answer or close; afterwards the
+//! server still serves and holds no leaked connection.
 
 mod common;
 mod tls_common;
@@ -15,6 +18,40 @@ use tls_common::*;
 
 /// TLS record content type of an alert.
 const ALERT: u8 = 0x15;
+
+/// Reads until the server closes; panics if it does not within the read timeout.
+fn until_closed(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("the server did not close ({e}); got {} bytes", out.len()),
+        }
+    }
+}
+
+/// The content types of the TLS records in `bytes`, in order.
+fn record_types(mut bytes: &[u8]) -> Vec<u8> {
+    let mut types = Vec::new();
+    while bytes.len() >= 5 {
+        let len = u16::from_be_bytes([bytes[3], bytes[4]]) as usize;
+        types.push(bytes[0]);
+        bytes = &bytes[(5 + len).min(bytes.len())..];
+    }
+    types
+}
+
+/// A real ClientHello (rustls's, trusting the PKI) as the first flight of a client.
+fn client_hello(pki: &Pki) -> Vec<u8> {
+    let name = tls::server_name("localhost").unwrap();
+    let mut conn = tls::rustls::ClientConnection::new(pki.client(), name).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    hello
+}
 
 fn raw(server: &Server) -> TcpStream {
     let s = TcpStream::connect(server.addr).unwrap();
@@ -42,7 +79,25 @@ fn still_serves(pki: &Pki, server: &Server) {
 fn bad_handshakes_get_an_alert_and_a_close() {
     let pki = Pki::new();
     let server = pki.serve(&[]);
-    let cases: [(&str, &[u8]); 4] = [
+    // A ClientHello (TLS 1.2 layout, no extensions) offering only
+    // TLS_RSA_WITH_3DES_EDE_CBC_SHA, which no TLS 1.3 or modern 1.2 server has.
+    let mut no_common_suite = vec![0x16, 0x03, 0x01, 0x00, 0x2d];
+    no_common_suite.extend([0x01, 0x00, 0x00, 0x29, 0x03, 0x03]);
+    no_common_suite.extend([0x42; 32]);
+    no_common_suite.extend([0x00, 0x00, 0x02, 0x00, 0x0a, 0x01, 0x00]);
+    // A handshake record announcing more than any TLS record may hold (65,535 bytes;
+    // the limit is 2^14 + 2,048): refused on its header, before the body is waited
+    // for, so the server never buffers it (only a little of it is sent: a close with
+    // unread bytes would be a reset, losing the alert). A length between 2^14 and that
+    // limit is read whole (at most 18 KB, bounded by the head timeout) and refused then.
+    let mut oversized = vec![0x16, 0x03, 0x01, 0xff, 0xff];
+    oversized.resize(5 + 16, 0);
+    let cases: [(&str, &[u8]); 6] = [
+        (
+            "a ClientHello with no cipher suite in common",
+            &no_common_suite,
+        ),
+        ("an oversized handshake record", &oversized),
         (
             "plain HTTP on the TLS port",
             b"GET /sub/1 HTTP/1.1\r\nHost: t\r\n\r\n",
@@ -183,5 +238,85 @@ fn a_renegotiation_attempt_is_refused() {
     );
     assert!(text.contains("Verify return code: 0 (ok)"), "{text}");
     assert!(text.contains("no renegotiation"), "{text}");
+    still_serves(&pki, &server);
+}
+
+/// Clients that send a whole, valid ClientHello, get the server's flight and then
+/// stop: each holds a handshaking session (~4 KB of rustls state) only until the head
+/// timeout, then is closed without a further word. Fifty at once, then one alone.
+#[test]
+fn clients_that_stop_after_their_client_hello_are_closed_at_the_head_timeout() {
+    let pki = Pki::new();
+    let server = pki.serve(&["--head-timeout", "1"]);
+    let hello = client_hello(&pki);
+    let mut stalled: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut s = raw(&server);
+            s.write_all(&hello).unwrap();
+            s
+        })
+        .collect();
+    for s in &mut stalled {
+        let out = until_closed(s);
+        let types = record_types(&out);
+        // ServerHello (handshake), then the encrypted rest of the flight (TLS 1.3
+        // wraps it as application data, after an optional change_cipher_spec).
+        assert_eq!(types.first(), Some(&0x16), "{types:?}");
+        assert!(
+            !types.contains(&ALERT),
+            "closed without an alert: {types:?}"
+        );
+    }
+    still_serves(&pki, &server);
+}
+
+/// A ClientHello inside an established TLS 1.3 session (a renegotiation attempt,
+/// which TLS 1.3 does not have), as a plaintext handshake record: refused with a fatal
+/// alert and a close, and the server goes on serving. Two timings, each made certain:
+/// after the server's session tickets arrived (the server's lean record layer holds
+/// the session: `unexpected_message`), and in the same write as the client's Finished
+/// (rustls, still holding the handshake, tries to open it with the new keys:
+/// `bad_record_mac`).
+#[test]
+fn a_client_hello_after_a_tls13_handshake_is_refused() {
+    let pki = Pki::new();
+    let server = pki.serve(&[]);
+    let name = || tls::server_name("localhost").unwrap();
+
+    let mut s = connect(&server, &pki.client()).unwrap();
+    assert_eq!(
+        s.conn.protocol_version(),
+        Some(tls::rustls::ProtocolVersion::TLSv1_3)
+    );
+    // The tickets come once the server has the client's Finished.
+    s.conn.read_tls(&mut s.sock).unwrap();
+    s.conn.process_new_packets().unwrap();
+    s.sock.write_all(&client_hello(&pki)).unwrap();
+    let mut out = Vec::new();
+    let err = s
+        .read_to_end(&mut out)
+        .expect_err("an alert, not a clean end");
+    assert!(err.to_string().contains("UnexpectedMessage"), "{err}");
+
+    let mut tcp = raw(&server);
+    let mut conn = tls::rustls::ClientConnection::new(pki.client(), name()).unwrap();
+    let mut flight = Vec::new();
+    conn.write_tls(&mut flight).unwrap();
+    tcp.write_all(&flight).unwrap();
+    while conn.is_handshaking() {
+        conn.read_tls(&mut tcp).unwrap();
+        conn.process_new_packets().unwrap();
+    }
+    let mut finished = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut finished).unwrap();
+    }
+    finished.extend(client_hello(&pki));
+    tcp.write_all(&finished).unwrap();
+    let mut s = tls::rustls::StreamOwned::new(conn, tcp);
+    let err = s
+        .read_to_end(&mut out)
+        .expect_err("an alert, not a clean end");
+    assert!(err.to_string().contains("BadRecordMac"), "{err}");
     still_serves(&pki, &server);
 }

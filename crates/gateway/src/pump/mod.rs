@@ -119,11 +119,10 @@ impl EventLoop {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
         let config = gateway.config.core();
-        let tls = gateway
-            .config
-            .tls
-            .as_ref()
-            .map(|t| self::tls::TlsLayer::new(t.config.clone()));
+        let tls =
+            gateway.config.tls.as_ref().map(|t| {
+                self::tls::TlsLayer::new(t.config.clone(), t.ktls == crate::config::Ktls::Tx)
+            });
         let max_streams = gateway.config.max_streams_per_connection;
         let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
         let listen_addr = listener.local_addr()?;

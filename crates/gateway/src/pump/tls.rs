@@ -15,12 +15,20 @@
 //! Time: the core's head timeout runs from accept, so a handshake that stalls is
 //! closed like a slow head (its 408 cannot be sealed before the handshake: the
 //! connection is closed without it).
+//!
+//! kTLS (`--ktls`, only where the start-up probe found it): right after a TLS 1.3
+//! handshake, before any application data is sealed, the connection's transmit keys
+//! go to the kernel ([`::tls::ktls::offload_tx`]); from then on its session passes
+//! the outbox through as plaintext and the kernel seals it on write. Only when every
+//! handshake byte already is in the socket: bytes still queued were sealed here and
+//! would be sealed a second time. Anything that does not offload stays in user space.
 
 use super::output::OutQueue;
 use super::EventLoop;
 use ::tls::{ReloadableConfig, ServerSession};
 use bytes::Bytes;
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -50,13 +58,18 @@ pub(super) struct TlsLayer {
     plain: Vec<u8>,
     /// Handshakes finished since the last [`TlsLayer::trim_after_handshakes`].
     handshakes: u32,
+    /// `--ktls` on a kernel that has it: offload each session's transmit side.
+    ktls: bool,
+    /// An offload failed on this loop already (said once, then at debug level).
+    ktls_warned: bool,
 }
 
 /// Handshakes between two heap trims (see [`TlsLayer::trim_after_handshakes`]).
 const TRIM_EVERY: u32 = 1024;
 
 impl TlsLayer {
-    pub(super) fn new(config: Arc<ReloadableConfig>) -> TlsLayer {
+    /// `ktls`: hand sessions' transmit side to the kernel after their handshake.
+    pub(super) fn new(config: Arc<ReloadableConfig>, ktls: bool) -> TlsLayer {
         TlsLayer {
             config,
             sessions: Vec::new(),
@@ -65,6 +78,8 @@ impl TlsLayer {
             cipher: Vec::new(),
             plain: Vec::new(),
             handshakes: 0,
+            ktls,
+            ktls_warned: false,
         }
     }
 
@@ -158,6 +173,33 @@ impl EventLoop {
         }
     }
 
+    /// `--ktls`: the kernel takes connection `index`'s transmit side, just after its
+    /// handshake and before any application data (h2 SETTINGS, a response) is sealed.
+    /// Skipped while handshake bytes wait in the queue (already sealed here); a
+    /// refusal leaves the session as it was (TLS 1.2 sessions are never offloaded).
+    fn tls_offload_tx(&mut self, index: usize) {
+        let Some(tls) = self.tls.as_mut().filter(|t| t.ktls) else {
+            return;
+        };
+        let slot = &self.slots[index];
+        let (Some(stream), None) = (slot.stream.as_ref(), slot.out.as_ref()) else {
+            return;
+        };
+        let fd = stream.as_raw_fd();
+        let Some((session, _)) = tls.session_mut(index) else {
+            return;
+        };
+        match ::tls::ktls::offload_tx(fd, session) {
+            Ok(()) => tracing::trace!("tls transmit side offloaded to the kernel"),
+            Err(::tls::ktls::KtlsError::NotLean) => {}
+            Err(e) if !tls.ktls_warned => {
+                tls.ktls_warned = true;
+                tracing::warn!(error = %e, "kTLS offload failed; this connection and others like it stay in user space");
+            }
+            Err(e) => tracing::debug!(error = %e, "kTLS offload failed"),
+        }
+    }
+
     /// Drops connection `index`'s session (the slot is being freed).
     pub(super) fn tls_forget(&mut self, index: usize) {
         if let Some(tls) = self.tls.as_mut() {
@@ -191,6 +233,9 @@ impl EventLoop {
                 if status.established {
                     if let Some(tls) = self.tls.as_mut() {
                         tls.handshakes = tls.handshakes.saturating_add(1);
+                    }
+                    if alive {
+                        self.tls_offload_tx(index);
                     }
                 }
                 if status.established && self.h2.is_some() {

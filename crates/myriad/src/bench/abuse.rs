@@ -8,7 +8,7 @@
 //!
 //! The abusers run in a child process of their own ([`super::abuse_cases`]), not in
 //! this one, which receives the honest deliveries and measures their latency.
-//! Plain HTTP only (`--tls` is refused).
+//! With `--tls` the honest subscribers, the publisher and every abuser speak TLS.
 
 use super::abuse_cases::{Abusers, Case, ABUSED, CASES, FAT};
 use super::held::{flood_args, post, sub_url, Held, Live, Probe};
@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 const SUBJECT: u64 = 1;
 
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
-    anyhow::ensure!(!args.tls, "bench abuse: the abusers speak plain HTTP only");
     let dir = ctx.dir("abuse")?;
     let n = args.connections();
     let mut report = Report::new(
@@ -78,7 +77,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         let abusers = if cases.is_empty() {
             None
         } else {
-            Some(Abusers::start(server.addr, &cases)?)
+            Some(Abusers::start(
+                server.addr,
+                &cases,
+                super::context::tls_ca(),
+            )?)
         };
         let mut phase = measure(args, &held, &server, &live, open)?;
         if let Some(a) = abusers {

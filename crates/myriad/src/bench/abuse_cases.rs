@@ -5,9 +5,15 @@
 //! deliveries and measures their latency. The child runs one thread per case, each
 //! bounded in rounds and time, until its stdin closes; then it prints its rounds per
 //! case and its own CPU time as one JSON line.
+//!
+//! Over TLS (`bench abuse --tls`) every abuser finishes a TLS handshake first (a
+//! blocking rustls client, [`load::dial`]) and its raw bytes travel inside records:
+//! the same HTTP-level attacks, now also paying for sealing and opening on the server.
 
+use load::dial::{Conn, Dialer};
 use std::io::{BufRead, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -72,10 +78,14 @@ pub struct Done {
 }
 
 impl Abusers {
-    /// Starts `myriad bench abuse --abusers-at ADDR --abuse-case …` (this executable).
-    pub fn start(addr: SocketAddr, cases: &[Case]) -> anyhow::Result<Abusers> {
+    /// Starts `myriad bench abuse --abusers-at ADDR --abuse-case …` (this executable);
+    /// `ca`: the server speaks TLS with this certificate (`--abusers-ca`).
+    pub fn start(addr: SocketAddr, cases: &[Case], ca: Option<PathBuf>) -> anyhow::Result<Abusers> {
         let mut cmd = Command::new(std::env::current_exe().context("cannot find this executable")?);
         cmd.args(["bench", "abuse", "--abusers-at", &addr.to_string()]);
+        if let Some(ca) = ca {
+            cmd.arg("--abusers-ca").arg(ca);
+        }
         for c in cases {
             cmd.arg("--abuse-case").arg(
                 clap::ValueEnum::to_possible_value(c)
@@ -124,16 +134,21 @@ impl Drop for Abusers {
     }
 }
 
-/// The child: runs `cases` against `addr` until stdin closes, then prints [`Done`].
-pub fn run_child(addr: SocketAddr, cases: &[Case]) -> anyhow::Result<()> {
+/// The child: runs `cases` against `addr` (over TLS trusting `ca` if given) until
+/// stdin closes, then prints [`Done`].
+pub fn run_child(addr: SocketAddr, cases: &[Case], ca: Option<PathBuf>) -> anyhow::Result<()> {
+    let dialer = match ca {
+        Some(ca) => Dialer::new(&format!("https://{addr}"), &tls::Roots::CaFile(ca))?,
+        None => Dialer::new(&format!("http://{addr}"), &tls::Roots::System)?,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let counters: Vec<Arc<AtomicU64>> = cases.iter().map(|_| Arc::default()).collect();
     let threads: Vec<_> = cases
         .iter()
         .zip(&counters)
         .map(|(&case, done)| {
-            let (stop, done) = (stop.clone(), done.clone());
-            std::thread::spawn(move || abuser(case, addr, &stop, &done))
+            let (stop, done, dialer) = (stop.clone(), done.clone(), dialer.clone());
+            std::thread::spawn(move || abuser(case, &dialer, &stop, &done))
         })
         .collect();
     // EOF (the scenario closed the pipe or died) ends the phase.
@@ -151,7 +166,7 @@ pub fn run_child(addr: SocketAddr, cases: &[Case]) -> anyhow::Result<()> {
 }
 
 /// Runs `case` until `stop` (or [`MAX_ROUNDS`]), counting rounds in `done`.
-fn abuser(case: Case, addr: SocketAddr, stop: &AtomicBool, done: &AtomicU64) {
+fn abuser(case: Case, addr: &Dialer, stop: &AtomicBool, done: &AtomicU64) {
     for round in 0..MAX_ROUNDS {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -162,15 +177,13 @@ fn abuser(case: Case, addr: SocketAddr, stop: &AtomicBool, done: &AtomicU64) {
     }
 }
 
-fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    Ok(s)
+/// A connection with [`IO_TIMEOUT`] on connect, reads and writes (TLS: handshake done).
+fn connect(addr: &Dialer) -> std::io::Result<Conn> {
+    addr.connect(IO_TIMEOUT).map_err(std::io::Error::other)
 }
 
 /// Reads what the server says until it closes or goes quiet (bounded by the timeout).
-fn drain(s: &mut TcpStream) {
+fn drain(s: &mut Conn) {
     let mut buf = [0u8; 16 * 1024];
     while matches!(s.read(&mut buf), Ok(k) if k > 0) {}
 }
@@ -183,12 +196,12 @@ fn hold(d: Duration, stop: &AtomicBool) {
     }
 }
 
-fn request(s: &mut TcpStream, head: &str, body: &[u8]) -> std::io::Result<()> {
+fn request(s: &mut Conn, head: &str, body: &[u8]) -> std::io::Result<()> {
     s.write_all(head.as_bytes())?;
     s.write_all(body)
 }
 
-fn attack(case: Case, addr: SocketAddr, round: u64, stop: &AtomicBool) -> std::io::Result<()> {
+fn attack(case: Case, addr: &Dialer, round: u64, stop: &AtomicBool) -> std::io::Result<()> {
     let user = ABUSED + (round % 16);
     match case {
         Case::SlowReaders => {

@@ -139,9 +139,15 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         dir.join("supervisor.csv").display().to_string(),
     ];
     serve.extend(["--heartbeat".into(), "20".into()]);
+    if let Some((cert, key)) = super::context::tls_files() {
+        // Forwarded to every gateway; the admin listeners stay plain for the probes.
+        serve.extend(["--tls-cert".into(), cert.display().to_string()]);
+        serve.extend(["--tls-key".into(), key.display().to_string()]);
+    }
     // `--server-flag`s go to the supervisor, which gives them to every child (e.g.
     // `--server-flag=--router-shards=2`).
     serve.extend(args.server_flags.iter().cloned());
+    let scheme = super::context::scheme();
     let t = Instant::now();
     let server = Arc::new(ServerProcess::start_command_at(
         serve_command(&serve),
@@ -170,7 +176,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let gateways = lock(&watch.seen).latest.len().saturating_sub(1 + routers);
 
     // 3. N connections, a third per transport, users 1..=N.
-    let url = format!("http://{}/sub/%d", server.addr);
+    let url = format!("{scheme}://{}/sub/%d", server.addr);
     let mut source = 2u64;
     let mut first_user = 1u64;
     let mut floods = Vec::new();
@@ -238,7 +244,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         live.emit(format!("{label}: {rate} msg/s for {} s", args.duration));
         let sent = load::msggen::run_with(
             MsggenArgs {
-                url: format!("http://{}", server.addr),
+                url: format!("{scheme}://{}", server.addr),
+                ca: super::context::tls_ca(),
                 path: path.to_string(),
                 rate,
                 max: n,

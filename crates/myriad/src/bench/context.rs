@@ -28,6 +28,11 @@ pub fn tls_ca() -> Option<PathBuf> {
     TLS.get().map(|(cert, _)| cert.clone())
 }
 
+/// The run's certificate and key files, when the run is TLS.
+pub fn tls_files() -> Option<(PathBuf, PathBuf)> {
+    TLS.get().cloned()
+}
+
 /// `https` for a TLS run, else `http`.
 pub fn scheme() -> &'static str {
     if TLS.get().is_some() {

@@ -3,102 +3,26 @@
 //! timeout after the response; the figure is the time from the last response until
 //! the server has closed them all, and its RSS afterwards.
 //!
-//! The clients are plain sockets in this process watched with one `poll(2)` over all
-//! of them: flood's transports all keep a request open, which is what this is not.
+//! The clients are sockets in this process watched with one `poll(2)` over all of them
+//! ([`super::keepalive_clients`]; over TLS with `--tls`): flood's transports all keep a
+//! request open, which is what this is not.
 
 use super::held::{watch, Live, Probe};
+use super::keepalive_clients::{Client, Clients, Dial};
 use super::report::{bytes, count, met, Report};
 use super::{BenchArgs, Ctx};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Extra time allowed past the keep-alive timeout before giving up on closes.
 const EXTRA_WAIT: Duration = Duration::from_secs(30);
-/// Connects between two reads of the responses.
+/// Connects between two reads of the responses (plain).
 const CONNECT_BATCH: u64 = 256;
+/// The same over TLS: each connect also needs a poll to finish its handshake and send
+/// its request, and a TLS connect takes longer, so answers are read more often.
+const CONNECT_BATCH_TLS: u64 = 32;
 /// The tolerance of the target: timeout + 1 s.
 const TOLERANCE_S: f64 = 1.0;
-
-/// One client connection's timeline.
-struct Client {
-    sock: TcpStream,
-    answered: Option<Instant>,
-    closed: Option<Instant>,
-}
-
-/// The clients and their poll set.
-#[derive(Default)]
-struct Clients {
-    clients: Vec<Client>,
-    fds: Vec<libc::pollfd>,
-    open: usize,
-    resets: u64,
-}
-
-impl Clients {
-    fn add(&mut self, sock: TcpStream) {
-        self.fds.push(libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        self.clients.push(Client {
-            sock,
-            answered: None,
-            closed: None,
-        });
-        self.open += 1;
-    }
-
-    /// One poll(2) over every open client, waiting at most `timeout_ms`; stamps
-    /// responses and closes with the time poll returned.
-    fn pump(&mut self, timeout_ms: i32) {
-        let mut buf = [0u8; 4096];
-        // SAFETY: fds is a live, correctly sized array of pollfd for the whole call.
-        let r = unsafe {
-            libc::poll(
-                self.fds.as_mut_ptr(),
-                self.fds.len() as libc::nfds_t,
-                timeout_ms,
-            )
-        };
-        if r <= 0 {
-            return;
-        }
-        let now = Instant::now();
-        for (pfd, c) in self.fds.iter_mut().zip(self.clients.iter_mut()) {
-            if pfd.revents == 0 || c.closed.is_some() {
-                continue;
-            }
-            loop {
-                match c.sock.read(&mut buf) {
-                    Ok(0) => {
-                        c.closed = Some(now);
-                        break;
-                    }
-                    Ok(_) => {
-                        c.answered.get_or_insert(now);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        self.resets += 1;
-                        c.closed = Some(now);
-                        break;
-                    }
-                }
-            }
-            if c.closed.is_some() {
-                // Negative fds are ignored by poll(2).
-                pfd.fd = -1;
-                self.open -= 1;
-            }
-            pfd.revents = 0;
-        }
-    }
-}
 
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let dir = ctx.dir("keepalive")?;
@@ -120,20 +44,20 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     // Connect and send; a blocking connect on loopback returns at the handshake.
     // Responses are read between batches of connects, so each is stamped when it
     // arrives rather than after the last connect.
+    let dial = Dial::new(server.addr, super::context::tls_ca())?;
+    let batch = if dial.is_tls() {
+        CONNECT_BATCH_TLS
+    } else {
+        CONNECT_BATCH
+    };
     let mut set = Clients::default();
     let mut connect_errors = 0u64;
     let t_connect = Instant::now();
     for i in 0..n {
-        let c = TcpStream::connect(server.addr).and_then(|mut s| {
-            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n")?;
-            s.set_nonblocking(true)?;
-            Ok(s)
-        });
-        match c {
-            Ok(sock) => set.add(sock),
-            Err(_) => connect_errors += 1,
+        if !set.add(&dial) {
+            connect_errors += 1;
         }
-        if i % CONNECT_BATCH == CONNECT_BATCH - 1 {
+        if i % batch == batch - 1 {
             set.pump(0);
         }
     }
@@ -152,12 +76,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         if now >= next_line {
             next_line += Duration::from_secs(1);
             let s = probe.sample();
-            if rss_held == 0
-                && set
-                    .clients
-                    .iter()
-                    .all(|c| c.answered.is_some() || c.closed.is_some())
-            {
+            if rss_held == 0 && set.all_answered() {
                 rss_held = s.rss;
             }
             live.line(None, &s);
@@ -240,8 +159,13 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     );
     report.note(format!(
         "Server started with --keepalive-timeout {}; each client sends `GET /healthz` \
-         (HTTP/1.1, so kept alive by default) and never sends again.",
-        args.keepalive_timeout
+         (HTTP/1.1, so kept alive by default) and never sends again{}.",
+        args.keepalive_timeout,
+        if dial.is_tls() {
+            " (over TLS 1.3: the request goes once the handshake finished)"
+        } else {
+            ""
+        }
     ));
     report.live = live.lines();
     Ok(report)

@@ -12,8 +12,8 @@
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
 //!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
-//!   [`keepalive`], [`c100k`], [`c1m`] (with [`c1m_watch`], [`c1m_report`]), [`abuse`]
-//!   (with [`abuse_cases`], the hostile clients' child process).
+//!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_watch`],
+//!   [`c1m_report`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -37,6 +37,7 @@ mod held;
 mod history;
 mod idle;
 mod keepalive;
+mod keepalive_clients;
 mod ladder;
 mod peer;
 mod report;
@@ -220,7 +221,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_tune: bool,
     /// Serve over TLS (one ECDSA P-256 certificate generated for the run): flood,
-    /// msggen and the bench's API calls use https:// and trust it (not keepalive).
+    /// msggen, keepalive's and abuse's clients and the bench's API calls use https://
+    /// and wss:// and trust it.
     #[arg(long)]
     pub tls: bool,
     /// With --tls: flood's subscribers speak HTTP/2 (ALPN h2), --streams-per-connection
@@ -236,6 +238,9 @@ pub struct BenchArgs {
     /// abuse's child process: run the hostile cases against ADDR until stdin closes.
     #[arg(long, hide = true, value_name = "ADDR")]
     pub abusers_at: Option<std::net::SocketAddr>,
+    /// With --abusers-at: the server speaks TLS with this certificate.
+    #[arg(long, hide = true, value_name = "PEM")]
+    pub abusers_ca: Option<PathBuf>,
     /// With --abusers-at: the cases to run (repeatable).
     #[arg(long = "abuse-case", hide = true, value_enum)]
     pub abuse_cases: Vec<abuse_cases::Case>,
@@ -286,13 +291,8 @@ impl BenchArgs {
 /// `myriad bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.abusers_at {
-        return abuse_cases::run_child(addr, &args.abuse_cases);
+        return abuse_cases::run_child(addr, &args.abuse_cases, args.abusers_ca.clone());
     }
-    // keepalive's clients are raw sockets: they speak no TLS.
-    anyhow::ensure!(
-        !(args.tls && matches!(args.scenario, Scenario::Keepalive | Scenario::All)),
-        "--tls: keepalive (and so all) is not measured over TLS; pick another scenario"
-    );
     let mut ctx = Ctx::new(&args)?;
     let scenarios: Vec<Scenario> = match args.scenario {
         Scenario::All => vec![
