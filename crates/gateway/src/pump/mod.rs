@@ -91,6 +91,8 @@ pub struct EventLoop {
     queued: usize,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
+    /// Connections accepted since the heap was last trimmed (see `accept`).
+    accepted: u32,
     /// Accepting paused by EMFILE/ENFILE; retried on every tick.
     accept_paused: bool,
     /// A publish of this round queued deliveries in this loop's own mailbox without
@@ -154,6 +156,7 @@ impl EventLoop {
             more_work: false,
             queued: 0,
             peak: 0,
+            accepted: 0,
             accept_paused: false,
             own_mail: false,
             nodelay_inherited: false,
@@ -290,8 +293,12 @@ impl EventLoop {
 
     /// Gives memory back after a mass disconnect (the router compacts on its own).
     fn give_back_memory(&mut self) {
-        if let Some(tls) = self.tls.as_mut() {
-            tls.trim_after_handshakes();
+        let trimmed = self
+            .tls
+            .as_mut()
+            .is_some_and(|tls| tls.trim_after_handshakes());
+        if !trimmed {
+            self.trim_after_accepts();
         }
         let open = self.slots.len();
         if open > self.peak {
@@ -314,12 +321,19 @@ impl EventLoop {
             if let Some(h2) = self.h2.as_mut() {
                 h2.shrink();
             }
-            // SAFETY: malloc_trim only returns free heap pages to the kernel.
-            #[cfg(target_os = "linux")]
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            trim_heap();
             self.peak = open;
         }
+    }
+}
+
+/// Returns the free pages inside every malloc arena to the kernel (glibc's
+/// `malloc_trim` releases whole free pages anywhere in a heap, not only at its
+/// top). Cost: one walk of the free lists, milliseconds at 15,000 connections.
+fn trim_heap() {
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
