@@ -97,8 +97,7 @@ impl EventLoop {
             match crate::server::bind_reuseport(self.listen_addr, config.tcp_nodelay) {
                 Ok(mut listener) => {
                     if let Err(e) =
-                        self.poll
-                            .registry()
+                        self.registry
                             .register(&mut listener, LISTENER, Interest::READABLE)
                     {
                         tracing::warn!(loop_id = self.id, error = %e, "cannot register the listener again");
@@ -124,7 +123,7 @@ impl EventLoop {
     /// Closes this loop's listener: SO_REUSEPORT stops hashing clients to it.
     fn leave_group(&mut self) {
         if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
+            let _ = self.registry.deregister(&mut listener);
             drop(listener);
             self.metrics.listening.store(0, Ordering::Relaxed);
             tracing::info!(
@@ -177,7 +176,7 @@ impl EventLoop {
         }
         let mut conn = Connection::new();
         conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
-        if let Err(e) = self.poll.registry().register(
+        if let Err(e) = self.registry.register(
             &mut stream,
             Token(index),
             Interest::READABLE | Interest::WRITABLE,
