@@ -9,6 +9,12 @@
 //! interest costs nothing while idle and saves two epoll_ctl calls per slow write
 //! (measured: epoll_ctl was the top user of kernel time in the broadcast bench).
 //!
+//! A loop's state sits in a [`LoopCell`]: its thread holds the lock for a round of
+//! events and lets go while it sleeps in `epoll_wait`. A loop that publishes a
+//! small delivery for a sleeping loop takes that lock and writes it itself
+//! ([`EventLoop::drain_for_another`]) instead of waking the other thread: on the
+//! unicast path a message crosses loops without a wake-up.
+//!
 //! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
