@@ -2,6 +2,7 @@
 //! mailboxes, the connection limits, the counters and the `/stats` document.
 
 use crate::config::ServerConfig;
+use crate::pump::{LoopCell, RUN_ELSEWHERE_MAX};
 use bus::{Bus, Mailbox};
 use observe::metrics::ProcessMetrics;
 use parking_lot::Mutex;
@@ -21,6 +22,8 @@ pub struct Gateway {
     pub bus: Arc<dyn Bus>,
     /// Indexed by loop id.
     pub mailboxes: Vec<Arc<Mailbox>>,
+    /// The loops' states, indexed by loop id (filled by `Server::start`).
+    pub(crate) loops: Box<[LoopCell]>,
     pub metrics: Arc<ProcessMetrics>,
     pub stats: StatsFn,
     /// Set by `Server::shutdown`: every loop closes its connections and ends.
@@ -46,6 +49,7 @@ impl Gateway {
         Gateway {
             config,
             bus,
+            loops: mailboxes.iter().map(|_| LoopCell::new(None)).collect(),
             mailboxes,
             metrics,
             stats,
@@ -54,6 +58,28 @@ impl Gateway {
             drain_until: Mutex::new(None),
             connections: AtomicUsize::new(0),
             per_ip: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// After a bus call on a loop's thread: each mailbox the call left unwoken
+    /// ([`bus::mailbox`]) is run here and now when its loop sleeps and the mail
+    /// is small — the message is written without waking that loop — else its loop
+    /// is woken as before. Only `try_lock`: a loop never waits for another here.
+    pub fn settle_wakes(&self) {
+        if !bus::mailbox::take_deferred() {
+            return;
+        }
+        for (id, mailbox) in self.mailboxes.iter().enumerate() {
+            if !mailbox.take_unwoken() {
+                continue;
+            }
+            let ran = mailbox.weight() <= RUN_ELSEWHERE_MAX
+                && self.loops[id]
+                    .try_lock()
+                    .is_some_and(|mut cell| cell.as_mut().map(|l| l.drain_for_another()).is_some());
+            if !ran {
+                mailbox.wake();
+            }
         }
     }
 

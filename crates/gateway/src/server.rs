@@ -5,7 +5,7 @@
 
 use crate::config::ServerConfig;
 use crate::gateway::{Gateway, StatsFn};
-use crate::pump::{EventLoop, WAKER};
+use crate::pump::{self, EventLoop, WAKER};
 use anyhow::Context;
 use bus::{Bus, Mailbox};
 use observe::metrics::ProcessMetrics;
@@ -65,10 +65,13 @@ impl Server {
         let gateway = Arc::new(Gateway::new(config, bus, mailboxes, metrics, stats));
         let mut threads = Vec::with_capacity(loops);
         for (id, (poll, listener)) in polls.into_iter().zip(listeners).enumerate() {
-            let event_loop = EventLoop::new(id as u16, poll, listener, gateway.clone())?;
+            let registry = poll.registry().try_clone()?;
+            let event_loop = EventLoop::new(id as u16, registry, listener, gateway.clone())?;
+            *gateway.loops[id].lock() = Some(event_loop);
+            let g = gateway.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("myriad-loop-{id}"))
-                .spawn(move || event_loop.run())?;
+                .spawn(move || pump::run(g, id as u16, poll))?;
             threads.push(thread);
         }
         Ok(Server {

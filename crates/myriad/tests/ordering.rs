@@ -11,42 +11,52 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const USERS: u64 = 20;
-const CONNS_PER_USER: u64 = 6;
-const PUBLISHERS: usize = 4;
-const MESSAGES_EACH: u64 = 150;
-
 #[test]
 fn per_user_sequence_is_gapless_and_ordered_across_loops() {
+    gapless_and_ordered(20, 6, 4, 150);
+}
+
+/// The unicast shape: one connection per user, so almost every delivery is a
+/// batch of one for the other loop, which the publishing loop writes itself when
+/// that loop sleeps (see `Gateway::settle_wakes`) or wakes it. Exact counts and
+/// order per user either way.
+#[test]
+fn unicast_to_many_users_is_gapless_and_ordered_across_loops() {
+    gapless_and_ordered(300, 1, 6, 500);
+}
+
+/// `users` users with `conns_per_user` SSE connections each; `publishers`
+/// keep-alive connections publish `messages_each` messages each to random users.
+fn gapless_and_ordered(users: u64, conns_per_user: u64, publishers: usize, messages_each: u64) {
     let server = Server::start(&["--loops", "2"]);
     // Subscribers: read SSE ids until told to stop, return them.
     let mut readers = Vec::new();
-    for user in 1..=USERS {
-        for _ in 0..CONNS_PER_USER {
+    for user in 1..=users {
+        for _ in 0..conns_per_user {
             let mut s = server.connect();
             write!(s, "GET /sse/{user} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
             read_until(&mut s, &mut Vec::new(), "retry:");
             readers.push((user, s));
         }
     }
-    let total_conns = USERS * CONNS_PER_USER;
+    let total_conns = users * conns_per_user;
     server.wait_stats("logins", |s| s["connections_logged_in"] == total_conns);
     // Publishers on keep-alive connections, to random users.
     let delivered = Arc::new(AtomicU64::new(0));
     let addr = server.addr;
-    let publishers: Vec<_> = (0..PUBLISHERS)
+    let threads: Vec<_> = (0..publishers)
         .map(|p| {
             let delivered = delivered.clone();
             std::thread::spawn(move || {
                 let mut s = std::net::TcpStream::connect(addr).unwrap();
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut counts = vec![0u64; USERS as usize + 1];
+                let mut counts = vec![0u64; users as usize + 1];
                 let mut x = 0x9e3779b97f4a7c15u64 ^ p as u64;
-                for i in 0..MESSAGES_EACH {
+                for i in 0..messages_each {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let user = 1 + x % USERS;
+                    let user = 1 + x % users;
                     let body = format!("p{p}m{i}");
                     // One write: split writes would meet Nagle and delayed ACKs.
                     let req = format!(
@@ -66,15 +76,15 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
             })
         })
         .collect();
-    let mut per_user = vec![0u64; USERS as usize + 1];
-    for p in publishers {
+    let mut per_user = vec![0u64; users as usize + 1];
+    for p in threads {
         for (u, c) in p.join().unwrap().into_iter().enumerate() {
             per_user[u] += c;
         }
     }
     assert_eq!(
         delivered.load(Ordering::Relaxed),
-        PUBLISHERS as u64 * MESSAGES_EACH * CONNS_PER_USER
+        publishers as u64 * messages_each * conns_per_user
     );
     // Every connection of user u must have ids 1..=per_user[u], in order.
     for (user, mut s) in readers {

@@ -3,10 +3,11 @@
 //!
 //! Budget: this struct is the router's whole share of an idle connection (the
 //! gateway's slab entry is separate). The common case — one connection, no
-//! message yet — fits in 16 bytes with no heap allocation: one packed
-//! [`ConnRef`] and a null ring pointer; 24 bytes with its key in the presence
-//! table ([`crate::users::UserMap`], 72–90 % full: 27–33 B per user). Users with several
-//! connections keep them in a side [`Overflow`] slab, referenced by index.
+//! message yet — is one packed [`ConnRef`] in 8 bytes with no heap allocation,
+//! 16 bytes with its key in the presence table ([`crate::users::UserMap`], 82–92 %
+//! full: 17.4–19.6 B per user); a user with a history ring moves to a 16-byte
+//! [`UserState`] beside the table. Users with several connections keep them in a
+//! side [`Overflow`] slab, referenced by index.
 //!
 //! Adding and removing a connection is O(1) however many connections the user has:
 //! a connection in an overflow list has its position in a side map (keyed by the
@@ -21,9 +22,14 @@ use crate::ConnRef;
 const ONE: u64 = 1 << 48;
 /// Marks an index into [`Overflow`].
 const MANY: u64 = 1 << 63;
+/// Never set by a connection list: the presence table's tag for "this user's
+/// state is in side entry i" ([`Conns::side`]).
+const SIDE: u64 = 1 << 62;
 
 /// The connections of one user, packed in 8 bytes: 0 = none; [`ONE`] | loop_id <<
 /// 32 | token = exactly one; [`MANY`] | i = the list `overflow.lists[i]` (≥ 2).
+/// Bits 49–62 are never set by a list; the presence table uses bit 62 ([`SIDE`])
+/// to store something else in the same word.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Conns(u64);
 
@@ -92,6 +98,21 @@ fn unpack(x: u64) -> ConnRef {
 }
 
 impl Conns {
+    /// No connection.
+    pub const NONE: Conns = Conns(0);
+
+    /// Not a connection list: the tagged index `i` of a side entry (see
+    /// [`crate::users::UserMap`]). Never passed to the list methods below.
+    pub(crate) fn side(i: u32) -> Conns {
+        Conns(SIDE | u64::from(i))
+    }
+
+    /// The index of a [`Conns::side`] word; `None` for a connection list.
+    #[inline]
+    pub(crate) fn side_index(self) -> Option<u32> {
+        (self.0 & SIDE != 0).then_some(self.0 as u32)
+    }
+
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -208,8 +229,8 @@ mod tests {
     #[test]
     fn user_state_fits_the_budget() {
         assert!(std::mem::size_of::<UserState>() <= USER_STATE_MAX_BYTES);
-        // The presence table stores (key, value) pairs: 24 bytes per user.
-        assert!(std::mem::size_of::<(u64, UserState)>() <= 24);
+        // The presence table stores (key, packed connections): 16 bytes per user.
+        assert_eq!(std::mem::size_of::<(u64, Conns)>(), 16);
         assert_eq!(std::mem::size_of::<ConnRef>(), 8);
     }
 

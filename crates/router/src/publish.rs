@@ -242,10 +242,10 @@ impl Fanout<'_> {
                 self.totals
                     .drop_offline(user, self.cost, self.users, self.offline);
         }
-        let Some(state) = self.users.get_mut(user) else {
+        let Some(mut state) = self.users.get_mut(user) else {
             return;
         };
-        let ring = match &mut state.ring {
+        let ring = match state.ring_mut() {
             Some(ring) => {
                 if ring
                     .offline_since
@@ -259,7 +259,7 @@ impl Fanout<'_> {
             }
             None => {
                 self.new_rings += 1;
-                state.ring.insert(Box::new(Ring::new(self.epochs.next())))
+                state.set_ring(Box::new(Ring::new(self.epochs.next())))
             }
         };
         let pushed = ring.push(self.msg, self.capacity, self.max_bytes);
@@ -281,14 +281,13 @@ impl Fanout<'_> {
                 Journal::Forgot(user)
             });
         }
-        let n = state.conns.len(self.overflow);
+        let conns = state.conns();
+        let n = conns.len(self.overflow);
         if n > 0 {
             self.counts.users += 1;
             self.counts.connections += n as u32;
             self.deliveries += n as u64;
-            state
-                .conns
-                .for_each(self.overflow, |conn| deliver(Delivery { conn, seq, epoch }));
+            conns.for_each(self.overflow, |conn| deliver(Delivery { conn, seq, epoch }));
         }
     }
 

@@ -12,9 +12,9 @@ use std::time::Instant;
 
 use crate::budget::HistoryTotals;
 use crate::history::{Journal, Ring};
-use crate::presence::{Overflow, UserState};
+use crate::presence::Overflow;
 use crate::publish::{Epochs, Fanout};
-use crate::users::UserMap;
+use crate::users::{UserMap, UserRef};
 use crate::{
     ConnRef, HistoryRead, Message, RouterConfig, RouterStats, SubjectId, SubscriptionIndex, UserId,
 };
@@ -70,15 +70,15 @@ impl Router {
     /// A connection of `user` opened. Logging the same `conn` twice is a no-op; a
     /// connection is logged in as one user at a time. O(1).
     pub fn handle_login(&mut self, user: UserId, conn: ConnRef) {
-        let state = self.users.get_or_default(user);
-        let was_offline = state.conns.is_empty();
-        if !state.conns.add(conn, &mut self.overflow) {
+        let mut state = self.users.get_or_default(user);
+        let was_offline = state.conns().is_empty();
+        if !state.conns_mut().add(conn, &mut self.overflow) {
             return;
         }
         self.connections += 1;
         if was_offline {
             self.users_online += 1;
-            if let Some(ring) = &mut state.ring {
+            if let Some(ring) = state.ring_mut() {
                 ring.offline_since = None;
             }
         }
@@ -94,22 +94,22 @@ impl Router {
     /// and no history yet gets an empty history for the ttl instead of being
     /// forgotten, so what is published while their clients come back is kept.
     fn logout(&mut self, user: UserId, conn: ConnRef, now: Instant, keep_empty: bool) {
-        let Some(state) = self.users.get_mut(user) else {
+        let Some(mut state) = self.users.get_mut(user) else {
             return;
         };
-        if !state.conns.remove(conn, &mut self.overflow) {
+        if !state.conns_mut().remove(conn, &mut self.overflow) {
             return;
         }
         self.connections -= 1;
-        if !state.conns.is_empty() {
+        if !state.conns().is_empty() {
             return;
         }
         self.users_online -= 1;
-        if keep_empty && state.ring.is_none() && !self.config.history_ttl.is_zero() {
-            state.ring = Some(Box::new(Ring::new(self.epochs.next())));
+        if keep_empty && state.ring().is_none() && !self.config.history_ttl.is_zero() {
+            state.set_ring(Box::new(Ring::new(self.epochs.next())));
             self.users_with_history += 1;
         }
-        match &mut state.ring {
+        match state.ring_mut() {
             Some(ring) if !self.config.history_ttl.is_zero() => {
                 ring.offline_since = Some(now);
                 self.expiry.push_back((now, user));
@@ -172,8 +172,8 @@ impl Router {
         if first == 0 {
             return 0;
         }
-        let state = self.users.get_or_default(user);
-        if state.ring.is_some() {
+        let mut state = self.users.get_or_default(user);
+        if state.ring().is_some() {
             return 0;
         }
         let mut ring = Box::new(Ring::resume(epoch, first - 1));
@@ -185,11 +185,11 @@ impl Router {
             }
         }
         let kept = ring.len();
-        if state.conns.is_empty() {
+        if state.conns().is_empty() {
             ring.offline_since = Some(now);
             self.expiry.push_back((now, user));
         }
-        state.ring = Some(ring);
+        state.set_ring(ring);
         self.users_with_history += 1;
         kept
     }
@@ -231,7 +231,7 @@ impl Router {
     /// `epoch: None` (a client that never learned one) trusts `since` as a number
     /// of the current ring.
     pub fn history_read(&self, user: UserId, epoch: Option<u32>, since: u64) -> HistoryRead {
-        match self.users.get(user).and_then(|s| s.ring.as_deref()) {
+        match self.users.get(user).and_then(|s| s.ring) {
             Some(ring) => {
                 let (messages, gap) = ring.read(epoch, since);
                 HistoryRead {
@@ -259,13 +259,13 @@ impl Router {
 
     /// The user's current sequence number (0 if the router holds no state for them).
     pub fn last_seq(&self, user: UserId) -> u64 {
-        self.users.get(user).map_or(0, UserState::last_seq)
+        self.users.get(user).map_or(0, |s| UserRef::last_seq(&s))
     }
 
     /// The user's current `(epoch, last seq)`: where a new subscriber starts.
     /// `(None, 0)` while the user has no history.
     pub fn position(&self, user: UserId) -> (Option<u32>, u64) {
-        match self.users.get(user).and_then(|s| s.ring.as_deref()) {
+        match self.users.get(user).and_then(|s| s.ring) {
             Some(r) => (Some(r.epoch()), r.last()),
             None => (None, 0),
         }
@@ -312,7 +312,6 @@ impl Router {
             let expired = self.users.get(user).is_some_and(|s| {
                 s.conns.is_empty()
                     && s.ring
-                        .as_ref()
                         .and_then(|r| r.offline_since)
                         .is_some_and(|t| now.saturating_duration_since(t) >= ttl)
             });
@@ -341,12 +340,7 @@ impl Router {
     /// the presence table, every ring, the overflow lists and the expiry queue.
     pub fn presence_bytes(&self) -> usize {
         let slots = self.users.heap_bytes();
-        let rings: usize = self
-            .users
-            .values()
-            .filter_map(|s| s.ring.as_ref())
-            .map(|r| r.heap_bytes())
-            .sum();
+        let rings: usize = self.users.rings().map(Ring::heap_bytes).sum();
         slots
             + rings
             + self.overflow.heap_bytes()

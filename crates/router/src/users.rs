@@ -1,16 +1,23 @@
-//! [`UserMap`]: the presence map, user id → [`UserState`], dense.
+//! [`UserMap`]: the presence map, user id → connections and history ring, dense.
 //!
 //! Why not a `HashMap`: hashbrown keeps a power-of-two bucket array at most 7/8
 //! full, so at 15,000 users it holds 32,768 buckets of 25 B — 55 B per user, the
 //! largest share of an idle connection (NOTES, issue 11). This table is one array
-//! of 24-byte buckets of any length, grown by 5/4 at 90 % load, so kept 72–90 %
-//! full: 27–33 B per user (at least 128 KiB: see `MIN_BUCKETS`).
+//! of 16-byte buckets of any length, grown by 9/8 at 92 % load, so kept 82–92 %
+//! full: 17.4–19.6 B per user (at least 128 KiB: see `MIN_BUCKETS`).
+//!
+//! A bucket holds the user id and one 8-byte word: the user's packed [`Conns`]
+//! while they have no history ring (every idle subscriber), or — tagged — the
+//! index of their entry in a side slab of full [`UserState`]s (connections and
+//! ring) once a message reached them. A ring costs far more than the 16 bytes of
+//! its side entry, so only the common case is kept small.
 //!
 //! Robin Hood linear probing (a bucket's distance from its home decides who yields
 //! on insert, so a lookup stops as soon as it passes where its key would be) and
 //! backward-shift deletion (no tombstones): get, insert and remove are O(1)
-//! expected at 90 % load. Home buckets come from the keyed [`IdHashBuilder`]
-//! mapped onto the length by a multiply (`(h × len) >> 64`), so any length works.
+//! expected at 92 % load (≈ 7 buckets, two cache lines, on a successful lookup).
+//! Home buckets come from the keyed [`IdHashBuilder`] mapped onto the length by a
+//! multiply (`(h × len) >> 64`), so any length works.
 //!
 //! An empty bucket has the key `u64::MAX`; the one user with that id lives in a
 //! field of its own.
@@ -18,48 +25,145 @@
 use std::hash::BuildHasher;
 
 use crate::hash::IdHashBuilder;
-use crate::presence::UserState;
+use crate::history::Ring;
+use crate::presence::{Conns, UserState};
 use crate::UserId;
 
 /// The key of an empty bucket (its user is kept in [`UserMap::reserved`]).
 const EMPTY: UserId = u64::MAX;
-/// Grows when an insert would fill more than this (numerator over 10).
-const MAX_LOAD: usize = 9;
-/// Grows by 5/4: right after a growth the table is 72 % full.
-const GROW_NUM: usize = 5;
-const GROW_DEN: usize = 4;
+/// Grows when an insert would fill more than this (numerator over 100).
+const MAX_LOAD: usize = 92;
+/// Grows by 9/8: right after a growth the table is 82 % full.
+const GROW_NUM: usize = 9;
+const GROW_DEN: usize = 8;
 /// Smallest table: 128 KiB, glibc's mmap threshold, so every table is its own
 /// mapping and a table left behind by a growth goes back to the kernel at once.
-/// (Smaller tables would come from the heap, and growing by 5/4 leaves four times
-/// the last table there in freed chunks: measured, it ate the gain.) A table that
-/// grows past a freed one stays above the threshold glibc raises to that size.
+/// (Smaller tables would come from the heap, and growing geometrically leaves
+/// several times the last table there in freed chunks: measured, it ate the gain.)
+/// A table that grows past a freed one stays above the threshold glibc raises to
+/// that size.
 const MIN_BUCKETS: usize = (128 << 10) / std::mem::size_of::<Bucket>() + 1;
-/// `shrink` only acts below this load (numerator over 10).
-const MIN_LOAD: usize = 2;
+/// `shrink` only acts below this load (numerator over 100).
+const MIN_LOAD: usize = 20;
 
 struct Bucket {
     user: UserId,
-    state: UserState,
+    /// The user's connections, or [`Conns::side`] naming their side entry.
+    word: Conns,
 }
 
 impl Bucket {
-    fn empty() -> Bucket {
-        Bucket {
-            user: EMPTY,
-            state: UserState::default(),
-        }
-    }
+    const VACANT: Bucket = Bucket {
+        user: EMPTY,
+        word: Conns::NONE,
+    };
 }
 
-/// User id → [`UserState`]; see the module doc.
+/// User id → connections and history; see the module doc.
 #[derive(Default)]
 pub struct UserMap {
     buckets: Vec<Bucket>,
     /// Users in `buckets` (not counting `reserved`).
     len: usize,
+    /// Full states of users with a history ring. A free entry has no ring (an
+    /// entry in use always has one); its index is in `free`.
+    side: Vec<UserState>,
+    free: Vec<u32>,
     /// The state of user [`EMPTY`], who cannot have a bucket.
     reserved: Option<UserState>,
     hasher: IdHashBuilder,
+}
+
+/// A user's state, read: a copy of the connections and the ring if there is one.
+#[derive(Clone, Copy)]
+pub struct UserRef<'a> {
+    pub conns: Conns,
+    pub ring: Option<&'a Ring>,
+}
+
+impl UserRef<'_> {
+    pub fn last_seq(&self) -> u64 {
+        self.ring.map_or(0, Ring::last)
+    }
+}
+
+/// Where a user's state is.
+#[derive(Clone, Copy)]
+enum At {
+    /// Inline in this bucket: connections only.
+    Bucket(usize),
+    Side(u32),
+    Reserved,
+}
+
+/// A user's state, to change: its connections, its ring, or a new ring.
+pub struct UserMut<'a> {
+    map: &'a mut UserMap,
+    at: At,
+}
+
+impl UserMut<'_> {
+    pub fn conns(&self) -> Conns {
+        match self.at {
+            At::Bucket(i) => self.map.buckets[i].word,
+            At::Side(j) => self.map.side[j as usize].conns,
+            At::Reserved => self.map.reserved.as_ref().expect("reserved user").conns,
+        }
+    }
+
+    pub fn conns_mut(&mut self) -> &mut Conns {
+        match self.at {
+            At::Bucket(i) => &mut self.map.buckets[i].word,
+            At::Side(j) => &mut self.map.side[j as usize].conns,
+            At::Reserved => &mut self.map.reserved.as_mut().expect("reserved user").conns,
+        }
+    }
+
+    pub fn ring(&self) -> Option<&Ring> {
+        match self.at {
+            At::Bucket(_) => None,
+            At::Side(j) => self.map.side[j as usize].ring.as_deref(),
+            At::Reserved => self.map.reserved.as_ref()?.ring.as_deref(),
+        }
+    }
+
+    pub fn ring_mut(&mut self) -> Option<&mut Ring> {
+        match self.at {
+            At::Bucket(_) => None,
+            At::Side(j) => self.map.side[j as usize].ring.as_deref_mut(),
+            At::Reserved => self.map.reserved.as_mut()?.ring.as_deref_mut(),
+        }
+    }
+
+    /// Gives the user `ring` (they have none): a user without one moves from
+    /// their bucket to a side entry.
+    pub fn set_ring(&mut self, ring: Box<Ring>) -> &mut Ring {
+        let map = &mut *self.map;
+        if let At::Bucket(i) = self.at {
+            let state = UserState {
+                conns: map.buckets[i].word,
+                ring: None,
+            };
+            let j = match map.free.pop() {
+                Some(j) => {
+                    map.side[j as usize] = state;
+                    j
+                }
+                None => {
+                    map.side.push(state);
+                    (map.side.len() - 1) as u32
+                }
+            };
+            map.buckets[i].word = Conns::side(j);
+            self.at = At::Side(j);
+        }
+        let slot = match self.at {
+            At::Side(j) => &mut map.side[j as usize].ring,
+            At::Reserved => &mut map.reserved.as_mut().expect("reserved user").ring,
+            At::Bucket(_) => unreachable!("moved to a side entry above"),
+        };
+        slot.insert(ring)
+    }
 }
 
 impl UserMap {
@@ -76,9 +180,11 @@ impl UserMap {
         self.buckets.len()
     }
 
-    /// Heap bytes of the bucket array.
+    /// Heap bytes of the bucket array and the side slab.
     pub fn heap_bytes(&self) -> usize {
         self.buckets.capacity() * std::mem::size_of::<Bucket>()
+            + self.side.capacity() * std::mem::size_of::<UserState>()
+            + self.free.capacity() * 4
     }
 
     #[inline]
@@ -130,41 +236,75 @@ impl UserMap {
         }
     }
 
-    pub fn get(&self, user: UserId) -> Option<&UserState> {
-        if user == EMPTY {
-            return self.reserved.as_ref();
+    /// Where the user in bucket `i` keeps their state.
+    #[inline]
+    fn at_bucket(&self, i: usize) -> At {
+        match self.buckets[i].word.side_index() {
+            Some(j) => At::Side(j),
+            None => At::Bucket(i),
         }
-        self.find(user).map(|i| &self.buckets[i].state)
     }
 
-    pub fn get_mut(&mut self, user: UserId) -> Option<&mut UserState> {
+    fn locate(&self, user: UserId) -> Option<At> {
         if user == EMPTY {
-            return self.reserved.as_mut();
+            return self.reserved.as_ref().map(|_| At::Reserved);
         }
-        self.find(user).map(|i| &mut self.buckets[i].state)
+        self.find(user).map(|i| self.at_bucket(i))
+    }
+
+    fn view(&self, at: At) -> UserRef<'_> {
+        fn full(s: &UserState) -> UserRef<'_> {
+            UserRef {
+                conns: s.conns,
+                ring: s.ring.as_deref(),
+            }
+        }
+        match at {
+            At::Bucket(i) => UserRef {
+                conns: self.buckets[i].word,
+                ring: None,
+            },
+            At::Side(j) => full(&self.side[j as usize]),
+            At::Reserved => full(self.reserved.as_ref().expect("reserved user")),
+        }
+    }
+
+    pub fn get(&self, user: UserId) -> Option<UserRef<'_>> {
+        self.locate(user).map(|at| self.view(at))
+    }
+
+    pub fn get_mut(&mut self, user: UserId) -> Option<UserMut<'_>> {
+        let at = self.locate(user)?;
+        Some(UserMut { map: self, at })
     }
 
     /// The state of `user`, inserted empty when absent.
-    pub fn get_or_default(&mut self, user: UserId) -> &mut UserState {
+    pub fn get_or_default(&mut self, user: UserId) -> UserMut<'_> {
         if user == EMPTY {
-            return self.reserved.get_or_insert_with(UserState::default);
+            self.reserved.get_or_insert_with(UserState::default);
+            return UserMut {
+                map: self,
+                at: At::Reserved,
+            };
         }
-        if let Some(i) = self.find(user) {
-            return &mut self.buckets[i].state;
-        }
-        if (self.len + 1) * 10 > self.buckets.len() * MAX_LOAD {
-            let grown = (self.buckets.len() * GROW_NUM / GROW_DEN).max(MIN_BUCKETS);
-            self.resize(grown);
-        }
-        let i = self.insert_new(user, UserState::default());
-        &mut self.buckets[i].state
+        let at = match self.find(user) {
+            Some(i) => self.at_bucket(i),
+            None => {
+                if (self.len + 1) * 100 > self.buckets.len() * MAX_LOAD {
+                    let grown = (self.buckets.len() * GROW_NUM / GROW_DEN).max(MIN_BUCKETS);
+                    self.resize(grown);
+                }
+                At::Bucket(self.insert_new(user, Conns::NONE))
+            }
+        };
+        UserMut { map: self, at }
     }
 
     /// Inserts a user known to be absent, with room known to be there; returns
     /// where it went.
-    fn insert_new(&mut self, user: UserId, state: UserState) -> usize {
+    fn insert_new(&mut self, user: UserId, word: Conns) -> usize {
         self.len += 1;
-        let mut carry = Bucket { user, state };
+        let mut carry = Bucket { user, word };
         let mut i = self.home(user);
         let mut d = 0;
         let mut placed = None;
@@ -191,7 +331,7 @@ impl UserMap {
             return self.reserved.take();
         }
         let mut hole = self.find(user)?;
-        let gone = std::mem::replace(&mut self.buckets[hole], Bucket::empty());
+        let gone = std::mem::replace(&mut self.buckets[hole], Bucket::VACANT);
         self.len -= 1;
         // Backward shift: later buckets of the same run move one closer to home.
         let mut j = self.next(hole);
@@ -200,141 +340,73 @@ impl UserMap {
             hole = j;
             j = self.next(j);
         }
-        Some(gone.state)
+        Some(match gone.word.side_index() {
+            Some(s) => {
+                self.free.push(s);
+                std::mem::take(&mut self.side[s as usize])
+            }
+            None => UserState {
+                conns: gone.word,
+                ring: None,
+            },
+        })
     }
 
     /// Every user and its state, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (UserId, &UserState)> {
-        self.buckets
-            .iter()
-            .filter(|b| b.user != EMPTY)
-            .map(|b| (b.user, &b.state))
-            .chain(self.reserved.as_ref().map(|s| (EMPTY, s)))
+    pub fn iter(&self) -> impl Iterator<Item = (UserId, UserRef<'_>)> {
+        (0..self.buckets.len())
+            .filter(move |&i| self.buckets[i].user != EMPTY)
+            .map(move |i| (self.buckets[i].user, self.view(self.at_bucket(i))))
+            .chain(
+                self.reserved
+                    .as_ref()
+                    .map(|_| (EMPTY, self.view(At::Reserved))),
+            )
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &UserState> {
-        self.iter().map(|(_, s)| s)
+    /// Every history ring.
+    pub fn rings(&self) -> impl Iterator<Item = &Ring> {
+        self.side
+            .iter()
+            .chain(self.reserved.as_ref())
+            .filter_map(|s| s.ring.as_deref())
     }
 
     /// Gives memory back when the table is mostly empty (after a mass disconnect).
     pub fn shrink(&mut self) {
-        if self.is_empty() {
+        if self.len == 0 {
             self.buckets = Vec::new();
-        } else if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() * MIN_LOAD
+        } else if self.buckets.len() > MIN_BUCKETS && self.len * 100 < self.buckets.len() * MIN_LOAD
         {
             // Right after a growth's load: room for the next logins.
-            let target = (self.len * GROW_NUM * 10).div_ceil(GROW_DEN * MAX_LOAD);
+            let target = (self.len * GROW_NUM * 100).div_ceil(GROW_DEN * MAX_LOAD);
             self.resize(target.max(MIN_BUCKETS));
+        }
+        // Free side entries at the end go; those in the middle wait for new rings.
+        while self.side.last().is_some_and(|s| s.ring.is_none()) {
+            self.side.pop();
+        }
+        let len = self.side.len() as u32;
+        self.free.retain(|&j| j < len);
+        if self.side.capacity() > 2 * self.side.len().max(16) {
+            self.side.shrink_to_fit();
+            self.free.shrink_to_fit();
         }
     }
 
     /// Moves every user into a table of `buckets` buckets (≥ len / load).
     fn resize(&mut self, buckets: usize) {
         let mut fresh = Vec::with_capacity(buckets);
-        fresh.resize_with(buckets, Bucket::empty);
+        fresh.resize_with(buckets, || Bucket::VACANT);
         let old = std::mem::replace(&mut self.buckets, fresh);
         self.len = 0;
         for b in old {
             if b.user != EMPTY {
-                self.insert_new(b.user, b.state);
+                self.insert_new(b.user, b.word);
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::presence::Overflow;
-    use crate::ConnRef;
-    use std::collections::HashMap;
-
-    fn one(token: u32) -> UserState {
-        let mut s = UserState::default();
-        s.conns
-            .add(ConnRef { loop_id: 0, token }, &mut Overflow::default());
-        s
-    }
-
-    fn token_of(s: &UserState) -> u32 {
-        let mut t = None;
-        s.conns
-            .for_each(&Overflow::default(), |c| t = Some(c.token));
-        t.expect("one connection")
-    }
-
-    #[test]
-    fn a_bucket_is_24_bytes() {
-        assert_eq!(std::mem::size_of::<Bucket>(), 24);
-    }
-
-    /// Random inserts and removes against a `HashMap`, ids drawn from a range that
-    /// fills the smallest table past a growth, so runs collide, wrap and shift;
-    /// `EMPTY` and 0 included.
-    #[test]
-    fn agrees_with_a_hash_map() {
-        let mut map = UserMap::default();
-        let mut model: HashMap<u64, u32> = HashMap::new();
-        let mut x = 0x1234_5678_9abc_def1u64;
-        for step in 0..200_000u32 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let user = match x % 97 {
-                0 => EMPTY,
-                1 => 0,
-                _ => (x >> 8) % 7000,
-            };
-            if (x >> 40).is_multiple_of(4) {
-                assert_eq!(
-                    map.remove(user).map(|s| token_of(&s)),
-                    model.remove(&user),
-                    "remove {user} at {step}"
-                );
-            } else {
-                let s = map.get_or_default(user);
-                if s.conns.is_empty() {
-                    *s = one(step);
-                    model.insert(user, step);
-                }
-            }
-            if step % 10_000 == 0 {
-                assert_eq!(map.len(), model.len());
-                for (&u, &t) in &model {
-                    assert_eq!(map.get(u).map(token_of), Some(t), "get {u}");
-                }
-                let mut seen: Vec<_> = map.iter().map(|(u, s)| (u, token_of(s))).collect();
-                seen.sort();
-                let mut want: Vec<_> = model.iter().map(|(&u, &t)| (u, t)).collect();
-                want.sort();
-                assert_eq!(seen, want);
-            }
-        }
-        for u in 0..7000 {
-            assert_eq!(map.get(u).is_some(), model.contains_key(&u));
-        }
-        assert!(map.capacity() > MIN_BUCKETS, "the table grew at least once");
-    }
-
-    #[test]
-    fn stays_dense_and_gives_memory_back() {
-        let mut map = UserMap::default();
-        for u in 0..15_000u64 {
-            *map.get_or_default(u) = one(u as u32);
-        }
-        let load = map.len() as f64 / map.capacity() as f64;
-        assert!((0.7..=0.9).contains(&load), "load {load}");
-        for u in 0..14_000u64 {
-            assert!(map.remove(u).is_some());
-            assert!(map.get(u).is_none());
-        }
-        map.shrink();
-        assert_eq!(map.capacity(), MIN_BUCKETS);
-        for u in 14_000..15_000u64 {
-            assert_eq!(map.get(u).map(token_of), Some(u as u32));
-            map.remove(u);
-        }
-        map.shrink();
-        assert_eq!(map.capacity(), 0, "an empty map holds no table");
-    }
-}
+mod tests;

@@ -97,8 +97,7 @@ impl EventLoop {
             match crate::server::bind_reuseport(self.listen_addr, config.tcp_nodelay) {
                 Ok(mut listener) => {
                     if let Err(e) =
-                        self.poll
-                            .registry()
+                        self.registry
                             .register(&mut listener, LISTENER, Interest::READABLE)
                     {
                         tracing::warn!(loop_id = self.id, error = %e, "cannot register the listener again");
@@ -124,7 +123,7 @@ impl EventLoop {
     /// Closes this loop's listener: SO_REUSEPORT stops hashing clients to it.
     fn leave_group(&mut self) {
         if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
+            let _ = self.registry.deregister(&mut listener);
             drop(listener);
             self.metrics.listening.store(0, Ordering::Relaxed);
             tracing::info!(
@@ -177,7 +176,7 @@ impl EventLoop {
         }
         let mut conn = Connection::new();
         conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
-        if let Err(e) = self.poll.registry().register(
+        if let Err(e) = self.registry.register(
             &mut stream,
             Token(index),
             Interest::READABLE | Interest::WRITABLE,
@@ -194,6 +193,7 @@ impl EventLoop {
         });
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        self.accepted = self.accepted.saturating_add(1);
         debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);
         if !self.tls_open(index) {
             return self.close(index);
@@ -240,6 +240,24 @@ impl EventLoop {
                     self.slots[index].conn.reschedule(at);
                 }
             }
+        }
+    }
+}
+
+/// Connections accepted (or TLS handshakes finished) between two heap trims.
+pub(super) const TRIM_EVERY: u32 = 1024;
+
+impl EventLoop {
+    /// A burst of connections leaves freed but resident chunks in the malloc heaps
+    /// (what grew during the burst and was outgrown or dropped): measured at
+    /// 15,000 idle SSE connections, `malloc_trim` gave back ~100 KB, ~7 B per
+    /// connection (NOTES issue 11, fourth round). Once per second (the loop's
+    /// give-back tick), after at least [`TRIM_EVERY`] accepts, those pages go back
+    /// to the kernel.
+    pub(super) fn trim_after_accepts(&mut self) {
+        if self.accepted >= TRIM_EVERY {
+            self.accepted = 0;
+            super::trim_heap();
         }
     }
 }

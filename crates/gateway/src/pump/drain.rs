@@ -61,7 +61,7 @@ impl EventLoop {
     fn stop_listening(&mut self) {
         // Closing the socket takes it out of the SO_REUSEPORT group.
         if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
+            let _ = self.registry.deregister(&mut listener);
         }
         self.drain = Some(Progress {
             last: Instant::now(),

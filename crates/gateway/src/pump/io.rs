@@ -75,17 +75,21 @@ impl EventLoop {
 
     /// Applies the outbox of connection `index` until the core has nothing more to
     /// say. With `coalesce`, bytes are queued and written later by `flush_dirty`.
+    ///
+    /// Only the last timer the core set goes to the wheel, once, when the core is
+    /// done: a subscription's login arms a head timeout while its reply is awaited,
+    /// and the reply (usually answered within this call) arms the heartbeat — two
+    /// wheel entries per idle connection, one of them stale for the whole head
+    /// timeout, were 4 B and slot slack of every new connection's memory.
     pub(super) fn settle(&mut self, index: usize, coalesce: bool) {
+        let mut timer = None;
         loop {
             if !self.outbox.pieces().is_empty() && !self.send(index, coalesce) {
                 return; // the write failed and the connection is closed
             }
             let token = slot::token(index, self.gens[index]);
             if let Some(tick) = self.outbox.take_timer() {
-                let at = self.wheel.schedule(token, tick);
-                if at != tick {
-                    self.slots[index].conn.reschedule(at);
-                }
+                timer = Some(tick);
             }
             if self.outbox.take_resume() {
                 self.resume.push(token);
@@ -110,7 +114,14 @@ impl EventLoop {
                 return self.close(index);
             }
             if self.outbox.is_empty() {
-                return;
+                break;
+            }
+        }
+        if let Some(tick) = timer {
+            let token = slot::token(index, self.gens[index]);
+            let at = self.wheel.schedule(token, tick);
+            if at != tick {
+                self.slots[index].conn.reschedule(at);
             }
         }
     }
@@ -130,6 +141,7 @@ impl EventLoop {
             token: slot::token(index, self.gens[index]),
         };
         let reply = self.gateway.bus.call(conn, request);
+        self.gateway.settle_wakes();
         if publishes {
             // Deliveries for this loop's own connections were queued without a
             // wake-up; drain them after this round of events, together with whatever

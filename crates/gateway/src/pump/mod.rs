@@ -9,6 +9,12 @@
 //! interest costs nothing while idle and saves two epoll_ctl calls per slow write
 //! (measured: epoll_ctl was the top user of kernel time in the broadcast bench).
 //!
+//! A loop's state sits in a [`LoopCell`]: its thread holds the lock for a round of
+//! events and lets go while it sleeps in `epoll_wait`. A loop that publishes a
+//! small delivery for a sleeping loop takes that lock and writes it itself
+//! ([`EventLoop::drain_for_another`]) instead of waking the other thread: on the
+//! unicast path a message crosses loops without a wake-up.
+//!
 //! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
@@ -30,7 +36,7 @@ use crate::gateway::Gateway;
 use crate::wheel::{self, Wheel, TICK_MS};
 use bus::{Inbound, Request};
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
 use slab::Slab;
 use slot::Slot;
@@ -44,12 +50,32 @@ pub const WAKER: Token = Token(usize::MAX - 2);
 /// Per-loop scratch read buffer: every connection reads here first, so an idle
 /// connection owns no read buffer.
 const SCRATCH: usize = 64 * 1024;
+/// Slab slots reserved when the loop is made (on the starting thread): 160 KB in a
+/// release build, above glibc's mmap threshold, so the slab is its own mapping from
+/// the start — its untouched pages cost nothing, and it grows by `mremap`. Grown
+/// from empty on the loop's thread instead, every copy below the threshold (40 B ×
+/// 4 … 2,048 slots) was freed into the loop's malloc arena, where what merged into
+/// the arena's top stays resident for good (`malloc_trim` does not cut a thread
+/// arena's top).
+const FIRST_SLOTS: usize = 4096;
 /// The loop's lag probe fires this often (SPEC F1: a 10 ms tick, measured).
 const LAG_TICK: Duration = Duration::from_millis(10);
 
+/// A loop's state, shared: its own thread holds the lock for each round of events
+/// and lets go while it sleeps in `epoll_wait`; then another loop may take it to
+/// run this loop's mailbox ([`EventLoop::drain_for_another`]). `None` once the
+/// loop has ended.
+pub type LoopCell = parking_lot::Mutex<Option<EventLoop>>;
+
+/// Mail of at most this many recipient connections is run by the loop that
+/// posted it when the owner sleeps (a unicast message: one write, no wake-up);
+/// more is left to the owner, so a fan-out's halves stay on their own cores.
+pub const RUN_ELSEWHERE_MAX: usize = 16;
+
 pub struct EventLoop {
     id: u16,
-    poll: Poll,
+    /// The loop's epoll, to register sockets (the thread's `Poll` waits on it).
+    registry: Registry,
     /// `None` while this process has left the listening group (see `accept`).
     listener: Option<TcpListener>,
     /// The address the listener is bound to, to rejoin the group.
@@ -91,6 +117,8 @@ pub struct EventLoop {
     queued: usize,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
+    /// Connections accepted since the heap was last trimmed (see `accept`).
+    accepted: u32,
     /// Accepting paused by EMFILE/ENFILE; retried on every tick.
     accept_paused: bool,
     /// A publish of this round queued deliveries in this loop's own mailbox without
@@ -106,17 +134,19 @@ pub struct EventLoop {
     tls: Option<self::tls::TlsLayer>,
     /// HTTP/2 connections and streams (TLS listener with `h2` offered).
     h2: Option<self::h2::H2Layer>,
+    /// The next 10-ms mark and the next give-back second.
+    next_tick: Instant,
+    next_second: Instant,
 }
 
 impl EventLoop {
     pub fn new(
         id: u16,
-        poll: Poll,
+        registry: Registry,
         mut listener: TcpListener,
         gateway: Arc<Gateway>,
     ) -> std::io::Result<EventLoop> {
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        registry.register(&mut listener, LISTENER, Interest::READABLE)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
         let config = gateway.config.core();
         let tls =
@@ -127,15 +157,17 @@ impl EventLoop {
         let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
         let listen_addr = listener.local_addr()?;
         metrics.listening.store(1, Ordering::Relaxed);
+        let epoch = wheel::aligned_epoch();
+        let now = Instant::now();
         Ok(EventLoop {
             id,
-            poll,
+            registry,
             listener: Some(listener),
             listen_addr,
-            slots: Slab::new(),
-            gens: Vec::new(),
+            slots: Slab::with_capacity(FIRST_SLOTS),
+            gens: Vec::with_capacity(FIRST_SLOTS),
             wheel: Wheel::new(0),
-            epoch: wheel::aligned_epoch(),
+            epoch,
             now: 0,
             config,
             gateway,
@@ -153,86 +185,84 @@ impl EventLoop {
             more_work: false,
             queued: 0,
             peak: 0,
+            accepted: 0,
             accept_paused: false,
             own_mail: false,
             nodelay_inherited: false,
             drain: None,
             tls,
             h2,
+            next_tick: next_tick_after(epoch, now),
+            next_second: now + Duration::from_secs(1),
         })
     }
 
-    pub fn run(mut self) -> std::io::Result<()> {
-        let mut events = Events::with_capacity(1024);
-        let mut next_tick = self.next_tick_after(Instant::now());
-        let mut next_second = Instant::now() + Duration::from_secs(1);
-        loop {
-            let timeout = if self.more_work {
-                Duration::ZERO
-            } else {
-                next_tick.saturating_duration_since(Instant::now())
-            };
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            self.now = self.tick_of(Instant::now());
-            for event in events.iter() {
-                match event.token() {
-                    LISTENER => self.accept_all(),
-                    WAKER => self.drain_mailbox(),
-                    Token(index) => {
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            self.on_readable(index);
-                        }
-                        if event.is_writable() {
-                            self.flush(index);
-                        }
+    /// One round: the events `poll` returned, the mailbox, the timers. Returns how
+    /// long to sleep next, or `None` when the loop is done (stop or drain).
+    fn round(&mut self, events: &Events) -> Option<Duration> {
+        self.now = self.tick_of(Instant::now());
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => self.accept_all(),
+                WAKER => self.drain_mailbox(),
+                Token(index) => {
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        self.on_readable(index);
+                    }
+                    if event.is_writable() {
+                        self.flush(index);
                     }
                 }
             }
-            if std::mem::take(&mut self.own_mail) | std::mem::take(&mut self.more_work) {
-                self.drain_mailbox();
-            }
-            if self.gateway.stop.load(Ordering::Acquire) {
-                self.close_all();
-                return Ok(());
-            }
-            if self.gateway.draining.load(Ordering::Acquire) && self.drain_step() {
-                return Ok(());
-            }
-            let now = Instant::now();
-            if now >= next_tick {
-                self.metrics.record_lag(now - next_tick);
-                next_tick = self.next_tick_after(now);
-                self.now = self.tick_of(now);
-                self.run_timers();
-                self.tls_tick();
-                if self.accept_paused {
-                    self.accept_paused = false;
-                    self.accept_all();
-                }
-                if self.gateway.config.leave_when_full {
-                    self.steer();
-                }
-                self.metrics
-                    .queued_bytes
-                    .store(self.queued as u64, Ordering::Relaxed);
-            }
-            if now >= next_second {
-                next_second = now + Duration::from_secs(1);
-                self.give_back_memory();
-            }
         }
+        if std::mem::take(&mut self.own_mail) | std::mem::take(&mut self.more_work) {
+            self.drain_mailbox();
+        }
+        if self.gateway.stop.load(Ordering::Acquire) {
+            self.close_all();
+            return None;
+        }
+        if self.gateway.draining.load(Ordering::Acquire) && self.drain_step() {
+            return None;
+        }
+        let now = Instant::now();
+        if now >= self.next_tick {
+            self.metrics.record_lag(now - self.next_tick);
+            self.next_tick = next_tick_after(self.epoch, now);
+            self.now = self.tick_of(now);
+            self.run_timers();
+            self.tls_tick();
+            if self.accept_paused {
+                self.accept_paused = false;
+                self.accept_all();
+            }
+            if self.gateway.config.leave_when_full {
+                self.steer();
+            }
+            self.metrics
+                .queued_bytes
+                .store(self.queued as u64, Ordering::Relaxed);
+        }
+        if now >= self.next_second {
+            self.next_second = now + Duration::from_secs(1);
+            self.give_back_memory();
+        }
+        Some(if self.more_work {
+            Duration::ZERO
+        } else {
+            self.next_tick.saturating_duration_since(Instant::now())
+        })
     }
 
-    /// The first 10-ms mark after `now`, counted from the aligned epoch: every loop of
-    /// the machine wakes at the same marks, so heartbeats due on the grid leave together.
-    fn next_tick_after(&self, now: Instant) -> Instant {
-        let since = now.saturating_duration_since(self.epoch).as_nanos();
-        let marks = since / LAG_TICK.as_nanos() + 1;
-        self.epoch + Duration::from_nanos((marks * LAG_TICK.as_nanos()) as u64)
+    /// Runs this loop's mailbox on another loop's thread, while this loop sleeps
+    /// (see [`Gateway::settle_wakes`]). What a round would do next (more of a
+    /// fan-out, mail this drain posted to its own loop) wakes this loop.
+    pub(crate) fn drain_for_another(&mut self) {
+        self.now = self.tick_of(Instant::now());
+        self.drain_mailbox();
+        if self.more_work || self.own_mail || !self.resume.is_empty() || !self.reread.is_empty() {
+            self.gateway.mailboxes[self.id as usize].wake();
+        }
     }
 
     fn tick_of(&self, at: Instant) -> Tick {
@@ -289,8 +319,12 @@ impl EventLoop {
 
     /// Gives memory back after a mass disconnect (the router compacts on its own).
     fn give_back_memory(&mut self) {
-        if let Some(tls) = self.tls.as_mut() {
-            tls.trim_after_handshakes();
+        let trimmed = self
+            .tls
+            .as_mut()
+            .is_some_and(|tls| tls.trim_after_handshakes());
+        if !trimmed {
+            self.trim_after_accepts();
         }
         let open = self.slots.len();
         if open > self.peak {
@@ -313,12 +347,60 @@ impl EventLoop {
             if let Some(h2) = self.h2.as_mut() {
                 h2.shrink();
             }
-            // SAFETY: malloc_trim only returns free heap pages to the kernel.
-            #[cfg(target_os = "linux")]
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            trim_heap();
             self.peak = open;
         }
     }
+}
+
+/// Returns the free pages inside every malloc arena to the kernel (glibc's
+/// `malloc_trim` releases whole free pages anywhere in a heap, not only at its
+/// top). Cost: one walk of the free lists, milliseconds at 15,000 connections.
+fn trim_heap() {
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// A loop's thread: waits for events without the loop's lock, then runs a round
+/// holding it (see [`LoopCell`]). Its bus calls settle their own wake-ups
+/// ([`bus::mailbox::defer_wakes_on_this_thread`]).
+pub fn run(gateway: Arc<Gateway>, id: u16, mut poll: Poll) -> std::io::Result<()> {
+    bus::mailbox::defer_wakes_on_this_thread();
+    let cell = &gateway.loops[id as usize];
+    let mut events = Events::with_capacity(1024);
+    let mut timeout = Duration::ZERO;
+    loop {
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                let done = cell.lock().take();
+                drop(done);
+                return Err(e);
+            }
+        }
+        let mut guard = cell.lock();
+        let Some(event_loop) = guard.as_mut() else {
+            return Ok(());
+        };
+        match event_loop.round(&events) {
+            Some(next) => timeout = next,
+            None => {
+                // Dropped outside the lock: its sockets close, its Arc<Gateway> goes.
+                let done = guard.take();
+                drop(guard);
+                drop(done);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The first 10-ms mark after `now`, counted from the aligned epoch: every loop of
+/// the machine wakes at the same marks, so heartbeats due on the grid leave together.
+fn next_tick_after(epoch: Instant, now: Instant) -> Instant {
+    let since = now.saturating_duration_since(epoch).as_nanos();
+    let marks = since / LAG_TICK.as_nanos() + 1;
+    epoch + Duration::from_nanos((marks * LAG_TICK.as_nanos()) as u64)
 }

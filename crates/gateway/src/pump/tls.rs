@@ -65,7 +65,7 @@ pub(super) struct TlsLayer {
 }
 
 /// Handshakes between two heap trims (see [`TlsLayer::trim_after_handshakes`]).
-const TRIM_EVERY: u32 = 1024;
+const TRIM_EVERY: u32 = super::accept::TRIM_EVERY;
 
 impl TlsLayer {
     /// `ktls`: hand sessions' transmit side to the kernel after their handshake.
@@ -89,15 +89,14 @@ impl TlsLayer {
     /// pages inside the heap go back to the kernel (glibc's `malloc_trim` releases
     /// whole free pages anywhere in the heap, not only its top). Cost: one walk of the
     /// free lists, milliseconds at 15,000 connections.
-    pub(super) fn trim_after_handshakes(&mut self) {
-        if self.handshakes >= TRIM_EVERY {
-            self.handshakes = 0;
-            // SAFETY: malloc_trim only returns free heap pages to the kernel.
-            #[cfg(target_os = "linux")]
-            unsafe {
-                libc::malloc_trim(0);
-            }
+    /// True when it trimmed.
+    pub(super) fn trim_after_handshakes(&mut self) -> bool {
+        if self.handshakes < TRIM_EVERY {
+            return false;
         }
+        self.handshakes = 0;
+        super::trim_heap();
+        true
     }
 
     /// Gives back table capacity after a mass disconnect (the slab shrank too): free
