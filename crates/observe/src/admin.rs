@@ -55,6 +55,11 @@ impl Admin {
                     } else {
                         route(&path, &shared)
                     };
+                    // Every answer is built in memory: always a Content-Length, never
+                    // chunked (tiny_http chunks HTTP/1.1 answers over 32 KiB, and a
+                    // supervisor's /stats of 50 gateways is ~90 KB; readers that split
+                    // head from body got a chunked body that was not JSON).
+                    let res = res.with_chunked_threshold(usize::MAX);
                     if let Err(e) = req.respond(res) {
                         tracing::debug!(error = %e, "admin response not delivered");
                     }

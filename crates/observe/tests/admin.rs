@@ -91,6 +91,38 @@ fn metrics_healthz_stats_history_and_dashboard() {
         (Some(std::process::id() as u64), Some(1))
     );
 
+    // A supervisor's /stats with many processes is larger than tiny_http's chunking
+    // threshold (32 KiB); HTTP/1.1 readers that split head and body (the supervisor's
+    // probe, `bench c1m`'s watcher) need it whole, with a Content-Length.
+    fed.monitor.set_children(std::sync::Arc::new(|| {
+        (1..=60)
+            .map(|pid| observe::Sample {
+                pid,
+                connections: 5,
+                ..Default::default()
+            })
+            .collect()
+    }));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"GET /stats HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut s, &mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    assert!(body.len() > 32 << 10, "{} bytes", body.len());
+    assert!(
+        head.to_ascii_lowercase().contains("content-length:")
+            && !head.to_ascii_lowercase().contains("chunked"),
+        "{head}"
+    );
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["processes"].as_array().unwrap().len(), 61);
+
     let (status, _, body) = common::get(addr, "/history");
     assert_eq!(status, 200);
     let h: Vec<observe::Sample> = serde_json::from_str(&body).unwrap();
