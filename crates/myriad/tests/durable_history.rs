@@ -212,18 +212,7 @@ fn a_killed_router_role_keeps_history(nats: &Nats, store: &str, flags: &[&str]) 
     assert_eq!(last, format!("{epoch}-20"));
     router.kill(); // SIGKILL
     let _router = Router::start_with(nats, store, flags).0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        let (status, body) = gw.request("GET", &format!("/poll/70?since={epoch}-0"), b"");
-        if status == 200 {
-            break serde_json::from_str::<serde_json::Value>(body.trim()).unwrap();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no router answer: {status} {body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let answer = poll_once_the_router_answers(&gw, 70, &epoch);
     assert_eq!(answer["gap"], false, "{answer}");
     assert_eq!(answer["since"], format!("{epoch}-20"), "{answer}");
     let got: Vec<&str> = answer["messages"]
@@ -310,18 +299,7 @@ fn concurrent_publishes_through_a_gateway_keep_order_and_survive_a_router_kill()
     let epoch = last_sse_id(&buf).split('-').next().unwrap().to_string();
     router.kill(); // SIGKILL
     let _router = Router::start_with(&nats, "memory", &flags).0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        let (status, body) = gw.request("GET", &format!("/poll/71?since={epoch}-0"), b"");
-        if status == 200 {
-            break serde_json::from_str::<serde_json::Value>(body.trim()).unwrap();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no router answer: {status} {body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let answer = poll_once_the_router_answers(&gw, 71, &epoch);
     assert_eq!(answer["gap"], false, "{answer}");
     let stored: Vec<&str> = answer["messages"]
         .as_array()
@@ -370,4 +348,21 @@ fn jetstream_history_survives_a_kill_9_of_myriad_and_of_nats_server() {
         .collect();
     let want: Vec<String> = (1..=300).map(|i| format!("m{i}")).collect();
     assert_eq!(got, want);
+}
+
+/// `GET /poll/USER?since=EPOCH-0` until the restarted router answers (≤ 30 s); the
+/// answer's JSON.
+fn poll_once_the_router_answers(gw: &Server, user: u64, epoch: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = gw.request("GET", &format!("/poll/{user}?since={epoch}-0"), b"");
+        if status == 200 {
+            return serde_json::from_str(body.trim()).unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no router answer: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

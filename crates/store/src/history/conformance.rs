@@ -20,7 +20,8 @@ pub type Open<'a> = &'a mut dyn FnMut() -> Box<dyn HistoryLog>;
 /// Per user: `(epoch, [(seq, payload)])` of the ring a restart would rebuild.
 pub type Rings = BTreeMap<u64, (u32, Vec<(u64, Vec<u8>)>)>;
 
-fn kept(user: u64, epoch: u32, seq: u64, payload: &[u8]) -> HistoryChange<'_> {
+/// A kept message of subject 7 (the checks' and the unit tests' shorthand).
+pub fn kept(user: u64, epoch: u32, seq: u64, payload: &[u8]) -> HistoryChange<'_> {
     HistoryChange::Kept {
         user,
         epoch,

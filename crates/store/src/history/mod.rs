@@ -185,17 +185,8 @@ impl HistoryLog for SqliteHistory {
 
 #[cfg(test)]
 mod tests {
+    use super::conformance::kept;
     use super::*;
-
-    fn kept(user: u64, epoch: u32, seq: u64, payload: &[u8]) -> HistoryChange<'_> {
-        HistoryChange::Kept {
-            user,
-            epoch,
-            seq,
-            subject: 7,
-            payload,
-        }
-    }
 
     fn rows(log: &mut dyn HistoryLog) -> Vec<(u64, u32, u64, Vec<u8>)> {
         let mut out = Vec::new();
