@@ -157,14 +157,7 @@ fn lists_and_removals_are_exact() {
 
 #[test]
 fn durable_history_is_read_back_with_its_epoch_and_numbers() {
-    let path = std::env::temp_dir().join(format!("myriad-hub-durable-{}.db", std::process::id()));
-    let args = HubArgs {
-        store: format!("sqlite:{}", path.display()),
-        store_sync: Default::default(),
-        history: 3,
-        history_ttl: 60.0,
-        history_store: args::HistoryStore::Store,
-    };
+    let (path, args) = durable_args("durable", 3);
     let (epoch, last) = {
         let hub = Hub::open_args(&args).unwrap();
         let login = Request::Login {
@@ -195,9 +188,7 @@ fn durable_history_is_read_back_with_its_epoch_and_numbers() {
         .collect();
     assert_eq!(got, vec![(2, &b"b"[..]), (3, b"c"), (4, b"d")]);
     drop(hub);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_db(&path);
 }
 
 /// With durable history, a publish through [`LocalBus`] does not make the calling
@@ -206,14 +197,7 @@ fn durable_history_is_read_back_with_its_epoch_and_numbers() {
 /// through a connection of its own), and a batch is answered once for all items.
 #[test]
 fn a_local_durable_publish_is_answered_through_the_mailbox_after_its_commit() {
-    let path = std::env::temp_dir().join(format!("myriad-hub-later-{}.db", std::process::id()));
-    let args = HubArgs {
-        store: format!("sqlite:{}", path.display()),
-        store_sync: Default::default(),
-        history: 8,
-        history_ttl: 60.0,
-        history_store: args::HistoryStore::Store,
-    };
+    let (path, args) = durable_args("later", 8);
     let hub = Arc::new(Hub::open_args(&args).unwrap());
     let mailboxes: Vec<Arc<bus::Mailbox>> =
         (0..2).map(|_| Arc::new(bus::Mailbox::new(|| {}))).collect();
@@ -286,23 +270,14 @@ fn a_local_durable_publish_is_answered_through_the_mailbox_after_its_commit() {
     assert_eq!(&delivered[2].1[..], b"three");
     drop(local);
     drop(hub);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_db(&path);
 }
 
 /// Router shards share one durable log: each reads back only the users it owns
 /// (a shard holding another's ring would delete that shard's rows at its ttl).
 #[test]
 fn durable_history_is_read_back_only_for_the_users_owned() {
-    let path = std::env::temp_dir().join(format!("myriad-hub-owned-{}.db", std::process::id()));
-    let args = HubArgs {
-        store: format!("sqlite:{}", path.display()),
-        store_sync: Default::default(),
-        history: 8,
-        history_ttl: 60.0,
-        history_store: args::HistoryStore::Store,
-    };
+    let (path, args) = durable_args("owned", 8);
     {
         let hub = Hub::open_args(&args).unwrap();
         for user in [6, 7] {
@@ -334,9 +309,7 @@ fn durable_history_is_read_back_only_for_the_users_owned() {
         "and its rows are still stored"
     );
     drop(all);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_db(&path);
 }
 
 /// A batch through `Hub::handle` with durable history (the router role's path):
@@ -344,14 +317,7 @@ fn durable_history_is_read_back_only_for_the_users_owned() {
 /// counts summed.
 #[test]
 fn a_durable_batch_is_stored_and_delivered_in_order_by_one_call() {
-    let path = std::env::temp_dir().join(format!("myriad-hub-batch-{}.db", std::process::id()));
-    let args = HubArgs {
-        store: format!("sqlite:{}", path.display()),
-        store_sync: Default::default(),
-        history: 8,
-        history_ttl: 60.0,
-        history_store: args::HistoryStore::Store,
-    };
+    let (path, args) = durable_args("batch", 8);
     let hub = Hub::open_args(&args).unwrap();
     let login = Request::Login {
         user: 9,
@@ -384,6 +350,25 @@ fn a_durable_batch_is_stored_and_delivered_in_order_by_one_call() {
         vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())]
     );
     drop(hub);
+    remove_db(&path);
+}
+
+/// A hub keeping history durably in a fresh SQLite file of its own (`name`), with
+/// `history` messages per user; the file's path for [`remove_db`].
+fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
+    let path = std::env::temp_dir().join(format!("myriad-hub-{name}-{}.db", std::process::id()));
+    let args = HubArgs {
+        store: format!("sqlite:{}", path.display()),
+        store_sync: Default::default(),
+        history,
+        history_ttl: 60.0,
+        history_store: args::HistoryStore::Store,
+    };
+    (path, args)
+}
+
+/// Removes a SQLite file and its WAL companions.
+fn remove_db(path: &std::path::Path) {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
