@@ -80,6 +80,15 @@ pub enum Reply {
         connections: u64,
         users: u64,
     },
+    /// `Publish` / `PublishBatch` with durable history whose write failed: the
+    /// messages reached the counted connections, but a restart would not replay
+    /// them. The client gets a 503 saying so (a retry delivers them again).
+    NotStored {
+        messages: u64,
+        connections: u64,
+        users: u64,
+        error: String,
+    },
     /// `ChangeSubscriptions`: edges in the request and how many changed (new when
     /// adding, existing when removing).
     Changed { edges: u64, changed: u64 },
@@ -91,4 +100,24 @@ pub enum Reply {
     /// The router side could not do it (the store failed, the broker is away): the
     /// client gets a 503 with this text and may retry.
     Unavailable(String),
+}
+
+impl Reply {
+    /// A publish's answer once its durable write failed: `Published` becomes
+    /// `NotStored` with the same counts and `why`; any other reply is kept.
+    pub fn not_stored(self, why: &str) -> Reply {
+        match self {
+            Reply::Published {
+                messages,
+                connections,
+                users,
+            } => Reply::NotStored {
+                messages,
+                connections,
+                users,
+                error: why.to_string(),
+            },
+            other => other,
+        }
+    }
 }

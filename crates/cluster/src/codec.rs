@@ -170,6 +170,13 @@ pub enum WireAnswer {
     /// The router's counters as JSON text.
     Stats(String),
     Unavailable(String),
+    /// Published, but the durable history write failed (`bus::Reply::NotStored`).
+    NotStored {
+        messages: u64,
+        connections: u64,
+        users: u64,
+        error: String,
+    },
 }
 
 /// [`router::HistoryRead`] on the wire: `(seq, subject, payload)` oldest first.

@@ -314,6 +314,17 @@ impl RouterRole {
                     connections,
                     users,
                 },
+                Reply::NotStored {
+                    connections,
+                    users,
+                    error,
+                    ..
+                } => Reply::NotStored {
+                    messages: 0,
+                    connections,
+                    users,
+                    error,
+                },
                 other => other,
             },
         }

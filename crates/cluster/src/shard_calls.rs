@@ -68,25 +68,44 @@ pub fn gather(gathers: &Gathers, key: (u16, u32), answer: WireAnswer) -> Gathere
     Gathered::Done(sum.expect("set above"))
 }
 
-/// Two shards' replies to one call as one: counts add up, an error wins.
+/// A publish's answer as counts and, when a shard's durable write failed, why.
+fn publish_part(answer: &WireAnswer) -> Option<(u64, u64, u64, Option<&str>)> {
+    match answer {
+        WireAnswer::Published {
+            messages,
+            connections,
+            users,
+        } => Some((*messages, *connections, *users, None)),
+        WireAnswer::NotStored {
+            messages,
+            connections,
+            users,
+            error,
+        } => Some((*messages, *connections, *users, Some(error))),
+        _ => None,
+    }
+}
+
+/// Two shards' replies to one call as one: counts add up, an error wins (a
+/// publish one shard could not store is `NotStored` with everyone's counts).
 fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
+    if let (Some((m1, c1, u1, e1)), Some((m2, c2, u2, e2))) = (publish_part(&a), publish_part(&b)) {
+        let (messages, connections, users) = (m1 + m2, c1 + c2, u1 + u2);
+        return match e1.or(e2) {
+            None => WireAnswer::Published {
+                messages,
+                connections,
+                users,
+            },
+            Some(error) => WireAnswer::NotStored {
+                messages,
+                connections,
+                users,
+                error: error.to_string(),
+            },
+        };
+    }
     match (a, b) {
-        (
-            WireAnswer::Published {
-                messages: m1,
-                connections: c1,
-                users: u1,
-            },
-            WireAnswer::Published {
-                messages: m2,
-                connections: c2,
-                users: u2,
-            },
-        ) => WireAnswer::Published {
-            messages: m1 + m2,
-            connections: c1 + c2,
-            users: u1 + u2,
-        },
         (
             WireAnswer::Changed {
                 edges: e1,
@@ -141,5 +160,23 @@ mod tests {
             Gathered::Done(published(1, 7))
         );
         assert!(gathers.lock().is_empty());
+        // One shard's failed durable write makes the sum NotStored, counts kept.
+        gathers.lock().insert((0, 2), (2, None));
+        let not_stored = WireAnswer::NotStored {
+            messages: 0,
+            connections: 3,
+            users: 3,
+            error: "disk full".into(),
+        };
+        assert_eq!(gather(&gathers, (0, 2), not_stored), Gathered::Waiting);
+        assert_eq!(
+            gather(&gathers, (0, 2), published(1, 2)),
+            Gathered::Done(WireAnswer::NotStored {
+                messages: 1,
+                connections: 5,
+                users: 5,
+                error: "disk full".into(),
+            })
+        );
     }
 }

@@ -16,6 +16,10 @@
 //! then runs the jobs in ticket order. An event loop publishing this way keeps
 //! serving while its publishes wait for the disk, and a group holds every publish
 //! queued during the previous write, so groups grow with the load.
+//!
+//! A write that fails is reported to everyone who waited for it ([`NotStored`]):
+//! the messages are still in memory and still delivered, but a restart would not
+//! replay them, so the publisher is told instead of getting a plain 200.
 
 use parking_lot::{Condvar, Mutex};
 use router::history::Journal;
@@ -36,13 +40,24 @@ struct Shared {
     keep: usize,
 }
 
-/// What runs after a commit: a publish's hand-out and answer.
-pub type Then = Box<dyn FnOnce() + Send>;
+/// What runs after a commit: a publish's hand-out and answer, told whether the
+/// write held.
+pub type Then = Box<dyn FnOnce(Result<(), NotStored>) + Send>;
+
+/// Why a durable history write failed (the store's error text), shared by every
+/// publish of the failed group.
+pub type NotStored = Arc<str>;
+
+/// Failed writes remembered for their waiters: a waiter asks right after its
+/// write, so a few are plenty.
+const FAILURES_KEPT: usize = 64;
 
 /// A publish waiting for the committer thread.
 struct Job {
     position: u64,
     ticket: u64,
+    /// False when the journal was empty: nothing of this publish was written.
+    stores: bool,
     then: Then,
 }
 
@@ -60,6 +75,22 @@ struct State {
     jobs: VecDeque<Job>,
     /// Set on drop: the committer finishes its jobs and ends.
     closing: bool,
+    /// Recent failed writes: positions `(after, upto]` and the error.
+    failures: VecDeque<(u64, u64, NotStored)>,
+}
+
+impl State {
+    /// Whether the write that covered `position` (already committed) failed.
+    fn outcome(&self, position: u64) -> Result<(), NotStored> {
+        match self
+            .failures
+            .iter()
+            .find(|(after, upto, _)| *after < position && position <= *upto)
+        {
+            Some((_, _, why)) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
 }
 
 impl GroupCommit {
@@ -89,7 +120,8 @@ impl GroupCommit {
     }
 
     /// Queues `journal` and takes the next delivery ticket (call under the router
-    /// lock): `(position, ticket)`.
+    /// lock): `(position, ticket)`. A caller whose journal was empty wrote nothing
+    /// and ignores [`GroupCommit::wait_committed`]'s outcome.
     pub fn push_publish(&self, journal: Vec<Journal>) -> (u64, u64) {
         let mut state = self.shared.state.lock();
         let position = push(&mut state, journal);
@@ -101,6 +133,7 @@ impl GroupCommit {
     /// committer thread, which runs it in ticket order once `journal` is written
     /// (call under the router lock). Never waits.
     pub fn push_later(&self, journal: Vec<Journal>, then: Then) {
+        let stores = !journal.is_empty();
         let mut state = self.shared.state.lock();
         let position = push(&mut state, journal);
         state.tickets += 1;
@@ -108,6 +141,7 @@ impl GroupCommit {
         state.jobs.push_back(Job {
             position,
             ticket,
+            stores,
             then,
         });
         drop(state);
@@ -115,8 +149,9 @@ impl GroupCommit {
     }
 
     /// Returns once everything up to `position` is written, writing it if no
-    /// other thread is (call without the router lock).
-    pub fn wait_committed(&self, position: u64) {
+    /// other thread is (call without the router lock); `Err` when that write
+    /// failed.
+    pub fn wait_committed(&self, position: u64) -> Result<(), NotStored> {
         self.shared.wait_committed(position)
     }
 
@@ -136,7 +171,7 @@ fn push(state: &mut State, journal: Vec<Journal>) -> u64 {
 }
 
 impl Shared {
-    fn wait_committed(&self, position: u64) {
+    fn wait_committed(&self, position: u64) -> Result<(), NotStored> {
         let mut state = self.state.lock();
         while state.committed < position {
             if state.writing {
@@ -147,16 +182,26 @@ impl Shared {
             let batch = std::mem::take(&mut state.queued);
             let upto = state.pushed;
             drop(state);
-            if let Err(e) = crate::durable::write(&mut **self.log.lock(), &batch, self.keep) {
-                // The messages are still in memory; a restart reports the gap
-                // through the epoch check.
-                tracing::error!(error = %e, "durable history write failed");
-            }
+            let written = crate::durable::write(&mut **self.log.lock(), &batch, self.keep);
             state = self.state.lock();
+            if let Err(e) = written {
+                // The messages are still in memory and still delivered; a restart
+                // reports the hole to resuming clients as a gap, and every waiter
+                // of this group tells its publisher.
+                tracing::error!(error = %e, "durable history write failed");
+                if state.failures.len() == FAILURES_KEPT {
+                    state.failures.pop_front();
+                }
+                let after = state.committed;
+                state
+                    .failures
+                    .push_back((after, upto, Arc::from(e.to_string())));
+            }
             state.committed = upto;
             state.writing = false;
             self.changed.notify_all();
         }
+        state.outcome(position)
     }
 
     fn in_turn(&self, ticket: u64, deliver: impl FnOnce()) {
@@ -186,9 +231,13 @@ impl Shared {
             let jobs = std::mem::take(&mut state.jobs);
             drop(state);
             let upto = jobs.iter().map(|j| j.position).max().unwrap_or(0);
-            self.wait_committed(upto);
+            let _ = self.wait_committed(upto);
             for job in jobs {
-                self.in_turn(job.ticket, job.then);
+                let outcome = match job.stores {
+                    true => self.state.lock().outcome(job.position),
+                    false => Ok(()),
+                };
+                self.in_turn(job.ticket, || (job.then)(outcome));
             }
         }
     }

@@ -156,27 +156,20 @@ impl Hub {
                 Reply::Done
             }
             Request::Publish { subject, payload } => {
-                let counts = self.publish(subject, payload, deliver);
-                Reply::Published {
-                    messages: 1,
-                    connections: counts.connections.into(),
-                    users: counts.users.into(),
-                }
+                let (counts, stored) = self.publish(subject, payload, deliver);
+                published(1, counts.connections.into(), counts.users.into(), stored)
             }
             Request::PublishBatch { items } => {
                 let (mut connections, mut users) = (0u64, 0u64);
                 let messages = items.len() as u64;
                 // One lock per item: a long batch never holds the router for its
                 // whole length; one durable commit for all of them.
-                for counts in self.publish_each(items, deliver) {
+                let (counts, stored) = self.publish_each(items, deliver);
+                for counts in counts {
                     connections += u64::from(counts.connections);
                     users += u64::from(counts.users);
                 }
-                Reply::Published {
-                    messages,
-                    connections,
-                    users,
-                }
+                published(messages, connections, users, stored)
             }
             Request::ChangeSubscriptions { edges, add } => self.change(&edges, add),
             Request::ReadHistory { user, since } => {
@@ -226,7 +219,9 @@ impl Hub {
         if let Some(commit) = &self.history {
             let position = commit.push(router.take_journal());
             drop(router);
-            commit.wait_committed(position);
+            // A failed write is the publishers' to report; a client resuming
+            // after a restart is told of the hole as a gap.
+            let _ = commit.wait_committed(position);
         }
     }
 
@@ -325,7 +320,9 @@ impl Hub {
             }
         }
         if let (Some(commit), Some(position)) = (&self.history, position) {
-            commit.wait_committed(position);
+            // Expiry's deletions: a failed one leaves rows a restart drops as
+            // expired or outside the contiguous tail; logged by the commit.
+            let _ = commit.wait_committed(position);
         }
     }
 
@@ -348,6 +345,24 @@ impl Hub {
 /// The router's counters as `/stats` shows them. Named so they cannot be confused:
 /// `subscription_edges` are durable follow edges (A follows B);
 /// `connections_logged_in` are open client connections the router delivers to.
+/// A publish's answer: `Published`, or `NotStored` when its durable write failed.
+fn published(
+    messages: u64,
+    connections: u64,
+    users: u64,
+    stored: Result<(), commit::NotStored>,
+) -> Reply {
+    let reply = Reply::Published {
+        messages,
+        connections,
+        users,
+    };
+    match stored {
+        Ok(()) => reply,
+        Err(why) => reply.not_stored(&why),
+    }
+}
+
 pub fn stats_json(r: &RouterStats) -> serde_json::Value {
     serde_json::json!({
         "users_online": r.users_online,

@@ -2,6 +2,7 @@
 //! out — at once under that lock, after the durable commit in ticket order, or, for
 //! [`Hub::publish_later`], by the committer thread together with the answer.
 
+use crate::commit::NotStored;
 use crate::Hub;
 use bus::{ConnRef, Delivery, Inbound, Reply, Request, Target};
 use bytes::Bytes;
@@ -64,16 +65,18 @@ impl Planned {
 impl Hub {
     /// Plans the fan-out of one message and hands every loop its batch before the
     /// router lock is released (with durable history: after the commit, in ticket
-    /// order, which keeps the same order).
+    /// order, which keeps the same order). `Err` carries the counts too: the
+    /// message went out but its durable write failed.
     pub(crate) fn publish(
         &self,
         subject: u64,
         payload: Bytes,
         deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> PublishCounts {
+    ) -> (PublishCounts, Result<(), NotStored>) {
         let mut router = self.router.lock();
         let planned = Planned::new(&mut router, subject, payload);
         let counts = planned.counts;
+        let mut stored = Ok(());
         match &self.history {
             None => {
                 planned.hand_out(deliver);
@@ -83,13 +86,17 @@ impl Hub {
             // restart would not know (it would be told of a gap that is not one).
             // Tickets keep the router's order once its lock is gone.
             Some(commit) => {
-                let (position, ticket) = commit.push_publish(router.take_journal());
+                let journal = router.take_journal();
+                let stores = !journal.is_empty();
+                let (position, ticket) = commit.push_publish(journal);
                 drop(router);
-                commit.wait_committed(position);
+                if let (Err(why), true) = (commit.wait_committed(position), stores) {
+                    stored = Err(why);
+                }
                 commit.in_turn(ticket, || planned.hand_out(deliver));
             }
         }
-        counts
+        (counts, stored)
     }
 
     /// Publishes `items` in order (one router lock per item) with ONE durable
@@ -97,37 +104,45 @@ impl Hub {
     /// the caller waits once for the last, then every item's deliveries go out in
     /// ticket order. Without durable history, the same as [`Hub::publish`] in turn.
     /// A batch, or a gateway's run of publishes at the router role, then costs one
-    /// store round trip instead of one per message.
+    /// store round trip instead of one per message. `Err` when the commit failed
+    /// (every item was still delivered).
     pub fn publish_each(
         &self,
         items: Vec<(u64, Bytes)>,
         deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> Vec<PublishCounts> {
+    ) -> (Vec<PublishCounts>, Result<(), NotStored>) {
         let Some(commit) = &self.history else {
-            return items
+            let counts = items
                 .into_iter()
-                .map(|(subject, payload)| self.publish(subject, payload, deliver))
+                .map(|(subject, payload)| self.publish(subject, payload, deliver).0)
                 .collect();
+            return (counts, Ok(()));
         };
         let mut planned = Vec::with_capacity(items.len());
-        let mut last = 0;
+        let (mut last, mut stores) = (0, false);
         for (subject, payload) in items {
             let mut router = self.router.lock();
             let p = Planned::new(&mut router, subject, payload);
-            let (position, ticket) = commit.push_publish(router.take_journal());
+            let journal = router.take_journal();
+            stores |= !journal.is_empty();
+            let (position, ticket) = commit.push_publish(journal);
             drop(router);
             last = position;
             planned.push((ticket, p));
         }
-        commit.wait_committed(last);
-        planned
+        let stored = match (commit.wait_committed(last), stores) {
+            (Err(why), true) => Err(why),
+            _ => Ok(()),
+        };
+        let counts = planned
             .into_iter()
             .map(|(ticket, p)| {
                 let counts = p.counts;
                 commit.in_turn(ticket, || p.hand_out(deliver));
                 counts
             })
-            .collect()
+            .collect();
+        (counts, stored)
     }
 
     /// True when publishes are written to the store before they are answered
@@ -163,6 +178,9 @@ impl Hub {
             });
         }
         let (mut connections, mut users) = (0u64, 0u64);
+        // The first failed write among the items, for the answer (jobs run in
+        // ticket order on the committer thread, the answer's last).
+        let failed: Arc<parking_lot::Mutex<Option<NotStored>>> = Default::default();
         for (i, (subject, payload)) in items.into_iter().enumerate() {
             let mut router = self.router.lock();
             let planned = Planned::new(&mut router, subject, payload);
@@ -175,11 +193,19 @@ impl Hub {
                 users,
             });
             let post = post.clone();
+            let failed = failed.clone();
             commit.push_later(
                 router.take_journal(),
-                Box::new(move || {
+                Box::new(move |stored| {
                     planned.hand_out(&mut |loop_id, batch| post(loop_id, Inbound::Deliver(batch)));
+                    if let Err(why) = stored {
+                        failed.lock().get_or_insert(why);
+                    }
                     if let Some(reply) = answer {
+                        let reply = match failed.lock().take() {
+                            Some(why) => reply.not_stored(&why),
+                            None => reply,
+                        };
                         post(
                             conn.loop_id,
                             Inbound::Reply {

@@ -353,6 +353,134 @@ fn a_durable_batch_is_stored_and_delivered_in_order_by_one_call() {
     remove_db(&path);
 }
 
+/// Makes every history write to the SQLite file at `path` fail (`refuse`) or
+/// succeed again, from a connection of the test's own: a real SQLite error.
+fn refuse_history_writes(path: &std::path::Path, refuse: bool) {
+    let db = rusqlite::Connection::open(path).unwrap();
+    let sql = match refuse {
+        true => {
+            "CREATE TRIGGER refuse BEFORE INSERT ON history \
+                 BEGIN SELECT RAISE(ABORT, 'the test refuses history rows'); END;"
+        }
+        false => "DROP TRIGGER refuse;",
+    };
+    db.execute_batch(sql).unwrap();
+}
+
+#[test]
+fn a_failed_durable_write_is_told_to_the_publisher_and_the_message_still_delivered() {
+    let (path, args) = durable_args("refused", 8);
+    let hub = Hub::open_args(&args).unwrap();
+    let login = Request::Login {
+        user: 6,
+        since: None,
+        epoch: None,
+    };
+    call(&hub, conn(1, 60), login);
+    let (reply, _) = call(&hub, conn(0, 1), publish(6, "kept"));
+    assert!(
+        matches!(reply, Reply::Published { messages: 1, .. }),
+        "{reply:?}"
+    );
+
+    refuse_history_writes(&path, true);
+    let (reply, batches) = call(&hub, conn(0, 2), publish(6, "lost"));
+    let Reply::NotStored {
+        messages: 1,
+        connections: 1,
+        users: 1,
+        error,
+    } = &reply
+    else {
+        panic!("a refused write answered {reply:?}")
+    };
+    assert!(error.contains("the test refuses history rows"), "{error}");
+    assert_eq!(batches, vec![(1, vec![(60, 2)])], "still delivered live");
+    let items = vec![(6, Bytes::from_static(b"x")), (6, Bytes::from_static(b"y"))];
+    let (reply, batches) = call(&hub, conn(0, 3), Request::PublishBatch { items });
+    assert!(
+        matches!(
+            reply,
+            Reply::NotStored {
+                messages: 2,
+                connections: 2,
+                ..
+            }
+        ),
+        "{reply:?}"
+    );
+    assert_eq!(batches.len(), 2);
+    // Nobody's history was written: a publish to a user nobody follows stores
+    // nothing and is answered as usual.
+    let (reply, _) = call(&hub, conn(0, 4), publish(999, "nobody"));
+    assert!(
+        matches!(reply, Reply::Published { connections: 0, .. }),
+        "{reply:?}"
+    );
+
+    refuse_history_writes(&path, false);
+    let (reply, _) = call(&hub, conn(0, 5), publish(6, "kept again"));
+    assert!(
+        matches!(reply, Reply::Published { messages: 1, .. }),
+        "{reply:?}"
+    );
+    let mut stored = Vec::new();
+    store::history::open_history(&args.store, &args.store_options())
+        .unwrap()
+        .for_each(&mut |row| stored.push((row.seq, row.payload)))
+        .unwrap();
+    assert_eq!(
+        stored,
+        vec![(1, b"kept".to_vec()), (5, b"kept again".to_vec())],
+        "only what was answered as stored is on disk"
+    );
+    drop(hub);
+    remove_db(&path);
+}
+
+#[test]
+fn a_failed_durable_write_reaches_the_mailbox_answer_of_a_later_publish() {
+    let (path, args) = durable_args("refused-later", 8);
+    let hub = Arc::new(Hub::open_args(&args).unwrap());
+    let mailboxes: Vec<Arc<bus::Mailbox>> =
+        (0..2).map(|_| Arc::new(bus::Mailbox::new(|| {}))).collect();
+    let local = LocalBus::new(hub.clone(), mailboxes.clone());
+    use bus::Bus;
+    let login = Request::Login {
+        user: 3,
+        since: None,
+        epoch: None,
+    };
+    assert!(local.call(conn(1, 30), login).is_some());
+    refuse_history_writes(&path, true);
+    assert!(local.call(conn(0, 9), publish(3, "lost")).is_none());
+    let until = Instant::now() + std::time::Duration::from_secs(10);
+    let mut answer = None;
+    while answer.is_none() && Instant::now() < until {
+        let mut got = Vec::new();
+        mailboxes[0].drain(&mut got);
+        answer = got.into_iter().find_map(|item| match item {
+            bus::Inbound::Reply { token: 9, reply } => Some(reply),
+            _ => None,
+        });
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let answer = answer.expect("the publish is answered");
+    assert!(
+        matches!(&answer, Reply::NotStored { messages: 1, connections: 1, error, .. } if error.contains("refuses")),
+        "{answer:?}"
+    );
+    let mut delivered = Vec::new();
+    mailboxes[1].drain(&mut delivered);
+    assert!(
+        matches!(delivered.as_slice(), [bus::Inbound::Deliver(d)] if d.msg.payload == "lost"),
+        "still delivered live"
+    );
+    drop(local);
+    drop(hub);
+    remove_db(&path);
+}
+
 /// A hub keeping history durably in a fresh SQLite file of its own (`name`), with
 /// `history` messages per user; the file's path for [`remove_db`].
 fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {

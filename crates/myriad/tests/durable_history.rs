@@ -93,6 +93,67 @@ fn postgres_flags(schema: &PgSchema) -> Vec<String> {
     ])
 }
 
+/// Runs `sql` in the test database with psql (fails the test when psql does).
+fn psql(sql: &str) {
+    let status = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-qc",
+            sql,
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .expect("psql runs (Debian's postgresql-client)");
+    assert!(status.success(), "psql failed on {sql}");
+}
+
+/// PostgreSQL refusing history rows (a CHECK constraint added under the running
+/// server): the publish is answered 503 saying what reached whom and that a
+/// restart will not replay it, the message still goes out live, and once rows are
+/// taken again publishes are answered 200 — never a silent 200.
+#[test]
+fn postgres_refusing_history_rows_is_a_503_to_the_publisher_not_a_silent_200() {
+    let schema = PgSchema::new("refuse");
+    let server = Server::start(&strs(&postgres_flags(&schema)));
+    let (mut stream, mut buf) = subscribe_stream(&server, 41);
+    assert_eq!(server.publish(41, "stored one")["connections"], 1);
+    read_until(&mut stream, &mut buf, "stored one");
+
+    let table = format!("{}.history", schema.0);
+    psql(&format!(
+        "ALTER TABLE {table} ADD CONSTRAINT refuse_rows CHECK (false) NOT VALID"
+    ));
+    let (status, body) = server.request("POST", "/pub/41", b"live only");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("history not stored")
+            && body.contains("delivered to 1 connections of 1 users"),
+        "{body}"
+    );
+    assert!(
+        body.contains("refuse_rows"),
+        "the store's reason is given: {body}"
+    );
+    read_until(&mut stream, &mut buf, "live only");
+    let (status, body) = server.request(
+        "POST",
+        "/pub",
+        b"{\"subject\":41,\"data\":\"batch one\"}\n{\"subject\":41,\"data\":\"batch two\"}\n",
+    );
+    assert_eq!(status, 503, "a batch is told too: {body}");
+
+    psql(&format!("ALTER TABLE {table} DROP CONSTRAINT refuse_rows"));
+    assert_eq!(server.publish(41, "stored two")["connections"], 1);
+    read_until(&mut stream, &mut buf, "stored two");
+}
+
 fn jetstream_flags(nats: &Nats) -> Vec<String> {
     strings(&[
         "--history-store",

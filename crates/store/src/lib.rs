@@ -33,7 +33,7 @@ pub enum StoreError {
     BadUrl(String),
     #[error("store: sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("store: postgres: {0}")]
+    #[error("store: postgres: {}", postgres_text(.0))]
     Postgres(#[from] ::postgres::Error),
     #[error("store: postgres: cannot connect to {url} (is PostgreSQL running there? see README)")]
     PostgresConnect {
@@ -134,4 +134,18 @@ pub(crate) fn to_sql(id: u64) -> i64 {
 /// Inverse of [`to_sql`].
 pub(crate) fn from_sql(v: i64) -> u64 {
     v as u64
+}
+
+/// A PostgreSQL error as its server message when it has one (`Display` alone says
+/// only "db error"): what a publisher or log reader needs to act on.
+fn postgres_text(e: &::postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        ),
+        None => e.to_string(),
+    }
 }

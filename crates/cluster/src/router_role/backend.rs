@@ -82,6 +82,14 @@ impl RouterRole {
                 connections, users, ..
             } => Ok((connections, users)),
             Reply::Unavailable(why) => Err(why),
+            Reply::NotStored {
+                connections,
+                users,
+                error,
+                ..
+            } => Err(format!(
+                "history not stored: {error}; delivered to {connections} connections of {users} users"
+            )),
             other => Err(format!("{other:?}")),
         }
     }

@@ -30,15 +30,19 @@ impl RouterRole {
         }
         let mut batches = Vec::new();
         let hub = self.hub.clone();
-        let counts = hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
+        let (counts, stored) =
+            hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
         self.queue_batches(batches, published_ns);
         let messages = u64::from(self.shards.index == 0);
         for ((loop_id, token), c) in answers.into_iter().zip(counts) {
-            let reply = Reply::Published {
+            let mut reply = Reply::Published {
                 messages,
                 connections: c.connections.into(),
                 users: c.users.into(),
             };
+            if let Err(why) = &stored {
+                reply = reply.not_stored(why);
+            }
             let reply = WireReply {
                 loop_id,
                 token,

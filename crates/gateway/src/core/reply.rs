@@ -24,6 +24,15 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 connections, users, ..
             },
         ) => super::client_publish::answer(cx, connections, users),
+        (
+            State::WebSocket,
+            Reply::NotStored {
+                connections,
+                users,
+                error,
+                ..
+            },
+        ) => super::client_publish::error(cx, &not_stored_text(connections, users, &error)),
         (State::WebSocket, Reply::Unavailable(message)) => {
             super::client_publish::error(cx, &format!("router unavailable: {message}"))
         }
@@ -69,6 +78,20 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
         (Call::Stats, Reply::Stats(doc)) => {
             serde_json::to_writer(&mut body, &doc).expect("a JSON value serialises")
         }
+        (
+            Call::Publish | Call::PublishBatch,
+            Reply::NotStored {
+                connections,
+                users,
+                error,
+                ..
+            },
+        ) => {
+            return conn.respond(cx, keep, |out| {
+                let message = not_stored_text(connections, users, &error);
+                wire::write_error_response(out, 503, &message, keep, &[])
+            });
+        }
         (_, Reply::Unavailable(message)) => {
             return conn.respond(cx, keep, |out| {
                 let message = format!("unavailable: {message}");
@@ -86,6 +109,15 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
     conn.respond(cx, keep, |out| {
         wire::write_response(out, 200, "application/json", &body, keep, &[])
     });
+}
+
+/// What a publisher is told when its message went out but its durable history
+/// write failed (README's error table): retrying delivers it again.
+fn not_stored_text(connections: u64, users: u64, error: &str) -> String {
+    format!(
+        "history not stored: {error}; delivered to {connections} connections of {users} users, \
+         which a restart will not replay"
+    )
 }
 
 /// The login of a subscription is done: the transport's head goes out, then what

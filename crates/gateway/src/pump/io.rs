@@ -155,7 +155,7 @@ impl EventLoop {
     }
 
     pub(super) fn count_reply(&self, reply: &Reply) {
-        if let Reply::Published { messages, .. } = reply {
+        if let Reply::Published { messages, .. } | Reply::NotStored { messages, .. } = reply {
             self.metrics
                 .messages_in
                 .fetch_add(*messages, Ordering::Relaxed);
