@@ -52,6 +52,8 @@ pub struct Hub {
     peak: AtomicU64,
     /// Most history bytes seen by a tick since memory was last given back.
     history_peak: AtomicU64,
+    /// Most users holding a history ring since the last trim.
+    rings_peak: AtomicU64,
 }
 
 /// History this large that expired by half is worth returning to the kernel: rings
@@ -67,6 +69,7 @@ impl Hub {
             history: None,
             peak: AtomicU64::new(0),
             history_peak: AtomicU64::new(0),
+            rings_peak: AtomicU64::new(0),
         }
     }
 
@@ -285,8 +288,9 @@ impl Hub {
 
     /// Once a second: expires the history of users gone for its ttl, and gives
     /// memory back after a mass disconnect (presence fell below half its peak) or
-    /// after history expired (below half its peak, from at least
-    /// [`TRIM_HISTORY_BYTES`]).
+    /// after history expired (its bytes below half their peak, from at least
+    /// [`TRIM_HISTORY_BYTES`], or the users holding a ring below half theirs, from
+    /// at least 1,024).
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
@@ -303,16 +307,29 @@ impl Hub {
             .history_peak
             .fetch_max(history, Ordering::Relaxed)
             .max(history);
-        let history_gone = history_peak >= TRIM_HISTORY_BYTES && history < history_peak / 2;
-        if (peak >= 1024 && connections < peak / 2) || history_gone {
+        let rings = stats.users_with_history;
+        let rings_peak = self
+            .rings_peak
+            .fetch_max(rings, Ordering::Relaxed)
+            .max(rings);
+        // Many small rings expiring free as much as a few large ones: either halving
+        // gives memory back.
+        let history_gone = (history_peak >= TRIM_HISTORY_BYTES && history < history_peak / 2)
+            || (rings_peak >= 1024 && rings < rings_peak / 2);
+        let emptied = peak >= 1024 && connections < peak / 2;
+        if emptied || history_gone {
             router.compact();
             self.peak.store(connections, Ordering::Relaxed);
         }
         if history_gone {
             self.history_peak.store(history, Ordering::Relaxed);
+            self.rings_peak.store(rings, Ordering::Relaxed);
         }
         drop(router);
-        if history_gone {
+        if emptied || history_gone {
+            // The loops trim after accept bursts; what closed connections freed
+            // (in every loop's arena: malloc_trim walks them all) is given back
+            // here, and what expired rings freed (NOTES, issue 10, round five).
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]
             unsafe {
