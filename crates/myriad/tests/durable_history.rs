@@ -37,21 +37,17 @@ impl PgSchema {
 impl Drop for PgSchema {
     fn drop(&mut self) {
         let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0);
-        let _ = Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "test",
-                "-qc",
-                &drop,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = psql_command(&drop).stderr(Stdio::null()).status();
     }
+}
+
+/// psql on the test database, running `sql` and stopping at its first error.
+fn psql_command(sql: &str) -> Command {
+    let mut cmd = Command::new("psql");
+    cmd.args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test"])
+        .args(["-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .stdout(Stdio::null());
+    cmd
 }
 
 /// A nats-server with JetStream, storing in a temp dir, on a free port.
@@ -95,20 +91,7 @@ fn postgres_flags(schema: &PgSchema) -> Vec<String> {
 
 /// Runs `sql` in the test database with psql (fails the test when psql does).
 fn psql(sql: &str) {
-    let status = Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "test",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-qc",
-            sql,
-        ])
-        .stdout(Stdio::null())
+    let status = psql_command(sql)
         .status()
         .expect("psql runs (Debian's postgresql-client)");
     assert!(status.success(), "psql failed on {sql}");
