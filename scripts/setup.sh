@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what myriad's tests need on a fresh Debian machine (run as root; idempotent):
-# curl, Chromium and a font for the dashboard/plot tests, Python `websockets`, the npm
-# packages of the browser test, the sysctls that loopback connect storms need, starts
+# curl, Chromium and a font for the dashboard/plot tests, nginx with nchan (the bench's
+# peer), Python `websockets`, the npm packages of the browser test, the sysctls that loopback connect storms need, starts
 # PostgreSQL if it is installed but stopped, and creates the user `postgres` and the
 # database `test` the PostgreSQL tests use when they are missing.
 set -euo pipefail
@@ -12,6 +12,7 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v certutil >/dev/null || need_apt+=(libnss3-tools)  # a test CA in Chromium's NSS store (tls_browser)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
+[ -f /usr/lib/nginx/modules/ngx_nchan_module.so ] || need_apt+=(nginx-light libnginx-mod-nchan)  # bench --peer nchan
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq

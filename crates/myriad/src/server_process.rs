@@ -157,6 +157,19 @@ impl ServerProcess {
         }
     }
 
+    /// A server started by other means (a peer that logs no `listen=` line), serving
+    /// on `addr` with `workers` beside `child`; killed like any other on drop.
+    pub fn adopt(child: Child, addr: SocketAddr, workers: Vec<u32>) -> ServerProcess {
+        ServerProcess {
+            child,
+            addr,
+            admin: None,
+            workers,
+            detached: false,
+            stopped: Default::default(),
+        }
+    }
+
     /// Leave the server running after this handle is gone; returns its pid.
     pub fn detach(mut self) -> u32 {
         self.detached = true;

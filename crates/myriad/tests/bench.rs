@@ -190,6 +190,80 @@ fn broadcast_against_the_node_peer() {
     assert_eq!(got[2], "yes", "{got:?}");
 }
 
+/// True once no process runs with `conf` on its command line (polled for 5 s).
+fn gone(conf: &Path) -> bool {
+    (0..50).any(|_| {
+        let found = Command::new("pgrep")
+            .arg("-f")
+            .arg(conf)
+            .output()
+            .expect("pgrep");
+        if found.stdout.is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        false
+    })
+}
+
+#[test]
+fn unicast_and_connect_against_the_nchan_peer() {
+    assert!(
+        Path::new("/usr/lib/nginx/modules/ngx_nchan_module.so").exists(),
+        "this test needs nginx with nchan: apt-get install nginx-light libnginx-mod-nchan (scripts/setup.sh does)"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "unicast",
+        &[
+            "--peer",
+            "nchan",
+            "--connections",
+            "200",
+            "--unicast-rate",
+            "300",
+            "--duration",
+            "1",
+        ],
+    );
+    common_parts(&r);
+    assert!(r.contains("the nchan peer"), "{r}");
+    assert_eq!(row(&r, "connections held")[0], "200 of 200");
+    let got = row(&r, "deliveries received / one per publish");
+    assert!(first_number(got[0]) > 0.0, "{got:?}");
+    assert_eq!(got[2], "yes", "{got:?}");
+    assert!(
+        gone(&out.path().join("unicast/nchan/nginx.conf")),
+        "nginx left behind"
+    );
+
+    let r = bench(
+        out.path(),
+        "connect",
+        &[
+            "--peer",
+            "nchan",
+            "--connections",
+            "300",
+            "--rounds",
+            "2",
+            "--flood-procs",
+            "2",
+        ],
+    );
+    // nginx's /stats counts connects ($connection): the storms are measured on its side.
+    assert!(
+        first_number(row(&r, "server accepts per second")[0]) > 0.0,
+        "{r}"
+    );
+    assert_eq!(row(&r, "failed connection attempts")[0], "0");
+    assert!(
+        gone(&out.path().join("connect/nchan/nginx.conf")),
+        "nginx left behind"
+    );
+}
+
 #[test]
 fn connect_storms_and_a_server_binary_given_by_path() {
     let out = tempfile::tempdir().unwrap();

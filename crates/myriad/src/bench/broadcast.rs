@@ -8,14 +8,15 @@
 //!     judged per message, continued one step past the first miss; plotted as latency
 //!     p50/p99/max against the rate (`ladder.png`).
 //!
-//! `--peer node` runs the same against the Node.js cluster of `peer` (one-user only).
+//! `--peer node|nchan` runs the same against a peer server (`peer`; one-user only).
 
 use super::held::{client_cpu, flood_args, post, sub_url, Held, Live, Probe};
 use super::ladder::{self, MIN_STEP_SECS};
 use super::report::{count, met, ms, Report};
-use super::{BenchArgs, Ctx, Peer, Shape};
+use super::{BenchArgs, Ctx, Shape};
 use crate::server_process::ServerProcess;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,10 +26,7 @@ const SUBJECT: u64 = 1;
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let dir = ctx.dir("broadcast")?;
     let n = args.connections();
-    let server_name = match args.peer {
-        Some(Peer::Node) => "the Node.js peer (cluster of 2)".to_string(),
-        None => "myriad serve".to_string(),
-    };
+    let server_name = super::peer::server_name(args.peer);
     let mut report = Report::new(
         "broadcast",
         &format!(
@@ -61,22 +59,21 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
 }
 
 /// Starts the server of one shape: `myriad serve` (or `--server-bin`) or the peer.
-fn start(args: &BenchArgs, ctx: &Ctx, shape: Shape) -> anyhow::Result<(ServerProcess, String)> {
+fn start(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    shape: Shape,
+) -> anyhow::Result<(ServerProcess, Option<PathBuf>)> {
     let dir = ctx.dir("broadcast")?;
-    match args.peer {
-        Some(Peer::Node) => {
-            anyhow::ensure!(
-                shape == Shape::OneUser,
-                "the Node.js peer serves only --shape one-user"
-            );
-            Ok((super::peer::start_node(&dir)?, String::new()))
-        }
-        None => {
-            let csv = dir.join(format!("server-{}.csv", shape.name()));
-            let server = ctx.server(&csv, &[])?;
-            Ok((server, csv.display().to_string()))
-        }
-    }
+    anyhow::ensure!(
+        args.peer.is_none() || shape == Shape::OneUser,
+        "the peers serve only --shape one-user (they have no follower graph)"
+    );
+    ctx.server_or_peer(
+        args.peer,
+        &dir,
+        &dir.join(format!("server-{}.csv", shape.name())),
+    )
 }
 
 fn run_shape(
@@ -91,8 +88,8 @@ fn run_shape(
     let tag = shape.name();
     let (server, server_csv) = start(args, ctx, shape)?;
     let server = Arc::new(server);
-    if !server_csv.is_empty() {
-        report.csvs.push(server_csv.into());
+    if let Some(csv) = server_csv {
+        report.csvs.push(csv);
     }
     let users = match shape {
         Shape::Followers => {

@@ -3,7 +3,8 @@
 //! process tops out near one core, so a single one would be the limit), then closes
 //! them all. A thread polls the server's `/stats` `connects` counter every
 //! [`POLL`]; the storm's accept rate is the connections accepted between the first
-//! and the last poll that saw the counter move, over that time.
+//! and the last poll that saw the counter move, over that time. `--peer` runs the
+//! storms against a peer server (its /stats counts connects too).
 //!
 //! Not here: memory per connection (see `idle`).
 
@@ -31,18 +32,19 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let n = args.connections();
     let procs = args.flood_procs.unwrap_or(DEFAULT_PROCS).max(1);
     let live = Live::new("connect");
+    let server_name = super::peer::server_name(args.peer);
     let mut report = Report::new(
         "connect",
         &format!(
-            "{} rounds of {} connects from {procs} flood processes",
+            "{} rounds of {} connects from {procs} flood processes, {server_name}",
             args.rounds,
             count(n as f64)
         ),
         &dir,
     );
-    let server_csv = dir.join("server.csv");
-    let server = Arc::new(ctx.server(&server_csv, &[])?);
-    report.csvs.push(server_csv);
+    let (server, server_csv) = ctx.server_or_peer(args.peer, &dir, &dir.join("server.csv"))?;
+    let server = Arc::new(server);
+    report.csvs.extend(server_csv);
     let mut rates = Vec::new();
     let mut client_pct = Vec::new();
     let mut failed = 0;

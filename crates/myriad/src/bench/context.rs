@@ -173,6 +173,20 @@ impl Ctx {
         std::thread::sleep(std::time::Duration::from_millis(500));
         Ok(server)
     }
+
+    /// The scenario's server: the `--peer` server when given (it writes no CSV), else
+    /// `myriad serve` writing `csv`, which is returned for the report.
+    pub fn server_or_peer(
+        &self,
+        peer: Option<super::Peer>,
+        dir: &Path,
+        csv: &Path,
+    ) -> anyhow::Result<(ServerProcess, Option<std::path::PathBuf>)> {
+        match peer {
+            Some(peer) => Ok((super::peer::start(peer, dir)?, None)),
+            None => Ok((self.server(csv, &[])?, Some(csv.to_path_buf()))),
+        }
+    }
 }
 
 /// Kernel settings that shape the figures and are only reported (never changed): TIME_WAIT

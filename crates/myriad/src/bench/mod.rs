@@ -9,8 +9,9 @@
 //! - [`report`]: the Markdown report (figure | measured | target | met?);
 //! - [`held`]: a flood held in a thread with a live line per second, and the
 //!   per-second server probe;
-//! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps,
-//!   and [`peer`], the Node.js server it can run instead), [`unicast`], [`connect`],
+//! - [`peer`]: the servers broadcast, unicast and connect can run instead (Node.js, nchan);
+//! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
+//!   [`unicast`], [`connect`],
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_watch`],
 //!   [`c1m_report`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
@@ -104,11 +105,13 @@ pub enum Shape {
     Both,
 }
 
-/// A server other than `myriad serve` to run the broadcast ladder against.
+/// A server other than `myriad serve` to run broadcast (one-user), unicast or connect against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Peer {
     /// A Node.js cluster of 2 workers, one `res.write` per subscriber (`node` on PATH).
     Node,
+    /// nginx with nchan, 2 workers (`apt-get install nginx-light libnginx-mod-nchan`).
+    Nchan,
 }
 
 /// Flags of `myriad bench`.
@@ -152,7 +155,7 @@ pub struct BenchArgs {
     /// broadcast: who receives each message.
     #[arg(long, value_enum, default_value = "both")]
     pub shape: Shape,
-    /// broadcast: run the ladder against this peer server instead of `myriad serve`.
+    /// broadcast (one-user), unicast, connect: run against this peer server instead of `myriad serve`.
     #[arg(long, value_enum)]
     pub peer: Option<Peer>,
     /// Run this `myriad` executable as the server (e.g. a baseline build) instead of this one.
@@ -292,6 +295,15 @@ impl BenchArgs {
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.abusers_at {
         return abuse_cases::run_child(addr, &args.abuse_cases, args.abusers_ca.clone());
+    }
+    if args.peer.is_some() {
+        anyhow::ensure!(
+            matches!(
+                args.scenario,
+                Scenario::Broadcast | Scenario::Unicast | Scenario::Connect
+            ),
+            "--peer runs broadcast, unicast and connect only"
+        );
     }
     let mut ctx = Ctx::new(&args)?;
     let scenarios: Vec<Scenario> = match args.scenario {

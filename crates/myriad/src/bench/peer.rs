@@ -1,36 +1,164 @@
-//! The peer server `bench broadcast --peer node` runs instead of `myriad serve`: a
-//! Node.js cluster of [`WORKERS`] processes, one `res.write` per subscriber
-//! (`peer_node.js`, written into the scenario's directory and run with `node` from
-//! PATH). It serves the one-user shape (GET /sub/ID, POST /pub/ID) and a partial /stats.
+//! The peer servers `bench broadcast|unicast|connect --peer …` run instead of
+//! `myriad serve`, so a claim to beat one is measured by the same client in the same
+//! run on the same box:
+//! - `node`: a Node.js cluster of [`WORKERS`] processes, one `res.write` per
+//!   subscriber (`peer_node.js`, written into the scenario's directory and run with
+//!   `node` from PATH).
+//! - `nchan`: nginx with the nchan module and [`WORKERS`] worker processes
+//!   (`peer_nchan.conf`, filled in and written into the scenario's directory; Debian's
+//!   `nginx-light` and `libnginx-mod-nchan`).
 //!
-//! Not here: the ladder it is measured with (see `ladder`).
+//! Both serve GET /sub/ID as a chunked stream of ID's messages, each followed by "\n"
+//! (`flood --transport stream`), POST /pub/ID, and a partial /stats (connections,
+//! connects). Neither has a follower graph: they serve the one-user shape.
+//!
+//! Not here: the scenarios that measure them.
 
+use super::Peer;
 use crate::server_process::ServerProcess;
-use anyhow::Context;
+use anyhow::{bail, Context};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-/// Worker processes of the Node.js cluster: one per core of the reference machine.
+/// Worker processes of either peer: one per core of the reference machine.
 pub const WORKERS: u32 = 2;
-/// The server's source, shipped in the binary.
-const SOURCE: &str = include_str!("peer_node.js");
+/// The Node.js server's source, shipped in the binary.
+const NODE_SOURCE: &str = include_str!("peer_node.js");
+/// nginx's configuration for nchan, shipped in the binary.
+const NCHAN_CONF: &str = include_str!("peer_nchan.conf");
+/// Where Debian's libnginx-mod-nchan puts the module.
+const NCHAN_MODULE: &str = "/usr/lib/nginx/modules/ngx_nchan_module.so";
+/// How long nginx may take to answer /stats with every worker started.
+const NCHAN_START: Duration = Duration::from_secs(10);
 
-/// Starts the Node.js peer on a free loopback port; killed (with its workers, which
-/// exit when the primary's IPC channel closes) when the handle drops.
-pub fn start_node(dir: &Path) -> anyhow::Result<ServerProcess> {
-    let script = dir.join("peer_node.js");
-    std::fs::write(&script, SOURCE)
-        .with_context(|| format!("cannot write {}", script.display()))?;
-    // A cluster's workers share one listening socket: pick the port here.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+/// The server a scenario measures, for its report's title.
+pub fn server_name(peer: Option<Peer>) -> String {
+    match peer {
+        None => "myriad serve".to_string(),
+        Some(Peer::Node) => format!("the Node.js peer (cluster of {WORKERS})"),
+        Some(Peer::Nchan) => format!("the nchan peer (nginx, {WORKERS} workers)"),
+    }
+}
+
+/// Starts `peer` on a free loopback port, writing its files into `dir`.
+pub fn start(peer: Peer, dir: &Path) -> anyhow::Result<ServerProcess> {
+    anyhow::ensure!(
+        super::context::scheme() == "http",
+        "the peers serve plain HTTP only: --tls and --peer do not go together"
+    );
+    match peer {
+        Peer::Node => start_node(dir),
+        Peer::Nchan => start_nchan(dir),
+    }
+}
+
+/// A free loopback port: peers whose processes share one listening socket (or bind
+/// with SO_REUSEPORT) are told it rather than logging it.
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
-        .port();
+        .port())
+}
+
+/// The Node.js cluster; killed (with its workers, which exit when the primary's IPC
+/// channel closes) when the handle drops.
+fn start_node(dir: &Path) -> anyhow::Result<ServerProcess> {
+    let script = dir.join("peer_node.js");
+    std::fs::write(&script, NODE_SOURCE)
+        .with_context(|| format!("cannot write {}", script.display()))?;
     let mut cmd = Command::new("node");
     cmd.arg(&script)
-        .env("PORT", port.to_string())
+        .env("PORT", free_port()?.to_string())
         .env("WORKERS", WORKERS.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     ServerProcess::start_command(cmd)
         .context("cannot start the Node.js peer (is `node` on PATH? apt-get install nodejs)")
+}
+
+/// nginx with nchan in the foreground; its master and workers are killed when the
+/// handle drops (the master also dies with the bench: PR_SET_PDEATHSIG).
+fn start_nchan(dir: &Path) -> anyhow::Result<ServerProcess> {
+    anyhow::ensure!(
+        Path::new(NCHAN_MODULE).exists(),
+        "the nchan peer needs nginx and its nchan module: \
+         apt-get install nginx-light libnginx-mod-nchan ({NCHAN_MODULE} is missing)"
+    );
+    let port = free_port()?;
+    let root = dir.join("nchan");
+    std::fs::create_dir_all(&root)?;
+    let conf = root.join("nginx.conf");
+    let text = NCHAN_CONF
+        .replace("@DIR@", &root.display().to_string())
+        .replace("@NCHAN@", NCHAN_MODULE)
+        .replace("@PORT@", &port.to_string())
+        .replace("@WORKERS@", &WORKERS.to_string());
+    std::fs::write(&conf, text).with_context(|| format!("cannot write {}", conf.display()))?;
+    let log = std::fs::File::create(root.join("error.log"))?;
+    let mut cmd = Command::new("nginx");
+    cmd.arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&root)
+        .arg("-e")
+        .arg("stderr")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
+        // allocates or locks runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .context("cannot start nginx (apt-get install nginx-light libnginx-mod-nchan)")?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let log = std::fs::read_to_string(root.join("error.log")).unwrap_or_default();
+            bail!("nginx exited at start ({status}): {}", log.trim());
+        }
+        let workers = children(child.id());
+        if workers.len() == WORKERS as usize && answers_stats(addr) {
+            return Ok(ServerProcess::adopt(child, addr, workers));
+        }
+        if started.elapsed() > NCHAN_START {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("nginx did not answer /stats on {addr} within {NCHAN_START:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The child processes of `pid` (nginx's workers).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn answers_stats(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut out = String::new();
+    s.write_all(b"GET /stats HTTP/1.1\r\nHost: peer\r\nConnection: close\r\n\r\n")
+        .is_ok()
+        && s.read_to_string(&mut out).is_ok()
+        && out.starts_with("HTTP/1.1 200")
 }
