@@ -268,19 +268,6 @@ impl Hub {
         }
     }
 
-    /// Adds or removes edges in the index only (a router shard other than the first:
-    /// shard 0 writes the store, every shard keeps the whole index).
-    pub fn change_index(&self, edges: &[(u64, u64)], add: bool) {
-        let mut router = self.router.lock();
-        for &(subscriber, subject) in edges {
-            if add {
-                router.subscribe(subscriber, subject);
-            } else {
-                router.unsubscribe(subscriber, subject);
-            }
-        }
-    }
-
     /// `{subject} ∪ subscribers(subject)`, the subject first, each user once.
     pub fn recipients(&self, subject: u64) -> Vec<u64> {
         self.router.lock().recipients(subject)
