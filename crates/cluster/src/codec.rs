@@ -7,8 +7,9 @@
 //! [`ToRouter::Batch`]; a publish reaches each gateway as one [`WireDelivery`]
 //! carrying its recipients as `(token, epoch, seq)` lists per loop, inside the one
 //! [`ToGateway::Batch`] the router sends that gateway per message it handled.
+//! Router shards hand each other a publish's followers as [`ToShard`] messages.
 //!
-//! [`decode_to_router`] and [`decode_to_gateway`] reject a wrong version, a
+//! [`decode_to_router`], [`decode_to_gateway`] and [`decode_to_shard`] reject a wrong version, a
 //! malformed value and trailing bytes with a [`DecodeError`]; they never panic.
 
 use bytes::Bytes;
@@ -202,6 +203,40 @@ pub struct WireDelivery {
 /// One recipient on the wire: `(token, epoch, seq)` ([`bus::Target`]).
 pub type WireTarget = (u32, u32, u64);
 
+/// From one router shard to another (`--router-shards`), on
+/// `myriad.router.<shard>.forward`: the subject's shard hands the followers other
+/// shards own to those shards, one message per shard per message it handled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToShard {
+    /// Publishes for the receiving shard to number and deliver to exactly the
+    /// listed users (all its own); it answers with one [`ToShard::Counted`].
+    Forward { from: u16, items: Vec<ForwardItem> },
+    /// The receiving shard's counts, one per item of a [`ToShard::Forward`].
+    Counted { from: u16, counts: Vec<ShardCount> },
+}
+
+/// One publish's recipients on one shard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForwardItem {
+    /// The forwarding shard's number for the call that waits for this count.
+    pub call: u64,
+    pub subject: u64,
+    pub payload: Bytes,
+    /// When the subject's shard took the publish (latency is measured from there).
+    pub published_ns: u64,
+    pub users: Vec<u64>,
+}
+
+/// What a shard delivered of one [`ForwardItem`]; `error`: its durable history
+/// write failed (delivered all the same).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardCount {
+    pub call: u64,
+    pub connections: u64,
+    pub users: u64,
+    pub error: Option<String>,
+}
+
 fn encode<T: Serialize>(value: &T) -> Bytes {
     let mut out = vec![VERSION];
     // Writing into a Vec cannot fail: postcard only fails on a full fixed buffer
@@ -235,6 +270,14 @@ pub fn encode_to_gateway(msg: &ToGateway) -> Bytes {
 }
 
 pub fn decode_to_gateway(bytes: &[u8]) -> Result<ToGateway, DecodeError> {
+    decode(bytes)
+}
+
+pub fn encode_to_shard(msg: &ToShard) -> Bytes {
+    encode(msg)
+}
+
+pub fn decode_to_shard(bytes: &[u8]) -> Result<ToShard, DecodeError> {
     decode(bytes)
 }
 

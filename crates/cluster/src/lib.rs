@@ -35,7 +35,8 @@ pub use role::{ClusterArgs, Role};
 pub use router_role::RouterRole;
 
 /// Router shards (`--router-shards`): shard `index` of `count` owns user `u` when
-/// `u % count == index` (presence, sequence numbers, history).
+/// `u % count == index` (presence, sequence numbers, history) and subject `s` when
+/// `s % count == index` (its follower list and its publishes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shards {
     pub index: u16,

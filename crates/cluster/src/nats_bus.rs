@@ -315,20 +315,7 @@ impl Sender {
                 index: 0,
                 count: self.shards,
             };
-            let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(self.shards)];
-            for call in calls.drain(..) {
-                match shard_calls::dest(&call.request, shards) {
-                    shard_calls::Dest::One(s) => per_shard[usize::from(s)].push(call),
-                    shard_calls::Dest::All => {
-                        self.gathers
-                            .lock()
-                            .insert((call.loop_id, call.token), (self.shards, None));
-                        for list in per_shard.iter_mut() {
-                            list.push(call.clone());
-                        }
-                    }
-                }
-            }
+            let per_shard = shard_calls::route(std::mem::take(calls), shards, &self.gathers);
             for (shard, calls) in per_shard.into_iter().enumerate() {
                 if !calls.is_empty() {
                     let msg = ToRouter::Batch {
@@ -525,8 +512,8 @@ impl Receiver {
     }
 }
 
-/// The router shards' counters as one: counts of users and connections add up (each
-/// user lives on one shard); what every shard sees whole is the most any shard says.
+/// The router shards' counters as one: counts add up (each user, each subject's
+/// edges and publishes live on one shard); gateways are the most any shard knows.
 fn merge_shards(
     shards: &std::collections::BTreeMap<u64, serde_json::Value>,
 ) -> Option<serde_json::Map<String, serde_json::Value>> {
@@ -538,8 +525,8 @@ fn merge_shards(
                 continue;
             };
             let v = match key.as_str() {
-                // Every shard sees every publish and keeps the whole index.
-                "gateways" | "messages_in" | "subscription_edges" => a.max(b),
+                // Every shard hears from every gateway.
+                "gateways" => a.max(b),
                 "router_pid" | "router_shard" => a,
                 _ => a + b,
             };

@@ -36,8 +36,9 @@ pub struct ClusterArgs {
     /// the router forgets it at once instead of after 3 s of silence.
     #[arg(long, hide = true)]
     pub supervised_place: Option<u32>,
-    /// Router processes sharing the users (roles `router` and `gateway`): user `u`'s
-    /// presence, sequence numbers and history live on shard `u % K`.
+    /// Router processes sharing the users and the follower index (roles `router` and
+    /// `gateway`): user `u`'s presence, sequence numbers and history live on shard
+    /// `u % K`, subject `s`'s followers and publishes on shard `s % K`.
     #[arg(long, env = "MYRIAD_ROUTER_SHARDS", default_value_t = 1)]
     pub router_shards: u16,
     /// With `--role router --router-shards K`: which shard this router is (0..K).

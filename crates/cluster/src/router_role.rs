@@ -17,6 +17,18 @@
 //! a restarted router also asks every gateway at start. History is not carried over
 //! a router restart: the new router's epochs differ, so resuming clients are told
 //! of the gap.
+//!
+//! Shards (`--router-shards K`, shard `i` listening on `myriad.router.<i>`): shard
+//! `i` owns user `u` when `u % K == i` — presence, sequence numbers, history — and
+//! subject `s` when `s % K == i` — its follower list (the index holds only its own
+//! subjects' edges, loaded from the store so) and its publishes: it reaches the
+//! followers it owns and forwards the others to their shards, answering once they
+//! counted ([`forward`], [`waiting`]). With one router none of that exists: no
+//! forward path, no waiting.
+//!
+//! Layout: [`gateways`] (the gateway table), [`publishes`] (a run of publishes with
+//! durable history), [`forward`] and [`waiting`] (publishing across shards),
+//! [`backend`] (`myriad.pub.<subject>`).
 
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
@@ -27,6 +39,7 @@ use crate::subjects;
 use backend::next_or_never;
 use bus::{ConnRef, Delivery, Reply, Request};
 use bytes::Bytes;
+use forward::{is_any_publish, PublishCall};
 use futures_util::StreamExt;
 #[cfg(test)]
 use gateways::silent;
@@ -79,8 +92,10 @@ pub struct RouterRole {
     known_count: Arc<AtomicUsize>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,
-    /// Shard 0 of several: back-end requests waiting for the other shards' counts.
-    parts: backend::Pending,
+    /// Publishes waiting for other shards' counts (`--router-shards`).
+    waiting: waiting::Waiting,
+    /// Followers to forward to each shard, sent once the current message is handled.
+    forwards: forward::Outbox,
 }
 
 impl RouterRole {
@@ -93,14 +108,15 @@ impl RouterRole {
             out: Vec::new(),
             known_count: Arc::new(AtomicUsize::new(0)),
             reconnected: Arc::default(),
-            parts: backend::Pending::new(1),
+            waiting: waiting::Waiting::default(),
+            forwards: Vec::new(),
         }
     }
 
     /// This router as shard `shards.index` of `shards.count`.
     pub fn with_shards(mut self, shards: crate::Shards) -> RouterRole {
         self.shards = shards;
-        self.parts = backend::Pending::new(shards.count);
+        self.forwards = vec![(Vec::new(), 0); usize::from(shards.count)];
         self
     }
 
@@ -136,11 +152,12 @@ impl RouterRole {
             .await?;
         let mut publishes = client.subscribe(subjects::PUBLISH_ALL).await?;
         let mut stats = client.subscribe(subjects::STATS).await?;
-        // Shard 0 of several sums the back-end requests' counts.
-        let mut parts = match (self.shards.count > 1, self.shards.index) {
-            (true, 0) => Some(client.subscribe(subjects::BACKEND_PARTS).await?),
-            _ => None,
-        };
+        // Shards hand each other followers and counts.
+        let mut forwarded = None;
+        if self.shards.count > 1 {
+            let subject = subjects::forward(self.shards.index);
+            forwarded = Some(client.subscribe(subject).await?);
+        }
         // Gateways that outlived a previous router send their presence again.
         let resync = ToGateway::Resync {
             router: self.instance,
@@ -156,19 +173,13 @@ impl RouterRole {
                     Err(e) => tracing::warn!(error = %e, "dropped a message to the router"),
                 },
                 Some(message) = publishes.next() => {
-                    let counts = self.backend_publish(&message.subject, message.payload);
-                    if let Some(reply) = message.reply {
-                        self.backend_answer(reply.to_string(), counts);
-                    }
+                    let reply = message.reply.map(|r| r.to_string());
+                    self.backend_publish(&message.subject, message.payload, reply);
                 }
-                Some(message) = next_or_never(&mut parts) => {
-                    match serde_json::from_slice::<backend::Part>(&message.payload) {
-                        Ok(part) => {
-                            if let Some((reply, answer)) = self.parts.other(part, Instant::now()) {
-                                self.out.push((reply, Bytes::from(answer)));
-                            }
-                        }
-                        Err(e) => tracing::warn!(error = %e, "dropped a shard's part of an answer"),
+                Some(message) = next_or_never(&mut forwarded) => {
+                    match codec::decode_to_shard(&message.payload) {
+                        Ok(msg) => self.handle_shard(msg),
+                        Err(e) => tracing::warn!(error = %e, "dropped a message from a shard"),
                     }
                 }
                 Some(message) = stats.next() => {
@@ -179,13 +190,12 @@ impl RouterRole {
                 _ = tick.tick() => {
                     let now = Instant::now();
                     self.forget_silent(now);
-                    for (reply, answer) in self.parts.expire(now) {
-                        self.out.push((reply, Bytes::from(answer)));
-                    }
+                    self.expire_waiting(now);
                 }
                 _ = self.reconnected.notified() => self.forget_all_and_resync(Instant::now()),
                 else => return Ok(()),
             }
+            self.flush_forwards();
             self.flush_all();
             let max_payload = client.server_info().max_payload;
             for (subject, payload) in self.out.drain(..) {
@@ -213,6 +223,15 @@ impl RouterRole {
                 };
                 let mut calls = calls.into_iter().peekable();
                 while let Some(call) = calls.next() {
+                    // Several shards: a run of publishes as the subjects' shard.
+                    if self.shards.count > 1 && is_any_publish(&call) {
+                        let mut run = vec![PublishCall::of_gateway(gateway, call)];
+                        while let Some(next) = calls.next_if(is_any_publish) {
+                            run.push(PublishCall::of_gateway(gateway, next));
+                        }
+                        self.publish_sharded(run);
+                        continue;
+                    }
                     // With durable history, a run of publishes shares one commit.
                     if self.hub.durable_history() && publishes::is_publish(&call) {
                         let mut run = vec![call];
@@ -228,7 +247,7 @@ impl RouterRole {
                     };
                     let logout = matches!(call.request, codec::WireRequest::Logout { .. });
                     let request = request_from_wire(call.request);
-                    let reply = self.call_shard(conn, request);
+                    let reply = self.call(conn, request);
                     if !logout {
                         let reply = WireReply {
                             loop_id: call.loop_id,
@@ -286,47 +305,6 @@ impl RouterRole {
                     "presence"
                 );
             }
-        }
-    }
-
-    /// [`RouterRole::call`] as one shard of several: publishes and subscription
-    /// changes reach every shard (the gateway sums the replies), so shards other
-    /// than 0 count no messages and change only their index (shard 0 writes the
-    /// store and counts the changes). A publish reaches on each shard exactly the
-    /// recipients it owns: users it does not own have no state here.
-    fn call_shard(&mut self, conn: ConnRef, request: Request) -> Reply {
-        if self.shards.index == 0 {
-            return self.call(conn, request);
-        }
-        match request {
-            Request::ChangeSubscriptions { edges, add } => {
-                self.hub.change_index(&edges, add);
-                Reply::Changed {
-                    edges: 0,
-                    changed: 0,
-                }
-            }
-            request => match self.call(conn, request) {
-                Reply::Published {
-                    connections, users, ..
-                } => Reply::Published {
-                    messages: 0,
-                    connections,
-                    users,
-                },
-                Reply::NotStored {
-                    connections,
-                    users,
-                    error,
-                    ..
-                } => Reply::NotStored {
-                    messages: 0,
-                    connections,
-                    users,
-                    error,
-                },
-                other => other,
-            },
         }
     }
 
@@ -499,12 +477,15 @@ fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
         doc.insert("router_pid".into(), std::process::id().into());
         doc.insert("router_shard".into(), shard.into());
         doc.insert("gateways".into(), gateways.into());
+        doc.insert("index_bytes".into(), hub.index_bytes().into());
     }
     doc
 }
 
 mod backend;
+mod forward;
 mod gateways;
 mod publishes;
 #[cfg(test)]
 mod tests;
+mod waiting;

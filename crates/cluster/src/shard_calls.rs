@@ -1,25 +1,29 @@
 //! `--router-shards K` on the gateway side: which router shard a call goes to, and
-//! one reply made of the K replies of a call sent to every shard.
+//! one reply made of the replies of a call divided among shards.
 //!
 //! User `u`'s presence, sequence numbers and history live on shard `u % K`, so
-//! logins, logouts and history reads go to their user's shard. A publish goes to
-//! every shard: each keeps the whole follower index and reaches the recipients it
-//! owns (the others have no state there), and the gateway sums the counts — exact,
-//! since each user is counted by one shard only. Subscription changes go to every
-//! shard too (each updates its index; shard 0 writes the store and counts); reads
-//! of the store or index go to shard 0.
+//! logins, logouts and history reads go to their user's shard. Subject `s`'s
+//! follower list lives on shard `s % K`, so a publish to `s`, the subscriber list
+//! of `s` and a change of an edge `(follower, s)` go to that shard only: it reaches
+//! the followers other shards own through them and answers with every shard's
+//! counts. A batch of publishes or of edges is divided by subject, each shard
+//! getting its part, and the parts' replies are summed (counts add, an error
+//! wins). What a user follows is read from every shard (each knows the edges of
+//! its own subjects) and the lists are joined. Stats go to shard 0.
 
-use crate::codec::{WireAnswer, WireRequest};
+use crate::codec::{WireAnswer, WireCall, WireRequest};
 use crate::Shards;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Where a call goes.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum Dest {
     One(u16),
     All,
+    /// A batch divided by subject: each shard's part (in the batch's order).
+    Split(Vec<(u16, WireRequest)>),
 }
 
 pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
@@ -27,13 +31,82 @@ pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
         WireRequest::Login { user, .. }
         | WireRequest::Logout { user }
         | WireRequest::ReadHistory { user, .. } => Dest::One(shards.owner(*user)),
-        WireRequest::Publish { .. }
-        | WireRequest::PublishBatch { .. }
-        | WireRequest::ChangeSubscriptions { .. } => Dest::All,
-        WireRequest::Subscribers { .. }
-        | WireRequest::Subscriptions { .. }
-        | WireRequest::Stats => Dest::One(0),
+        WireRequest::Publish { subject, .. } | WireRequest::Subscribers { subject } => {
+            Dest::One(shards.owner(*subject))
+        }
+        WireRequest::PublishBatch { items } => {
+            let parts = divide(items, |(subject, _)| shards.owner(*subject), shards.count);
+            one_or_split(parts, |items| WireRequest::PublishBatch { items })
+        }
+        WireRequest::ChangeSubscriptions { edges, add } => {
+            let parts = divide(edges, |(_, subject)| shards.owner(*subject), shards.count);
+            let add = *add;
+            one_or_split(parts, |edges| WireRequest::ChangeSubscriptions {
+                edges,
+                add,
+            })
+        }
+        WireRequest::Subscriptions { .. } => Dest::All,
+        WireRequest::Stats => Dest::One(0),
     }
+}
+
+/// `items` by the shard `owner` names, in their order; shards with none left out.
+fn divide<T: Clone>(items: &[T], owner: impl Fn(&T) -> u16, count: u16) -> Vec<(u16, Vec<T>)> {
+    let mut parts: Vec<Vec<T>> = vec![Vec::new(); usize::from(count.max(1))];
+    for item in items {
+        parts[usize::from(owner(item))].push(item.clone());
+    }
+    parts
+        .into_iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(s, p)| (s as u16, p))
+        .collect()
+}
+
+/// Each shard's part as its own request (an empty batch goes to shard 0).
+fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRequest) -> Dest {
+    if parts.is_empty() {
+        return Dest::Split(vec![(0, request(Vec::new()))]);
+    }
+    Dest::Split(
+        parts
+            .into_iter()
+            .map(|(shard, part)| (shard, request(part)))
+            .collect(),
+    )
+}
+
+/// A gateway's calls of one wake-up as one list per shard, each in the calls'
+/// order; calls answered by several shards are registered in `gathers`.
+pub fn route(calls: Vec<WireCall>, shards: Shards, gathers: &Gathers) -> Vec<Vec<WireCall>> {
+    let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(shards.count)];
+    for call in calls {
+        let key = (call.loop_id, call.token);
+        match dest(&call.request, shards) {
+            Dest::One(s) => per_shard[usize::from(s)].push(call),
+            Dest::All => {
+                gathers.lock().insert(key, (shards.count, None));
+                for list in per_shard.iter_mut() {
+                    list.push(call.clone());
+                }
+            }
+            Dest::Split(parts) => {
+                if parts.len() > 1 {
+                    gathers.lock().insert(key, (parts.len() as u16, None));
+                }
+                for (s, request) in parts {
+                    per_shard[usize::from(s)].push(WireCall {
+                        loop_id: call.loop_id,
+                        token: call.token,
+                        request,
+                    });
+                }
+            }
+        }
+    }
+    per_shard
 }
 
 /// Calls sent to every shard, by connection `(loop, token)`: replies still awaited
@@ -119,6 +192,13 @@ fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
             edges: e1 + e2,
             changed: c1 + c2,
         },
+        // What a user follows: each shard knows the edges of its own subjects.
+        (WireAnswer::Ids(mut a), WireAnswer::Ids(b)) => {
+            a.extend(b);
+            a.sort_unstable();
+            a.dedup();
+            WireAnswer::Ids(a)
+        }
         (e @ WireAnswer::Unavailable(_), _) | (_, e @ WireAnswer::Unavailable(_)) => e,
         (a, _) => a,
     }
@@ -138,10 +218,12 @@ mod tests {
         };
         assert_eq!(dest(&login, shards), Dest::One(1));
         let publish = WireRequest::Publish {
-            subject: 7,
+            subject: 8,
             payload: bytes::Bytes::new(),
         };
-        assert_eq!(dest(&publish, shards), Dest::All);
+        assert_eq!(dest(&publish, shards), Dest::One(2));
+        let subscriptions = WireRequest::Subscriptions { subscriber: 8 };
+        assert_eq!(dest(&subscriptions, shards), Dest::All);
         let gathers = Gathers::default();
         let published = |messages, connections| WireAnswer::Published {
             messages,
@@ -177,6 +259,57 @@ mod tests {
                 users: 5,
                 error: "disk full".into(),
             })
+        );
+    }
+
+    #[test]
+    fn batches_are_divided_by_subject_and_subscription_lists_joined() {
+        let shards = Shards { index: 0, count: 2 };
+        let p = |s: u64| (s, bytes::Bytes::from(format!("m{s}")));
+        let batch = WireRequest::PublishBatch {
+            items: vec![p(1), p(2), p(3)],
+        };
+        assert_eq!(
+            dest(&batch, shards),
+            Dest::Split(vec![
+                (0, WireRequest::PublishBatch { items: vec![p(2)] }),
+                (
+                    1,
+                    WireRequest::PublishBatch {
+                        items: vec![p(1), p(3)]
+                    }
+                ),
+            ])
+        );
+        // Edges go to their subject's shard; one shard's edges need no gathering.
+        let change = WireRequest::ChangeSubscriptions {
+            edges: vec![(4, 3), (6, 5)],
+            add: true,
+        };
+        let call = WireCall {
+            loop_id: 1,
+            token: 9,
+            request: change,
+        };
+        let gathers = Gathers::default();
+        let routed = route(vec![call.clone()], shards, &gathers);
+        assert!(routed[0].is_empty());
+        assert_eq!(routed[1], vec![call]);
+        assert!(gathers.lock().is_empty());
+        let subs = WireCall {
+            loop_id: 1,
+            token: 9,
+            request: WireRequest::Subscriptions { subscriber: 4 },
+        };
+        let routed = route(vec![subs], shards, &gathers);
+        assert!(routed.iter().all(|calls| calls.len() == 1));
+        assert_eq!(
+            gather(&gathers, (1, 9), WireAnswer::Ids(vec![3, 7])),
+            Gathered::Waiting
+        );
+        assert_eq!(
+            gather(&gathers, (1, 9), WireAnswer::Ids(vec![2, 3])),
+            Gathered::Done(WireAnswer::Ids(vec![2, 3, 7]))
         );
     }
 }

@@ -6,8 +6,9 @@
 //! | `myriad.gw.<id>` | the router | [`crate::codec::ToGateway`] for one gateway (`<id>`: 16 hex digits); over max_payload in [`crate::codec::Part`]s |
 //! | `myriad.gateways` | the router | [`crate::codec::ToGateway::Resync`] to every gateway (router start) |
 //! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
-//! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (summed over router shards) |
-//! | `myriad.router.parts` | router shards 1… | their part of a back-end request's counts, to shard 0 (JSON) |
+//! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (from the subject's router shard, every shard's counts summed) |
+//! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
+//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back |
 
 use crate::codec::GatewayId;
 
@@ -17,8 +18,6 @@ pub const STATS: &str = "myriad.router.stats";
 pub const PUBLISH_PREFIX: &str = "myriad.pub.";
 /// What the router subscribes to for back-end publishes.
 pub const PUBLISH_ALL: &str = "myriad.pub.*";
-/// Where router shards other than 0 send their part of a back-end request's counts.
-pub const BACKEND_PARTS: &str = "myriad.router.parts";
 
 /// The subject router shard `shard` of `count` listens on (`myriad.router` when
 /// there is one router).
@@ -28,6 +27,11 @@ pub fn router(shard: u16, count: u16) -> String {
     } else {
         format!("{ROUTER}.{shard}")
     }
+}
+
+/// Where router shard `shard` takes forwarded followers and their counts.
+pub fn forward(shard: u16) -> String {
+    format!("{ROUTER}.{shard}.forward")
 }
 
 /// What every gateway's own subject starts with.

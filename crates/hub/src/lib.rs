@@ -32,6 +32,7 @@ pub mod publish;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
+pub use publish::Reach;
 
 use anyhow::Context;
 use bus::{ConnRef, Delivery, HistoryRead, Reply, Request};
@@ -96,7 +97,9 @@ impl Hub {
     /// [`Hub::open_args`] with the durable history `log` (or none: in memory), read
     /// back into the router before the hub answers anything. Only users `owns`
     /// accepts come back: router shards share one log, and a shard holding another
-    /// shard's ring would, at its ttl, delete that shard's stored rows.
+    /// shard's ring would, at its ttl, delete that shard's stored rows. The index
+    /// holds only the edges of subjects `owns` accepts (a router shard keeps the
+    /// follower lists of its own subjects: `--router-shards` divides the index).
     pub fn open_with_history(
         args: &HubArgs,
         log: Option<Box<dyn store::history::HistoryLog>>,
@@ -106,7 +109,7 @@ impl Hub {
         config.journal = log.is_some();
         let store = store::open_with(&args.store, &args.store_options())
             .with_context(|| format!("cannot open store {}", args.store))?;
-        let mut hub = Hub::with_store(store, &args.store, config)?;
+        let mut hub = Hub::with_store(store, &args.store, config, owns)?;
         if let Some(log) = log {
             let log = durable::restore(&hub.router, log, owns)?;
             hub.history = Some(commit::GroupCommit::new(log, args.history)?);
@@ -118,23 +121,33 @@ impl Hub {
     /// stored subscription.
     pub fn open(url: &str, config: RouterConfig) -> anyhow::Result<Hub> {
         let store = store::open(url).with_context(|| format!("cannot open store {url}"))?;
-        Hub::with_store(store, url, config)
+        Hub::with_store(store, url, config, &|_| true)
     }
 
+    /// The hub over `store`, its index built from the stored edges of the subjects
+    /// `owns` accepts.
     fn with_store(
         mut store: Box<dyn Store>,
         url: &str,
         config: RouterConfig,
+        owns: &dyn Fn(u64) -> bool,
     ) -> anyhow::Result<Hub> {
         let started = Instant::now();
-        // Sized up front: no array regrowth while 30 M edges stream in.
+        // Sized up front: no array regrowth while 30 M edges stream in (a shard
+        // that keeps a part of them has its arrays trimmed by `build`).
         let mut builder = router::IndexBuilder::with_capacity(store.edge_count()? as usize);
-        let edges =
-            store.for_each_edge(&mut |subscriber, subject| builder.push(subscriber, subject))?;
+        let mut kept = 0u64;
+        let edges = store.for_each_edge(&mut |subscriber, subject| {
+            if owns(subject) {
+                kept += 1;
+                builder.push(subscriber, subject);
+            }
+        })?;
         let index = builder.build();
         tracing::info!(
             store = url,
             edges,
+            kept,
             index_bytes = index.memory_bytes(),
             ms = started.elapsed().as_millis() as u64,
             "subscription index built"
@@ -255,17 +268,14 @@ impl Hub {
         }
     }
 
-    /// Adds or removes edges in the index only (a router shard other than the first:
-    /// shard 0 writes the store, every shard keeps the whole index).
-    pub fn change_index(&self, edges: &[(u64, u64)], add: bool) {
-        let mut router = self.router.lock();
-        for &(subscriber, subject) in edges {
-            if add {
-                router.subscribe(subscriber, subject);
-            } else {
-                router.unsubscribe(subscriber, subject);
-            }
-        }
+    /// `{subject} ∪ subscribers(subject)`, the subject first, each user once.
+    pub fn recipients(&self, subject: u64) -> Vec<u64> {
+        self.router.lock().recipients(subject)
+    }
+
+    /// Heap bytes of the subscription index (its share of memory, for `/stats`).
+    pub fn index_bytes(&self) -> usize {
+        self.router.lock().index().memory_bytes()
     }
 
     /// Logs out every connection on the loops `loops` (a gateway process that went

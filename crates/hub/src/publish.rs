@@ -13,6 +13,17 @@ use std::time::Instant;
 /// Where the committer thread posts deliveries and late answers: `(loop id, item)`.
 pub type Post = Arc<dyn Fn(u16, Inbound) + Send + Sync>;
 
+/// Whom a publish reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// `{subject} ∪ subscribers(subject)`, from this router's index.
+    Followers,
+    /// Exactly `users`, each once (`--router-shards`: the part of a publish's
+    /// followers this shard owns). `counted`: the message counts as one in here
+    /// (on the subject's shard; a shard reaching users forwarded to it does not).
+    Users { users: Vec<u64>, counted: bool },
+}
+
 /// One message's fan-out, planned under the router lock.
 struct Planned {
     msg: Arc<Message>,
@@ -23,11 +34,16 @@ struct Planned {
 }
 
 impl Planned {
-    fn new(router: &mut Router, subject: u64, payload: Bytes) -> Planned {
+    fn new(router: &mut Router, subject: u64, payload: Bytes, reach: Reach) -> Planned {
         let msg = Arc::new(Message { subject, payload });
         let published = Instant::now();
         let mut per_loop: Vec<Vec<Target>> = Vec::new();
-        let mut cursor = router.begin_publish(msg.clone(), published);
+        let mut cursor = match reach {
+            Reach::Followers => router.begin_publish(msg.clone(), published),
+            Reach::Users { users, counted } => {
+                router.begin_publish_to(msg.clone(), users, published, counted)
+            }
+        };
         router.step_publish(&mut cursor, usize::MAX, &mut |d: router::Delivery| {
             let slot = d.conn.loop_id as usize;
             if per_loop.len() <= slot {
@@ -73,8 +89,19 @@ impl Hub {
         payload: Bytes,
         deliver: &mut dyn FnMut(u16, Delivery),
     ) -> (PublishCounts, Result<(), NotStored>) {
+        self.publish_to(subject, payload, Reach::Followers, deliver)
+    }
+
+    /// [`Hub::publish`] reaching whom `reach` says.
+    pub fn publish_to(
+        &self,
+        subject: u64,
+        payload: Bytes,
+        reach: Reach,
+        deliver: &mut dyn FnMut(u16, Delivery),
+    ) -> (PublishCounts, Result<(), NotStored>) {
         let mut router = self.router.lock();
-        let planned = Planned::new(&mut router, subject, payload);
+        let planned = Planned::new(&mut router, subject, payload, reach);
         let counts = planned.counts;
         let mut stored = Ok(());
         match &self.history {
@@ -111,18 +138,33 @@ impl Hub {
         items: Vec<(u64, Bytes)>,
         deliver: &mut dyn FnMut(u16, Delivery),
     ) -> (Vec<PublishCounts>, Result<(), NotStored>) {
+        let items = items
+            .into_iter()
+            .map(|(subject, payload)| (subject, payload, Reach::Followers))
+            .collect();
+        self.publish_each_to(items, deliver)
+    }
+
+    /// [`Hub::publish_each`], each item reaching whom its [`Reach`] says.
+    pub fn publish_each_to(
+        &self,
+        items: Vec<(u64, Bytes, Reach)>,
+        deliver: &mut dyn FnMut(u16, Delivery),
+    ) -> (Vec<PublishCounts>, Result<(), NotStored>) {
         let Some(commit) = &self.history else {
             let counts = items
                 .into_iter()
-                .map(|(subject, payload)| self.publish(subject, payload, deliver).0)
+                .map(|(subject, payload, reach)| {
+                    self.publish_to(subject, payload, reach, deliver).0
+                })
                 .collect();
             return (counts, Ok(()));
         };
         let mut planned = Vec::with_capacity(items.len());
         let (mut last, mut stores) = (0, false);
-        for (subject, payload) in items {
+        for (subject, payload, reach) in items {
             let mut router = self.router.lock();
-            let p = Planned::new(&mut router, subject, payload);
+            let p = Planned::new(&mut router, subject, payload, reach);
             let journal = router.take_journal();
             stores |= !journal.is_empty();
             let (position, ticket) = commit.push_publish(journal);
@@ -183,7 +225,7 @@ impl Hub {
         let failed: Arc<parking_lot::Mutex<Option<NotStored>>> = Default::default();
         for (i, (subject, payload)) in items.into_iter().enumerate() {
             let mut router = self.router.lock();
-            let planned = Planned::new(&mut router, subject, payload);
+            let planned = Planned::new(&mut router, subject, payload, Reach::Followers);
             connections += u64::from(planned.counts.connections);
             users += u64::from(planned.counts.users);
             // The answer rides with the last item: after every item is handed out.

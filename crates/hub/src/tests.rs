@@ -501,3 +501,5 @@ fn remove_db(path: &std::path::Path) {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
 }
+
+mod shards;

@@ -140,10 +140,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The hub the flags describe. `--history-store jetstream` opens its stream on the
 /// `--nats` server here: the hub crate links no NATS client. A router shard reads
-/// back only its own users' history (shards share the log).
+/// back only its own users' history (shards share the log) and loads only its own
+/// subjects' edges into its index.
 fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
+    let shards = args.cluster.shards()?;
     let log: Box<dyn store::history::HistoryLog> = match args.hub.history_store {
-        HistoryStore::Memory => return Hub::open_args(&args.hub),
+        HistoryStore::Memory => {
+            return Hub::open_with_history(&args.hub, None, &|id| shards.owns(id))
+        }
         HistoryStore::Store => {
             store::history::open_history(&args.hub.store, &args.hub.store_options())
                 .with_context(|| format!("cannot open durable history in {}", args.hub.store))?
@@ -153,8 +157,7 @@ fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
             args.hub.history,
         )?),
     };
-    let shards = args.cluster.shards()?;
-    Hub::open_with_history(&args.hub, Some(log), &|user| shards.owns(user))
+    Hub::open_with_history(&args.hub, Some(log), &|id| shards.owns(id))
 }
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways

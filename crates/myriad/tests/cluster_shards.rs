@@ -1,10 +1,14 @@
-//! The router sharded (`--router-shards 2`): two router processes, each owning the
-//! users `u % 2` (presence, sequence numbers, history), two gateways on two ports. The
-//! semantics of one process hold across shards: a publish reaches every connection
-//! of the subject and of its followers whichever shard and gateway hold them, with
-//! exact counts; each user's messages arrive in sequence order although publishes to
-//! its subjects enter through both shards; SSE and long-poll resume on the other
-//! gateway.
+//! The router sharded (`--router-shards 2`, and 3): router processes each owning the
+//! users `u % K` (presence, sequence numbers, history) and the subjects `s % K`
+//! (their follower lists and publishes), two gateways on two ports. The semantics of
+//! one process hold across shards: a publish reaches every connection of the subject
+//! and of its followers whichever shard and gateway hold them, with exact counts
+//! (the subject's shard forwards the followers other shards own and answers once
+//! they counted); each user's messages arrive in sequence order on every connection
+//! although publishes to its subjects come through several shards; subscription
+//! changes through either gateway take effect for the next publish; SSE and
+//! long-poll resume on the other gateway; a shard that does not count makes the
+//! publish an error, never a partial count.
 
 mod common;
 
@@ -12,17 +16,25 @@ use common::cluster::*;
 use common::*;
 
 fn router(nats: &Nats, shard: u16) -> Router {
-    let shard = shard.to_string();
+    router_of(nats, shard, 2)
+}
+
+fn router_of(nats: &Nats, shard: u16, count: u16) -> Router {
+    let (shard, count) = (shard.to_string(), count.to_string());
     Router::start_with(
         nats,
         "memory",
-        &["--router-shards", "2", "--router-shard", &shard],
+        &["--router-shards", &count, "--router-shard", &shard],
     )
     .0
 }
 
 fn gateway2(nats: &Nats) -> Server {
     gateway_with(nats, &["--router-shards", "2"])
+}
+
+fn gateway3(nats: &Nats) -> Server {
+    gateway_with(nats, &["--router-shards", "3"])
 }
 
 #[test]
@@ -93,17 +105,19 @@ fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
     let nats = Nats::start();
     let (_r0, _r1) = (router(&nats, 0), router(&nats, 1));
     let (a, b) = (gateway2(&nats), gateway2(&nats));
-    // User 2 follows 7 (shard 1) and 8 (shard 0).
+    // User 2 (shard 0) follows 7 (shard 1: forwarded to shard 0) and 8 (shard 0),
+    // with a connection on each gateway.
     assert_eq!(a.request("POST", "/subscriptions", b"2 7\n2 8\n").0, 200);
     let (mut s, mut buf) = sse(&b, 2, None);
-    wait_router_connections(&a, 1);
+    let (mut s2, mut buf2) = sse(&a, 2, None);
+    wait_router_connections(&a, 2);
     let publishers: Vec<_> = [(a.addr, 7u64), (b.addr, 8u64)]
         .into_iter()
         .map(|(addr, subject)| {
             std::thread::spawn(move || {
                 for i in 0..50 {
                     let reply = publish_at(addr, subject, &format!("s{subject} {i}"));
-                    assert_eq!(reply["connections"], 1, "{reply}");
+                    assert_eq!(reply["connections"], 2, "{reply}");
                 }
             })
         })
@@ -111,23 +125,25 @@ fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
     for p in publishers {
         p.join().unwrap();
     }
-    read_until(&mut s, &mut buf, "s7 49");
-    read_until(&mut s, &mut buf, "s8 49");
-    let events = sse_events(&buf);
-    let seqs: Vec<u64> = events.iter().map(|e| e.0).collect();
-    assert_eq!(
-        seqs,
-        (1..=100).collect::<Vec<_>>(),
-        "one numbering, in order"
-    );
-    for subject in [7, 8] {
-        let mine: Vec<&String> = events
-            .iter()
-            .map(|e| &e.1)
-            .filter(|d| d.starts_with(&format!("s{subject} ")))
-            .collect();
-        let want: Vec<String> = (0..50).map(|i| format!("s{subject} {i}")).collect();
-        assert_eq!(mine, want.iter().collect::<Vec<_>>());
+    for (s, buf) in [(&mut s, &mut buf), (&mut s2, &mut buf2)] {
+        read_until(s, buf, "s7 49");
+        read_until(s, buf, "s8 49");
+        let events = sse_events(buf);
+        let seqs: Vec<u64> = events.iter().map(|e| e.0).collect();
+        assert_eq!(
+            seqs,
+            (1..=100).collect::<Vec<_>>(),
+            "one numbering, in order, on every connection"
+        );
+        for subject in [7, 8] {
+            let mine: Vec<&String> = events
+                .iter()
+                .map(|e| &e.1)
+                .filter(|d| d.starts_with(&format!("s{subject} ")))
+                .collect();
+            let want: Vec<String> = (0..50).map(|i| format!("s{subject} {i}")).collect();
+            assert_eq!(mine, want.iter().collect::<Vec<_>>());
+        }
     }
 }
 
@@ -162,4 +178,127 @@ fn sse_and_long_poll_resume_on_the_other_gateway_across_shards() {
         // Both connections of this user gone before the next user's count.
         wait_router_connections(&a, 0);
     }
+}
+
+/// Three shards: one subject's followers spread over all of them and both gateways;
+/// changes through either gateway count for the next publish; the subscriber list
+/// comes from the subject's shard, the subscription list from all of them.
+#[test]
+fn three_shards_divide_the_followers_with_exact_counts() {
+    let nats = Nats::start();
+    let _routers: Vec<Router> = (0..3).map(|i| router_of(&nats, i, 3)).collect();
+    let (a, b) = (gateway3(&nats), gateway3(&nats));
+    // Subject 1 (shard 1) followed by 3, 6 (shard 0), 4 (shard 1), 2, 8 (shard 2);
+    // 2 also follows 9 (shard 0): the batch is divided between shards 0 and 1.
+    let (status, body) = a.request("POST", "/subscriptions", b"2 1\n3 1\n4 1\n6 1\n8 1\n2 9\n");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""added":6"#), "{body}");
+    a.wait_stats("6 edges over the shards", |s| {
+        s["subscription_edges"] == 6 && s["router_shards"] == 3
+    });
+    let mut held = Vec::new();
+    for (server, user) in [
+        (&a, 1),
+        (&b, 1),
+        (&a, 2),
+        (&b, 3),
+        (&a, 4),
+        (&b, 5),
+        (&b, 6),
+        (&a, 8),
+        (&b, 8),
+    ] {
+        held.push((user, subscribe_stream(server, user)));
+    }
+    wait_router_connections(&a, 9);
+    let reply = b.publish(1, "one");
+    assert_eq!(
+        (reply["connections"].as_u64(), reply["users"].as_u64()),
+        (Some(8), Some(6)),
+        "{reply}"
+    );
+    for (user, (s, buf)) in held.iter_mut() {
+        if *user != 5 {
+            read_until(s, buf, "one");
+        }
+    }
+    let (status, body) = b.request("GET", "/subscribers/1", b"");
+    assert_eq!((status, body.trim()), (200, "[2,3,4,6,8]"));
+    let (status, body) = b.request("GET", "/subscriptions/2", b"");
+    assert_eq!((status, body.trim()), (200, "[1,9]"));
+    // Through gateway b, 3 stops following; through a, 5 starts.
+    assert_eq!(b.request("DELETE", "/subscriptions/3/1", b"").0, 200);
+    assert_eq!(a.request("PUT", "/subscriptions/5/1", b"").0, 200);
+    let reply = a.publish(1, "two");
+    assert_eq!(
+        (reply["connections"].as_u64(), reply["users"].as_u64()),
+        (Some(8), Some(6)),
+        "{reply}"
+    );
+    b.publish(3, "to three");
+    for (user, (s, buf)) in held.iter_mut() {
+        if *user == 3 {
+            read_until(s, buf, "to three");
+            assert!(
+                !String::from_utf8_lossy(buf).contains("two"),
+                "3 unfollowed"
+            );
+        } else {
+            read_until(s, buf, "two");
+        }
+    }
+    // A batch to two shards' subjects: one answer, every item counted once.
+    let lines = b"{\"subject\":1,\"data\":\"b1\"}\n{\"subject\":9,\"data\":\"b9\"}\n";
+    let (status, body) = b.request("POST", "/pub", lines);
+    assert_eq!(status, 200, "{body}");
+    let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // Subject 1: 8 connections of 6 users; subject 9: its follower 2 only.
+    assert_eq!(
+        (
+            reply["messages"].as_u64(),
+            reply["connections"].as_u64(),
+            reply["users"].as_u64()
+        ),
+        (Some(2), Some(9), Some(7)),
+        "{reply}"
+    );
+    // A back-end's publish: answered once, by subject 1's shard, with every count.
+    assert_eq!(
+        backend_request(&nats, 1, "from-a-back-end"),
+        [r#"{"connections":8,"users":6}"#]
+    );
+}
+
+/// A shard that does not count its part (killed) makes the publish an error that
+/// says which shards answered — through a gateway and through NATS — not a 200
+/// with the counts of the others.
+#[test]
+fn a_shard_that_does_not_count_makes_the_publish_an_error() {
+    let nats = Nats::start();
+    let (r0, _r1) = (router(&nats, 0), router(&nats, 1));
+    let a = gateway2(&nats);
+    // 2 (shard 0) follows 1 (shard 1).
+    assert_eq!(a.request("PUT", "/subscriptions/2/1", b"").0, 200);
+    let (mut s, mut buf) = subscribe_stream(&a, 1);
+    wait_router_connections(&a, 1);
+    assert_eq!(a.publish(1, "before")["users"], 1);
+    read_until(&mut s, &mut buf, "before");
+    r0.kill();
+    let started = std::time::Instant::now();
+    let (status, body) = a.request("POST", "/pub/1", b"after");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("router shard 0 did not count")
+            && body.contains("shard 1: 1 connections of 1 users"),
+        "{body}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Shard 1's own follower was still reached.
+    read_until(&mut s, &mut buf, "after");
+    let replies = backend_request(&nats, 1, "late");
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert!(
+        replies[0].contains("error") && replies[0].contains("router shard 0 did not count"),
+        "{replies:?}"
+    );
 }

@@ -35,7 +35,7 @@ use crate::history::{Journal, Ring};
 use crate::presence::Overflow;
 use crate::router::Router;
 use crate::users::UserMap;
-use crate::{ConnRef, Delivery, Message, PublishCounts, UserId};
+use crate::{ConnRef, Delivery, Message, PublishCounts, SubjectId, UserId};
 
 /// A publish in progress; see the module doc. Dropping an unfinished cursor simply
 /// leaves the remaining users unreached (its counts say how far it got).
@@ -85,6 +85,43 @@ impl Router {
             counts: PublishCounts::default(),
             done: false,
         }
+    }
+
+    /// Starts publishing `msg` to exactly `users` (each once, none twice) instead of
+    /// the subject and its followers: a router shard's part of a publish whose
+    /// followers the subject's shard computed (`--router-shards`). `counted`: this
+    /// router counts it as a message in (the subject's shard does, the others not).
+    pub fn begin_publish_to(
+        &mut self,
+        msg: Arc<Message>,
+        users: Vec<UserId>,
+        now: Instant,
+        counted: bool,
+    ) -> PublishCursor {
+        self.messages_in += u64::from(counted);
+        PublishCursor {
+            msg,
+            now,
+            pending: Some(users),
+            next: 0,
+            counts: PublishCounts::default(),
+            done: false,
+        }
+    }
+
+    /// `{subject} ∪ subscribers(subject)`, the subject first, each user once: whom
+    /// a publish to `subject` reaches, as a list (what a router shard divides among
+    /// the shards owning those users).
+    pub fn recipients(&self, subject: SubjectId) -> Vec<UserId> {
+        let index = self.index();
+        let mut all = Vec::with_capacity(index.degree(subject) + 1);
+        all.push(subject);
+        index.for_each_subscriber(subject, |u| {
+            if u != subject {
+                all.push(u);
+            }
+        });
+        all
     }
 
     /// Reaches at most `budget` (≥ 1) more users of `cur`, handing each delivery to

@@ -223,3 +223,34 @@ fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
     let len = encode_to_gateway(&msg).len();
     assert!(len < 60 + 100 * 4 + 32, "{len} bytes");
 }
+
+/// What shards hand each other round-trips, and a forwarded user costs a few bytes.
+#[test]
+fn a_forward_and_its_counts_round_trip() {
+    let forward = ToShard::Forward {
+        from: 1,
+        items: vec![ForwardItem {
+            call: 9,
+            subject: 7,
+            payload: Bytes::from_static(b"hello"),
+            published_ns: 1_700_000_000_000_000_000,
+            users: (0..1000).map(|u| u * 2).collect(),
+        }],
+    };
+    let bytes = encode_to_shard(&forward);
+    assert_eq!(decode_to_shard(&bytes).unwrap(), forward);
+    assert!(bytes.len() < 1000 * 3 + 64, "{} bytes", bytes.len());
+    let counted = ToShard::Counted {
+        from: 0,
+        counts: vec![ShardCount {
+            call: 9,
+            connections: 3,
+            users: 2,
+            error: Some("disk full".into()),
+        }],
+    };
+    assert_eq!(
+        decode_to_shard(&encode_to_shard(&counted)).unwrap(),
+        counted
+    );
+}

@@ -16,8 +16,8 @@ pub(super) fn is_publish(call: &WireCall) -> bool {
 
 impl RouterRole {
     /// Publishes `run` (calls [`is_publish`] accepted) in order and queues, for
-    /// `gateway`, every message's deliveries and then each call's reply (as
-    /// [`RouterRole::call_shard`] counts them: only shard 0 counts messages).
+    /// `gateway`, every message's deliveries and then each call's reply. One
+    /// router only: shards take runs of publishes in `forward`.
     pub(super) fn publish_run(&mut self, gateway: GatewayId, run: Vec<WireCall>) {
         let published_ns = unix_ns();
         let mut answers = Vec::with_capacity(run.len());
@@ -33,7 +33,7 @@ impl RouterRole {
         let (counts, stored) =
             hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
         self.queue_batches(batches, published_ns);
-        let messages = u64::from(self.shards.index == 0);
+        let messages = 1;
         for ((loop_id, token), c) in answers.into_iter().zip(counts) {
             let mut reply = Reply::Published {
                 messages,
