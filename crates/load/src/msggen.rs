@@ -4,7 +4,10 @@
 //! publish→receive latency.
 //!
 //! One blocking thread per publisher is fine here: P is small (tens), and each thread
-//! paces itself to rate / P. With `--nats URL` the publishers publish through the
+//! paces itself to rate / P, its phase shifted by i/P of its interval so that the P
+//! streams interleave into one evenly spaced stream (in phase, they published in
+//! bursts of P: a server that merges what arrives during a fan-out was flattered and
+//! one that does not was penalised; NOTES issue 11, sixth round). With `--nats URL` the publishers publish through the
 //! broker instead (SPEC C4): a NATS request to `myriad.pub.<subject>`, whose answer
 //! is the same JSON as `POST /pub/<subject>`'s.
 
@@ -198,6 +201,7 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
                 &args,
                 &target,
                 seed.wrapping_add(i as u64 * 7919),
+                start + first_offset(args.rate, args.publishers, i),
                 deadline,
                 &done,
                 &shared,
@@ -311,10 +315,22 @@ enum Target {
     Nats(Arc<cluster::Link>),
 }
 
+/// When publisher `i` of `publishers` sends first, after the start: i/P of its own
+/// interval (P/rate), i.e. i/rate, so the aggregate is one message every 1/rate.
+fn first_offset(rate: f64, publishers: usize, i: usize) -> Duration {
+    debug_assert!(i < publishers);
+    if rate > 0.0 {
+        Duration::from_secs_f64(i as f64 / rate)
+    } else {
+        Duration::ZERO
+    }
+}
+
 fn publisher(
     args: &MsggenArgs,
     target: &Target,
     seed: u64,
+    first: Instant,
     deadline: Instant,
     done: &AtomicBool,
     shared: &Shared,
@@ -325,7 +341,7 @@ fn publisher(
     } else {
         Duration::ZERO
     };
-    let mut next = Instant::now();
+    let mut next = first;
     let mut conn: Option<Conn> = None;
     let (mut req, mut body, mut resp) = (Vec::new(), Vec::new(), vec![0u8; MAX_RESPONSE]);
     while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
@@ -491,6 +507,29 @@ mod tests {
         for _ in 0..1000 {
             assert!((1..=7).contains(&pick_subject(&mut rng, Dist::Uniform, 7, 1.0)));
         }
+    }
+
+    #[test]
+    fn publishers_interleave_into_one_evenly_spaced_stream() {
+        // 5 msg/s over 3 publishers: each sends every 600 ms; their first sends at
+        // 0, 200 and 400 ms make the merged stream one message every 200 ms.
+        let offsets: Vec<_> = (0..3).map(|i| first_offset(5.0, 3, i)).collect();
+        assert_eq!(offsets, [0, 200, 400].map(Duration::from_millis));
+        let interval = Duration::from_secs_f64(3.0 / 5.0);
+        let mut sends: Vec<Duration> = offsets
+            .iter()
+            .flat_map(|&o| (0..10).map(move |k| o + interval * k))
+            .collect();
+        sends.sort();
+        for pair in sends.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap.abs_diff(Duration::from_millis(200)) < Duration::from_micros(1),
+                "{gap:?}"
+            );
+        }
+        // As fast as possible: no stagger.
+        assert_eq!(first_offset(0.0, 4, 3), Duration::ZERO);
     }
 
     #[test]
