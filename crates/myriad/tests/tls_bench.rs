@@ -2,6 +2,9 @@
 //! generated certificate, flood and msggen reach them over https:// and every delivery
 //! arrives; keepalive's own clients and abuse's hostile ones speak TLS too.
 
+mod common;
+
+use common::bench::row;
 use std::process::Command;
 
 fn bench(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
@@ -44,19 +47,6 @@ fn unicast_over_tls_delivers_everything() {
         out.path().join("tls/cert.pem").exists(),
         "the run's certificate"
     );
-}
-
-/// The cells (measured, target, met) of the report row whose figure starts with `figure`.
-fn row<'a>(report: &'a str, figure: &str) -> Vec<&'a str> {
-    let line = report
-        .lines()
-        .find(|l| l.starts_with(&format!("| {figure}")))
-        .unwrap_or_else(|| panic!("no row `{figure}` in:\n{report}"));
-    line.trim_matches('|')
-        .split(" | ")
-        .map(str::trim)
-        .skip(1)
-        .collect()
 }
 
 fn report(dir: &std::path::Path, scenario: &str, run: &std::process::Output) -> String {

@@ -8,7 +8,7 @@
 //!     judged per message, continued one step past the first miss; plotted as latency
 //!     p50/p99/max against the rate (`ladder.png`).
 //!
-//! `--peer node|nchan` runs the same against a peer server (`peer`; one-user only).
+//! `--peer node|nchan|floor` runs the same against a peer server (`peer`; one-user only).
 
 use super::held::{client_cpu, flood_args, post, sub_url, Held, Live, Probe};
 use super::ladder::{self, MIN_STEP_SECS};

@@ -9,7 +9,7 @@
 //! - [`report`]: the Markdown report (figure | measured | target | met?);
 //! - [`held`]: a flood held in a thread with a live line per second, and the
 //!   per-second server probe;
-//! - [`peer`]: the servers broadcast, unicast and connect can run instead (Node.js, nchan);
+//! - [`peer`]: the servers broadcast, unicast and connect can run instead (Node.js, nchan, the C floor);
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
 //!   [`unicast`], [`connect`],
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
@@ -112,6 +112,16 @@ pub enum Peer {
     Node,
     /// nginx with nchan, 2 workers (`apt-get install nginx-light libnginx-mod-nchan`).
     Nchan,
+    /// The floor: a minimal C epoll server, 2 threads, one send per delivery (built with `cc`).
+    Floor,
+}
+
+impl Peer {
+    /// Whether its publish replies count the deliveries (nchan and the floor answer
+    /// without counts; in unicast each user holds one connection, so one per publish).
+    pub fn counts_deliveries(self) -> bool {
+        self == Peer::Node
+    }
 }
 
 /// Flags of `myriad bench`.

@@ -7,8 +7,11 @@
 //! - `nchan`: nginx with the nchan module and [`WORKERS`] worker processes
 //!   (`peer_nchan.conf`, filled in and written into the scenario's directory; Debian's
 //!   `nginx-light` and `libnginx-mod-nchan`).
+//! - `floor`: the minimal C epoll server the SPEC's reference figures call the floor
+//!   (`peer_floor.c`, [`WORKERS`] threads, one `send` per delivery), compiled with
+//!   `cc` into the scenario's directory: what this box allows a push server at all.
 //!
-//! Both serve GET /sub/ID as a chunked stream of ID's messages, each followed by "\n"
+//! All serve GET /sub/ID as a chunked stream of ID's messages, each followed by "\n"
 //! (`flood --transport stream`), POST /pub/ID, and a partial /stats (connections,
 //! connects). Neither has a follower graph: they serve the one-user shape.
 //!
@@ -27,6 +30,8 @@ use std::time::{Duration, Instant};
 pub const WORKERS: u32 = 2;
 /// The Node.js server's source, shipped in the binary.
 const NODE_SOURCE: &str = include_str!("peer_node.js");
+/// The floor server's source, shipped in the binary.
+const FLOOR_SOURCE: &str = include_str!("peer_floor.c");
 /// nginx's configuration for nchan, shipped in the binary.
 const NCHAN_CONF: &str = include_str!("peer_nchan.conf");
 /// Where Debian's libnginx-mod-nchan puts the module.
@@ -40,6 +45,7 @@ pub fn server_name(peer: Option<Peer>) -> String {
         None => "myriad serve".to_string(),
         Some(Peer::Node) => format!("the Node.js peer (cluster of {WORKERS})"),
         Some(Peer::Nchan) => format!("the nchan peer (nginx, {WORKERS} workers)"),
+        Some(Peer::Floor) => format!("the C floor (epoll, {WORKERS} threads)"),
     }
 }
 
@@ -52,6 +58,7 @@ pub fn start(peer: Peer, dir: &Path) -> anyhow::Result<ServerProcess> {
     match peer {
         Peer::Node => start_node(dir),
         Peer::Nchan => start_nchan(dir),
+        Peer::Floor => start_floor(dir),
     }
 }
 
@@ -77,6 +84,33 @@ fn start_node(dir: &Path) -> anyhow::Result<ServerProcess> {
         .stdout(Stdio::null());
     ServerProcess::start_command(cmd)
         .context("cannot start the Node.js peer (is `node` on PATH? apt-get install nodejs)")
+}
+
+/// The C floor, compiled with `cc -O2` from the shipped source (a second or so); it
+/// dies with the bench (PR_SET_PDEATHSIG, set by the program itself).
+fn start_floor(dir: &Path) -> anyhow::Result<ServerProcess> {
+    let source = dir.join("peer_floor.c");
+    let program = dir.join("peer_floor");
+    std::fs::write(&source, FLOOR_SOURCE)
+        .with_context(|| format!("cannot write {}", source.display()))?;
+    let out = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .context("cannot run `cc` to build the floor peer (apt-get install gcc)")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "cc could not build {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let mut cmd = Command::new(&program);
+    cmd.arg(free_port()?.to_string())
+        .arg(WORKERS.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    ServerProcess::start_command(cmd).context("cannot start the floor peer")
 }
 
 /// nginx with nchan in the foreground; its master and workers are killed when the

@@ -100,10 +100,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             sent.errors
         ),
     );
-    // nchan answers a publish without counts; each user holds one connection, so
-    // every publish owes exactly one delivery.
+    // Each user holds one connection, so a peer that answers without counts owes
+    // exactly one delivery per publish.
     let (expected, by) = match args.peer {
-        Some(super::Peer::Nchan) => (sent.sent, "one per publish"),
+        Some(peer) if !peer.counts_deliveries() => (sent.sent, "one per publish"),
         _ => (sent.deliveries, "reported by the server"),
     };
     report.row(

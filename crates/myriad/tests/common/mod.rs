@@ -2,6 +2,7 @@
 //! real sockets. Shared by the integration tests of this crate.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod bench;
 pub mod cluster;
 pub mod resume;
 

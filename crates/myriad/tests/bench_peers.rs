@@ -1,0 +1,190 @@
+//! `myriad bench --peer …` at a tiny scale: the same scenarios against the peer servers
+//! (a Node.js cluster, nginx + nchan, the C floor), through the real binary. Each peer
+//! is started by the bench, measured by the same client, and gone afterwards. No timing
+//! assertion: only counts, presence and that nothing is left running.
+
+mod common;
+
+use common::bench::{bench, common_parts, first_number, gone, row};
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn broadcast_against_the_node_peer() {
+    assert!(
+        Command::new("node").arg("--version").output().is_ok(),
+        "this test needs Node.js: apt-get install -y nodejs"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "broadcast",
+        &[
+            "--peer",
+            "node",
+            "--shape",
+            "one-user",
+            "--connections",
+            "100",
+            "--latency-secs",
+            "1",
+            "--rates",
+            "5",
+            "--step-secs",
+            "1",
+        ],
+    );
+    assert!(r.contains("the Node.js peer"), "{r}");
+    // The cluster ended with the bench (a leftover would keep the bench lock held).
+    assert!(
+        gone(&out.path().join("broadcast/peer_node.js")),
+        "node processes left behind"
+    );
+    assert_eq!(row(&r, "subscribers connected (one-user)")[0], "100 of 100");
+    let got = row(
+        &r,
+        "latency phase: deliveries received / expected (one-user)",
+    );
+    assert_eq!(got[2], "yes", "{got:?}");
+}
+
+#[test]
+fn unicast_and_connect_against_the_nchan_peer() {
+    assert!(
+        Path::new("/usr/lib/nginx/modules/ngx_nchan_module.so").exists(),
+        "this test needs nginx with nchan: apt-get install nginx-light libnginx-mod-nchan (scripts/setup.sh does)"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "unicast",
+        &[
+            "--peer",
+            "nchan",
+            "--connections",
+            "200",
+            "--unicast-rate",
+            "300",
+            "--duration",
+            "1",
+        ],
+    );
+    common_parts(&r);
+    assert!(r.contains("the nchan peer"), "{r}");
+    assert_eq!(row(&r, "connections held")[0], "200 of 200");
+    let got = row(&r, "deliveries received / one per publish");
+    assert!(first_number(got[0]) > 0.0, "{got:?}");
+    assert_eq!(got[2], "yes", "{got:?}");
+    assert!(
+        gone(&out.path().join("unicast/nchan/nginx.conf")),
+        "nginx left behind"
+    );
+
+    let r = bench(
+        out.path(),
+        "connect",
+        &[
+            "--peer",
+            "nchan",
+            "--connections",
+            "300",
+            "--rounds",
+            "2",
+            "--flood-procs",
+            "2",
+        ],
+    );
+    // nginx's /stats counts connects ($connection): the storms are measured on its side.
+    assert!(
+        first_number(row(&r, "server accepts per second")[0]) > 0.0,
+        "{r}"
+    );
+    assert_eq!(row(&r, "failed connection attempts")[0], "0");
+    assert!(
+        gone(&out.path().join("connect/nchan/nginx.conf")),
+        "nginx left behind"
+    );
+}
+
+#[test]
+fn broadcast_unicast_and_connect_against_the_c_floor() {
+    assert!(
+        Command::new("cc").arg("--version").output().is_ok(),
+        "this test needs a C compiler: apt-get install gcc"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "broadcast",
+        &[
+            "--peer",
+            "floor",
+            "--shape",
+            "one-user",
+            "--connections",
+            "100",
+            "--latency-secs",
+            "1",
+            "--rates",
+            "5",
+            "--step-secs",
+            "1",
+        ],
+    );
+    assert!(r.contains("the C floor"), "{r}");
+    assert_eq!(row(&r, "subscribers connected (one-user)")[0], "100 of 100");
+    // Its two threads each hold part of the streams: a publish reaches both.
+    let got = row(
+        &r,
+        "latency phase: deliveries received / expected (one-user)",
+    );
+    assert_eq!(got[2], "yes", "{got:?}");
+    assert!(
+        gone(&out.path().join("broadcast/peer_floor")),
+        "the floor left behind"
+    );
+
+    let r = bench(
+        out.path(),
+        "unicast",
+        &[
+            "--peer",
+            "floor",
+            "--connections",
+            "200",
+            "--unicast-rate",
+            "300",
+            "--duration",
+            "1",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "connections held")[0], "200 of 200");
+    let got = row(&r, "deliveries received / one per publish");
+    assert!(first_number(got[0]) > 0.0, "{got:?}");
+    assert_eq!(got[2], "yes", "{got:?}");
+
+    let r = bench(
+        out.path(),
+        "connect",
+        &[
+            "--peer",
+            "floor",
+            "--connections",
+            "300",
+            "--rounds",
+            "2",
+            "--flood-procs",
+            "2",
+        ],
+    );
+    assert!(
+        first_number(row(&r, "server accepts per second")[0]) > 0.0,
+        "{r}"
+    );
+    assert_eq!(row(&r, "failed connection attempts")[0], "0");
+    assert!(
+        gone(&out.path().join("connect/peer_floor")),
+        "the floor left behind"
+    );
+}

@@ -1,0 +1,76 @@
+//! The `myriad bench` test harness: runs a scenario through the real binary and reads
+//! its report's table. Shared by `bench.rs` and `bench_peers.rs`.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `myriad bench ARGS --out DIR --settle 1`; returns the scenario's report text.
+pub fn bench(dir: &Path, scenario: &str, args: &[&str]) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .arg("bench")
+        .arg(scenario)
+        .args(args)
+        .args(["--settle", "1", "--no-tune"])
+        .arg("--out")
+        .arg(dir)
+        .output()
+        .expect("run myriad bench");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "bench {scenario} failed:\n{stdout}\n{stderr}"
+    );
+    let path = dir.join(scenario).join("report.md");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no report at {}: {e}\n{stderr}", path.display()))
+}
+
+/// The cells (measured, target, met) of the table row whose figure starts with `figure`.
+pub fn row<'a>(report: &'a str, figure: &str) -> Vec<&'a str> {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(&format!("| {figure}")))
+        .unwrap_or_else(|| panic!("no row `{figure}` in:\n{report}"));
+    line.trim_matches('|')
+        .split(" | ")
+        .map(str::trim)
+        .skip(1)
+        .collect()
+}
+
+/// The first number of a cell, separators removed ("1,234 of 1,500" → 1234).
+pub fn first_number(cell: &str) -> f64 {
+    let s: String = cell
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
+        .filter(|c| *c != ',')
+        .collect();
+    s.parse()
+        .unwrap_or_else(|_| panic!("no number in `{cell}`"))
+}
+
+pub fn common_parts(report: &str) {
+    assert!(report.contains("Command: `"), "{report}");
+    assert!(report.contains("| figure | measured | target | met? |"));
+    assert!(report.contains("share its cores"), "the caveat is missing");
+    assert!(report.contains("- cores: "), "machine facts are missing");
+    assert!(report.contains("net.core.somaxconn"), "sysctls are missing");
+}
+
+/// True once no process runs with `conf` on its command line (polled for 5 s).
+pub fn gone(conf: &Path) -> bool {
+    (0..50).any(|_| {
+        let found = Command::new("pgrep")
+            .arg("-f")
+            .arg(conf)
+            .output()
+            .expect("pgrep");
+        if found.stdout.is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        false
+    })
+}
