@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::bench::{bench, common_parts, first_number, row};
+use common::bench::{bench, common_parts, first_number, row, TINY_CONNECT, TINY_UNICAST};
 use std::process::Command;
 
 #[test]
@@ -95,15 +95,10 @@ fn connect_storms_and_a_server_binary_given_by_path() {
         out.path(),
         "connect",
         &[
-            "--connections",
-            "300",
-            "--rounds",
-            "2",
-            "--flood-procs",
-            "2",
-            "--server-bin",
-            env!("CARGO_BIN_EXE_myriad"),
-        ],
+            TINY_CONNECT,
+            &["--server-bin", env!("CARGO_BIN_EXE_myriad")],
+        ]
+        .concat(),
     );
     common_parts(&r);
     assert!(r.contains("server executable: "), "{r}");
@@ -114,18 +109,7 @@ fn connect_storms_and_a_server_binary_given_by_path() {
 #[test]
 fn unicast_reports_latency_and_server_cpu() {
     let out = tempfile::tempdir().unwrap();
-    let r = bench(
-        out.path(),
-        "unicast",
-        &[
-            "--connections",
-            "200",
-            "--unicast-rate",
-            "300",
-            "--duration",
-            "1",
-        ],
-    );
+    let r = bench(out.path(), "unicast", TINY_UNICAST);
     common_parts(&r);
     assert_eq!(row(&r, "connections held")[0], "200 of 200");
     assert!(first_number(row(&r, "published")[0]) > 0.0);

@@ -5,23 +5,23 @@
 
 mod common;
 
-use common::bench::{bench, common_parts, first_number, gone, row};
+use common::bench::{bench, common_parts, first_number, gone, row, TINY_CONNECT, TINY_UNICAST};
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn broadcast_against_the_node_peer() {
-    assert!(
-        Command::new("node").arg("--version").output().is_ok(),
-        "this test needs Node.js: apt-get install -y nodejs"
-    );
-    let out = tempfile::tempdir().unwrap();
-    let r = bench(
-        out.path(),
+/// `bench SCENARIO --peer PEER FLAGS…`; the report.
+fn against(dir: &Path, scenario: &str, peer: &str, flags: &[&str]) -> String {
+    bench(dir, scenario, &[&["--peer", peer], flags].concat())
+}
+
+/// The one-user latency phase and one ladder step with 100 subscribers: every one
+/// connected, every delivery of the latency phase received.
+fn one_user_broadcast(dir: &Path, peer: &str) -> String {
+    let r = against(
+        dir,
         "broadcast",
+        peer,
         &[
-            "--peer",
-            "node",
             "--shape",
             "one-user",
             "--connections",
@@ -34,18 +34,51 @@ fn broadcast_against_the_node_peer() {
             "1",
         ],
     );
-    assert!(r.contains("the Node.js peer"), "{r}");
-    // The cluster ended with the bench (a leftover would keep the bench lock held).
-    assert!(
-        gone(&out.path().join("broadcast/peer_node.js")),
-        "node processes left behind"
-    );
     assert_eq!(row(&r, "subscribers connected (one-user)")[0], "100 of 100");
     let got = row(
         &r,
         "latency phase: deliveries received / expected (one-user)",
     );
     assert_eq!(got[2], "yes", "{got:?}");
+    r
+}
+
+/// Unicast against a peer whose replies carry no counts: one delivery per publish.
+fn unicast_one_per_publish(dir: &Path, peer: &str) -> String {
+    let r = against(dir, "unicast", peer, TINY_UNICAST);
+    common_parts(&r);
+    assert_eq!(row(&r, "connections held")[0], "200 of 200");
+    let got = row(&r, "deliveries received / one per publish");
+    assert!(first_number(got[0]) > 0.0, "{got:?}");
+    assert_eq!(got[2], "yes", "{got:?}");
+    r
+}
+
+/// Two connect storms, counted by the peer's own /stats.
+fn storms(dir: &Path, peer: &str) -> String {
+    let r = against(dir, "connect", peer, TINY_CONNECT);
+    assert!(
+        first_number(row(&r, "server accepts per second")[0]) > 0.0,
+        "{r}"
+    );
+    assert_eq!(row(&r, "failed connection attempts")[0], "0");
+    r
+}
+
+#[test]
+fn broadcast_against_the_node_peer() {
+    assert!(
+        Command::new("node").arg("--version").output().is_ok(),
+        "this test needs Node.js: apt-get install -y nodejs"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = one_user_broadcast(out.path(), "node");
+    assert!(r.contains("the Node.js peer"), "{r}");
+    // The cluster ended with the bench (a leftover would keep the bench lock held).
+    assert!(
+        gone(&out.path().join("broadcast/peer_node.js")),
+        "node processes left behind"
+    );
 }
 
 #[test]
@@ -55,51 +88,14 @@ fn unicast_and_connect_against_the_nchan_peer() {
         "this test needs nginx with nchan: apt-get install nginx-light libnginx-mod-nchan (scripts/setup.sh does)"
     );
     let out = tempfile::tempdir().unwrap();
-    let r = bench(
-        out.path(),
-        "unicast",
-        &[
-            "--peer",
-            "nchan",
-            "--connections",
-            "200",
-            "--unicast-rate",
-            "300",
-            "--duration",
-            "1",
-        ],
-    );
-    common_parts(&r);
+    let r = unicast_one_per_publish(out.path(), "nchan");
     assert!(r.contains("the nchan peer"), "{r}");
-    assert_eq!(row(&r, "connections held")[0], "200 of 200");
-    let got = row(&r, "deliveries received / one per publish");
-    assert!(first_number(got[0]) > 0.0, "{got:?}");
-    assert_eq!(got[2], "yes", "{got:?}");
     assert!(
         gone(&out.path().join("unicast/nchan/nginx.conf")),
         "nginx left behind"
     );
-
-    let r = bench(
-        out.path(),
-        "connect",
-        &[
-            "--peer",
-            "nchan",
-            "--connections",
-            "300",
-            "--rounds",
-            "2",
-            "--flood-procs",
-            "2",
-        ],
-    );
     // nginx's /stats counts connects ($connection): the storms are measured on its side.
-    assert!(
-        first_number(row(&r, "server accepts per second")[0]) > 0.0,
-        "{r}"
-    );
-    assert_eq!(row(&r, "failed connection attempts")[0], "0");
+    storms(out.path(), "nchan");
     assert!(
         gone(&out.path().join("connect/nchan/nginx.conf")),
         "nginx left behind"
@@ -113,76 +109,15 @@ fn broadcast_unicast_and_connect_against_the_c_floor() {
         "this test needs a C compiler: apt-get install gcc"
     );
     let out = tempfile::tempdir().unwrap();
-    let r = bench(
-        out.path(),
-        "broadcast",
-        &[
-            "--peer",
-            "floor",
-            "--shape",
-            "one-user",
-            "--connections",
-            "100",
-            "--latency-secs",
-            "1",
-            "--rates",
-            "5",
-            "--step-secs",
-            "1",
-        ],
-    );
-    assert!(r.contains("the C floor"), "{r}");
-    assert_eq!(row(&r, "subscribers connected (one-user)")[0], "100 of 100");
     // Its two threads each hold part of the streams: a publish reaches both.
-    let got = row(
-        &r,
-        "latency phase: deliveries received / expected (one-user)",
-    );
-    assert_eq!(got[2], "yes", "{got:?}");
+    let r = one_user_broadcast(out.path(), "floor");
+    assert!(r.contains("the C floor"), "{r}");
     assert!(
         gone(&out.path().join("broadcast/peer_floor")),
         "the floor left behind"
     );
-
-    let r = bench(
-        out.path(),
-        "unicast",
-        &[
-            "--peer",
-            "floor",
-            "--connections",
-            "200",
-            "--unicast-rate",
-            "300",
-            "--duration",
-            "1",
-        ],
-    );
-    common_parts(&r);
-    assert_eq!(row(&r, "connections held")[0], "200 of 200");
-    let got = row(&r, "deliveries received / one per publish");
-    assert!(first_number(got[0]) > 0.0, "{got:?}");
-    assert_eq!(got[2], "yes", "{got:?}");
-
-    let r = bench(
-        out.path(),
-        "connect",
-        &[
-            "--peer",
-            "floor",
-            "--connections",
-            "300",
-            "--rounds",
-            "2",
-            "--flood-procs",
-            "2",
-        ],
-    );
-    assert!(
-        first_number(row(&r, "server accepts per second")[0]) > 0.0,
-        "{r}"
-    );
-    assert_eq!(row(&r, "failed connection attempts")[0], "0");
+    unicast_one_per_publish(out.path(), "floor");
+    storms(out.path(), "floor");
     assert!(
         gone(&out.path().join("connect/peer_floor")),
         "the floor left behind"

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::bench::row;
+use common::bench::{row, TINY_UNICAST};
 use std::process::Command;
 
 fn bench(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
@@ -21,18 +21,7 @@ fn bench(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn unicast_over_tls_delivers_everything() {
     let out = tempfile::tempdir().unwrap();
-    let run = bench(
-        out.path(),
-        &[
-            "unicast",
-            "--connections",
-            "200",
-            "--unicast-rate",
-            "300",
-            "--duration",
-            "1",
-        ],
-    );
+    let run = bench(out.path(), &[&["unicast"], TINY_UNICAST].concat());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "bench failed:\n{stderr}");
     let r = std::fs::read_to_string(out.path().join("unicast/report.md")).unwrap();

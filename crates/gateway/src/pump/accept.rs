@@ -199,9 +199,10 @@ impl EventLoop {
         // is lost by registering afterwards: EPOLL_CTL_ADD reports what is ready at
         // that moment, edge-triggered included. A read that finds nothing costs one
         // recv.
-        if self.gens[index] == generation {
-            self.on_readable(index);
+        if self.gens[index] != generation {
+            return; // closed while opening
         }
+        self.on_readable(index);
         if self.gens[index] != generation {
             return; // closed while answering
         }

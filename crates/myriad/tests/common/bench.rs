@@ -4,6 +4,26 @@
 use std::path::Path;
 use std::process::Command;
 
+/// `bench unicast` at a tiny scale: 200 users, 300 msg/s for 1 s.
+pub const TINY_UNICAST: &[&str] = &[
+    "--connections",
+    "200",
+    "--unicast-rate",
+    "300",
+    "--duration",
+    "1",
+];
+
+/// `bench connect` at a tiny scale: two storms of 300 from two flood processes.
+pub const TINY_CONNECT: &[&str] = &[
+    "--connections",
+    "300",
+    "--rounds",
+    "2",
+    "--flood-procs",
+    "2",
+];
+
 /// Runs `myriad bench ARGS --out DIR --settle 1`; returns the scenario's report text.
 pub fn bench(dir: &Path, scenario: &str, args: &[&str]) -> String {
     let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
