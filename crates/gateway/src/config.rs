@@ -56,6 +56,9 @@ pub struct ServerConfig {
     /// HTTP/2 streams per connection at most (SETTINGS_MAX_CONCURRENT_STREAMS; more
     /// get REFUSED_STREAM); 0: TLS offers HTTP/1.1 only.
     pub max_streams_per_connection: u32,
+    /// Submit a fan-out's sends together through io_uring (plain TCP; TLS and
+    /// HTTP/2 write as before); where the kernel has no io_uring, `writev` it is.
+    pub io_uring: bool,
 }
 
 /// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
@@ -166,6 +169,7 @@ impl Default for ServerConfig {
             tls: None,
             leave_when_full: false,
             max_streams_per_connection: DEFAULT_MAX_STREAMS,
+            io_uring: false,
         }
     }
 }
@@ -342,6 +346,11 @@ pub struct GatewayArgs {
     /// kernel cannot, a warning says why and TLS stays in user space.
     #[arg(long, env = "MYRIAD_KTLS")]
     pub ktls: bool,
+    /// Submit each slice of a fan-out's sends in one io_uring call instead of one
+    /// writev per connection (plain TCP). Where the kernel refuses io_uring, a
+    /// warning says so and writev is used.
+    #[arg(long, env = "MYRIAD_IO_URING")]
+    pub io_uring: bool,
 }
 
 impl GatewayArgs {
@@ -372,6 +381,7 @@ impl GatewayArgs {
             tls: self.tls_setup()?,
             leave_when_full: self.leave_when_full,
             max_streams_per_connection: self.max_streams_per_connection,
+            io_uring: self.io_uring,
             ..ServerConfig::default()
         })
     }

@@ -13,7 +13,14 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn per_user_sequence_is_gapless_and_ordered_across_loops() {
-    gapless_and_ordered(20, 6, 4, 150);
+    gapless_and_ordered(&[], 20, 6, 4, 150);
+}
+
+/// The same with a fan-out's sends submitted together through io_uring.
+#[test]
+fn per_user_sequence_is_gapless_and_ordered_with_io_uring() {
+    let server = gapless_and_ordered(&["--io-uring"], 20, 6, 4, 150);
+    assert_batched(&server);
 }
 
 /// The unicast shape: one connection per user, so almost every delivery is a
@@ -22,13 +29,30 @@ fn per_user_sequence_is_gapless_and_ordered_across_loops() {
 /// order per user either way.
 #[test]
 fn unicast_to_many_users_is_gapless_and_ordered_across_loops() {
-    gapless_and_ordered(300, 1, 6, 500);
+    gapless_and_ordered(&[], 300, 1, 6, 500);
+}
+
+/// With `--io-uring`, fan-outs of more than one connection are submitted in batches;
+/// this checks that the path ran (a test of it must not pass with it off).
+fn assert_batched(server: &Server) {
+    let stats = server.stats();
+    assert!(
+        stats["batched_sends"].as_u64().unwrap_or(0) > 0,
+        "no send went through io_uring: {stats}"
+    );
 }
 
 /// `users` users with `conns_per_user` SSE connections each; `publishers`
 /// keep-alive connections publish `messages_each` messages each to random users.
-fn gapless_and_ordered(users: u64, conns_per_user: u64, publishers: usize, messages_each: u64) {
-    let server = Server::start(&["--loops", "2"]);
+/// `args`: more server flags. Returns the server, still running.
+fn gapless_and_ordered(
+    args: &[&str],
+    users: u64,
+    conns_per_user: u64,
+    publishers: usize,
+    messages_each: u64,
+) -> Server {
+    let server = Server::start(&[&["--loops", "2"], args].concat());
     // Subscribers: read SSE ids until told to stop, return them.
     let mut readers = Vec::new();
     for user in 1..=users {
@@ -111,6 +135,7 @@ fn gapless_and_ordered(users: u64, conns_per_user: u64, publishers: usize, messa
         let expected: Vec<u64> = (1..=want).collect();
         assert_eq!(ids, expected, "user {user}");
     }
+    server
 }
 
 /// The merged delivery path: fan-outs larger than a slice (1,500 followers of one
@@ -120,13 +145,24 @@ fn gapless_and_ordered(users: u64, conns_per_user: u64, publishers: usize, messa
 /// ids 1..=n in order, and the replies must add up to the deliveries.
 #[test]
 fn heavy_merged_fanouts_keep_order_and_lose_nothing() {
+    heavy_merged_fanouts(&[]);
+}
+
+/// The same with io_uring: the slices written at once go out in batches.
+#[test]
+fn heavy_merged_fanouts_keep_order_and_lose_nothing_with_io_uring() {
+    let server = heavy_merged_fanouts(&["--io-uring"]);
+    assert_batched(&server);
+}
+
+fn heavy_merged_fanouts(args: &[&str]) -> Server {
     const FOLLOWERS: u64 = 1_500;
     const ONE_USER_CONNS: u64 = 1_000;
     const SUBJECT: u64 = 1;
     const ONE_USER: u64 = 7;
     const PUBLISHERS: u64 = 6;
     const ROUNDS: u64 = 20; // each round: one publish to SUBJECT, one to ONE_USER
-    let server = Server::start(&["--loops", "2"]);
+    let server = Server::start(&[&["--loops", "2"], args].concat());
     let edges: String = (0..FOLLOWERS)
         .map(|i| format!("{} {SUBJECT}\n", 1_000 + i))
         .collect();
@@ -195,4 +231,5 @@ fn heavy_merged_fanouts_keep_order_and_lose_nothing() {
     }
     let stats = server.stats();
     assert_eq!(stats["slow_drops"], 0, "{stats}");
+    server
 }

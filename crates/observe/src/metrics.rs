@@ -192,6 +192,9 @@ pub struct LoopMetrics {
     pub queued_bytes: AtomicU64,
     /// Counter: deliveries dropped or connections cut by the slow-consumer policy.
     pub slow_drops: AtomicU64,
+    /// Counter: sends submitted through io_uring (`--io-uring`), one per connection
+    /// per batch.
+    pub batched_sends: AtomicU64,
     /// Gauge: 1 while the loop's listener is in the port's listening group (a full
     /// gateway process sharing the port leaves it), else 0.
     pub listening: AtomicU64,

@@ -66,10 +66,16 @@ impl EventLoop {
     fn deliver(&mut self, batch: &Delivery, mut queue_only: bool, deadline: Instant) -> bool {
         let mut frames = Frames::new(&batch.msg.payload);
         let (mut sent, mut dropped) = (0u64, 0u64);
+        // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
+        // is written at once.
+        self.batching = self.send_batch.is_some() && batch.targets.len() > 1;
         for (i, target) in batch.targets.iter().enumerate() {
             let token = target.token;
-            if !queue_only && i > 0 && i % SLICE == 0 && self.should_merge(deadline) {
-                queue_only = true;
+            if i > 0 && i % SLICE == 0 {
+                self.submit_sends();
+                if !queue_only && self.should_merge(deadline) {
+                    queue_only = true;
+                }
             }
             // Planned for a connection that has closed since: skip.
             let Some(index) = self.live(token) else {
@@ -106,6 +112,8 @@ impl EventLoop {
                 self.settle(index, queue_only);
             }
         }
+        self.submit_sends();
+        self.batching = false;
         self.metrics.messages_out.fetch_add(sent, Ordering::Relaxed);
         if dropped > 0 {
             self.metrics
@@ -136,11 +144,9 @@ impl EventLoop {
                 return true;
             }
             let end = (self.dirty_pos + SLICE).min(self.dirty.len());
-            for i in self.dirty_pos..end {
-                // A slot closed (and maybe reused) meanwhile has nothing queued from
-                // this pass: flushing it is harmless.
-                self.flush(self.dirty[i]);
-            }
+            // A slot closed (and maybe reused) meanwhile has nothing queued from
+            // this pass: flushing it is harmless.
+            self.flush_batched(self.dirty_pos..end);
             self.dirty_pos = end;
             if self.gateway.mailboxes[self.id as usize].has_mail() {
                 return true;

@@ -9,6 +9,7 @@ use super::EventLoop;
 use crate::core::{Connection, Cx};
 use bus::{ConnRef, Reply, Request};
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 
 impl EventLoop {
@@ -184,6 +185,28 @@ impl EventLoop {
             self.queued += len;
             self.dirty.push(index);
         } else {
+            if self.batching && !slot.conn.is_closing() {
+                // Sent with the rest of the slice (`submit_sends`); a closing
+                // connection is written now, to half-close after its last bytes.
+                let fd = slot
+                    .stream
+                    .as_ref()
+                    .expect("checked at the top")
+                    .as_raw_fd();
+                if let Some(batch) = self.send_batch.as_mut() {
+                    if batch.add(index, fd, &self.outbox) {
+                        self.outbox.clear_bytes();
+                        return true;
+                    }
+                }
+                // Too many buffers for one send: what is gathered leaves first.
+                self.submit_sends();
+                if !self.slots.contains(index) {
+                    self.outbox.clear_bytes();
+                    return false; // its gathered send failed: closed
+                }
+            }
+            let slot = &mut self.slots[index];
             let stream = slot.stream.as_mut().expect("checked at the top");
             match write_now(stream, &self.outbox) {
                 Ok((n, rest)) => {
@@ -210,6 +233,101 @@ impl EventLoop {
         true
     }
 
+    /// Submits the sends gathered in `send_batch` and applies what became of each:
+    /// bytes counted, the rest queued behind the socket, a failed send closed.
+    pub(super) fn submit_sends(&mut self) {
+        let Some(mut batch) = self.send_batch.take() else {
+            return;
+        };
+        if batch.is_empty() {
+            self.send_batch = Some(batch);
+            return;
+        }
+        let mut done = batch.submit();
+        self.metrics.batched_sends.fetch_add(
+            done.iter().filter(|s| !s.untried).count() as u64,
+            Ordering::Relaxed,
+        );
+        // A ring that failed once is not trusted again: writev from now on.
+        self.send_batch = (!batch.failed()).then_some(batch);
+        for sent in done.drain(..) {
+            let index = sent.index;
+            match sent.written {
+                Ok(n) => {
+                    self.metrics
+                        .bytes_out
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    self.close(index);
+                    continue;
+                }
+            }
+            let Some(rest) = sent.rest else {
+                continue;
+            };
+            let slot = &mut self.slots[index];
+            debug_assert!(slot.out.is_none(), "a gathered connection had a queue");
+            self.queued += rest.bytes();
+            slot.out = Some(rest);
+            if sent.untried {
+                self.flush(index);
+            }
+        }
+        if let Some(batch) = self.send_batch.as_mut() {
+            batch.recycle(done);
+        }
+    }
+
+    /// Flushes the queued output of connections `indexes` with one io_uring submit
+    /// (see `flush` for one connection; HTTP/2 streams are flushed one by one).
+    pub(super) fn flush_batched(&mut self, indexes: std::ops::Range<usize>) {
+        let Some(mut batch) = self.send_batch.take() else {
+            for i in indexes {
+                self.flush(self.dirty[i]);
+            }
+            return;
+        };
+        for i in indexes {
+            let index = self.dirty[i];
+            let Some(slot) = self.slots.get(index) else {
+                continue;
+            };
+            match (&slot.out, &slot.stream) {
+                (Some(queue), Some(stream)) => batch.add_queue(index, stream.as_raw_fd(), queue),
+                (Some(_), None) => self.flush(index),
+                (None, _) => {}
+            }
+        }
+        let mut done = batch.submit();
+        self.send_batch = (!batch.failed()).then_some(batch);
+        self.metrics.batched_sends.fetch_add(
+            done.iter().filter(|s| !s.untried).count() as u64,
+            Ordering::Relaxed,
+        );
+        for sent in done.drain(..) {
+            let index = sent.index;
+            let queue = self.slots[index]
+                .out
+                .as_mut()
+                .expect("queued output was sent");
+            let before = queue.bytes();
+            if let Ok(n) = sent.written {
+                queue.consume(n);
+            }
+            // All it asked went, or nothing was tried: the socket may take more, and
+            // no writable edge would come to say so.
+            let more = matches!(sent.written, Ok(n) if n == sent.asked) && !queue.is_empty();
+            self.flushed(index, before, sent.written);
+            if more || sent.untried {
+                self.flush(index);
+            }
+        }
+        if let Some(batch) = self.send_batch.as_mut() {
+            batch.recycle(done);
+        }
+    }
+
     /// Writes queued output; drops the queue once it is empty, and half-closes a
     /// closing connection whose last bytes are out.
     pub(super) fn flush(&mut self, index: usize) {
@@ -224,6 +342,17 @@ impl EventLoop {
         };
         let before = queue.bytes();
         let result = queue.flush(stream);
+        self.flushed(index, before, result);
+    }
+
+    /// After queued output of connection `index` was written (`before`: bytes
+    /// queued before): the loop's count, reading resumed under the limit, the queue
+    /// dropped once empty, a closing connection half-closed, a failed one closed.
+    fn flushed(&mut self, index: usize, before: usize, result: io::Result<usize>) {
+        let slot = &mut self.slots[index];
+        let Some(queue) = slot.out.as_mut() else {
+            return;
+        };
         let after = queue.bytes();
         self.queued = self.queued + after - before;
         if before > self.config.max_queued && after <= self.config.max_queued {
@@ -277,6 +406,10 @@ impl EventLoop {
     /// Closes connection `index` now: the core logs out, the slot is freed and the
     /// socket closed (which also removes it from epoll).
     pub(super) fn close(&mut self, index: usize) {
+        // Bytes gathered for this connection leave before its socket closes.
+        if self.send_batch.as_ref().is_some_and(|b| b.holds(index)) {
+            self.submit_sends();
+        }
         self.h2_close_streams(index);
         let Some(slot) = self.slots.get_mut(index) else {
             return;

@@ -28,6 +28,7 @@ mod h2_stream;
 mod inbox;
 mod io;
 pub mod output;
+mod send_batch;
 pub mod slot;
 mod tls;
 
@@ -134,6 +135,10 @@ pub struct EventLoop {
     tls: Option<self::tls::TlsLayer>,
     /// HTTP/2 connections and streams (TLS listener with `h2` offered).
     h2: Option<self::h2::H2Layer>,
+    /// `--io-uring`: a fan-out's sends gathered and submitted together.
+    send_batch: Option<send_batch::SendBatch>,
+    /// A delivery pass is gathering its sends in `send_batch` (see `inbox`).
+    batching: bool,
     /// The next 10-ms mark and the next give-back second.
     next_tick: Instant,
     next_second: Instant,
@@ -156,6 +161,16 @@ impl EventLoop {
         let max_streams = gateway.config.max_streams_per_connection;
         let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
         let listen_addr = listener.local_addr()?;
+        let send_batch = gateway.config.io_uring && tls.is_none();
+        let send_batch = send_batch
+            .then(|| {
+                send_batch::SendBatch::new()
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "--io-uring: the kernel refused io_uring; sends use writev")
+                    })
+                    .ok()
+            })
+            .flatten();
         metrics.listening.store(1, Ordering::Relaxed);
         let epoch = wheel::aligned_epoch();
         let now = Instant::now();
@@ -192,6 +207,8 @@ impl EventLoop {
             drain: None,
             tls,
             h2,
+            send_batch,
+            batching: false,
             next_tick: next_tick_after(epoch, now),
             next_second: now + Duration::from_secs(1),
         })

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
 /// At most this many frames go into one `writev` (Linux allows 1024; 64 is plenty).
-const MAX_IOVECS: usize = 64;
+pub(super) const MAX_IOVECS: usize = 64;
 
 #[derive(Default)]
 pub struct OutQueue {
@@ -45,6 +45,11 @@ impl OutQueue {
         self.parts.is_empty()
     }
 
+    /// The queued parts, in order.
+    pub(super) fn parts(&self) -> impl Iterator<Item = &Bytes> {
+        self.parts.iter()
+    }
+
     /// Writes as much as the socket takes. Ok(bytes written); WouldBlock is not an error.
     pub fn flush(&mut self, sink: &mut impl Write) -> io::Result<usize> {
         let mut total = 0;
@@ -70,7 +75,8 @@ impl OutQueue {
         Ok(total)
     }
 
-    fn consume(&mut self, mut n: usize) {
+    /// Forgets the first `n` bytes (written).
+    pub(super) fn consume(&mut self, mut n: usize) {
         self.bytes -= n;
         while n > 0 {
             // Invariant: n never exceeds the queued bytes, so a front part exists.

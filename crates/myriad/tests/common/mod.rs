@@ -72,8 +72,15 @@ impl Server {
                 break (addr, field("admin="));
             }
         };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        // Keep draining stderr so the server never blocks on a full pipe; a panic
+        // or an error is shown with the test's output.
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if line.contains("panicked") || line.contains("ERROR") {
+                    eprintln!("server: {line}");
+                }
+            }
+        });
         Server { child, addr, admin }
     }
 

@@ -1,0 +1,107 @@
+//! `--io-uring` (the pump's `send_batch`): a fan-out's sends submitted together.
+//! Readers that do not read at first, sent more than a socket holds (7 MiB each,
+//! over the 4 MiB most a loopback send buffer grows to here), make the sends
+//! partial: what a socket does not take must stay queued behind it and arrive whole
+//! and in order once the reader reads. (Order and counts under concurrency with
+//! io_uring are in `ordering.rs`.)
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const READERS: usize = 8;
+const MESSAGES: u64 = 120;
+const USER: u64 = 9;
+
+fn payload(i: u64) -> String {
+    let fill = char::from(b'a' + (i % 26) as u8).to_string();
+    format!("m{i}:{}", fill.repeat(60 * 1024))
+}
+
+/// An SSE subscriber of `USER` (it reads only when the test says so).
+fn paused_reader(server: &Server) -> TcpStream {
+    let mut s = server.connect();
+    write!(s, "GET /sse/{USER} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    read_until(&mut s, &mut Vec::new(), "retry:");
+    s
+}
+
+/// Reads SSE events until the end of event id `MESSAGES`; returns (seq, data) in
+/// arrival order.
+fn events(mut s: TcpStream) -> Vec<(u64, String)> {
+    let mut text = Vec::new();
+    let last = format!("-{MESSAGES}\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = 0; // searched up to here (less what a match may straddle)
+    let mut last_at = None;
+    loop {
+        if let Some(at) = last_at {
+            // The last event ends at the first blank line after its id.
+            if let Some(end) = find(&text[at..], b"\n\n") {
+                text.truncate(at + end + 2);
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stuck after {} bytes",
+            text.len()
+        );
+        let mut chunk = [0u8; 65536];
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed early");
+        text.extend_from_slice(&chunk[..n]);
+        if last_at.is_none() {
+            last_at = find(&text[seen..], last.as_bytes()).map(|i| seen + i);
+            seen = text.len().saturating_sub(last.len());
+        }
+    }
+    let text = String::from_utf8(text).unwrap();
+    text.split("\n\n")
+        .filter_map(|event| {
+            let id = event.lines().find_map(|l| l.strip_prefix("id: "))?;
+            let data = event.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((id.rsplit('-').next()?.parse().ok()?, data.to_string()))
+        })
+        .collect()
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[test]
+fn readers_that_pause_get_every_message_whole_and_in_order() {
+    let server = Server::start(&["--io-uring", "--loops", "2", "--max-queued", "16777216"]);
+    let readers: Vec<TcpStream> = (0..READERS).map(|_| paused_reader(&server)).collect();
+    server.wait_stats("logins", |s| s["connections_logged_in"] == READERS as u64);
+    for i in 1..=MESSAGES {
+        let reply = server.publish(USER, &payload(i));
+        assert_eq!(reply["connections"], READERS as u64, "{reply}");
+    }
+    // Nobody has read: the sockets took part, the rest waits in the queues.
+    server.wait_stats("queued output", |s| s["queued_bytes"].as_u64() > Some(0));
+    let want: Vec<(u64, String)> = (1..=MESSAGES).map(|i| (i, payload(i))).collect();
+    for (r, s) in readers.into_iter().enumerate() {
+        let got = events(s);
+        assert_eq!(got.len(), want.len(), "reader {r}: events");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                g == w,
+                "reader {r}: event {} arrived as id {} with {} bytes of data",
+                w.0,
+                g.0,
+                g.1.len()
+            );
+        }
+    }
+    let stats = server.stats();
+    assert!(
+        stats["batched_sends"].as_u64() > Some(0),
+        "no send went through io_uring: {stats}"
+    );
+    assert_eq!(stats["slow_drops"], 0, "{stats}");
+}
