@@ -88,6 +88,7 @@ mod tests {
         ToGateway::Batch(vec![GatewayItem::Reply(WireReply {
             loop_id: 1,
             token: 9,
+            part: None,
             reply: WireAnswer::History(WireHistory {
                 messages,
                 last: n as u64,

@@ -52,6 +52,7 @@ impl PublishCall {
             gateway,
             loop_id: call.loop_id,
             token: call.token,
+            part: call.part,
         };
         let items = match call.request {
             WireRequest::Publish { subject, payload } => vec![(subject, payload)],
@@ -227,10 +228,12 @@ impl RouterRole {
                 gateway,
                 loop_id,
                 token,
+                part,
             } => {
                 let reply = WireReply {
                     loop_id,
                     token,
+                    part,
                     reply: answer,
                 };
                 self.push_item(gateway, GatewayItem::Reply(reply), 32);
