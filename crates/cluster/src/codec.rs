@@ -221,6 +221,9 @@ pub enum ToShard {
     Forward { from: u16, items: Vec<ForwardItem> },
     /// The receiving shard's counts, one per item of a [`ToShard::Forward`].
     Counted { from: u16, counts: Vec<ShardCount> },
+    /// A piece of an encoded [`ToShard`] larger than NATS's max_payload (a forward
+    /// of a large payload to many followers; `crate::fragment`).
+    Part(Part),
 }
 
 /// One publish's recipients on one shard.

@@ -100,6 +100,8 @@ pub struct RouterRole {
     waiting: waiting::Waiting,
     /// Followers to forward to each shard, sent once the current message is handled.
     forwards: forward::Outbox,
+    /// Messages from other shards over max_payload, until their last part.
+    shard_parts: fragment::Reassembly,
 }
 
 impl RouterRole {
@@ -114,6 +116,7 @@ impl RouterRole {
             reconnected: Arc::default(),
             waiting: waiting::Waiting::default(),
             forwards: Vec::new(),
+            shard_parts: fragment::Reassembly::default(),
         }
     }
 
@@ -203,10 +206,13 @@ impl RouterRole {
             self.flush_all();
             let max_payload = client.server_info().max_payload;
             for (subject, payload) in self.out.drain(..) {
-                // What goes to gateways may exceed max_payload (a huge history read):
-                // it crosses in parts. Replies to back-ends are small JSON.
+                // What goes to gateways may exceed max_payload (a huge history read),
+                // and so may a forward (a large payload to many followers): it crosses
+                // in parts. Replies to back-ends are small JSON.
                 let parts = if subject.starts_with(subjects::GATEWAY_PREFIX) {
                     fragment::split(payload, max_payload)
+                } else if subjects::is_forward(&subject) {
+                    fragment::split_for_shard(payload, max_payload)
                 } else {
                     vec![payload]
                 };

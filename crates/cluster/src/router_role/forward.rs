@@ -170,6 +170,14 @@ impl RouterRole {
                     }
                 }
             }
+            ToShard::Part(part) => {
+                let whole = self.shard_parts.add(part);
+                match whole.map(|bytes| codec::decode_to_shard(&bytes)) {
+                    Some(Ok(msg)) => self.handle_shard(msg),
+                    Some(Err(e)) => tracing::warn!(error = %e, "dropped a forward in parts"),
+                    None => {}
+                }
+            }
         }
     }
 
