@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +67,12 @@ pub enum ToRouter {
 pub struct WireCall {
     pub loop_id: u16,
     pub token: u32,
+    /// `Some` for one shard's part of a call divided among router shards
+    /// (`--router-shards`): the gateway's number for that part, echoed in its
+    /// [`WireReply`] so the reply finds its call, and so a reply that comes after the
+    /// call was answered without it is recognised and dropped
+    /// (`crate::shard_calls`). `None` for a call sent whole.
+    pub part: Option<u64>,
     pub request: WireRequest,
 }
 
@@ -150,6 +156,8 @@ pub enum GatewayItem {
 pub struct WireReply {
     pub loop_id: u16,
     pub token: u32,
+    /// The call's [`WireCall::part`], echoed.
+    pub part: Option<u64>,
     pub reply: WireAnswer,
 }
 
@@ -213,6 +221,9 @@ pub enum ToShard {
     Forward { from: u16, items: Vec<ForwardItem> },
     /// The receiving shard's counts, one per item of a [`ToShard::Forward`].
     Counted { from: u16, counts: Vec<ShardCount> },
+    /// A piece of an encoded [`ToShard`] larger than NATS's max_payload (a forward
+    /// of a large payload to many followers; `crate::fragment`).
+    Part(Part),
 }
 
 /// One publish's recipients on one shard.

@@ -1,12 +1,14 @@
 //! Router → gateway messages larger than the NATS server's `max_payload` (a resume
 //! reading a huge history, a subscriber list of a hub, a batch of many large
-//! deliveries): NATS refuses them, so they cross as several [`ToGateway::Part`]s, each
-//! under the limit, and the gateway puts the encoded message back together before
-//! decoding it. One publisher's messages on one subject keep their order in NATS, so a
-//! message's parts arrive in order; parts of different messages (several routers) are
-//! told apart by their random id.
+//! deliveries), and router shard → shard forwards (a large payload to many
+//! followers): NATS refuses them, so they cross as several [`Part`]s
+//! ([`ToGateway::Part`], [`ToShard::Part`]), each under the limit, and the receiver
+//! puts the encoded message back together before decoding it. One publisher's
+//! messages on one subject keep their order in NATS, so a message's parts arrive in
+//! order; parts of different messages (several routers) are told apart by their
+//! random id.
 
-use crate::codec::{self, Part, ToGateway};
+use crate::codec::{self, Part, ToGateway, ToShard};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -14,9 +16,23 @@ use std::time::{Duration, Instant};
 /// Room kept under max_payload for a part's own header (version, id, index, length).
 pub const PART_HEADER: usize = 32;
 
-/// A message that fits `max_payload` goes as it is; a larger one as encoded parts.
-/// `max_payload` 0 (unknown) means no limit.
+/// A message for a gateway that fits `max_payload` goes as it is; a larger one as
+/// encoded [`ToGateway::Part`]s. `max_payload` 0 (unknown) means no limit.
 pub fn split(encoded: Bytes, max_payload: usize) -> Vec<Bytes> {
+    split_as(encoded, max_payload, |part| {
+        codec::encode_to_gateway(&ToGateway::Part(part))
+    })
+}
+
+/// [`split`] for a message to another router shard: [`ToShard::Part`]s.
+pub fn split_for_shard(encoded: Bytes, max_payload: usize) -> Vec<Bytes> {
+    split_as(encoded, max_payload, |part| {
+        codec::encode_to_shard(&ToShard::Part(part))
+    })
+}
+
+/// `encoded` as it is, or as parts each encoded by `encode` under `max_payload`.
+fn split_as(encoded: Bytes, max_payload: usize, encode: impl Fn(Part) -> Bytes) -> Vec<Bytes> {
     if max_payload == 0 || encoded.len() <= max_payload {
         return vec![encoded];
     }
@@ -31,7 +47,7 @@ pub fn split(encoded: Bytes, max_payload: usize) -> Vec<Bytes> {
                 last: i + 1 == count,
                 bytes: encoded.slice(i * size..((i + 1) * size).min(encoded.len())),
             };
-            codec::encode_to_gateway(&ToGateway::Part(part))
+            encode(part)
         })
         .collect()
 }
@@ -88,6 +104,7 @@ mod tests {
         ToGateway::Batch(vec![GatewayItem::Reply(WireReply {
             loop_id: 1,
             token: 9,
+            part: None,
             reply: WireAnswer::History(WireHistory {
                 messages,
                 last: n as u64,
@@ -117,6 +134,35 @@ mod tests {
         // A small message is not split.
         let small = codec::encode_to_gateway(&history(1, 10));
         assert_eq!(split(small.clone(), 65_536), vec![small]);
+    }
+
+    /// A forward between router shards over the limit: a payload near it and
+    /// thousands of followers, as shard parts, back whole.
+    #[test]
+    fn a_large_forward_crosses_to_its_shard_in_parts() {
+        let forward = ToShard::Forward {
+            from: 1,
+            items: vec![crate::codec::ForwardItem {
+                call: 3,
+                subject: 1,
+                payload: Bytes::from(vec![b'x'; 60_000]),
+                published_ns: 1,
+                users: (1..=3_000).map(|u| u * 2).collect(),
+            }],
+        };
+        let encoded = codec::encode_to_shard(&forward);
+        assert!(encoded.len() > 65_536);
+        let parts = split_for_shard(encoded, 65_536);
+        assert_eq!(parts.len(), 2);
+        assert!(parts.iter().all(|p| p.len() <= 65_536), "every part fits");
+        let mut r = Reassembly::default();
+        let whole = parts.iter().fold(None, |_, p| {
+            let Ok(ToShard::Part(part)) = codec::decode_to_shard(p) else {
+                panic!("not a shard part");
+            };
+            r.add(part)
+        });
+        assert_eq!(codec::decode_to_shard(&whole.unwrap()).unwrap(), forward);
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! - [`subjects`]: the NATS subjects.
 //! - [`link`]: one NATS connection on a small runtime thread.
 //! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
+//! - [`shard_calls`]: the gateway's calls divided among router shards, and their
+//!   replies gathered.
 //! - [`router_role`]: the router side ([`RouterRole`]).
 //! - [`role`]: `--role` and `--nats`, the flags of `myriad serve` that pick the side.
 //! - [`jet_history`]: `--history-store jetstream`, durable history in a JetStream stream.

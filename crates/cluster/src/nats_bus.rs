@@ -7,7 +7,9 @@
 //! publishes of all loops together: batching by wake-up, so a quiet gateway sends
 //! at once and a busy one sends few large messages). The receiver task turns the
 //! router's messages on this gateway's subject into mailbox items: replies to their
-//! connection's loop, each delivery as one batch per loop.
+//! connection's loop, each delivery as one batch per loop. With several router
+//! shards, a call divided among them is answered once all parts replied, or from
+//! the receiver's timer with an error when one did not ([`crate::shard_calls`]).
 //!
 //! The sender task also keeps this gateway's presence (connection → user) so that
 //! it can send it again when the router asks ([`ToGateway::Resync`]: the router
@@ -16,12 +18,13 @@
 //! reachable from the link's thread.
 
 use crate::codec::{
-    self, GatewayId, GatewayItem, ToGateway, ToRouter, WireCall, WireDelivery, WireReply,
+    self, GatewayId, GatewayItem, ToGateway, ToRouter, WireAnswer, WireCall, WireDelivery,
+    WireReply,
 };
 use crate::convert::{reply_from_wire, request_to_wire};
 use crate::fragment::Reassembly;
 use crate::link::Link;
-use crate::shard_calls::{self, Gathers};
+use crate::shard_calls::{self, Gathered, Gathers};
 use crate::subjects;
 use async_nats::Client;
 use bus::{Bus, ConnRef, Delivery, Inbound, Mailbox, Message, Reply, Request, Target};
@@ -63,6 +66,10 @@ struct Shared {
     batches_sent: u64,
     calls_sent: u64,
     deliveries_received: u64,
+    /// Calls divided among shards answered with an error because a shard did not
+    /// answer within [`shard_calls::GATHER_TIMEOUT`], and replies that came after.
+    gathers_expired: u64,
+    gather_replies_late: u64,
 }
 
 pub struct NatsBus {
@@ -77,9 +84,9 @@ pub struct GatewayLink {
     pub id: GatewayId,
     /// The supervisor's number for this gateway (`--supervised-place`).
     place: Option<u32>,
-    /// Router shards (`--router-shards`), and the calls sent to all of them.
+    /// Router shards (`--router-shards`), and the calls divided among them.
     shards: u16,
-    gathers: Gathers,
+    gathers: Arc<Mutex<Gathers>>,
     shared: Arc<Mutex<Shared>>,
     tx: mpsc::UnboundedSender<Outgoing>,
     /// Taken by [`GatewayLink::start`].
@@ -121,7 +128,7 @@ impl GatewayLink {
             id,
             place,
             shards: shards.max(1),
-            gathers: Gathers::default(),
+            gathers: Arc::default(),
             shared: Arc::default(),
             tx,
             parts: Mutex::new(Some(Parts {
@@ -139,6 +146,7 @@ impl GatewayLink {
     /// This gateway's part of `/stats`: its id, link counters and the router's
     /// counters as of the last heartbeat.
     pub fn stats(&self) -> serde_json::Value {
+        let gathers_waiting = self.gathers.lock().len();
         let shared = self.shared.lock();
         let mut doc = serde_json::json!({
             "role": "gateway",
@@ -147,6 +155,9 @@ impl GatewayLink {
             "nats_batches_sent": shared.batches_sent,
             "nats_calls_sent": shared.calls_sent,
             "nats_deliveries_received": shared.deliveries_received,
+            "nats_gathers_waiting": gathers_waiting,
+            "nats_gathers_expired": shared.gathers_expired,
+            "nats_gather_replies_late": shared.gather_replies_late,
         });
         if let (Some(doc), Some(router)) = (doc.as_object_mut(), merge_shards(&shared.router_stats))
         {
@@ -184,6 +195,7 @@ impl GatewayLink {
             shared: self.shared.clone(),
             parts: Reassembly::default(),
             gathers: self.gathers.clone(),
+            shards: self.shards,
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));
@@ -206,6 +218,7 @@ impl Bus for NatsBus {
         let call = WireCall {
             loop_id: conn.loop_id,
             token: conn.token,
+            part: None,
             request: request_to_wire(request),
         };
         if let Some(refusal) = too_large(&self.client, &call) {
@@ -224,7 +237,7 @@ struct Sender {
     id: GatewayId,
     place: Option<u32>,
     shards: u16,
-    gathers: Gathers,
+    gathers: Arc<Mutex<Gathers>>,
     /// (loop, token) → user, for resyncs.
     presence: HashMap<(u16, u32), u64>,
     shared: Arc<Mutex<Shared>>,
@@ -315,7 +328,8 @@ impl Sender {
                 index: 0,
                 count: self.shards,
             };
-            let per_shard = shard_calls::route(std::mem::take(calls), shards, &self.gathers);
+            let now = Instant::now();
+            let per_shard = shard_calls::route(std::mem::take(calls), shards, &self.gathers, now);
             for (shard, calls) in per_shard.into_iter().enumerate() {
                 if !calls.is_empty() {
                     let msg = ToRouter::Batch {
@@ -419,8 +433,10 @@ struct Receiver {
     shared: Arc<Mutex<Shared>>,
     /// Messages over max_payload, until their last part.
     parts: Reassembly,
-    /// Calls sent to every router shard, whose replies are summed.
-    gathers: Gathers,
+    /// Calls divided among router shards, whose replies are summed.
+    gathers: Arc<Mutex<Gathers>>,
+    /// Router shards: with one, nothing is gathered and nothing expires.
+    shards: u16,
 }
 
 impl Receiver {
@@ -428,10 +444,25 @@ impl Receiver {
         mut self,
         mut messages: impl futures_util::Stream<Item = async_nats::Message> + Unpin,
     ) {
-        while let Some(message) = messages.next().await {
-            match codec::decode_to_gateway(&message.payload) {
-                Ok(msg) => self.handle(msg),
-                Err(e) => tracing::warn!(error = %e, subject = %message.subject, "dropped"),
+        // Calls a shard did not answer are answered from this timer, not looked for
+        // on every reply.
+        let mut expiry = (self.shards > 1).then(|| {
+            let mut tick = tokio::time::interval(shard_calls::GATHER_TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        loop {
+            tokio::select! {
+                message = messages.next() => {
+                    let Some(message) = message else {
+                        return;
+                    };
+                    match codec::decode_to_gateway(&message.payload) {
+                        Ok(msg) => self.handle(msg),
+                        Err(e) => tracing::warn!(error = %e, subject = %message.subject, "dropped"),
+                    }
+                }
+                _ = tick_or_never(&mut expiry) => self.expire(Instant::now()),
             }
         }
     }
@@ -473,14 +504,39 @@ impl Receiver {
 
 impl Receiver {
     fn reply(&self, r: WireReply) {
-        let answer = match shard_calls::gather(&self.gathers, (r.loop_id, r.token), r.reply) {
-            shard_calls::Gathered::Alone(a) | shard_calls::Gathered::Done(a) => a,
-            shard_calls::Gathered::Waiting => return,
+        let Some(part) = r.part else {
+            return self.answer(r.loop_id, r.token, r.reply);
         };
-        if let Some(mailbox) = self.mailboxes.get(usize::from(r.loop_id)) {
+        let gathered = self.gathers.lock().gather(part, r.reply);
+        match gathered {
+            Gathered::Done((loop_id, token), answer) => self.answer(loop_id, token, answer),
+            Gathered::Waiting => {}
+            Gathered::Late => {
+                tracing::debug!(part, "a shard's reply after its call was answered: dropped");
+                self.shared.lock().gather_replies_late += 1;
+            }
+        }
+    }
+
+    fn answer(&self, loop_id: u16, token: u32, answer: WireAnswer) {
+        if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
             let reply = reply_from_wire(answer);
-            let token = r.token;
             mailbox.push(Inbound::Reply { token, reply }, false);
+        }
+    }
+
+    /// Answers the calls divided among shards that some shard did not answer in time.
+    fn expire(&self, now: Instant) {
+        let expired = self.gathers.lock().expire(now);
+        if expired.is_empty() {
+            return;
+        }
+        if let Some((_, WireAnswer::Unavailable(why))) = expired.first() {
+            tracing::warn!(calls = expired.len(), first = %why, "router shards did not answer");
+        }
+        self.shared.lock().gathers_expired += expired.len() as u64;
+        for ((loop_id, token), answer) in expired {
+            self.answer(loop_id, token, answer);
         }
     }
 
@@ -509,6 +565,16 @@ impl Receiver {
             mailbox.push(Inbound::Deliver(batch), false);
         }
         self.shared.lock().deliveries_received += n;
+    }
+}
+
+/// `interval`'s next tick, or never without one.
+async fn tick_or_never(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -48,6 +48,7 @@ use hub::Hub;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use waiting::FORWARD_TIMEOUT;
 
 /// A gateway silent this long (three missed heartbeats) while the others were heard
 /// is forgotten.
@@ -55,6 +56,9 @@ pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
 /// A gateway silent this long is forgotten even when no other gateway was heard
 /// either (the last gateway died; or the router itself was behind for that long).
 pub const GATEWAY_TIMEOUT_ALONE: Duration = Duration::from_secs(30);
+/// How often the router forgets silent gateways and answers publishes that waited
+/// [`FORWARD_TIMEOUT`] for other shards' counts.
+pub const TICK: Duration = Duration::from_secs(1);
 /// Most gateways one router serves: the slots of the 16-bit loop id, less the
 /// last, whose top loop id is [`BACKEND`]'s.
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
@@ -96,6 +100,8 @@ pub struct RouterRole {
     waiting: waiting::Waiting,
     /// Followers to forward to each shard, sent once the current message is handled.
     forwards: forward::Outbox,
+    /// Messages from other shards over max_payload, until their last part.
+    shard_parts: fragment::Reassembly,
 }
 
 impl RouterRole {
@@ -110,6 +116,7 @@ impl RouterRole {
             reconnected: Arc::default(),
             waiting: waiting::Waiting::default(),
             forwards: Vec::new(),
+            shard_parts: fragment::Reassembly::default(),
         }
     }
 
@@ -165,7 +172,7 @@ impl RouterRole {
         client
             .publish(subjects::GATEWAYS, codec::encode_to_gateway(&resync))
             .await?;
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut tick = tokio::time::interval(TICK);
         loop {
             tokio::select! {
                 Some(message) = calls.next() => match codec::decode_to_router(&message.payload) {
@@ -199,10 +206,13 @@ impl RouterRole {
             self.flush_all();
             let max_payload = client.server_info().max_payload;
             for (subject, payload) in self.out.drain(..) {
-                // What goes to gateways may exceed max_payload (a huge history read):
-                // it crosses in parts. Replies to back-ends are small JSON.
+                // What goes to gateways may exceed max_payload (a huge history read),
+                // and so may a forward (a large payload to many followers): it crosses
+                // in parts. Replies to back-ends are small JSON.
                 let parts = if subject.starts_with(subjects::GATEWAY_PREFIX) {
                     fragment::split(payload, max_payload)
+                } else if subjects::is_forward(&subject) {
+                    fragment::split_for_shard(payload, max_payload)
                 } else {
                     vec![payload]
                 };
@@ -252,6 +262,7 @@ impl RouterRole {
                         let reply = WireReply {
                             loop_id: call.loop_id,
                             token: call.token,
+                            part: call.part,
                             reply: reply_to_wire(reply),
                         };
                         self.push_item(gateway, GatewayItem::Reply(reply), 32);

@@ -1,5 +1,5 @@
 //! `--router-shards K` on the gateway side: which router shard a call goes to, and
-//! one reply made of the replies of a call divided among shards.
+//! one reply made of the replies of a call divided among shards ([`gathers`]).
 //!
 //! User `u`'s presence, sequence numbers and history live on shard `u % K`, so
 //! logins, logouts and history reads go to their user's shard. Subject `s`'s
@@ -9,13 +9,18 @@
 //! counts. A batch of publishes or of edges is divided by subject, each shard
 //! getting its part, and the parts' replies are summed (counts add, an error
 //! wins). What a user follows is read from every shard (each knows the edges of
-//! its own subjects) and the lists are joined. Stats go to shard 0.
+//! its own subjects) and the lists are joined. Stats go to shard 0. A call divided
+//! among shards is answered within [`GATHER_TIMEOUT`] even when a shard is dead:
+//! with an error naming it and saying what the others did.
 
-use crate::codec::{WireAnswer, WireCall, WireRequest};
+mod gathers;
+
+use crate::codec::{WireCall, WireRequest};
 use crate::Shards;
+use gathers::part_id;
+pub use gathers::{Gathered, Gathers, GATHER_TICK, GATHER_TIMEOUT};
 use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::time::Instant;
 
 /// Where a call goes.
 #[derive(Debug, PartialEq)]
@@ -79,137 +84,80 @@ fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRe
 }
 
 /// A gateway's calls of one wake-up as one list per shard, each in the calls'
-/// order; calls answered by several shards are registered in `gathers`.
-pub fn route(calls: Vec<WireCall>, shards: Shards, gathers: &Gathers) -> Vec<Vec<WireCall>> {
+/// order; calls answered by several shards are registered in `gathers` (at `now`)
+/// and each of their parts numbered ([`WireCall::part`]).
+pub fn route(
+    calls: Vec<WireCall>,
+    shards: Shards,
+    gathers: &Mutex<Gathers>,
+    now: Instant,
+) -> Vec<Vec<WireCall>> {
     let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(shards.count)];
     for call in calls {
-        let key = (call.loop_id, call.token);
-        match dest(&call.request, shards) {
-            Dest::One(s) => per_shard[usize::from(s)].push(call),
-            Dest::All => {
-                gathers.lock().insert(key, (shards.count, None));
-                for list in per_shard.iter_mut() {
-                    list.push(call.clone());
-                }
+        let to = (call.loop_id, call.token);
+        let parts = match dest(&call.request, shards) {
+            Dest::One(s) => {
+                per_shard[usize::from(s)].push(call);
+                continue;
             }
-            Dest::Split(parts) => {
-                if parts.len() > 1 {
-                    gathers.lock().insert(key, (parts.len() as u16, None));
-                }
-                for (s, request) in parts {
-                    per_shard[usize::from(s)].push(WireCall {
-                        loop_id: call.loop_id,
-                        token: call.token,
-                        request,
-                    });
-                }
-            }
+            Dest::All => (0..shards.count)
+                .map(|s| (s, call.request.clone()))
+                .collect(),
+            Dest::Split(parts) => parts,
+        };
+        if parts.len() == 1 {
+            // All of the batch on one shard: answered by it alone.
+            let (s, request) = parts.into_iter().next().expect("one part");
+            per_shard[usize::from(s)].push(WireCall { request, ..call });
+            continue;
+        }
+        let number = gathers.lock().start(to, &call.request, &parts, now);
+        for (s, request) in parts {
+            per_shard[usize::from(s)].push(WireCall {
+                loop_id: call.loop_id,
+                token: call.token,
+                part: Some(part_id(number, s)),
+                request,
+            });
         }
     }
     per_shard
 }
 
-/// Calls sent to every shard, by connection `(loop, token)`: replies still awaited
-/// and what came so far. Shared by the sender (which registers) and the receiver.
-pub type Gathers = Arc<Mutex<HashMap<(u16, u32), (u16, Option<WireAnswer>)>>>;
-
-/// What the receiver does with one reply.
-#[derive(Debug, PartialEq)]
-pub enum Gathered {
-    /// Not a call sent to every shard: hand it over as it is.
-    Alone(WireAnswer),
-    /// More shards to hear from.
-    Waiting,
-    /// The last shard answered: the sum.
-    Done(WireAnswer),
-}
-
-pub fn gather(gathers: &Gathers, key: (u16, u32), answer: WireAnswer) -> Gathered {
-    let mut map = gathers.lock();
-    let Some((remaining, sum)) = map.get_mut(&key) else {
-        return Gathered::Alone(answer);
-    };
-    *sum = Some(match sum.take() {
-        None => answer,
-        Some(before) => combine(before, answer),
-    });
-    *remaining -= 1;
-    if *remaining > 0 {
-        return Gathered::Waiting;
-    }
-    let (_, sum) = map.remove(&key).expect("present above");
-    Gathered::Done(sum.expect("set above"))
-}
-
-/// A publish's answer as counts and, when a shard's durable write failed, why.
-fn publish_part(answer: &WireAnswer) -> Option<(u64, u64, u64, Option<&str>)> {
-    match answer {
-        WireAnswer::Published {
-            messages,
-            connections,
-            users,
-        } => Some((*messages, *connections, *users, None)),
-        WireAnswer::NotStored {
-            messages,
-            connections,
-            users,
-            error,
-        } => Some((*messages, *connections, *users, Some(error))),
-        _ => None,
-    }
-}
-
-/// Two shards' replies to one call as one: counts add up, an error wins (a
-/// publish one shard could not store is `NotStored` with everyone's counts).
-fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
-    if let (Some((m1, c1, u1, e1)), Some((m2, c2, u2, e2))) = (publish_part(&a), publish_part(&b)) {
-        let (messages, connections, users) = (m1 + m2, c1 + c2, u1 + u2);
-        return match e1.or(e2) {
-            None => WireAnswer::Published {
-                messages,
-                connections,
-                users,
-            },
-            Some(error) => WireAnswer::NotStored {
-                messages,
-                connections,
-                users,
-                error: error.to_string(),
-            },
-        };
-    }
-    match (a, b) {
-        (
-            WireAnswer::Changed {
-                edges: e1,
-                changed: c1,
-            },
-            WireAnswer::Changed {
-                edges: e2,
-                changed: c2,
-            },
-        ) => WireAnswer::Changed {
-            edges: e1 + e2,
-            changed: c1 + c2,
-        },
-        // What a user follows: each shard knows the edges of its own subjects.
-        (WireAnswer::Ids(mut a), WireAnswer::Ids(b)) => {
-            a.extend(b);
-            a.sort_unstable();
-            a.dedup();
-            WireAnswer::Ids(a)
-        }
-        (e @ WireAnswer::Unavailable(_), _) | (_, e @ WireAnswer::Unavailable(_)) => e,
-        (a, _) => a,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::WireAnswer;
+
+    pub(super) fn call(token: u32, request: WireRequest) -> WireCall {
+        WireCall {
+            loop_id: 1,
+            token,
+            part: None,
+            request,
+        }
+    }
+
+    pub(super) fn batch(subjects: &[u64]) -> WireRequest {
+        let items = subjects
+            .iter()
+            .map(|&s| (s, bytes::Bytes::from(format!("m{s}"))))
+            .collect();
+        WireRequest::PublishBatch { items }
+    }
+
+    /// The part numbers `route` gave the calls of `token`, by shard.
+    pub(super) fn parts(routed: &[Vec<WireCall>], token: u32) -> Vec<u64> {
+        routed
+            .iter()
+            .flatten()
+            .filter(|c| c.token == token)
+            .map(|c| c.part.expect("a gathered call's parts are numbered"))
+            .collect()
+    }
 
     #[test]
-    fn calls_go_to_their_users_shard_or_to_all_and_replies_add_up() {
+    fn calls_go_to_their_users_or_subjects_shard_or_to_all() {
         let shards = Shards { index: 0, count: 3 };
         let login = WireRequest::Login {
             user: 7,
@@ -224,53 +172,19 @@ mod tests {
         assert_eq!(dest(&publish, shards), Dest::One(2));
         let subscriptions = WireRequest::Subscriptions { subscriber: 8 };
         assert_eq!(dest(&subscriptions, shards), Dest::All);
-        let gathers = Gathers::default();
-        let published = |messages, connections| WireAnswer::Published {
-            messages,
-            connections,
-            users: connections,
-        };
-        assert_eq!(
-            gather(&gathers, (0, 1), published(1, 2)),
-            Gathered::Alone(published(1, 2))
-        );
-        gathers.lock().insert((0, 1), (3, None));
-        assert_eq!(gather(&gathers, (0, 1), published(1, 2)), Gathered::Waiting);
-        assert_eq!(gather(&gathers, (0, 1), published(0, 0)), Gathered::Waiting);
-        assert_eq!(
-            gather(&gathers, (0, 1), published(0, 5)),
-            Gathered::Done(published(1, 7))
-        );
+        // Sent whole, answered alone: not numbered, nothing to gather.
+        let gathers = Mutex::new(Gathers::default());
+        let routed = route(vec![call(5, publish)], shards, &gathers, Instant::now());
+        assert_eq!(routed[2][0].part, None);
         assert!(gathers.lock().is_empty());
-        // One shard's failed durable write makes the sum NotStored, counts kept.
-        gathers.lock().insert((0, 2), (2, None));
-        let not_stored = WireAnswer::NotStored {
-            messages: 0,
-            connections: 3,
-            users: 3,
-            error: "disk full".into(),
-        };
-        assert_eq!(gather(&gathers, (0, 2), not_stored), Gathered::Waiting);
-        assert_eq!(
-            gather(&gathers, (0, 2), published(1, 2)),
-            Gathered::Done(WireAnswer::NotStored {
-                messages: 1,
-                connections: 5,
-                users: 5,
-                error: "disk full".into(),
-            })
-        );
     }
 
     #[test]
     fn batches_are_divided_by_subject_and_subscription_lists_joined() {
         let shards = Shards { index: 0, count: 2 };
         let p = |s: u64| (s, bytes::Bytes::from(format!("m{s}")));
-        let batch = WireRequest::PublishBatch {
-            items: vec![p(1), p(2), p(3)],
-        };
         assert_eq!(
-            dest(&batch, shards),
+            dest(&batch(&[1, 2, 3]), shards),
             Dest::Split(vec![
                 (0, WireRequest::PublishBatch { items: vec![p(2)] }),
                 (
@@ -282,34 +196,30 @@ mod tests {
             ])
         );
         // Edges go to their subject's shard; one shard's edges need no gathering.
-        let change = WireRequest::ChangeSubscriptions {
-            edges: vec![(4, 3), (6, 5)],
-            add: true,
-        };
-        let call = WireCall {
-            loop_id: 1,
-            token: 9,
-            request: change,
-        };
-        let gathers = Gathers::default();
-        let routed = route(vec![call.clone()], shards, &gathers);
+        let change = call(
+            9,
+            WireRequest::ChangeSubscriptions {
+                edges: vec![(4, 3), (6, 5)],
+                add: true,
+            },
+        );
+        let gathers = Mutex::new(Gathers::default());
+        let routed = route(vec![change.clone()], shards, &gathers, Instant::now());
         assert!(routed[0].is_empty());
-        assert_eq!(routed[1], vec![call]);
+        assert_eq!(routed[1], vec![change]);
         assert!(gathers.lock().is_empty());
-        let subs = WireCall {
-            loop_id: 1,
-            token: 9,
-            request: WireRequest::Subscriptions { subscriber: 4 },
-        };
-        let routed = route(vec![subs], shards, &gathers);
+        let subs = call(9, WireRequest::Subscriptions { subscriber: 4 });
+        let routed = route(vec![subs], shards, &gathers, Instant::now());
         assert!(routed.iter().all(|calls| calls.len() == 1));
+        let p = parts(&routed, 9);
+        let mut g = gathers.lock();
         assert_eq!(
-            gather(&gathers, (1, 9), WireAnswer::Ids(vec![3, 7])),
+            g.gather(p[0], WireAnswer::Ids(vec![3, 7])),
             Gathered::Waiting
         );
         assert_eq!(
-            gather(&gathers, (1, 9), WireAnswer::Ids(vec![2, 3])),
-            Gathered::Done(WireAnswer::Ids(vec![2, 3, 7]))
+            g.gather(p[1], WireAnswer::Ids(vec![2, 3])),
+            Gathered::Done((1, 9), WireAnswer::Ids(vec![2, 3, 7]))
         );
     }
 }

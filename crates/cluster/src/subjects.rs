@@ -8,7 +8,7 @@
 //! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (from the subject's router shard, every shard's counts summed) |
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
-//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back |
+//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Part`]s |
 
 use crate::codec::GatewayId;
 
@@ -32,6 +32,11 @@ pub fn router(shard: u16, count: u16) -> String {
 /// Where router shard `shard` takes forwarded followers and their counts.
 pub fn forward(shard: u16) -> String {
     format!("{ROUTER}.{shard}.forward")
+}
+
+/// Whether `subject` is a shard's [`forward`] subject.
+pub fn is_forward(subject: &str) -> bool {
+    subject.starts_with(ROUTER) && subject.ends_with(".forward")
 }
 
 /// What every gateway's own subject starts with.

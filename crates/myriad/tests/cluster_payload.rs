@@ -1,7 +1,9 @@
 //! NATS's max_payload between gateways and the router (issue 9): the test's own
 //! nats-server with `max_payload: 65536`. A request over it is refused at once with a
 //! clear error; replies over it (a subscriber list of 40,000, a resume reading a
-//! quarter megabyte of history) cross in parts and arrive whole.
+//! quarter megabyte of history) and forwards between router shards (a payload near
+//! the limit to thousands of another shard's followers) cross in parts and arrive
+//! whole.
 
 mod common;
 
@@ -93,4 +95,38 @@ fn replies_over_the_nats_max_payload_arrive_whole_in_parts() {
     wait_router_connections(&b, 2);
     assert_eq!(a.publish(9, "after")["connections"], 2);
     read_until(&mut s, &mut buf, "data: after");
+}
+
+/// Two router shards: subject 1 (shard 1) followed by 3,000 users of shard 0, and a
+/// publish of 62,000 bytes — under the limit from the gateway, but shard 1's forward
+/// of it with 3,000 followers to shard 0 is not: it crosses in parts, shard 0
+/// delivers and counts, and the publisher gets its counts (not the 2-s error).
+#[test]
+fn a_forward_between_shards_over_the_nats_max_payload_crosses_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = small_nats(dir.path());
+    let shard = |i: &str| {
+        Router::start_with(
+            &nats,
+            "memory",
+            &["--router-shards", "2", "--router-shard", i],
+        )
+        .0
+    };
+    let (_r0, _r1) = (shard("0"), shard("1"));
+    let gw = gateway_with(&nats, &["--router-shards", "2"]);
+    let edges: String = (1..=3_000u64).map(|u| format!("{} 1\n", u * 2)).collect();
+    let (status, body) = gw.request("POST", "/subscriptions", edges.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""added":3000"#), "{body}");
+    let (mut s, mut buf) = subscribe_stream(&gw, 2);
+    wait_router_connections(&gw, 1);
+    let payload = format!("{}end", "x".repeat(62_000));
+    let reply = gw.publish(1, &payload);
+    assert_eq!(
+        (reply["connections"].as_u64(), reply["users"].as_u64()),
+        (Some(1), Some(1)),
+        "{reply}"
+    );
+    read_until(&mut s, &mut buf, "xend");
 }

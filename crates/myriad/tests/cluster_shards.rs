@@ -8,7 +8,8 @@
 //! although publishes to its subjects come through several shards; subscription
 //! changes through either gateway take effect for the next publish; SSE and
 //! long-poll resume on the other gateway; a shard that does not count makes the
-//! publish an error, never a partial count.
+//! publish an error, never a partial count; a batch divided among shards, one of
+//! them dead, is answered with an error saying what the live one published.
 
 mod common;
 
@@ -301,4 +302,63 @@ fn a_shard_that_does_not_count_makes_the_publish_an_error() {
         replies[0].contains("error") && replies[0].contains("router shard 0 did not count"),
         "{replies:?}"
     );
+}
+
+/// A dead shard (kill -9) and a batch divided between it and a live one: the
+/// gateway answers once its gather timeout passes — long before `--head-timeout`
+/// (30 s here; the client's read timeout is 10 s) — with a 503 that names the dead
+/// shard and says what the live one published, which was delivered; the gathered
+/// call is not left waiting, and calls to the live shard alone still work.
+#[test]
+fn a_batch_over_a_dead_shard_is_answered_with_what_the_live_shard_published() {
+    let nats = Nats::start();
+    let (_r0, r1) = (router(&nats, 0), router(&nats, 1));
+    let a = gateway_with(
+        &nats,
+        &[
+            "--router-shards",
+            "2",
+            "--head-timeout",
+            "30",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+    );
+    // User 2 (shard 0) receives subject 2 (shard 0) as its own subject.
+    let (mut s, mut buf) = subscribe_stream(&a, 2);
+    wait_router_connections(&a, 1);
+    let lines = b"{\"subject\":2,\"data\":\"b2\"}\n{\"subject\":1,\"data\":\"b1\"}\n";
+    let (status, body) = a.request("POST", "/pub", lines);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""messages":2"#), "{body}");
+    read_until(&mut s, &mut buf, "b2");
+    r1.kill();
+    let lines = b"{\"subject\":2,\"data\":\"after\"}\n{\"subject\":1,\"data\":\"lost\"}\n";
+    let started = std::time::Instant::now();
+    let (status, body) = a.request("POST", "/pub", lines);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("router shard 1 did not answer within 3 s")
+            && body.contains("its part of the batch (1 of 2 messages) may or may not have")
+            && body.contains("shard 0 published 1 messages to 1 connections of 1 users"),
+        "{body}"
+    );
+    // The live shard's part was delivered.
+    read_until(&mut s, &mut buf, "after");
+    let stats = &a.admin_stats()["extra"];
+    assert_eq!(
+        (
+            stats["nats_gathers_waiting"].as_u64(),
+            stats["nats_gathers_expired"].as_u64()
+        ),
+        (Some(0), Some(1)),
+        "{stats}"
+    );
+    // Calls to the live shard alone: a publish and a subscription change.
+    let reply = a.publish(2, "alone");
+    assert_eq!(reply["users"], 1, "{reply}");
+    read_until(&mut s, &mut buf, "alone");
+    let (status, body) = a.request("PUT", "/subscriptions/4/2", b"");
+    assert_eq!(status, 200, "{body}");
 }

@@ -74,13 +74,14 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
         (
             any::<u64>(),
             proptest::collection::vec(
-                (any::<u16>(), any::<u32>(), request()).prop_map(|(loop_id, token, request)| {
-                    WireCall {
+                (any::<u16>(), any::<u32>(), any::<Option<u64>>(), request()).prop_map(
+                    |(loop_id, token, part, request)| WireCall {
                         loop_id,
                         token,
+                        part,
                         request,
                     }
-                }),
+                ),
                 0..6
             )
         )
@@ -128,13 +129,16 @@ fn delivery() -> impl Strategy<Value = WireDelivery> {
 
 fn item() -> impl Strategy<Value = GatewayItem> {
     prop_oneof![
-        (any::<u16>(), any::<u32>(), answer()).prop_map(|(loop_id, token, reply)| {
-            GatewayItem::Reply(WireReply {
-                loop_id,
-                token,
-                reply,
-            })
-        }),
+        (any::<u16>(), any::<u32>(), any::<Option<u64>>(), answer()).prop_map(
+            |(loop_id, token, part, reply)| {
+                GatewayItem::Reply(WireReply {
+                    loop_id,
+                    token,
+                    part,
+                    reply,
+                })
+            }
+        ),
         delivery().prop_map(GatewayItem::Deliver),
     ]
 }

@@ -52,6 +52,7 @@ impl PublishCall {
             gateway,
             loop_id: call.loop_id,
             token: call.token,
+            part: call.part,
         };
         let items = match call.request {
             WireRequest::Publish { subject, payload } => vec![(subject, payload)],
@@ -169,6 +170,14 @@ impl RouterRole {
                     }
                 }
             }
+            ToShard::Part(part) => {
+                let whole = self.shard_parts.add(part);
+                match whole.map(|bytes| codec::decode_to_shard(&bytes)) {
+                    Some(Ok(msg)) => self.handle_shard(msg),
+                    Some(Err(e)) => tracing::warn!(error = %e, "dropped a forward in parts"),
+                    None => {}
+                }
+            }
         }
     }
 
@@ -227,10 +236,12 @@ impl RouterRole {
                 gateway,
                 loop_id,
                 token,
+                part,
             } => {
                 let reply = WireReply {
                     loop_id,
                     token,
+                    part,
                     reply: answer,
                 };
                 self.push_item(gateway, GatewayItem::Reply(reply), 32);

@@ -24,7 +24,7 @@ impl RouterRole {
         let mut items = Vec::with_capacity(run.len());
         for call in run {
             if let WireRequest::Publish { subject, payload } = call.request {
-                answers.push((call.loop_id, call.token));
+                answers.push((call.loop_id, call.token, call.part));
                 items.push((subject, payload));
             }
         }
@@ -34,7 +34,7 @@ impl RouterRole {
             hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
         self.queue_batches(batches, published_ns);
         let messages = 1;
-        for ((loop_id, token), c) in answers.into_iter().zip(counts) {
+        for ((loop_id, token, part), c) in answers.into_iter().zip(counts) {
             let mut reply = Reply::Published {
                 messages,
                 connections: c.connections.into(),
@@ -46,6 +46,7 @@ impl RouterRole {
             let reply = WireReply {
                 loop_id,
                 token,
+                part,
                 reply: reply_to_wire(reply),
             };
             self.push_item(gateway, GatewayItem::Reply(reply), 32);

@@ -21,6 +21,8 @@ pub enum ReplyTo {
         gateway: GatewayId,
         loop_id: u16,
         token: u32,
+        /// The call's [`crate::codec::WireCall::part`], echoed.
+        part: Option<u64>,
     },
     /// A back-end's NATS request (its reply inbox).
     Backend(String),

@@ -1,0 +1,469 @@
+//! A gateway's calls divided among router shards (`--router-shards`), waiting for
+//! their parts' replies: the replies summed into one answer (counts add, an error
+//! wins, subscription lists joined) — or, when a shard does not answer within
+//! [`GATHER_TIMEOUT`] (dead, or cut off), an error that names it and says what the
+//! other shards did. Late replies are dropped: each part is numbered on the wire
+//! ([`crate::codec::WireCall::part`]), so a reply to a call already answered is
+//! told apart from one to the connection's next call. Pending state only, with the
+//! time a parameter: the sender registers, the receiver gathers and, from a timer,
+//! expires.
+
+use crate::codec::{WireAnswer, WireRequest};
+use crate::router_role::{FORWARD_TIMEOUT, TICK};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long a gateway waits for every part of a call divided among shards before
+/// answering it with an error. A live shard whose part waits for a dead shard's
+/// counts answers within the router's [`FORWARD_TIMEOUT`] and its next [`TICK`],
+/// saying what it delivered; the gateway waits that long so that this answer, the
+/// more precise one, comes first.
+pub const GATHER_TIMEOUT: Duration = FORWARD_TIMEOUT.saturating_add(TICK);
+
+/// How often the gateway's receiver answers calls past [`GATHER_TIMEOUT`]: their
+/// error comes at most this much later.
+pub const GATHER_TICK: Duration = Duration::from_millis(250);
+
+/// A part's number on the wire: its call's gather number and its shard.
+pub(super) fn part_id(number: u64, shard: u16) -> u64 {
+    number << 16 | u64::from(shard)
+}
+
+/// Calls divided among shards still waiting for some parts' replies, by gather
+/// number. Numbers grow with time (one sender registers them, its clock only moves
+/// forward) and every call gets the same [`GATHER_TIMEOUT`], so the first entries
+/// are the first to expire: expiring looks at those only, never at every call.
+/// Shared by the sender (which registers calls in [`super::route`]) and the
+/// receiver (which gathers replies and expires calls).
+#[derive(Default)]
+pub struct Gathers {
+    next: u64,
+    calls: BTreeMap<u64, Gather>,
+}
+
+/// One call divided among shards.
+struct Gather {
+    /// The connection `(loop, token)` the answer goes to.
+    to: (u16, u32),
+    deadline: Instant,
+    what: What,
+    /// Shard → the size of its part (messages, edges) while it has not answered.
+    owed: BTreeMap<u16, u64>,
+    /// The sizes of all parts together.
+    total: u64,
+    /// The answered shards' replies, in arrival order.
+    answered: Vec<(u16, WireAnswer)>,
+}
+
+/// What kind of call is gathered, for the error when a shard does not answer.
+#[derive(Clone, Copy)]
+enum What {
+    Publish,
+    Change { add: bool },
+    Subscriptions,
+}
+
+/// What the receiver does with one part's reply.
+#[derive(Debug, PartialEq)]
+pub enum Gathered {
+    /// More parts to hear from.
+    Waiting,
+    /// The last part answered: the connection `(loop, token)` and the sum.
+    Done((u16, u32), WireAnswer),
+    /// Its call was answered without it (past [`GATHER_TIMEOUT`]): dropped.
+    Late,
+}
+
+impl Gathers {
+    /// Registers a call of connection `to` divided into `parts` (shard, request);
+    /// returns its gather number.
+    pub(super) fn start(
+        &mut self,
+        to: (u16, u32),
+        request: &WireRequest,
+        parts: &[(u16, WireRequest)],
+        now: Instant,
+    ) -> u64 {
+        let what = match request {
+            WireRequest::ChangeSubscriptions { add, .. } => What::Change { add: *add },
+            WireRequest::Subscriptions { .. } => What::Subscriptions,
+            _ => What::Publish,
+        };
+        let size = |request: &WireRequest| match request {
+            WireRequest::PublishBatch { items } => items.len() as u64,
+            WireRequest::ChangeSubscriptions { edges, .. } => edges.len() as u64,
+            _ => 0,
+        };
+        let owed: BTreeMap<u16, u64> = parts.iter().map(|(s, r)| (*s, size(r))).collect();
+        self.next += 1;
+        let gather = Gather {
+            to,
+            deadline: now + GATHER_TIMEOUT,
+            what,
+            total: owed.values().sum(),
+            owed,
+            answered: Vec::with_capacity(parts.len()),
+        };
+        self.calls.insert(self.next, gather);
+        self.next
+    }
+
+    /// One part's reply (`part`: its [`crate::codec::WireCall::part`]).
+    pub fn gather(&mut self, part: u64, answer: WireAnswer) -> Gathered {
+        let (number, shard) = (part >> 16, part as u16);
+        let Some(call) = self.calls.get_mut(&number) else {
+            return Gathered::Late;
+        };
+        if call.owed.remove(&shard).is_none() {
+            // A second reply from one shard: not a reply this call waits for.
+            return Gathered::Late;
+        }
+        call.answered.push((shard, answer));
+        if !call.owed.is_empty() {
+            return Gathered::Waiting;
+        }
+        let call = self.calls.remove(&number).expect("present above");
+        let sum = call
+            .answered
+            .into_iter()
+            .map(|(_, answer)| answer)
+            .reduce(combine)
+            .expect("one answer at least: pushed above");
+        Gathered::Done(call.to, sum)
+    }
+
+    /// Calls whose deadline is `now` or earlier, removed and answered with an error
+    /// naming the shards that did not answer and saying what the others did.
+    pub fn expire(&mut self, now: Instant) -> Vec<((u16, u32), WireAnswer)> {
+        let mut expired = Vec::new();
+        while let Some(first) = self.calls.first_entry() {
+            if first.get().deadline > now {
+                break;
+            }
+            let call = first.remove();
+            expired.push((call.to, call.error()));
+        }
+        expired
+    }
+
+    /// Calls waiting for some part.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+}
+
+impl Gather {
+    /// The answer of a call some shards did not answer in time: an error (503 at
+    /// the gateway) that says what is known. A publish batch partly published must
+    /// not look like nothing happened, nor like a success: the error says which
+    /// shards published what, and that the silent shards' parts may or may not
+    /// have been published (a slow shard may still do it).
+    fn error(self) -> WireAnswer {
+        let missing: Vec<String> = self.owed.keys().map(u16::to_string).collect();
+        let plural = if missing.len() > 1 { "s" } else { "" };
+        let owed: u64 = self.owed.values().sum();
+        let mut why = format!(
+            "router shard{plural} {} did not answer within {} s",
+            missing.join(", "),
+            GATHER_TIMEOUT.as_secs()
+        );
+        let whose = if missing.len() > 1 { "their" } else { "its" };
+        match self.what {
+            What::Publish => why.push_str(&format!(
+                ": {whose} part of the batch ({owed} of {} messages) may or may not have \
+                 been published",
+                self.total
+            )),
+            What::Change { .. } => why.push_str(&format!(
+                ": {whose} part of the change ({owed} of {} edges) may or may not have been \
+                 made",
+                self.total
+            )),
+            What::Subscriptions => why.push_str(": the list would be incomplete"),
+        }
+        if self.answered.is_empty() {
+            why.push_str("; no shard answered");
+        }
+        let mut published = false;
+        for (shard, answer) in &self.answered {
+            let said = match (answer, self.what) {
+                (WireAnswer::Ids(_), _) => continue,
+                (
+                    WireAnswer::Published {
+                        messages,
+                        connections,
+                        users,
+                    },
+                    _,
+                ) => {
+                    published |= *messages > 0;
+                    format!("published {messages} messages to {connections} connections of {users} users")
+                }
+                (
+                    WireAnswer::NotStored {
+                        messages,
+                        connections,
+                        users,
+                        error,
+                    },
+                    _,
+                ) => {
+                    published |= *messages > 0;
+                    format!(
+                        "published {messages} messages to {connections} connections of \
+                         {users} users but did not store their history: {error}"
+                    )
+                }
+                (WireAnswer::Changed { edges, changed }, What::Change { add }) => {
+                    let done = if add { "added" } else { "removed" };
+                    format!("{done} {changed} of {edges} edges")
+                }
+                (WireAnswer::Unavailable(e), _) => format!("answered: {e}"),
+                _ => "answered".to_string(),
+            };
+            why.push_str(&format!("; shard {shard} {said}"));
+        }
+        if published {
+            why.push_str(" (a retry of the whole batch publishes those again)");
+        }
+        WireAnswer::Unavailable(why)
+    }
+}
+
+/// A publish's answer as counts and, when a shard's durable write failed, why.
+fn publish_part(answer: &WireAnswer) -> Option<(u64, u64, u64, Option<&str>)> {
+    match answer {
+        WireAnswer::Published {
+            messages,
+            connections,
+            users,
+        } => Some((*messages, *connections, *users, None)),
+        WireAnswer::NotStored {
+            messages,
+            connections,
+            users,
+            error,
+        } => Some((*messages, *connections, *users, Some(error))),
+        _ => None,
+    }
+}
+
+/// Two shards' replies to one call as one: counts add up, an error wins (a
+/// publish one shard could not store is `NotStored` with everyone's counts).
+fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
+    if let (Some((m1, c1, u1, e1)), Some((m2, c2, u2, e2))) = (publish_part(&a), publish_part(&b)) {
+        let (messages, connections, users) = (m1 + m2, c1 + c2, u1 + u2);
+        return match e1.or(e2) {
+            None => WireAnswer::Published {
+                messages,
+                connections,
+                users,
+            },
+            Some(error) => WireAnswer::NotStored {
+                messages,
+                connections,
+                users,
+                error: error.to_string(),
+            },
+        };
+    }
+    match (a, b) {
+        (
+            WireAnswer::Changed {
+                edges: e1,
+                changed: c1,
+            },
+            WireAnswer::Changed {
+                edges: e2,
+                changed: c2,
+            },
+        ) => WireAnswer::Changed {
+            edges: e1 + e2,
+            changed: c1 + c2,
+        },
+        // What a user follows: each shard knows the edges of its own subjects.
+        (WireAnswer::Ids(mut a), WireAnswer::Ids(b)) => {
+            a.extend(b);
+            a.sort_unstable();
+            a.dedup();
+            WireAnswer::Ids(a)
+        }
+        (e @ WireAnswer::Unavailable(_), _) | (_, e @ WireAnswer::Unavailable(_)) => e,
+        (a, _) => a,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard_calls::route;
+    use crate::shard_calls::tests::{batch, call, parts};
+    use crate::Shards;
+    use parking_lot::Mutex;
+
+    fn published(messages: u64, connections: u64, users: u64) -> WireAnswer {
+        WireAnswer::Published {
+            messages,
+            connections,
+            users,
+        }
+    }
+
+    #[test]
+    fn a_divided_publish_is_answered_once_with_the_sum_and_not_stored_wins() {
+        let shards = Shards { index: 0, count: 3 };
+        let gathers = Mutex::new(Gathers::default());
+        let t = Instant::now();
+        let routed = route(vec![call(9, batch(&[1, 2, 3]))], shards, &gathers, t);
+        assert!(routed.iter().all(|calls| calls.len() == 1));
+        let p = parts(&routed, 9);
+        let mut g = gathers.lock();
+        assert_eq!(g.gather(p[2], published(1, 5, 5)), Gathered::Waiting);
+        assert_eq!(g.gather(p[0], published(1, 2, 2)), Gathered::Waiting);
+        // A second reply from one shard is not one this call waits for.
+        assert_eq!(g.gather(p[0], published(1, 2, 2)), Gathered::Late);
+        assert_eq!(
+            g.gather(p[1], published(1, 0, 0)),
+            Gathered::Done((1, 9), published(3, 7, 7))
+        );
+        assert!(g.is_empty());
+        drop(g);
+        // One shard's failed durable write makes the sum NotStored, counts kept.
+        let routed = route(vec![call(10, batch(&[1, 2]))], shards, &gathers, t);
+        let p = parts(&routed, 10);
+        let not_stored = WireAnswer::NotStored {
+            messages: 1,
+            connections: 3,
+            users: 3,
+            error: "disk full".into(),
+        };
+        let mut g = gathers.lock();
+        assert_eq!(g.gather(p[1], not_stored), Gathered::Waiting);
+        assert_eq!(
+            g.gather(p[0], published(1, 2, 2)),
+            Gathered::Done(
+                (1, 10),
+                WireAnswer::NotStored {
+                    messages: 2,
+                    connections: 5,
+                    users: 5,
+                    error: "disk full".into(),
+                }
+            )
+        );
+    }
+
+    /// A dead shard: the call is answered at its deadline with an error saying what
+    /// the other shard published, removed, and the dead shard's late reply is
+    /// dropped — also while the same connection waits for its next call.
+    #[test]
+    fn a_shard_that_does_not_answer_makes_the_call_an_error_at_its_deadline() {
+        let shards = Shards { index: 0, count: 2 };
+        let gathers = Mutex::new(Gathers::default());
+        let t = Instant::now();
+        // Subjects 2 and 4 on shard 0, 1 on shard 1.
+        let routed = route(vec![call(9, batch(&[2, 1, 4]))], shards, &gathers, t);
+        let p = parts(&routed, 9);
+        let mut g = gathers.lock();
+        assert_eq!(g.gather(p[0], published(2, 3, 2)), Gathered::Waiting);
+        assert!(g.expire(t).is_empty());
+        assert!(g
+            .expire(t + GATHER_TIMEOUT - Duration::from_millis(1))
+            .is_empty());
+        let expired = g.expire(t + GATHER_TIMEOUT);
+        assert!(g.is_empty());
+        drop(g);
+        let [((1, 9), WireAnswer::Unavailable(why))] = &expired[..] else {
+            panic!("{expired:?}");
+        };
+        assert_eq!(
+            why,
+            "router shard 1 did not answer within 3 s: its part of the batch (1 of 3 \
+             messages) may or may not have been published; shard 0 published 2 messages \
+             to 3 connections of 2 users (a retry of the whole batch publishes those again)"
+        );
+        // The connection's next call, to both shards again.
+        let later = t + GATHER_TIMEOUT;
+        let routed = route(vec![call(9, batch(&[1, 2]))], shards, &gathers, later);
+        let next = parts(&routed, 9);
+        let mut g = gathers.lock();
+        // Shard 1's reply to the first call, late: dropped, not counted in the next.
+        assert_eq!(g.gather(p[1], published(1, 1, 1)), Gathered::Late);
+        assert_eq!(g.gather(next[0], published(1, 1, 1)), Gathered::Waiting);
+        assert_eq!(
+            g.gather(next[1], published(1, 4, 4)),
+            Gathered::Done((1, 9), published(2, 5, 5))
+        );
+    }
+
+    #[test]
+    fn expiry_takes_the_calls_past_their_deadline_and_leaves_the_others() {
+        let shards = Shards { index: 0, count: 2 };
+        let gathers = Mutex::new(Gathers::default());
+        let t = Instant::now();
+        let second = Duration::from_secs(1);
+        for (token, at) in [(1, t), (2, t + second), (3, t + 2 * second)] {
+            let subs = call(token, WireRequest::Subscriptions { subscriber: 4 });
+            route(vec![subs], shards, &gathers, at);
+        }
+        let mut g = gathers.lock();
+        // Call 2 answered by both shards before its deadline.
+        assert_eq!(
+            g.gather(part_id(2, 0), WireAnswer::Ids(vec![])),
+            Gathered::Waiting
+        );
+        assert!(matches!(
+            g.gather(part_id(2, 1), WireAnswer::Ids(vec![])),
+            Gathered::Done((1, 2), _)
+        ));
+        let expired = g.expire(t + GATHER_TIMEOUT + second);
+        let tokens: Vec<u32> = expired.iter().map(|((_, token), _)| *token).collect();
+        assert_eq!(tokens, [1]);
+        assert_eq!(
+            expired[0].1,
+            WireAnswer::Unavailable(
+                "router shards 0, 1 did not answer within 3 s: the list would be incomplete; \
+                 no shard answered"
+                    .into()
+            )
+        );
+        assert_eq!(g.len(), 1, "call 3 is not due yet");
+        assert_eq!(g.expire(t + GATHER_TIMEOUT + 2 * second).len(), 1);
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn a_change_some_shards_did_not_answer_says_what_the_others_changed() {
+        let shards = Shards { index: 0, count: 3 };
+        let gathers = Mutex::new(Gathers::default());
+        let t = Instant::now();
+        let change = WireRequest::ChangeSubscriptions {
+            edges: vec![(4, 3), (5, 3), (4, 1), (4, 2)],
+            add: false,
+        };
+        let routed = route(vec![call(9, change)], shards, &gathers, t);
+        let p = parts(&routed, 9);
+        let mut g = gathers.lock();
+        let changed = WireAnswer::Changed {
+            edges: 2,
+            changed: 1,
+        };
+        assert_eq!(g.gather(p[0], changed), Gathered::Waiting);
+        let expired = g.expire(t + GATHER_TIMEOUT);
+        assert_eq!(
+            expired,
+            [(
+                (1, 9),
+                WireAnswer::Unavailable(
+                    "router shards 1, 2 did not answer within 3 s: their part of the change \
+                     (2 of 4 edges) may or may not have been made; shard 0 removed 1 of 2 edges"
+                        .into()
+                )
+            )]
+        );
+    }
+}
