@@ -1,0 +1,174 @@
+//! The receiver task: the router's messages on this gateway's subjects into the
+//! loops' mailboxes — replies (gathered over router shards, with an expiry timer
+//! for the shards that do not answer), deliveries as one batch per loop, resync
+//! requests and the router's stats.
+
+use super::{unix_ns, Outgoing, Shared};
+use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
+use crate::convert::reply_from_wire;
+use crate::fragment::Reassembly;
+use crate::shard_calls::{self, Gathered, Gathers};
+use bus::{Delivery, Inbound, Mailbox, Message, Target};
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The task that hands the router's messages to the loops.
+pub(super) struct Receiver {
+    pub(super) mailboxes: Vec<Arc<Mailbox>>,
+    pub(super) tx: mpsc::UnboundedSender<Outgoing>,
+    pub(super) shared: Arc<Mutex<Shared>>,
+    /// Messages over max_payload, until their last part.
+    pub(super) parts: Reassembly,
+    /// Calls divided among router shards, whose replies are summed.
+    pub(super) gathers: Arc<Mutex<Gathers>>,
+    /// Router shards: with one, nothing is gathered and nothing expires.
+    pub(super) shards: u16,
+}
+
+impl Receiver {
+    pub(super) async fn run(
+        mut self,
+        mut messages: impl futures_util::Stream<Item = async_nats::Message> + Unpin,
+    ) {
+        // Calls a shard did not answer are answered from this timer, not looked for
+        // on every reply.
+        let mut expiry = (self.shards > 1).then(|| {
+            let mut tick = tokio::time::interval(shard_calls::GATHER_TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        loop {
+            tokio::select! {
+                message = messages.next() => {
+                    let Some(message) = message else {
+                        return;
+                    };
+                    match codec::decode_to_gateway(&message.payload) {
+                        Ok(msg) => self.handle(msg),
+                        Err(e) => tracing::warn!(error = %e, subject = %message.subject, "dropped"),
+                    }
+                }
+                _ = tick_or_never(&mut expiry) => self.expire(Instant::now()),
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: ToGateway) {
+        match msg {
+            ToGateway::Part(part) => {
+                let whole = self.parts.add(part);
+                match whole.map(|bytes| codec::decode_to_gateway(&bytes)) {
+                    Some(Ok(msg)) => self.handle(msg),
+                    Some(Err(e)) => tracing::warn!(error = %e, "dropped a message in parts"),
+                    None => {}
+                }
+            }
+            ToGateway::Batch(items) => {
+                for item in items {
+                    match item {
+                        GatewayItem::Reply(r) => self.reply(r),
+                        GatewayItem::Deliver(d) => self.deliver(d),
+                    }
+                }
+            }
+            ToGateway::Resync { router } => {
+                tracing::info!(
+                    router = format!("{router:016x}"),
+                    "router asks for presence"
+                );
+                let _ = self.tx.send(Outgoing::Resync);
+            }
+            ToGateway::RouterStats(text) => {
+                if let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) {
+                    let shard = doc["router_shard"].as_u64().unwrap_or(0);
+                    self.shared.lock().router_stats.insert(shard, doc);
+                }
+            }
+        }
+    }
+}
+
+impl Receiver {
+    fn reply(&self, r: WireReply) {
+        let Some(part) = r.part else {
+            return self.answer(r.loop_id, r.token, r.reply);
+        };
+        let gathered = self.gathers.lock().gather(part, r.reply);
+        match gathered {
+            Gathered::Done((loop_id, token), answer) => self.answer(loop_id, token, answer),
+            Gathered::Waiting => {}
+            Gathered::Late => {
+                tracing::debug!(part, "a shard's reply after its call was answered: dropped");
+                self.shared.lock().gather_replies_late += 1;
+            }
+        }
+    }
+
+    fn answer(&self, loop_id: u16, token: u32, answer: WireAnswer) {
+        if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
+            let reply = reply_from_wire(answer);
+            mailbox.push(Inbound::Reply { token, reply }, false);
+        }
+    }
+
+    /// Answers the calls divided among shards that some shard did not answer in time.
+    fn expire(&self, now: Instant) {
+        let expired = self.gathers.lock().expire(now);
+        if expired.is_empty() {
+            return;
+        }
+        if let Some((_, WireAnswer::Unavailable(why))) = expired.first() {
+            tracing::warn!(calls = expired.len(), first = %why, "router shards did not answer");
+        }
+        self.shared.lock().gathers_expired += expired.len() as u64;
+        for ((loop_id, token), answer) in expired {
+            self.answer(loop_id, token, answer);
+        }
+    }
+
+    /// One batch per loop: the loops' mailboxes wake once per burst.
+    fn deliver(&self, d: WireDelivery) {
+        let published = instant_of(d.published_ns);
+        let msg = Arc::new(Message {
+            subject: d.subject,
+            payload: d.payload,
+        });
+        let mut n = 0;
+        for (loop_id, targets) in d.loops {
+            let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) else {
+                continue;
+            };
+            n += targets.len() as u64;
+            let targets = targets
+                .into_iter()
+                .map(|(token, epoch, seq)| Target { token, epoch, seq })
+                .collect();
+            let batch = Delivery {
+                msg: msg.clone(),
+                published,
+                targets,
+            };
+            mailbox.push(Inbound::Deliver(batch), false);
+        }
+        self.shared.lock().deliveries_received += n;
+    }
+}
+
+/// `interval`'s next tick, or never without one.
+async fn tick_or_never(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The local `Instant` of a Unix time in ns (hosts' clocks are assumed in step).
+fn instant_of(ns: u64) -> Instant {
+    let age = Duration::from_nanos(unix_ns().saturating_sub(ns));
+    Instant::now().checked_sub(age).unwrap_or_else(Instant::now)
+}

@@ -1,0 +1,189 @@
+//! The sender task: everything of this gateway to the router — the calls queued
+//! since its last wake-up as one batch (divided among router shards when there are
+//! several), heartbeats, and the presence it keeps for resyncs.
+
+use super::{Outgoing, Shared, HEARTBEAT};
+use crate::codec::{self, GatewayId, ToRouter, WireCall};
+use crate::shard_calls::{self, Gathers};
+use crate::subjects;
+use async_nats::Client;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// A batch is sent once its payloads reach this size (NATS refuses messages over
+/// its max_payload, 1 MiB by default).
+const BATCH_BYTES: usize = 256 << 10;
+/// Connections per [`ToRouter::Presence`] chunk (≤ 17 B each encoded).
+const PRESENCE_CHUNK: usize = 32 * 1024;
+
+/// The task that sends everything of this gateway to the router.
+pub(super) struct Sender {
+    pub(super) client: Client,
+    pub(super) id: GatewayId,
+    pub(super) place: Option<u32>,
+    pub(super) shards: u16,
+    pub(super) gathers: Arc<Mutex<Gathers>>,
+    /// (loop, token) → user, for resyncs.
+    pub(super) presence: HashMap<(u16, u32), u64>,
+    pub(super) shared: Arc<Mutex<Shared>>,
+}
+
+impl Sender {
+    pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        let mut items = Vec::new();
+        let mut calls = Vec::new();
+        loop {
+            tokio::select! {
+                n = rx.recv_many(&mut items, 4096) => {
+                    if n == 0 {
+                        return;
+                    }
+                    // Under the server's max_payload too (a NATS server may lower it).
+                    let limit = match self.client.server_info().max_payload {
+                        0 => BATCH_BYTES,
+                        max => BATCH_BYTES.min(max / 2),
+                    };
+                    let mut bytes = 0;
+                    for item in items.drain(..) {
+                        match item {
+                            Outgoing::Call(call) => {
+                                self.track(&call);
+                                let w = weight(&call);
+                                // A large call starts a batch of its own rather than
+                                // pushing the current one past max_payload.
+                                if bytes + w > limit && !calls.is_empty() {
+                                    self.send_batch(&mut calls).await;
+                                    bytes = 0;
+                                }
+                                bytes += w;
+                                calls.push(call);
+                                if bytes >= limit {
+                                    self.send_batch(&mut calls).await;
+                                    bytes = 0;
+                                }
+                            }
+                            Outgoing::Resync => {
+                                self.send_batch(&mut calls).await;
+                                bytes = 0;
+                                self.send_presence().await;
+                            }
+                        }
+                    }
+                    self.send_batch(&mut calls).await;
+                }
+                _ = heartbeat.tick() => {
+                    let msg = ToRouter::Heartbeat {
+                        gateway: self.id,
+                        connections: self.presence.len() as u64,
+                        place: self.place,
+                    };
+                    self.send(&msg).await;
+                }
+            }
+        }
+    }
+
+    fn track(&mut self, call: &WireCall) {
+        let key = (call.loop_id, call.token);
+        match call.request {
+            codec::WireRequest::Login { user, .. } => {
+                self.presence.insert(key, user);
+            }
+            codec::WireRequest::Logout { .. } => {
+                self.presence.remove(&key);
+            }
+            _ => {}
+        }
+    }
+
+    async fn send_batch(&mut self, calls: &mut Vec<WireCall>) {
+        if calls.is_empty() {
+            return;
+        }
+        let n = calls.len() as u64;
+        if self.shards <= 1 {
+            let msg = ToRouter::Batch {
+                gateway: self.id,
+                calls: std::mem::take(calls),
+            };
+            self.send_to(subjects::ROUTER, &msg).await;
+        } else {
+            let shards = crate::Shards {
+                index: 0,
+                count: self.shards,
+            };
+            let now = Instant::now();
+            let per_shard = shard_calls::route(std::mem::take(calls), shards, &self.gathers, now);
+            for (shard, calls) in per_shard.into_iter().enumerate() {
+                if !calls.is_empty() {
+                    let msg = ToRouter::Batch {
+                        gateway: self.id,
+                        calls,
+                    };
+                    let subject = subjects::router(shard as u16, self.shards);
+                    self.send_to(&subject, &msg).await;
+                }
+            }
+        }
+        let mut shared = self.shared.lock();
+        shared.batches_sent += 1;
+        shared.calls_sent += n;
+    }
+
+    async fn send_presence(&mut self) {
+        let all: Vec<(u16, u32, u64)> = self
+            .presence
+            .iter()
+            .map(|(&(l, t), &u)| (l, t, u))
+            .collect();
+        let mut chunks = all.chunks(PRESENCE_CHUNK);
+        let first = chunks.next().unwrap_or(&[]);
+        let msg = ToRouter::Presence {
+            gateway: self.id,
+            replace: true,
+            conns: first.to_vec(),
+        };
+        self.send(&msg).await;
+        for chunk in chunks {
+            let msg = ToRouter::Presence {
+                gateway: self.id,
+                replace: false,
+                conns: chunk.to_vec(),
+            };
+            self.send(&msg).await;
+        }
+        tracing::info!(connections = all.len(), "presence sent to the router");
+    }
+
+    /// To every router shard (heartbeats, presence: each shard keeps what it owns).
+    async fn send(&self, msg: &ToRouter) {
+        for shard in 0..self.shards {
+            self.send_to(&subjects::router(shard, self.shards), msg)
+                .await;
+        }
+    }
+
+    async fn send_to(&self, subject: &str, msg: &ToRouter) {
+        if let Err(e) = self
+            .client
+            .publish(subject.to_string(), codec::encode_to_router(msg))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot send to the router");
+        }
+    }
+}
+
+/// Bytes a call adds to a batch, roughly.
+pub(super) fn weight(call: &WireCall) -> usize {
+    16 + match &call.request {
+        codec::WireRequest::Publish { payload, .. } => payload.len(),
+        codec::WireRequest::PublishBatch { items } => items.iter().map(|(_, p)| p.len() + 10).sum(),
+        codec::WireRequest::ChangeSubscriptions { edges, .. } => edges.len() * 20,
+        _ => 0,
+    }
+}
