@@ -232,6 +232,7 @@ pub fn checks(n: u64) -> Vec<Check> {
         None => out.push(check(Level::Ok, "nf_conntrack", "not loaded".into(), vec![])),
     }
     out.push(ktls_check());
+    out.push(io_uring_check());
     let kernel_need = 2 * n * KERNEL_BYTES_PER_SOCKET;
     let mem_need = kernel_need + 2 * n * USER_BYTES_PER_CONN;
     let avail = procfs::read_meminfo().map_or(0, |m| m.available);
@@ -266,6 +267,28 @@ fn ktls_check() -> Check {
             "ktls",
             format!("unavailable ({why}); serve --ktls keeps TLS in user space"),
             vec![],
+        ),
+    }
+}
+
+/// Whether `serve --io-uring true` (the default) can batch sends here.
+/// Informational: without io_uring the server sends with writev.
+fn io_uring_check() -> Check {
+    match io_uring::IoUring::new(2) {
+        Ok(_) => check(
+            Level::Ok,
+            "io_uring",
+            "available: serve submits a fan-out's sends in batches".into(),
+            vec![],
+        ),
+        Err(e) => check(
+            Level::Ok,
+            "io_uring",
+            format!("refused ({e}); serve sends with one writev per connection"),
+            vec![
+                "sysctl -w kernel.io_uring_disabled=0   # where the kernel has it but disables it"
+                    .into(),
+            ],
         ),
     }
 }

@@ -1,4 +1,5 @@
-//! `--io-uring` (the pump's `send_batch`): a fan-out's sends submitted together.
+//! `--io-uring` (on by default; the pump's `send_batch`): a fan-out's sends
+//! submitted together.
 //! Readers that do not read at first, sent more than a socket holds (7 MiB each,
 //! over the 4 MiB most a loopback send buffer grows to here), make the sends
 //! partial: what a socket does not take must stay queued behind it and arrive whole
@@ -75,7 +76,14 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 #[test]
 fn readers_that_pause_get_every_message_whole_and_in_order() {
-    let server = Server::start(&["--io-uring", "--loops", "2", "--max-queued", "16777216"]);
+    let server = Server::start(&[
+        "--io-uring",
+        "true",
+        "--loops",
+        "2",
+        "--max-queued",
+        "16777216",
+    ]);
     let readers: Vec<TcpStream> = (0..READERS).map(|_| paused_reader(&server)).collect();
     server.wait_stats("logins", |s| s["connections_logged_in"] == READERS as u64);
     for i in 1..=MESSAGES {

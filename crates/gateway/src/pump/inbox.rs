@@ -11,6 +11,7 @@
 //! meanwhile. Over budget, the loop goes back to its sockets (reads, accepts, timers)
 //! and comes back at once.
 
+use super::send_batch::MIN_BATCH;
 use super::EventLoop;
 use crate::core::{Cx, Frames, Outcome};
 use bus::{Delivery, Inbound, Reply};
@@ -68,7 +69,7 @@ impl EventLoop {
         let (mut sent, mut dropped) = (0u64, 0u64);
         // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
         // is written at once.
-        self.batching = self.send_batch.is_some() && batch.targets.len() > 1;
+        self.batching = self.send_batch.is_some() && batch.targets.len() >= MIN_BATCH;
         for (i, target) in batch.targets.iter().enumerate() {
             let token = target.token;
             if i > 0 && i % SLICE == 0 {

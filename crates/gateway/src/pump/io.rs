@@ -4,6 +4,7 @@
 //! resume after the current event, and closing.
 
 use super::output::{write_now, OutQueue};
+use super::send_batch::MIN_BATCH;
 use super::slot;
 use super::EventLoop;
 use crate::core::{Connection, Cx};
@@ -282,7 +283,8 @@ impl EventLoop {
     /// Flushes the queued output of connections `indexes` with one io_uring submit
     /// (see `flush` for one connection; HTTP/2 streams are flushed one by one).
     pub(super) fn flush_batched(&mut self, indexes: std::ops::Range<usize>) {
-        let Some(mut batch) = self.send_batch.take() else {
+        let few = indexes.len() < MIN_BATCH;
+        let Some(mut batch) = self.send_batch.take_if(|_| !few) else {
             for i in indexes {
                 self.flush(self.dirty[i]);
             }

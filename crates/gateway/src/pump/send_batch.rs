@@ -22,6 +22,10 @@ use std::os::fd::RawFd;
 /// Submission queue entries: one slice of a fan-out (`inbox::SLICE`) per submit;
 /// a longer batch goes in several.
 const ENTRIES: u32 = 256;
+/// Fewer sends than this go one `writev` each (a unicast's lone delivery, a
+/// handful merged): too few syscalls to save. Unicast measured the same either
+/// way (NOTES, issue 11 seventh round).
+pub const MIN_BATCH: usize = 4;
 
 pub(super) struct SendBatch {
     ring: IoUring,
