@@ -61,6 +61,22 @@ pub struct ServerConfig {
     pub io_uring: bool,
 }
 
+impl ServerConfig {
+    /// How the loops will send, for the start line: `io_uring`, or `writev` and why.
+    pub fn send_path(&self) -> String {
+        if !self.io_uring {
+            return "writev".into();
+        }
+        if self.tls.is_some() {
+            return "writev (TLS)".into();
+        }
+        match io_uring::IoUring::new(2) {
+            Ok(_) => "io_uring".into(),
+            Err(e) => format!("writev (io_uring refused: {e})"),
+        }
+    }
+}
+
 /// The listener's TLS: the certificate new connections get (reloaded on SIGHUP) and
 /// how it was obtained, for the start line.
 #[derive(Clone)]

@@ -124,6 +124,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tls = %tls,
         ktls = %ktls,
         loops = config.loops,
+        sends = %config.send_path(),
         role = %role,
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
