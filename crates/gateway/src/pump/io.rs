@@ -186,21 +186,20 @@ impl EventLoop {
             self.queued += len;
             self.dirty.push(index);
         } else {
-            if self.batching && !slot.conn.is_closing() {
+            if self.batching {
                 // Sent with the rest of the slice (`submit_sends`); a closing
                 // connection is written now, to half-close after its last bytes.
-                let fd = slot
-                    .stream
-                    .as_ref()
-                    .expect("checked at the top")
-                    .as_raw_fd();
-                if let Some(batch) = self.send_batch.as_mut() {
+                let closing = slot.conn.is_closing();
+                let stream = slot.stream.as_ref().expect("checked at the top");
+                let fd = stream.as_raw_fd();
+                if let Some(batch) = self.send_batch.as_mut().filter(|_| !closing) {
                     if batch.add(index, fd, &self.outbox) {
                         self.outbox.clear_bytes();
                         return true;
                     }
                 }
-                // Too many buffers for one send: what is gathered leaves first.
+                // Written now: what is gathered (maybe this connection's earlier
+                // bytes) leaves first.
                 self.submit_sends();
                 if !self.slots.contains(index) {
                     self.outbox.clear_bytes();

@@ -115,22 +115,21 @@ impl SendBatch {
     /// Takes the outbox's bytes for connection `index` (socket `fd`). A second call
     /// for the connection added last extends its send (one send per connection, so
     /// its bytes cannot be reordered). False, and nothing taken, when that would be
-    /// more than [`MAX_IOVECS`] buffers: submit, then write.
+    /// more than [`MAX_IOVECS`] buffers, or when the connection has a send here that
+    /// is not the last: submit, then write.
     #[must_use]
     pub fn add(&mut self, index: usize, fd: RawFd, outbox: &Outbox) -> bool {
         let extend = self.entries.last().is_some_and(|e| e.index == index);
         let have = if extend {
             self.entries.last().map_or(0, |e| e.iov_end - e.iov_first) as usize
+        } else if self.holds(index) {
+            return false;
         } else {
             0
         };
         if have + outbox.pieces().len() > MAX_IOVECS {
             return false;
         }
-        debug_assert!(
-            extend || !self.holds(index),
-            "one send per connection per batch"
-        );
         let (first, iov_first) = (self.pieces.len() as u32, self.iovecs.len() as u32);
         let mut len = 0;
         for piece in outbox.pieces() {
@@ -473,6 +472,16 @@ mod tests {
         queue.flush(&mut sink).unwrap();
         let want: String = (0..(MAX_IOVECS + 6)).map(|i| format!("<{i}>")).collect();
         assert_eq!(read_all(&theirs, want.len()), want.as_bytes());
+    }
+
+    #[test]
+    fn a_connection_whose_send_is_not_the_last_is_refused() {
+        let mut batch = ring();
+        let (a, b) = (pair(), pair());
+        assert!(batch.add(1, a.0.as_raw_fd(), &outbox(&[b"one"])));
+        assert!(batch.add(2, b.0.as_raw_fd(), &outbox(&[b"two"])));
+        assert!(!batch.add(1, a.0.as_raw_fd(), &outbox(&[b"three"])));
+        assert_eq!(batch.submit().len(), 2);
     }
 
     #[test]
