@@ -188,6 +188,26 @@ pub enum WireAnswer {
     },
 }
 
+impl WireAnswer {
+    /// A publish's answer from its counts: `Published`, or `NotStored` with why
+    /// the durable history write failed.
+    pub fn of_publish(messages: u64, connections: u64, users: u64, error: Option<String>) -> Self {
+        match error {
+            None => WireAnswer::Published {
+                messages,
+                connections,
+                users,
+            },
+            Some(error) => WireAnswer::NotStored {
+                messages,
+                connections,
+                users,
+                error,
+            },
+        }
+    }
+}
+
 /// [`router::HistoryRead`] on the wire: `(seq, subject, payload)` oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireHistory {

@@ -132,7 +132,8 @@ impl RouterRole {
             }
             let (connections, users) = sums[i];
             if mine.is_empty() {
-                let answer = published(messages, connections, users, not_stored.clone());
+                let answer =
+                    WireAnswer::of_publish(messages, connections, users, not_stored.clone());
                 self.answer(call.to, answer);
                 continue;
             }
@@ -285,22 +286,5 @@ impl RouterRole {
         for shard in 0..self.shards.count {
             self.send_forwards(shard);
         }
-    }
-}
-
-/// A publish call's answer from its counts.
-fn published(messages: u64, connections: u64, users: u64, error: Option<String>) -> WireAnswer {
-    match error {
-        None => WireAnswer::Published {
-            messages,
-            connections,
-            users,
-        },
-        Some(error) => WireAnswer::NotStored {
-            messages,
-            connections,
-            users,
-            error,
-        },
     }
 }

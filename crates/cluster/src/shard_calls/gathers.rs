@@ -256,20 +256,8 @@ fn publish_part(answer: &WireAnswer) -> Option<(u64, u64, u64, Option<&str>)> {
 /// publish one shard could not store is `NotStored` with everyone's counts).
 fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
     if let (Some((m1, c1, u1, e1)), Some((m2, c2, u2, e2))) = (publish_part(&a), publish_part(&b)) {
-        let (messages, connections, users) = (m1 + m2, c1 + c2, u1 + u2);
-        return match e1.or(e2) {
-            None => WireAnswer::Published {
-                messages,
-                connections,
-                users,
-            },
-            Some(error) => WireAnswer::NotStored {
-                messages,
-                connections,
-                users,
-                error: error.to_string(),
-            },
-        };
+        let error = e1.or(e2).map(str::to_string);
+        return WireAnswer::of_publish(m1 + m2, c1 + c2, u1 + u2, error);
     }
     match (a, b) {
         (

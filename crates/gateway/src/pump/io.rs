@@ -4,7 +4,7 @@
 //! resume after the current event, and closing.
 
 use super::output::{write_now, OutQueue};
-use super::send_batch::MIN_BATCH;
+use super::send_batch::{SendBatch, Sent, MIN_BATCH};
 use super::slot;
 use super::EventLoop;
 use crate::core::{Connection, Cx};
@@ -236,20 +236,14 @@ impl EventLoop {
     /// Submits the sends gathered in `send_batch` and applies what became of each:
     /// bytes counted, the rest queued behind the socket, a failed send closed.
     pub(super) fn submit_sends(&mut self) {
-        let Some(mut batch) = self.send_batch.take() else {
+        let Some(batch) = self.send_batch.take() else {
             return;
         };
         if batch.is_empty() {
             self.send_batch = Some(batch);
             return;
         }
-        let mut done = batch.submit();
-        self.metrics.batched_sends.fetch_add(
-            done.iter().filter(|s| !s.untried).count() as u64,
-            Ordering::Relaxed,
-        );
-        // A ring that failed once is not trusted again: writev from now on.
-        self.send_batch = (!batch.failed()).then_some(batch);
+        let mut done = self.submit_batch(batch);
         for sent in done.drain(..) {
             let index = sent.index;
             match sent.written {
@@ -279,6 +273,19 @@ impl EventLoop {
         }
     }
 
+    /// Submits `batch` (taken out of the loop), counts its sends and puts it back —
+    /// unless it failed: a ring that failed once is not trusted again, writev from
+    /// then on. Give the result back to the batch when done with it.
+    fn submit_batch(&mut self, mut batch: SendBatch) -> Vec<Sent> {
+        let done = batch.submit();
+        let tried = done.iter().filter(|s| !s.untried).count();
+        self.metrics
+            .batched_sends
+            .fetch_add(tried as u64, Ordering::Relaxed);
+        self.send_batch = (!batch.failed()).then_some(batch);
+        done
+    }
+
     /// Flushes the queued output of connections `indexes` with one io_uring submit
     /// (see `flush` for one connection; HTTP/2 streams are flushed one by one).
     pub(super) fn flush_batched(&mut self, indexes: std::ops::Range<usize>) {
@@ -300,12 +307,7 @@ impl EventLoop {
                 (None, _) => {}
             }
         }
-        let mut done = batch.submit();
-        self.send_batch = (!batch.failed()).then_some(batch);
-        self.metrics.batched_sends.fetch_add(
-            done.iter().filter(|s| !s.untried).count() as u64,
-            Ordering::Relaxed,
-        );
+        let mut done = self.submit_batch(batch);
         for sent in done.drain(..) {
             let index = sent.index;
             let queue = self.slots[index]

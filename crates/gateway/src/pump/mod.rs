@@ -161,16 +161,14 @@ impl EventLoop {
         let max_streams = gateway.config.max_streams_per_connection;
         let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
         let listen_addr = listener.local_addr()?;
-        let send_batch = gateway.config.io_uring && tls.is_none();
-        let send_batch = send_batch
-            .then(|| {
-                send_batch::SendBatch::new()
-                    .inspect_err(|e| {
-                        tracing::warn!(error = %e, "--io-uring: the kernel refused io_uring; sends use writev")
-                    })
-                    .ok()
-            })
-            .flatten();
+        let send_batch = (gateway.config.io_uring && tls.is_none())
+            .then(send_batch::SendBatch::new)
+            .and_then(|ring| {
+                ring.inspect_err(|e| {
+                    tracing::warn!(error = %e, "--io-uring: the kernel refused io_uring; sends use writev")
+                })
+                .ok()
+            });
         metrics.listening.store(1, Ordering::Relaxed);
         let epoch = wheel::aligned_epoch();
         let now = Instant::now();
