@@ -113,3 +113,65 @@ fn readers_that_pause_get_every_message_whole_and_in_order() {
     );
     assert_eq!(stats["slow_drops"], 0, "{stats}");
 }
+
+/// Reads `s` until `needle` has arrived `times` times in all (`buf` keeps it all).
+fn read_times(s: &mut TcpStream, buf: &mut Vec<u8>, needle: &str, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while String::from_utf8_lossy(buf).matches(needle).count() < times {
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} not {times} times in {:?}",
+            String::from_utf8_lossy(buf)
+        );
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(buf));
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Heartbeats fall due on a grid mark together (one loop holds every connection),
+/// so with io_uring they leave in submits, on SSE and chunked streams alike, and a
+/// message after them still arrives whole. Nothing is published before the beats:
+/// every batched send counted until then is a heartbeat. With `--io-uring false`
+/// the same beats go by `writev` and none is counted.
+#[test]
+fn heartbeats_due_together_leave_in_one_submit_on_every_transport() {
+    const EACH: u64 = 24;
+    for io_uring in ["true", "false"] {
+        let server = Server::start(&["--io-uring", io_uring, "--loops", "1", "--heartbeat", "0.5"]);
+        let mut sse: Vec<(TcpStream, Vec<u8>)> = (0..EACH)
+            .map(|i| {
+                let mut s = server.connect();
+                write!(s, "GET /sse/{} HTTP/1.1\r\nHost: t\r\n\r\n", 100 + i).unwrap();
+                (s, Vec::new())
+            })
+            .collect();
+        let mut streams: Vec<(TcpStream, Vec<u8>)> = (0..EACH)
+            .map(|i| subscribe_stream(&server, 200 + i))
+            .collect();
+        for (s, buf) in &mut sse {
+            read_times(s, buf, ": hb\n\n", 2);
+        }
+        for (s, buf) in &mut streams {
+            read_times(s, buf, "\r\n1\r\n\n\r\n", 2);
+        }
+        let batched = server.stats()["batched_sends"].as_u64().unwrap_or(0);
+        if io_uring == "true" {
+            assert!(
+                batched >= MIN_BATCH,
+                "the beats of 48 connections on one loop went one by one ({batched} batched)"
+            );
+        } else {
+            assert_eq!(batched, 0, "writev asked for, yet sends were batched");
+        }
+        // A message after the beats: whole, on the connection the beats went to.
+        let reply = server.publish(100, "after the beats");
+        assert_eq!(reply["connections"], 1, "{reply}");
+        let (s, buf) = &mut sse[0];
+        read_until(s, buf, "data: after the beats\n\n");
+    }
+}
+
+/// `pump::send_batch::MIN_BATCH`: fewer sends than this go by `writev`.
+const MIN_BATCH: u64 = 4;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// Targets (or queued connections) handled between two looks at the mailbox and the
 /// clock: ~1–2 ms of loopback writes.
-const SLICE: usize = 256;
+pub(super) const SLICE: usize = 256;
 /// Time a loop spends on deliveries before it serves its sockets again.
 const ROUND_BUDGET: Duration = Duration::from_millis(2);
 
