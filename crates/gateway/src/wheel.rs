@@ -7,42 +7,53 @@
 //! now, belongs to a later revolution of this slot (kept), or is stale (dropped: the
 //! connection closed or its timer moved, which pushed a new entry elsewhere).
 
-/// Wheel resolution. Heartbeats are seconds apart and timeouts are at least a second, so
-/// 50 ms is precise enough while keeping the slot count small.
-pub const TICK_MS: u64 = 50;
-/// Slots per revolution: 4096 × 50 ms ≈ 205 s covers every default timeout in one turn.
+/// Wheel resolution: the loop's own 10-ms tick (SPEC F1's lag probe), so a timer
+/// fires on the tick it is due and heartbeats can beat on a grid as fine as 10 ms.
+pub const TICK_MS: u64 = 10;
+/// Slots per revolution: 4096 × 10 ms ≈ 41 s covers heartbeats and the usual
+/// timeouts in one turn; a longer deadline stays in its slot for later revolutions.
 pub const SLOTS: u32 = 4096;
-/// Heartbeats fire only on ticks that are multiples of this (100 ms of wall-clock time,
-/// the same instants in every loop and process: see [`aligned_epoch`]). Each beat is one
-/// loopback send and, more costly, one wake-up of the receiver; spread over every 10-ms
-/// tick of 50 gateways, the beats of 1M connections woke each client process about once
-/// per beat (≈ 20 µs of CPU per beat on each side, measured: the machine saturated at
-/// ~700 k connections). Beating together, a process wakes ten times a second and reads
-/// or writes all its beats in one pass.
-pub const HEARTBEAT_GRID: u32 = 2;
+/// Loops' epochs lie on whole wall-clock seconds, so every heartbeat grid that divides
+/// a second (`--heartbeat-grid`) falls on the same instants in every loop and process.
+pub const EPOCH_ALIGN_MS: u64 = 1000;
 
-/// The instant of wheel tick 0 for a loop started now: the last wall-clock multiple of
-/// the heartbeat grid, so tick numbers (and with them heartbeat instants) agree between
-/// every loop and process of a machine, and between machines as far as their clocks do.
-pub fn aligned_epoch() -> std::time::Instant {
+/// The instant of wheel tick 0 for a loop started now, and that instant as wall-clock
+/// milliseconds since 1970: the last whole wall-clock second, so tick numbers (and
+/// with them heartbeat instants) agree between every loop and process of a machine,
+/// and between machines as far as their clocks do.
+pub fn aligned_epoch() -> (std::time::Instant, u64) {
     let since_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    epoch_on_grid(std::time::Instant::now(), since_unix)
+    let epoch = epoch_on_grid(std::time::Instant::now(), since_unix);
+    let ms = since_unix.as_millis() as u64;
+    (epoch, ms - ms % EPOCH_ALIGN_MS)
 }
 
-/// `now` moved back to the last grid mark of wall-clock time (`since_unix` is `now` as
-/// wall-clock time since 1970).
+/// `now` moved back to the last whole second of wall-clock time (`since_unix` is
+/// `now` as wall-clock time since 1970).
 fn epoch_on_grid(now: std::time::Instant, since_unix: std::time::Duration) -> std::time::Instant {
-    let grid_ms = TICK_MS * u64::from(HEARTBEAT_GRID);
-    let into_grid = (since_unix.as_millis() % u128::from(grid_ms)) as u64;
-    now.checked_sub(std::time::Duration::from_millis(into_grid))
+    let into_second = (since_unix.as_millis() % u128::from(EPOCH_ALIGN_MS)) as u64;
+    now.checked_sub(std::time::Duration::from_millis(into_second))
         .unwrap_or(now)
 }
 
-/// `tick` rounded up to the heartbeat grid.
-pub fn on_grid(tick: u32) -> u32 {
-    tick.div_ceil(HEARTBEAT_GRID).wrapping_mul(HEARTBEAT_GRID)
+/// Whether tick `now` is at or past `deadline`. Ticks are u32 and wrap (after 497 days
+/// of 10-ms ticks): compared as serial numbers (RFC 1982), which holds while no
+/// deadline is more than half the range (248 days) ahead — `ServerConfig::core`
+/// clamps every duration to [`MAX_TICKS`].
+pub fn reached(deadline: u32, now: u32) -> bool {
+    (now.wrapping_sub(deadline) as i32) >= 0
+}
+
+/// The longest duration a timer may be set for, in ticks (124 days at 10 ms): a
+/// quarter of the range, so deadlines stay comparable (see [`reached`]).
+pub const MAX_TICKS: u32 = 1 << 30;
+
+/// `tick` rounded up to a multiple of `grid` ticks (the heartbeat grid, ≥ 1).
+pub fn on_grid(tick: u32, grid: u32) -> u32 {
+    let grid = grid.max(1);
+    tick.div_ceil(grid).wrapping_mul(grid)
 }
 
 /// What the owner says about an entry when its slot comes round.
@@ -74,7 +85,11 @@ impl Wheel {
     /// Schedules `token` at `tick` (clamped to the next tick, so it is never missed).
     /// Returns the tick actually used: the caller stores it as the connection's deadline.
     pub fn schedule(&mut self, token: u32, tick: u32) -> u32 {
-        let tick = tick.max(self.next);
+        let tick = if reached(tick, self.next) {
+            self.next
+        } else {
+            tick
+        };
         self.slots[(tick % SLOTS) as usize].push(token);
         tick
     }
@@ -88,14 +103,17 @@ impl Wheel {
         mut judge: impl FnMut(u32, u32) -> Entry,
         mut fire: impl FnMut(u32),
     ) {
-        if now_tick < self.next {
+        if !reached(self.next, now_tick) {
             return;
         }
         // After a stall longer than a revolution, one pass over every slot is enough:
         // the owner judges by the connection's own deadline, not by the visited tick.
-        let visits = (now_tick - self.next + 1).min(SLOTS);
+        let visits = now_tick
+            .wrapping_sub(self.next)
+            .saturating_add(1)
+            .min(SLOTS);
         for i in 0..visits {
-            let tick = now_tick - (visits - 1 - i);
+            let tick = now_tick.wrapping_sub(visits - 1 - i);
             let slot = &mut self.slots[(tick % SLOTS) as usize];
             if slot.is_empty() {
                 continue;
@@ -114,7 +132,7 @@ impl Wheel {
                 *slot = Vec::new();
             }
         }
-        self.next = now_tick + 1;
+        self.next = now_tick.wrapping_add(1);
     }
 
     /// Frees slot vectors left large after a mass disconnect.
@@ -138,8 +156,9 @@ impl Wheel {
 /// the deadline is a future revolution of the visited slot, and stale otherwise.
 pub fn judge(deadline: Option<u32>, slot_tick: u32, now_tick: u32) -> Entry {
     match deadline {
-        Some(d) if d <= now_tick && d % SLOTS == slot_tick % SLOTS => Entry::Due,
-        Some(d) if d > now_tick && d % SLOTS == slot_tick % SLOTS => Entry::Later,
+        Some(d) if d % SLOTS != slot_tick % SLOTS => Entry::Stale,
+        Some(d) if reached(d, now_tick) => Entry::Due,
+        Some(_) => Entry::Later,
         _ => Entry::Stale,
     }
 }
@@ -184,25 +203,33 @@ mod tests {
 
     #[test]
     fn on_grid_rounds_up_to_the_next_grid_tick() {
-        assert_eq!(on_grid(0), 0);
-        for tick in 1..=HEARTBEAT_GRID {
-            assert_eq!(on_grid(tick), HEARTBEAT_GRID, "{tick}");
+        for grid in [1, 2, 5, 10] {
+            assert_eq!(on_grid(0, grid), 0);
+            for tick in 1..=grid {
+                assert_eq!(on_grid(tick, grid), grid, "{tick} on {grid}");
+            }
+            assert_eq!(on_grid(grid + 1, grid), 2 * grid);
         }
-        assert_eq!(on_grid(HEARTBEAT_GRID + 1), 2 * HEARTBEAT_GRID);
+        assert_eq!(on_grid(7, 0), 7, "no grid: every tick");
     }
 
     #[test]
     fn epochs_taken_apart_lie_on_the_same_wall_clock_grid() {
         use std::time::{Duration, Instant};
-        let grid = TICK_MS * u64::from(HEARTBEAT_GRID);
         let t0 = Instant::now();
         let unix0 = Duration::from_millis(1_795_000_000_123);
         let a = epoch_on_grid(t0, unix0);
-        assert_eq!(t0 - a, Duration::from_millis(123 % grid));
-        // A loop started 1,037 ms later (another process) gets an epoch whole grids away.
+        assert_eq!(t0 - a, Duration::from_millis(123));
+        // A loop started 1,037 ms later (another process) gets an epoch whole seconds
+        // away: every grid that divides a second lines up.
         let later = Duration::from_millis(1_037);
         let b = epoch_on_grid(t0 + later, unix0 + later);
-        assert_eq!((b - a).as_millis() as u64 % grid, 0, "{:?}", b - a);
+        assert_eq!(
+            (b - a).as_millis() as u64 % EPOCH_ALIGN_MS,
+            0,
+            "{:?}",
+            b - a
+        );
     }
 
     #[test]
@@ -259,6 +286,29 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!(o.fired(&mut w, 20), vec![4]);
         assert!(o.fired(&mut w, 100).is_empty());
+    }
+
+    #[test]
+    fn timers_fire_in_order_across_the_tick_counter_wrapping() {
+        let start = u32::MAX - 20;
+        let (mut w, mut o) = (Wheel::new(start), owner());
+        o.schedule(&mut w, 1, start + 10);
+        o.schedule(&mut w, 2, start.wrapping_add(30)); // past the wrap: tick 9
+        o.schedule(&mut w, 3, start.wrapping_add(30 + SLOTS)); // and a revolution later
+        assert_eq!(o.deadlines[&2], 9);
+        assert!(o.fired(&mut w, start + 5).is_empty());
+        assert_eq!(o.fired(&mut w, start + 15), vec![1]);
+        assert!(
+            o.fired(&mut w, 8).is_empty(),
+            "tick 8, after the wrap: 2 not yet"
+        );
+        assert_eq!(o.fired(&mut w, 9), vec![2]);
+        assert!(o.fired(&mut w, 9 + SLOTS - 1).is_empty());
+        assert_eq!(o.fired(&mut w, 9 + SLOTS), vec![3]);
+        // A deadline just before the wrap, asked for after it, is clamped forward.
+        let mut w = Wheel::new(3);
+        assert_eq!(w.schedule(7, u32::MAX - 1), 3);
+        assert!(reached(u32::MAX - 1, 3) && !reached(3, u32::MAX - 1));
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub const LOOPBACK_ONLY: &str = "the API answers loopback peers only (the server
 
 /// The Unix time (whole seconds) at the core's current tick.
 fn unix_now(cx: &Cx) -> u64 {
-    cx.config.unix_start + u64::from(cx.now) * TICK_MS / 1000
+    (cx.config.unix_start_ms + u64::from(cx.now) * TICK_MS) / 1000
 }
 
 /// A subscription or long-poll to `user`: the page's origin, then the token from `?token=` (EventSource

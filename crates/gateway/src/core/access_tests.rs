@@ -18,7 +18,7 @@ fn with_jwt(h: &mut Harness) {
         origins: Default::default(),
         hosts: Default::default(),
     });
-    h.config.unix_start = START;
+    h.config.unix_start_ms = START * 1000;
 }
 
 #[test]

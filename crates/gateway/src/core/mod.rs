@@ -55,6 +55,8 @@ pub type Tick = u32;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub heartbeat: Tick,
+    /// Heartbeats fall due on multiples of this many ticks (`--heartbeat-grid`).
+    pub heartbeat_grid: Tick,
     pub head_timeout: Tick,
     pub keepalive_timeout: Tick,
     pub poll_timeout: Tick,
@@ -69,9 +71,10 @@ pub struct Config {
     pub limits: wire::Limits,
     /// Tokens and keys accepted (C5).
     pub access: Arc<Access>,
-    /// Unix time (seconds) at tick 0, so token `exp`/`nbf` are checked against the
+    /// Unix time (milliseconds) at tick 0 (of the current wrap of the tick counter,
+    /// kept by the loop), so token `exp`/`nbf` are checked against the
     /// wall clock while the core still only reads ticks.
-    pub unix_start: u64,
+    pub unix_start_ms: u64,
 }
 
 /// What one core call reads besides the connection, and where its output goes.
@@ -327,7 +330,7 @@ impl Connection {
 
     /// A heartbeat timer, jittered ±10 % so connections opened together do not beat in
     /// the same instant, then put on the heartbeat grid so those that do beat in one
-    /// instant share the wake-ups (`wheel::HEARTBEAT_GRID`).
+    /// instant share the wake-ups (`--heartbeat-grid`).
     fn arm_heartbeat(&mut self, cx: &mut Cx) {
         if self.has(MULTIPLEXED) {
             return; // no timer at all: the connection's PING beats for every stream
@@ -335,7 +338,10 @@ impl Connection {
         let base = cx.config.heartbeat.max(1);
         let spread = (base / 5).max(1);
         let jitter = cx.out.random() % (spread + 1);
-        let due = crate::wheel::on_grid(cx.now.wrapping_add(base - base / 10 + jitter));
+        let due = crate::wheel::on_grid(
+            cx.now.wrapping_add(base - base / 10 + jitter),
+            cx.config.heartbeat_grid,
+        );
         self.arm(cx, due.wrapping_sub(cx.now));
     }
 

@@ -88,6 +88,8 @@ pub struct EventLoop {
     wheel: Wheel,
     /// Tick 0 of the wheel and of the cores' clock.
     epoch: Instant,
+    /// `epoch` as wall-clock milliseconds since 1970.
+    epoch_unix_ms: u64,
     /// The current tick, read once per round of events.
     now: Tick,
     config: core::Config,
@@ -171,7 +173,7 @@ impl EventLoop {
                 .ok()
             });
         metrics.listening.store(1, Ordering::Relaxed);
-        let epoch = wheel::aligned_epoch();
+        let (epoch, epoch_unix_ms) = wheel::aligned_epoch();
         let now = Instant::now();
         Ok(EventLoop {
             id,
@@ -182,6 +184,7 @@ impl EventLoop {
             gens: Vec::with_capacity(FIRST_SLOTS),
             wheel: Wheel::new(0),
             epoch,
+            epoch_unix_ms,
             now: 0,
             config,
             gateway,
@@ -216,7 +219,7 @@ impl EventLoop {
     /// One round: the events `poll` returned, the mailbox, the timers. Returns how
     /// long to sleep next, or `None` when the loop is done (stop or drain).
     fn round(&mut self, events: &Events) -> Option<Duration> {
-        self.now = self.tick_of(Instant::now());
+        self.set_clock(Instant::now());
         for event in events.iter() {
             match event.token() {
                 LISTENER => self.accept_all(),
@@ -245,7 +248,7 @@ impl EventLoop {
         if now >= self.next_tick {
             self.metrics.record_lag(now - self.next_tick);
             self.next_tick = next_tick_after(self.epoch, now);
-            self.now = self.tick_of(now);
+            self.set_clock(now);
             self.run_timers();
             self.tls_tick();
             if self.accept_paused {
@@ -274,15 +277,20 @@ impl EventLoop {
     /// (see [`Gateway::settle_wakes`]). What a round would do next (more of a
     /// fan-out, mail this drain posted to its own loop) wakes this loop.
     pub(crate) fn drain_for_another(&mut self) {
-        self.now = self.tick_of(Instant::now());
+        self.set_clock(Instant::now());
         self.drain_mailbox();
         if self.more_work || self.own_mail || !self.resume.is_empty() || !self.reread.is_empty() {
             self.gateway.mailboxes[self.id as usize].wake();
         }
     }
 
-    fn tick_of(&self, at: Instant) -> Tick {
-        (at.saturating_duration_since(self.epoch).as_millis() as u64 / TICK_MS) as Tick
+    /// Sets the current tick from `at`. Ticks are u32 and wrap every 2^32 ticks (497
+    /// days); the cores' wall clock (`unix_start_ms`, for token expiry) is moved to the
+    /// start of the current wrap so it never runs backwards.
+    fn set_clock(&mut self, at: Instant) {
+        let ticks = at.saturating_duration_since(self.epoch).as_millis() as u64 / TICK_MS;
+        self.now = ticks as Tick;
+        self.config.unix_start_ms = self.epoch_unix_ms + (ticks >> 32 << 32) * TICK_MS;
     }
 
     fn run_timers(&mut self) {
@@ -312,7 +320,7 @@ impl EventLoop {
             // Check again: an earlier timer's work may have closed this connection,
             // or an entry scheduled twice for one tick already fired.
             if let Some(index) = self.live(token) {
-                if self.slots[index].conn.deadline() <= now {
+                if wheel::reached(self.slots[index].conn.deadline(), now) {
                     if self.h2.as_ref().is_some_and(|h| h.is_conn(index)) {
                         self.h2_timeout(index);
                     } else {

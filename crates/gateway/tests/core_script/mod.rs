@@ -73,6 +73,7 @@ impl Script<'_> {
 fn config(policy: u8) -> Config {
     Config {
         heartbeat: 40,
+        heartbeat_grid: 2,
         head_timeout: 20,
         keepalive_timeout: 10,
         poll_timeout: 30,
@@ -88,7 +89,7 @@ fn config(policy: u8) -> Config {
         sse_retry_ms: 1000,
         limits: wire::Limits::default(),
         access: Default::default(),
-        unix_start: 0,
+        unix_start_ms: 0,
     }
 }
 
