@@ -206,6 +206,9 @@ pub fn checks(n: u64) -> Vec<Check> {
     if let Some(c) = tcp_mem_check(n) {
         out.push(c);
     }
+    if let Some(buckets) = num(EHASH_SYSCTL) {
+        out.push(ehash_check(buckets, 2 * n));
+    }
     // One conntrack entry covers both directions of a connection; keep a tenth spare
     // for TIME_WAIT entries and the rest of the machine.
     let track_need = n + n / 10;
@@ -312,6 +315,48 @@ pub fn connections_per_source() -> u64 {
 /// `net.ipv4.tcp_mem` (pages: min, pressure, max) limits TCP buffer memory only, not the
 /// socket slab; the check plans [`TCP_BUFFER_BYTES_PER_SOCKET`] for each of the 2n
 /// sockets below the pressure mark. `None` when the file is unreadable.
+/// The size of this network namespace's hash of established TCP sockets.
+pub const EHASH_SYSCTL: &str = "net.ipv4.tcp_ehash_entries";
+/// What a network namespace created afterwards gets (0: the main table, shared).
+pub const CHILD_EHASH_SYSCTL: &str = "net.ipv4.tcp_child_ehash_entries";
+/// The largest table the kernel makes for a new namespace (2^24).
+pub const MAX_CHILD_EHASH: u64 = 1 << 24;
+
+/// Buckets for `sockets` established sockets: two per socket (short chains), a
+/// power of two, at most what a new namespace may get.
+pub fn ehash_for(sockets: u64) -> u64 {
+    (2 * sockets).next_power_of_two().min(MAX_CHILD_EHASH)
+}
+
+/// Every segment received looks its socket up in the established hash; its size is
+/// fixed at boot from RAM (262,144 buckets on a 24 GB machine), and with 2 M sockets
+/// (both ends of 1 M loopback connections) each lookup walks a chain of ~8:
+/// measured at 1 M, `__inet_lookup_established` was 16.5 % of the gateways' CPU
+/// (5.6 % with 4 M buckets, NOTES issue 9 part H).
+fn ehash_check(buckets: u64, sockets: u64) -> Check {
+    let chain = sockets as f64 / buckets.max(1) as f64;
+    if buckets.saturating_mul(2) >= sockets {
+        return check(
+            Level::Ok,
+            "tcp_ehash_entries",
+            format!("{buckets} buckets for {sockets} sockets (~{chain:.1} per bucket)"),
+            vec![],
+        );
+    }
+    let want = ehash_for(sockets);
+    check(
+        Level::Warn,
+        "tcp_ehash_entries",
+        format!(
+            "{buckets} buckets for {sockets} sockets: every received segment walks a chain of ~{chain:.0} to find its socket (fixed at boot; `bench c1m` runs itself in a network namespace with a larger table)"
+        ),
+        vec![
+            format!("# kernel command line, then reboot:  thash_entries={want}"),
+            format!("# or, for a network namespace created afterwards:  sysctl -w {CHILD_EHASH_SYSCTL}={want}"),
+        ],
+    )
+}
+
 fn tcp_mem_check(n: u64) -> Option<Check> {
     let page = procfs::page_size();
     let tcp_mem = nums("net.ipv4.tcp_mem");
@@ -474,6 +519,32 @@ mod tests {
     }
 
     /// `deploy/99-myriad.conf` is what `doctor --print-sysctl` prints, byte for byte.
+    #[test]
+    fn a_small_established_hash_is_named_with_its_chain_and_how_to_grow_it() {
+        let ok = ehash_check(4_194_304, 2_000_000);
+        assert_eq!(ok.level, Level::Ok, "{}", ok.detail);
+        let small = ehash_check(262_144, 2_000_000);
+        assert_eq!(small.level, Level::Warn);
+        assert!(small.detail.contains("chain of ~8"), "{}", small.detail);
+        assert!(
+            small
+                .fix
+                .iter()
+                .any(|f| f.contains("thash_entries=4194304")),
+            "{:?}",
+            small.fix
+        );
+        // Fix lines are comments: no `sysctl -w` that c1m would apply to this namespace.
+        assert!(
+            small.fix.iter().all(|f| f.starts_with('#')),
+            "{:?}",
+            small.fix
+        );
+        assert_eq!(ehash_for(2_000_000), 4_194_304);
+        assert_eq!(ehash_for(30), 64);
+        assert_eq!(ehash_for(u64::MAX / 4), MAX_CHILD_EHASH);
+    }
+
     #[test]
     fn the_deploy_dropin_is_what_doctor_prints() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/99-myriad.conf");

@@ -65,6 +65,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         ),
         &dir,
     );
+    if let Some(note) = super::c1m_netns::note() {
+        live.emit(note.clone());
+        report.note(note);
+    }
     doctor(n, !args.no_tune, &live, &mut report)?;
 
     // 1. The friends graph, generated and bulk-loaded into the embedded store.

@@ -14,7 +14,7 @@
 //!   [`unicast`], [`connect`],
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_watch`],
-//!   [`c1m_report`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
+//!   [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -28,6 +28,7 @@ mod abuse_cases;
 mod broadcast;
 mod c100k;
 mod c1m;
+mod c1m_netns;
 mod c1m_report;
 mod c1m_watch;
 mod churn;
@@ -233,6 +234,11 @@ pub struct BenchArgs {
     /// Leave kernel settings alone (by default backlogs below 65,535 are raised when root).
     #[arg(long)]
     pub no_tune: bool,
+    /// c1m: run in a network namespace of its own whose established-socket hash is
+    /// sized for the run (`auto`: when root and this namespace's table has fewer
+    /// buckets than half the sockets; the main table is fixed at boot).
+    #[arg(long, value_enum, default_value_t = NetnsChoice::Auto)]
+    pub netns: NetnsChoice,
     /// Serve over TLS (one ECDSA P-256 certificate generated for the run): flood,
     /// msggen, keepalive's and abuse's clients and the bench's API calls use https://
     /// and wss:// and trust it.
@@ -278,6 +284,14 @@ impl Shape {
     }
 }
 
+/// `--netns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetnsChoice {
+    Auto,
+    Always,
+    Never,
+}
+
 impl BenchArgs {
     fn connections(&self) -> u64 {
         match (self.connections, self.scenario) {
@@ -314,6 +328,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             ),
             "--peer runs broadcast, unicast and connect only"
         );
+    }
+    if args.scenario == Scenario::C1m
+        && c1m_netns::run_inside_if_needed(&args, 2 * args.connections())?
+    {
+        return Ok(());
     }
     let mut ctx = Ctx::new(&args)?;
     let scenarios: Vec<Scenario> = match args.scenario {
