@@ -94,7 +94,10 @@ impl Namespace {
 impl Drop for Namespace {
     fn drop(&mut self) {
         if let Err(e) = ip(&["netns", "del", &self.name]) {
-            eprintln!("bench c1m: could not remove network namespace {}: {e:#}", self.name);
+            eprintln!(
+                "bench c1m: could not remove network namespace {}: {e:#}",
+                self.name
+            );
         }
     }
 }
