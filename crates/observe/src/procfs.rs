@@ -279,6 +279,11 @@ pub fn read_sysctl(key: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
+/// Sets a sysctl by its dotted name (root, or the namespace's owner).
+pub fn write_sysctl(key: &str, value: &str) -> std::io::Result<()> {
+    fs::write(format!("/proc/sys/{}", key.replace('.', "/")), value)
+}
+
 /// Bytes per memory page.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions; it returns -1 on error.

@@ -13,6 +13,7 @@
 
 use super::{BenchArgs, NetnsChoice};
 use load::doctor::{ehash_for, CHILD_EHASH_SYSCTL, EHASH_SYSCTL};
+use observe::procfs::{read_sysctl, write_sysctl};
 use std::process::Command;
 
 /// Set in the run inside the namespace, so it does not make another.
@@ -114,12 +115,10 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
 }
 
 fn sysctl(key: &str) -> Option<u64> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_sysctl(key)?.parse().ok()
 }
 
 fn set_sysctl(key: &str, value: u64) -> anyhow::Result<()> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    std::fs::write(&path, value.to_string())
+    write_sysctl(key, &value.to_string())
         .map_err(|e| anyhow::anyhow!("cannot set {key}={value}: {e}"))
 }
