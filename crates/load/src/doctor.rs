@@ -328,6 +328,11 @@ pub fn ehash_for(sockets: u64) -> u64 {
     (2 * sockets).next_power_of_two().min(MAX_CHILD_EHASH)
 }
 
+/// Whether `buckets` keep chains short (≤ 2 on average) for `sockets`.
+pub fn ehash_enough(buckets: u64, sockets: u64) -> bool {
+    buckets.saturating_mul(2) >= sockets
+}
+
 /// Every segment received looks its socket up in the established hash; its size is
 /// fixed at boot from RAM (262,144 buckets on a 24 GB machine), and with 2 M sockets
 /// (both ends of 1 M loopback connections) each lookup walks a chain of ~8:
@@ -335,7 +340,7 @@ pub fn ehash_for(sockets: u64) -> u64 {
 /// (5.6 % with 4 M buckets, NOTES issue 9 part H).
 fn ehash_check(buckets: u64, sockets: u64) -> Check {
     let chain = sockets as f64 / buckets.max(1) as f64;
-    if buckets.saturating_mul(2) >= sockets {
+    if ehash_enough(buckets, sockets) {
         return check(
             Level::Ok,
             "tcp_ehash_entries",

@@ -144,15 +144,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         "--csv".into(),
         dir.join("supervisor.csv").display().to_string(),
     ];
-    // SPEC's 20-s heartbeats, unless a `--server-flag` sets its own (to see what the
-    // beats cost, e.g. `--server-flag=--heartbeat=3600`).
-    if !args
-        .server_flags
-        .iter()
-        .any(|f| f.starts_with("--heartbeat"))
-    {
-        serve.extend(["--heartbeat".into(), "20".into()]);
-    }
+    serve.extend(heartbeat_flags(&args.server_flags));
     if let Some((cert, key)) = super::context::tls_files() {
         // Forwarded to every gateway; the admin listeners stay plain for the probes.
         serve.extend(["--tls-cert".into(), cert.display().to_string()]);
@@ -505,4 +497,36 @@ fn free_port() -> anyhow::Result<u16> {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// SPEC's 20-s heartbeats, unless a `--server-flag` sets its own (to see what the
+/// beats cost, e.g. `--server-flag=--heartbeat=3600`).
+fn heartbeat_flags(server_flags: &[String]) -> Vec<String> {
+    let own = server_flags
+        .iter()
+        .any(|f| f == "--heartbeat" || f.starts_with("--heartbeat="));
+    if own {
+        vec![]
+    } else {
+        vec!["--heartbeat".into(), "20".into()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heartbeat_flags;
+
+    #[test]
+    fn the_spec_heartbeat_unless_a_server_flag_sets_one() {
+        let flags =
+            |f: &[&str]| heartbeat_flags(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(flags(&[]), ["--heartbeat", "20"]);
+        assert_eq!(
+            flags(&["--heartbeat-grid=0.01"]),
+            ["--heartbeat", "20"],
+            "another flag"
+        );
+        assert!(flags(&["--heartbeat=3600"]).is_empty());
+        assert!(flags(&["--heartbeat", "3600"]).is_empty());
+    }
 }

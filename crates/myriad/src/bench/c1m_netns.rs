@@ -12,7 +12,7 @@
 //! it in the current namespace.
 
 use super::{BenchArgs, NetnsChoice};
-use load::doctor::{ehash_for, CHILD_EHASH_SYSCTL, EHASH_SYSCTL};
+use load::doctor::{ehash_enough, ehash_for, CHILD_EHASH_SYSCTL, EHASH_SYSCTL};
 use observe::procfs::{read_sysctl, write_sysctl};
 use std::process::Command;
 
@@ -28,7 +28,7 @@ pub fn run_inside_if_needed(args: &BenchArgs, sockets: u64) -> anyhow::Result<bo
     }
     let buckets = sysctl(EHASH_SYSCTL).unwrap_or(0);
     let always = args.netns == NetnsChoice::Always;
-    if !always && (args.no_tune || buckets == 0 || buckets.saturating_mul(2) >= sockets) {
+    if !always && (args.no_tune || buckets == 0 || ehash_enough(buckets, sockets)) {
         return Ok(false);
     }
     // SAFETY: geteuid has no preconditions.
