@@ -56,6 +56,25 @@ pub fn on_grid(tick: u32, grid: u32) -> u32 {
     tick.div_ceil(grid).wrapping_mul(grid)
 }
 
+/// The first tick at or after `tick` that lies `phase` (taken modulo `grid`) ticks
+/// past a multiple of `grid`: a heartbeat grid shifted by the connection's phase.
+pub fn on_grid_phase(tick: u32, grid: u32, phase: u32) -> u32 {
+    let grid = grid.max(1);
+    let behind = (phase % grid + grid - tick % grid) % grid;
+    tick.wrapping_add(behind)
+}
+
+/// A heartbeat phase for a peer address: the wrapping sum of its bytes, so every
+/// connection of one address shares it and consecutive addresses (a client host's
+/// source range, `flood --source`) take consecutive ticks of the grid.
+pub fn beat_phase_of(ip: std::net::IpAddr) -> u8 {
+    let sum = |bytes: &[u8]| bytes.iter().fold(0u8, |a, b| a.wrapping_add(*b));
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => sum(&v4.octets()),
+        std::net::IpAddr::V6(v6) => sum(&v6.octets()),
+    }
+}
+
 /// What the owner says about an entry when its slot comes round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry {
@@ -199,6 +218,47 @@ mod tests {
         Owner {
             deadlines: HashMap::new(),
         }
+    }
+
+    #[test]
+    fn a_phase_shifts_the_grid_and_still_rounds_up() {
+        for grid in 1..=10u32 {
+            for phase in 0..30u32 {
+                for tick in 0..40u32 {
+                    let due = on_grid_phase(tick, grid, phase);
+                    assert!(
+                        due >= tick && due - tick < grid,
+                        "{tick} {grid} {phase}: {due}"
+                    );
+                    assert_eq!(due % grid, phase % grid, "{tick} {grid} {phase}: {due}");
+                }
+            }
+            assert_eq!(
+                on_grid_phase(20, grid, 0),
+                on_grid(20, grid),
+                "phase 0 is the grid"
+            );
+        }
+    }
+
+    #[test]
+    fn one_address_has_one_phase_and_consecutive_addresses_consecutive_phases() {
+        let v4 = |d| std::net::IpAddr::from([127, 0, 0, d]);
+        assert_eq!(beat_phase_of(v4(2)).wrapping_add(1), beat_phase_of(v4(3)));
+        let phases: std::collections::HashSet<u32> = (2..12)
+            .map(|d| u32::from(beat_phase_of(v4(d))) % 10)
+            .collect();
+        assert_eq!(
+            phases.len(),
+            10,
+            "ten addresses over a ten-tick grid: every tick"
+        );
+        let mapped: std::net::IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        assert_eq!(
+            beat_phase_of(mapped),
+            beat_phase_of(v4(2)),
+            "v4-mapped v6 is v4"
+        );
     }
 
     #[test]

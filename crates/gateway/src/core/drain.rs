@@ -51,7 +51,9 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx) {
         // Finishes its request; the response closes the connection.
         State::Body
         | State::Calling(_)
-        | State::Subscribing(_)
+        | State::SubscribingStream
+        | State::SubscribingSse
+        | State::SubscribingWebSocket
         | State::Polling
         | State::Closing => {}
     }

@@ -101,8 +101,12 @@ pub enum State {
     Idle,
     /// An API request waits for its bus reply.
     Calling(Call),
-    /// A subscription's login waits for its reply (which carries the history).
-    Subscribing(Transport),
+    /// A subscription's login waits for its reply (which carries the history), one
+    /// variant per transport: `Calling` is then the only variant with data and the
+    /// state one byte, which leaves the connection its byte for `beat_phase`.
+    SubscribingStream,
+    SubscribingSse,
+    SubscribingWebSocket,
     /// A long-poll's login and history read wait for their reply.
     Polling,
     /// A long-poll waits for a message or its timeout (A3).
@@ -129,8 +133,27 @@ impl State {
     fn is_waiting(self) -> bool {
         matches!(
             self,
-            State::Calling(_) | State::Subscribing(_) | State::Polling | State::PollWaiting
-        )
+            State::Calling(_) | State::Polling | State::PollWaiting
+        ) || self.subscribing().is_some()
+    }
+
+    /// The state of a subscription over `transport` whose login waits for its reply.
+    pub(super) fn subscribing_to(transport: Transport) -> State {
+        match transport {
+            Transport::Stream => State::SubscribingStream,
+            Transport::Sse => State::SubscribingSse,
+            Transport::WebSocket => State::SubscribingWebSocket,
+        }
+    }
+
+    /// The transport of a subscription whose login waits for its reply.
+    pub(super) fn subscribing(self) -> Option<Transport> {
+        match self {
+            State::SubscribingStream => Some(Transport::Stream),
+            State::SubscribingSse => Some(Transport::Sse),
+            State::SubscribingWebSocket => Some(Transport::WebSocket),
+            _ => None,
+        }
     }
 }
 
@@ -158,6 +181,9 @@ pub struct Connection {
     state: State,
     flags: u8,
     ws: WsMessageState,
+    /// Which tick of the heartbeat grid this connection beats on (taken modulo the
+    /// grid): the same for every connection of one peer address (`beat_phase_of`).
+    beat_phase: u8,
     /// The tick of the connection's one timer; the caller's wheel asks for it.
     deadline: Tick,
     user: u64,
@@ -202,6 +228,7 @@ impl Connection {
             state: State::Head,
             flags: 0,
             ws: WsMessageState::default(),
+            beat_phase: 0,
             deadline: 0,
             user: 0,
             pending: None,
@@ -211,6 +238,12 @@ impl Connection {
     /// Marks the peer as local (set once, at accept).
     pub fn set_peer_loopback(&mut self, loopback: bool) {
         self.set(PEER_LOOPBACK, loopback);
+    }
+
+    /// Sets the heartbeat phase (set once, at accept, from [`beat_phase_of`] the
+    /// peer's address).
+    pub fn set_beat_phase(&mut self, phase: u8) {
+        self.beat_phase = phase;
     }
 
     /// Marks the connection as an HTTP/2 stream (set once, before `handle_open`):
@@ -283,9 +316,11 @@ impl Connection {
         match self.state {
             State::Head | State::Body => self.fail(cx, 408, "request timeout"),
             State::Idle | State::Closing => cx.out.close_now(),
-            State::Calling(_) | State::Subscribing(_) | State::Polling => {
-                self.fail(cx, 503, "the router did not answer in time")
-            }
+            State::Calling(_)
+            | State::SubscribingStream
+            | State::SubscribingSse
+            | State::SubscribingWebSocket
+            | State::Polling => self.fail(cx, 503, "the router did not answer in time"),
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
         }
@@ -330,7 +365,10 @@ impl Connection {
 
     /// A heartbeat timer, jittered ±10 % so connections opened together do not beat in
     /// the same instant, then put on the heartbeat grid so those that do beat in one
-    /// instant share the wake-ups (`--heartbeat-grid`).
+    /// instant share the wake-ups (`--heartbeat-grid`), at the tick of the grid that
+    /// the peer's address falls on: one client host's connections beat together (it
+    /// wakes once per grid for all of them), different hosts' beats are spread over
+    /// the grid's ticks instead of all landing in one burst.
     fn arm_heartbeat(&mut self, cx: &mut Cx) {
         if self.has(MULTIPLEXED) {
             return; // no timer at all: the connection's PING beats for every stream
@@ -338,9 +376,10 @@ impl Connection {
         let base = cx.config.heartbeat.max(1);
         let spread = (base / 5).max(1);
         let jitter = cx.out.random() % (spread + 1);
-        let due = crate::wheel::on_grid(
+        let due = crate::wheel::on_grid_phase(
             cx.now.wrapping_add(base - base / 10 + jitter),
             cx.config.heartbeat_grid,
+            Tick::from(self.beat_phase),
         );
         self.arm(cx, due.wrapping_sub(cx.now));
     }

@@ -8,24 +8,27 @@ use std::io::Write as _;
 use wire::Transport;
 
 pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
-    match (conn.state, reply) {
-        (State::Calling(call), reply) => api_response(conn, cx, call, reply),
-        (State::Subscribing(_) | State::Polling, Reply::Unavailable(message)) => {
+    match (conn.state, conn.state.subscribing(), reply) {
+        (State::Calling(call), _, reply) => api_response(conn, cx, call, reply),
+        (State::Polling, _, Reply::Unavailable(message))
+        | (_, Some(_), Reply::Unavailable(message)) => {
             conn.fail(cx, 503, &format!("router unavailable: {message}"));
         }
-        (State::Subscribing(transport), Reply::History(history)) => {
+        (_, Some(transport), Reply::History(history)) => {
             start_subscription(conn, cx, transport, history)
         }
-        (State::Polling, Reply::History(history)) => poll_reply(conn, cx, history),
+        (State::Polling, _, Reply::History(history)) => poll_reply(conn, cx, history),
         // A client publish over WebSocket (C7).
         (
             State::WebSocket,
+            _,
             Reply::Published {
                 connections, users, ..
             },
         ) => super::client_publish::answer(cx, connections, users),
         (
             State::WebSocket,
+            _,
             Reply::NotStored {
                 connections,
                 users,
@@ -33,7 +36,7 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 ..
             },
         ) => super::client_publish::error(cx, &not_stored_text(connections, users, &error)),
-        (State::WebSocket, Reply::Unavailable(message)) => {
+        (State::WebSocket, _, Reply::Unavailable(message)) => {
             super::client_publish::error(cx, &format!("router unavailable: {message}"))
         }
         // A reply with nothing to act on (a logout's), or for a request this

@@ -118,7 +118,7 @@ fn subscribe(
     // HTTP/1.0 cannot read chunked bodies: its stream is close-delimited lines.
     conn.set(HTTP10, transport == Transport::Stream && head.is_http10());
     conn.login(cx, user, since);
-    conn.call_wait(cx, State::Subscribing(transport));
+    conn.call_wait(cx, State::subscribing_to(transport));
 }
 
 /// An API route: read its body if it has one, then call the bus.

@@ -144,6 +144,27 @@ Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r
 Access-Control-Allow-Origin: *\r\n\r\n";
 
 #[test]
+fn a_peer_phase_moves_the_heartbeat_to_its_tick_of_the_grid() {
+    for phase in [0u8, 3, 9, 13] {
+        let mut h = Harness::new();
+        h.conn.set_beat_phase(phase);
+        h.bytes(b"GET /sub/7 HTTP/1.1\r\nHost: t\r\n\r\n");
+        let step = h.reply(Reply::History(history(0, &[], false)));
+        let due = step.timer.expect("a heartbeat timer");
+        let beat = due - h.now;
+        assert!((360..=449).contains(&beat), "heartbeat ±10 %: {beat}");
+        let grid = h.config.heartbeat_grid;
+        assert_eq!(due % grid, u32::from(phase) % grid, "phase {phase}: {due}");
+        let next = h.fire_timer().timer.expect("the next heartbeat");
+        assert_eq!(
+            next % grid,
+            u32::from(phase) % grid,
+            "next beat, phase {phase}"
+        );
+    }
+}
+
+#[test]
 fn a_stream_logs_in_before_its_head_then_gets_messages_and_heartbeats() {
     let mut h = Harness::new();
     let step = h.bytes(b"GET /sub/7 HTTP/1.1\r\nHost: t\r\n\r\n");

@@ -176,6 +176,7 @@ impl EventLoop {
         }
         let mut conn = Connection::new();
         conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
+        conn.set_beat_phase(crate::wheel::beat_phase_of(addr.ip()));
         entry.insert(Slot {
             conn,
             out: None,

@@ -149,7 +149,7 @@ pub fn bit(state: State) -> Seen {
         State::Body => 1,
         State::Idle => 2,
         State::Calling(_) => 3,
-        State::Subscribing(_) => 4,
+        State::SubscribingStream | State::SubscribingSse | State::SubscribingWebSocket => 4,
         State::Polling => 5,
         State::PollWaiting => 6,
         State::Stream => 7,

@@ -27,6 +27,20 @@ pub fn child_setup() {
     crate::sys::catch_interrupt();
 }
 
+/// The source addresses child `i` of `procs` connects from: a block of its own when
+/// they divide evenly among the children (each then holds the same share per
+/// address, and a server that beats by peer address (`--heartbeat-grid`) wakes each
+/// child process for its own addresses only), else all of them.
+fn child_sources(sources: &[std::net::Ipv4Addr], i: u64, procs: u64) -> &[std::net::Ipv4Addr] {
+    let n = sources.len() as u64;
+    if procs > 1 && n >= procs && n.is_multiple_of(procs) {
+        let per = (n / procs) as usize;
+        &sources[i as usize * per..(i as usize + 1) * per]
+    } else {
+        sources
+    }
+}
+
 /// The flags for child `i` of `procs`.
 fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u64) -> Vec<String> {
     let n = args.connections;
@@ -50,6 +64,7 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
         flag("--users", u.clone());
     }
     flag("--first-user", args.first_user.to_string());
+    let sources = child_sources(sources, i, procs);
     if !sources.is_empty() {
         flag(
             "--source",
@@ -291,5 +306,39 @@ mod tests {
             seen.extend(get("--conn-offset")..get("--conn-offset") + get("--connections"));
         }
         assert_eq!(seen, (100..110).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sources_that_divide_evenly_are_split_and_others_shared() {
+        let args = FloodArgs {
+            connections: 12,
+            ..Default::default()
+        };
+        let ips: Vec<std::net::Ipv4Addr> = (2..8).map(|d| [127, 0, 0, d].into()).collect();
+        let source =
+            |v: Vec<String>| v[v.iter().position(|a| a == "--source").unwrap() + 1].clone();
+        let split: Vec<String> = (0..3)
+            .map(|i| source(child_argv(&args, &ips, i, 3)))
+            .collect();
+        assert_eq!(
+            split,
+            [
+                "127.0.0.2,127.0.0.3",
+                "127.0.0.4,127.0.0.5",
+                "127.0.0.6,127.0.0.7"
+            ]
+        );
+        let all = "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7";
+        for i in 0..4 {
+            assert_eq!(
+                source(child_argv(&args, &ips, i, 4)),
+                all,
+                "6 over 4: shared"
+            );
+        }
+        assert_eq!(
+            source(child_argv(&args, &ips[..2], 0, 3)),
+            "127.0.0.2,127.0.0.3"
+        );
     }
 }

@@ -200,13 +200,20 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             Some(dir.join(format!("flood-{name}.csv"))),
         );
         fa.first_user = first_user;
-        let sources = share.div_ceil(load::doctor::connections_per_source());
+        // A whole number of source addresses per flood process: each process then
+        // owns its addresses, and the gateways' heartbeats, phased by peer address on
+        // the grid, wake each process for its own connections in one instant.
+        let procs = share.div_ceil(PER_FLOOD_PROCESS);
+        let sources = share
+            .div_ceil(load::doctor::connections_per_source())
+            .div_ceil(procs)
+            * procs;
         anyhow::ensure!(
             source + sources <= 255,
             "too many connections for 127.0.0.x sources"
         );
         fa.sources = vec![format!("127.0.0.{source}-127.0.0.{}", source + sources - 1)];
-        fa.procs = share.div_ceil(PER_FLOOD_PROCESS).to_string();
+        fa.procs = procs.to_string();
         fa.connect_timeout = 30.0;
         // The three floods together keep flood's default in flight: with 3 × 4,096
         // waiting for their heads, ~2.5 % of 100,000 got a bad status (measured).
@@ -411,7 +418,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         "One server: `myriad serve --processes {}{}` (supervisor, router, gateways sharing one \
          port with SO_REUSEPORT, NATS at {nats} started by the supervisor). Clients: one flood \
          per transport (stream, SSE, WebSocket), users 1..{n}, ≤ {PER_FLOOD_PROCESS} \
-         connections per flood process, ≤ {} per source address 127.0.0.x (connect() uses the even half of the local port range).",
+         connections per flood process, each process on its own source addresses 127.0.0.x, ≤ {} per address (connect() uses the even half of the local port range).",
         args.servers.map_or("auto".into(), |s| s.to_string()),
         args.server_flags.iter().map(|f| format!(" {f}")).collect::<String>(),
         load::doctor::connections_per_source()
