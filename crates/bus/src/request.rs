@@ -100,6 +100,11 @@ pub enum Reply {
     /// The router side could not do it (the store failed, the broker is away): the
     /// client gets a 503 with this text and may retry.
     Unavailable(String),
+    /// Part of the call was done and part went unanswered in time (a router shard
+    /// silent while others published or changed their share): the text says what
+    /// is known. The client gets a 504 without `Retry-After`, since retrying the
+    /// whole call repeats the part that was done.
+    TimedOut(String),
 }
 
 impl Reply {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -186,6 +186,8 @@ pub enum WireAnswer {
         users: u64,
         error: String,
     },
+    /// Partly done, partly unanswered in time (`bus::Reply::TimedOut`).
+    TimedOut(String),
 }
 
 impl WireAnswer {

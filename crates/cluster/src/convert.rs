@@ -63,6 +63,7 @@ pub fn reply_to_wire(reply: Reply) -> WireAnswer {
         Reply::Ids(ids) => WireAnswer::Ids(ids),
         Reply::Stats(doc) => WireAnswer::Stats(doc.to_string()),
         Reply::Unavailable(why) => WireAnswer::Unavailable(why),
+        Reply::TimedOut(why) => WireAnswer::TimedOut(why),
         Reply::NotStored {
             messages,
             connections,
@@ -105,6 +106,7 @@ pub fn reply_from_wire(reply: WireAnswer) -> Reply {
             Reply::Stats(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
         }
         WireAnswer::Unavailable(why) => Reply::Unavailable(why),
+        WireAnswer::TimedOut(why) => Reply::TimedOut(why),
         WireAnswer::NotStored {
             messages,
             connections,

@@ -56,6 +56,7 @@ fn answer() -> impl Strategy<Value = WireAnswer> {
         proptest::collection::vec(any::<u64>(), 0..8).prop_map(WireAnswer::Ids),
         ".{0,20}".prop_map(WireAnswer::Stats),
         ".{0,20}".prop_map(WireAnswer::Unavailable),
+        ".{0,20}".prop_map(WireAnswer::TimedOut),
         (any::<(u64, u64, u64)>(), ".{0,20}").prop_map(
             |((messages, connections, users), error)| {
                 WireAnswer::NotStored {

@@ -120,7 +120,7 @@ impl Receiver {
         if expired.is_empty() {
             return;
         }
-        if let Some((_, WireAnswer::Unavailable(why))) = expired.first() {
+        if let Some((_, WireAnswer::TimedOut(why))) = expired.first() {
             tracing::warn!(calls = expired.len(), first = %why, "router shards did not answer");
         }
         self.shared.lock().gathers_expired += expired.len() as u64;

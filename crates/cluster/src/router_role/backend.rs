@@ -72,7 +72,9 @@ pub fn answer_json(answer: &WireAnswer) -> String {
             )
         })
         .to_string(),
-        WireAnswer::Unavailable(why) => serde_json::json!({ "error": why }).to_string(),
+        WireAnswer::Unavailable(why) | WireAnswer::TimedOut(why) => {
+            serde_json::json!({ "error": why }).to_string()
+        }
         other => serde_json::json!({ "error": format!("{other:?}") }).to_string(),
     }
 }

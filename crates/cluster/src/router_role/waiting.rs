@@ -149,7 +149,7 @@ impl Waiting {
                     FORWARD_TIMEOUT.as_secs(),
                     answered.join("; ")
                 );
-                (call.to, WireAnswer::Unavailable(why))
+                (call.to, WireAnswer::TimedOut(why))
             })
             .collect()
     }
@@ -223,7 +223,7 @@ mod tests {
         assert!(w.expire(t + FORWARD_TIMEOUT / 2).is_empty());
         let late = w.expire(t + FORWARD_TIMEOUT);
         assert_eq!(late.len(), 1);
-        let WireAnswer::Unavailable(why) = &late[0].1 else {
+        let WireAnswer::TimedOut(why) = &late[0].1 else {
             panic!("{late:?}")
         };
         assert!(

@@ -157,8 +157,8 @@ impl Gathers {
 }
 
 impl Gather {
-    /// The answer of a call some shards did not answer in time: an error (503 at
-    /// the gateway) that says what is known. A publish batch partly published must
+    /// The answer of a call some shards did not answer in time: an error that says
+    /// what is known (504 at the gateway for a publish or change, 503 for a list). A publish batch partly published must
     /// not look like nothing happened, nor like a success: the error says which
     /// shards published what, and that the silent shards' parts may or may not
     /// have been published (a slow shard may still do it).
@@ -222,7 +222,9 @@ impl Gather {
                     let done = if add { "added" } else { "removed" };
                     format!("{done} {changed} of {edges} edges")
                 }
-                (WireAnswer::Unavailable(e), _) => format!("answered: {e}"),
+                (WireAnswer::Unavailable(e) | WireAnswer::TimedOut(e), _) => {
+                    format!("answered: {e}")
+                }
                 _ => "answered".to_string(),
             };
             why.push_str(&format!("; shard {shard} {said}"));
@@ -230,7 +232,12 @@ impl Gather {
         if published {
             why.push_str(" (a retry of the whole batch publishes those again)");
         }
-        WireAnswer::Unavailable(why)
+        match self.what {
+            // Nothing was done: asking again is safe (503 with Retry-After).
+            What::Subscriptions => WireAnswer::Unavailable(why),
+            // Some of it may have been done: a 504 the client should not repeat blindly.
+            What::Publish | What::Change { .. } => WireAnswer::TimedOut(why),
+        }
     }
 }
 
@@ -280,7 +287,8 @@ fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
             a.dedup();
             WireAnswer::Ids(a)
         }
-        (e @ WireAnswer::Unavailable(_), _) | (_, e @ WireAnswer::Unavailable(_)) => e,
+        (e @ (WireAnswer::Unavailable(_) | WireAnswer::TimedOut(_)), _)
+        | (_, e @ (WireAnswer::Unavailable(_) | WireAnswer::TimedOut(_))) => e,
         (a, _) => a,
     }
 }
@@ -365,7 +373,7 @@ mod tests {
         let expired = g.expire(t + GATHER_TIMEOUT);
         assert!(g.is_empty());
         drop(g);
-        let [((1, 9), WireAnswer::Unavailable(why))] = &expired[..] else {
+        let [((1, 9), WireAnswer::TimedOut(why))] = &expired[..] else {
             panic!("{expired:?}");
         };
         assert_eq!(
@@ -446,7 +454,7 @@ mod tests {
             expired,
             [(
                 (1, 9),
-                WireAnswer::Unavailable(
+                WireAnswer::TimedOut(
                     "router shards 1, 2 did not answer within 3 s: their part of the change \
                      (2 of 4 edges) may or may not have been made; shard 0 removed 1 of 2 edges"
                         .into()

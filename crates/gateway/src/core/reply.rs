@@ -10,8 +10,8 @@ use wire::Transport;
 pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
     match (conn.state, conn.state.subscribing(), reply) {
         (State::Calling(call), _, reply) => api_response(conn, cx, call, reply),
-        (State::Polling, _, Reply::Unavailable(message))
-        | (_, Some(_), Reply::Unavailable(message)) => {
+        (State::Polling, _, Reply::Unavailable(message) | Reply::TimedOut(message))
+        | (_, Some(_), Reply::Unavailable(message) | Reply::TimedOut(message)) => {
             conn.fail(cx, 503, &format!("router unavailable: {message}"));
         }
         (_, Some(transport), Reply::History(history)) => {
@@ -38,6 +38,9 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
         ) => super::client_publish::error(cx, &not_stored_text(connections, users, &error)),
         (State::WebSocket, _, Reply::Unavailable(message)) => {
             super::client_publish::error(cx, &format!("router unavailable: {message}"))
+        }
+        (State::WebSocket, _, Reply::TimedOut(message)) => {
+            super::client_publish::error(cx, &format!("timed out: {message}"))
         }
         // A reply with nothing to act on (a logout's), or for a request this
         // connection has since moved past.
@@ -99,6 +102,12 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
             return conn.respond(cx, keep, |out| {
                 let message = format!("unavailable: {message}");
                 wire::write_error_response(out, 503, &message, keep, &[("Retry-After", "1")])
+            });
+        }
+        (_, Reply::TimedOut(message)) => {
+            return conn.respond(cx, keep, |out| {
+                let message = format!("timed out: {message}");
+                wire::write_error_response(out, 504, &message, keep, &[])
             });
         }
         (call, reply) => {

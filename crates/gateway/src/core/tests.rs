@@ -374,6 +374,21 @@ fn api_replies_and_bad_bodies() {
     assert!(step.text().starts_with("HTTP/1.1 503"));
     assert!(step.text().contains("Retry-After: 1\r\n"));
     assert!(!h.conn.is_closing(), "a 503 keeps the connection");
+    // Partly done: 504 and no invitation to repeat it.
+    h.bytes(b"PUT /subscriptions/4/6 HTTP/1.1\r\n\r\n");
+    let step = h.reply(Reply::TimedOut(
+        "shard 1 did not answer; shard 0 added 1".into(),
+    ));
+    assert!(
+        step.text().starts_with("HTTP/1.1 504 Gateway Timeout\r\n"),
+        "{}",
+        step.text()
+    );
+    assert!(step
+        .text()
+        .contains("timed out: shard 1 did not answer; shard 0 added 1"));
+    assert!(!step.text().contains("Retry-After"), "{}", step.text());
+    assert!(!h.conn.is_closing(), "a 504 keeps the connection");
     let step = h.bytes(b"POST /pub HTTP/1.1\r\nContent-Length: 5\r\n\r\nnope\n");
     assert!(step.requests.is_empty());
     assert!(step.text().starts_with("HTTP/1.1 400"));

@@ -96,6 +96,11 @@ impl Server {
 
     /// One request on a fresh connection; returns (status, body).
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        parse_response(self.request_text(method, path, body).as_bytes())
+    }
+
+    /// The whole response to one request, head and body, as text.
+    pub fn request_text(&self, method: &str, path: &str, body: &[u8]) -> String {
         let mut s = self.connect();
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -107,7 +112,7 @@ impl Server {
         s.write_all(&request).unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).unwrap();
-        parse_response(&out)
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     pub fn publish(&self, subject: u64, payload: &str) -> serde_json::Value {
