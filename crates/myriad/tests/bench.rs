@@ -379,3 +379,37 @@ fn churn_soak_two_minutes_keeps_memory_and_descriptors_bounded() {
         "open fds grew by more than the churning connections: {csv}"
     );
 }
+
+/// A fresh network namespace (the one `bench c1m` makes at 1 M) has no rule that
+/// tracks connections, whatever the conntrack module's maximum: `doctor` probes
+/// with a loopback connection there instead of blocking 1 M on `nf_conntrack_max`.
+#[test]
+fn doctor_in_a_fresh_namespace_does_not_block_on_untracked_conntrack() {
+    struct Netns(String);
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let ns = Netns(format!("myriad-doctor-{}", std::process::id()));
+    let ip = |args: &[&str]| {
+        let st = Command::new("ip").args(args).status().expect("run ip");
+        assert!(st.success(), "ip {args:?} (root and iproute2 are needed)");
+    };
+    ip(&["netns", "add", &ns.0]);
+    ip(&["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"]);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_myriad")])
+        .args(["doctor", "--connections", "1000000"])
+        .output()
+        .expect("run myriad doctor in the namespace");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("nf_conntrack"))
+        .unwrap_or_else(|| panic!("doctor names conntrack:\n{text}"));
+    assert!(!line.starts_with("BLOCK"), "{line}");
+    if line.contains("nf_conntrack_max") {
+        assert!(line.contains("not tracked"), "{line}");
+    }
+}
