@@ -297,11 +297,13 @@ pub struct GatewayArgs {
     /// Seconds between heartbeats on idle subscriptions (chunk, SSE comment, WS ping).
     #[arg(long, env = "MYRIAD_HEARTBEAT", default_value_t = 20.0)]
     pub heartbeat: f64,
-    /// Heartbeats fall due only on multiples of this many seconds of wall-clock time,
-    /// the same instants in every loop and process, so a client holding connections to
-    /// many processes wakes once per instant for all its beats. Coarser costs clients
-    /// fewer wake-ups; finer makes each instant's burst (and the wait of a message
-    /// behind it) shorter. A multiple of 0.01 that divides 1.
+    /// Heartbeats fall due only once per this many seconds of wall-clock time, the
+    /// same instants in every loop and process for one client address (each address
+    /// on its own 10-ms tick of the grid), so a client holding connections to many
+    /// processes wakes once per grid for all its beats, while the beats of different
+    /// addresses spread over the grid instead of leaving in one burst. Coarser costs
+    /// clients fewer wake-ups; finer makes each address's burst shorter. A multiple of
+    /// 0.01 that divides 1.
     #[arg(long, env = "MYRIAD_HEARTBEAT_GRID", default_value_t = DEFAULT_HEARTBEAT_GRID.as_secs_f64())]
     pub heartbeat_grid: f64,
     /// Seconds a client has to send a whole request head (slowloris guard) → 408.

@@ -65,7 +65,8 @@ pub struct FloodArgs {
     pub first_user: u64,
     /// Source addresses to bind, e.g. 127.0.0.2-127.0.0.60 (repeatable, comma lists).
     /// Default: none, or 127.0.0.2.. when loopback targets need more than one
-    /// address's ports.
+    /// address's ports. With --procs, each process takes its own block when they
+    /// divide evenly (else every process uses them all).
     #[arg(long = "source", value_name = "RANGE")]
     pub sources: Vec<String>,
     /// Seconds to hold once every connection is attempted (default: until --max-time).

@@ -2,8 +2,9 @@
 //! range, and the source-address range. Pure parsing; no sockets.
 //!
 //! Connection number `g` (global across child processes) maps deterministically to a
-//! target (`g mod targets`), a source address (`g mod sources`) and a user, so child processes
-//! need only their offset to agree with each other.
+//! target (`g mod targets`), a source address (`g mod sources`, of the child's own block
+//! when the parent split them) and a user, so child processes need only their offset
+//! to agree with each other.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 
