@@ -25,14 +25,14 @@ pub fn aligned_epoch() -> (std::time::Instant, u64) {
     let since_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let epoch = epoch_on_grid(std::time::Instant::now(), since_unix);
+    let epoch = epoch_on_second(std::time::Instant::now(), since_unix);
     let ms = since_unix.as_millis() as u64;
     (epoch, ms - ms % EPOCH_ALIGN_MS)
 }
 
 /// `now` moved back to the last whole second of wall-clock time (`since_unix` is
 /// `now` as wall-clock time since 1970).
-fn epoch_on_grid(now: std::time::Instant, since_unix: std::time::Duration) -> std::time::Instant {
+fn epoch_on_second(now: std::time::Instant, since_unix: std::time::Duration) -> std::time::Instant {
     let into_second = (since_unix.as_millis() % u128::from(EPOCH_ALIGN_MS)) as u64;
     now.checked_sub(std::time::Duration::from_millis(into_second))
         .unwrap_or(now)
@@ -50,14 +50,9 @@ pub fn reached(deadline: u32, now: u32) -> bool {
 /// quarter of the range, so deadlines stay comparable (see [`reached`]).
 pub const MAX_TICKS: u32 = 1 << 30;
 
-/// `tick` rounded up to a multiple of `grid` ticks (the heartbeat grid, ≥ 1).
-pub fn on_grid(tick: u32, grid: u32) -> u32 {
-    let grid = grid.max(1);
-    tick.div_ceil(grid).wrapping_mul(grid)
-}
-
 /// The first tick at or after `tick` that lies `phase` (taken modulo `grid`) ticks
-/// past a multiple of `grid`: a heartbeat grid shifted by the connection's phase.
+/// past a multiple of `grid` (the heartbeat grid, ≥ 1): the grid shifted by the
+/// connection's phase; phase 0 rounds up to a multiple of `grid`.
 pub fn on_grid_phase(tick: u32, grid: u32, phase: u32) -> u32 {
     let grid = grid.max(1);
     let behind = (phase % grid + grid - tick % grid) % grid;
@@ -235,7 +230,7 @@ mod tests {
             }
             assert_eq!(
                 on_grid_phase(20, grid, 0),
-                on_grid(20, grid),
+                20u32.div_ceil(grid) * grid,
                 "phase 0 is the grid"
             );
         }
@@ -264,13 +259,13 @@ mod tests {
     #[test]
     fn on_grid_rounds_up_to_the_next_grid_tick() {
         for grid in [1, 2, 5, 10] {
-            assert_eq!(on_grid(0, grid), 0);
+            assert_eq!(on_grid_phase(0, grid, 0), 0);
             for tick in 1..=grid {
-                assert_eq!(on_grid(tick, grid), grid, "{tick} on {grid}");
+                assert_eq!(on_grid_phase(tick, grid, 0), grid, "{tick} on {grid}");
             }
-            assert_eq!(on_grid(grid + 1, grid), 2 * grid);
+            assert_eq!(on_grid_phase(grid + 1, grid, 0), 2 * grid);
         }
-        assert_eq!(on_grid(7, 0), 7, "no grid: every tick");
+        assert_eq!(on_grid_phase(7, 0, 0), 7, "no grid: every tick");
     }
 
     #[test]
@@ -278,12 +273,12 @@ mod tests {
         use std::time::{Duration, Instant};
         let t0 = Instant::now();
         let unix0 = Duration::from_millis(1_795_000_000_123);
-        let a = epoch_on_grid(t0, unix0);
+        let a = epoch_on_second(t0, unix0);
         assert_eq!(t0 - a, Duration::from_millis(123));
         // A loop started 1,037 ms later (another process) gets an epoch whole seconds
         // away: every grid that divides a second lines up.
         let later = Duration::from_millis(1_037);
-        let b = epoch_on_grid(t0 + later, unix0 + later);
+        let b = epoch_on_second(t0 + later, unix0 + later);
         assert_eq!(
             (b - a).as_millis() as u64 % EPOCH_ALIGN_MS,
             0,

@@ -175,7 +175,7 @@ impl Connection {
         self.set(PEER_LOOPBACK, loopback);
     }
 
-    /// Sets the heartbeat phase (set once, at accept, from [`beat_phase_of`] the
+    /// Sets the heartbeat phase (set once, at accept, from [`crate::wheel::beat_phase_of`] of the
     /// peer's address).
     pub fn set_beat_phase(&mut self, phase: u8) {
         self.beat_phase = phase;
