@@ -8,7 +8,7 @@
 
 use crate::sys;
 use anyhow::bail;
-use observe::procfs;
+use observe::procfs::{self, read_sysctl_number};
 use serde::Serialize;
 
 /// All kernel memory one established idle TCP socket costs, bytes: every slab cache it
@@ -83,13 +83,12 @@ fn check(level: Level, name: &'static str, detail: String, fix: Vec<String>) -> 
     }
 }
 
-/// The first number of a sysctl (`fs.file-nr` has three).
 /// Whether conntrack tracks this network namespace's loopback connections. Its
 /// count is per namespace: any entry says yes; with none, one loopback connection
 /// is opened and the count read while it is open (a fresh namespace, such as the
 /// one `bench c1m` makes, has no rule that tracks, whatever the module's maximum).
 fn conntrack_tracks_loopback() -> bool {
-    let count = || num("net.netfilter.nf_conntrack_count").unwrap_or(0);
+    let count = || read_sysctl_number("net.netfilter.nf_conntrack_count").unwrap_or(0);
     if count() > 0 {
         return true;
     }
@@ -101,10 +100,6 @@ fn conntrack_tracks_loopback() -> bool {
     };
     // Without loopback to probe, assume the worst: the limit is checked.
     probe().unwrap_or(true)
-}
-
-fn num(key: &str) -> Option<u64> {
-    procfs::read_sysctl(key).and_then(|s| s.split_whitespace().next()?.parse().ok())
 }
 
 fn nums(key: &str) -> Vec<u64> {
@@ -138,7 +133,7 @@ pub fn checks(n: u64) -> Vec<Check> {
             ],
         )
     });
-    if let Some(nr_open) = num("fs.nr_open") {
+    if let Some(nr_open) = read_sysctl_number("fs.nr_open") {
         out.push(if nr_open > n + FD_MARGIN {
             check(
                 Level::Ok,
@@ -156,8 +151,8 @@ pub fn checks(n: u64) -> Vec<Check> {
         });
     }
     let need_files = 2 * n + 10_000;
-    if let Some(file_max) = num("fs.file-max") {
-        let used = num("fs.file-nr").unwrap_or(0);
+    if let Some(file_max) = read_sysctl_number("fs.file-max") {
+        let used = read_sysctl_number("fs.file-nr").unwrap_or(0);
         out.push(if file_max >= need_files + used {
             check(Level::Ok, "fs.file-max", format!("{file_max} ({used} in use), need {need_files}"), vec![])
         } else {
@@ -192,7 +187,7 @@ pub fn checks(n: u64) -> Vec<Check> {
         ));
     }
     for (name, sysctl) in BACKLOG_SYSCTLS {
-        if let Some(v) = num(sysctl) {
+        if let Some(v) = read_sysctl_number(sysctl) {
             out.push(if v >= MIN_BACKLOG {
                 check(Level::Ok, name, format!("{v}"), vec![])
             } else {
@@ -208,7 +203,7 @@ pub fn checks(n: u64) -> Vec<Check> {
     // Several gateway processes share a port (`serve --processes`) once N exceeds one
     // process's file limit; a full one closes its listener, and without migration the
     // connections still queued in it are reset (measured in NOTES.md, issue 9).
-    if let Some(v) = num(MIGRATE_SYSCTL) {
+    if let Some(v) = read_sysctl_number(MIGRATE_SYSCTL) {
         out.push(if v == 1 {
             check(Level::Ok, "tcp_migrate_req", "1".into(), vec![])
         } else {
@@ -225,13 +220,13 @@ pub fn checks(n: u64) -> Vec<Check> {
     if let Some(c) = tcp_mem_check(n) {
         out.push(c);
     }
-    if let Some(buckets) = num(EHASH_SYSCTL) {
+    if let Some(buckets) = read_sysctl_number(EHASH_SYSCTL) {
         out.push(ehash_check(buckets, 2 * n));
     }
     // One conntrack entry covers both directions of a connection; keep a tenth spare
     // for TIME_WAIT entries and the rest of the machine.
     let track_need = n + n / 10;
-    match num("net.netfilter.nf_conntrack_max") {
+    match read_sysctl_number("net.netfilter.nf_conntrack_max") {
         // Loaded, yet this namespace's loopback is not tracked: no rule uses conntrack.
         Some(max) if !conntrack_tracks_loopback() => out.push(check(
             Level::Ok,
@@ -329,9 +324,6 @@ pub fn connections_per_source() -> u64 {
     (ports / 2 * 4 / 5).max(1)
 }
 
-/// `net.ipv4.tcp_mem` (pages: min, pressure, max) limits TCP buffer memory only, not the
-/// socket slab; the check plans [`TCP_BUFFER_BYTES_PER_SOCKET`] for each of the 2n
-/// sockets below the pressure mark. `None` when the file is unreadable.
 /// The size of this network namespace's hash of established TCP sockets.
 pub const EHASH_SYSCTL: &str = "net.ipv4.tcp_ehash_entries";
 /// What a network namespace created afterwards gets (0: the main table, shared).
@@ -379,6 +371,9 @@ fn ehash_check(buckets: u64, sockets: u64) -> Check {
     )
 }
 
+/// `net.ipv4.tcp_mem` (pages: min, pressure, max) limits TCP buffer memory only, not the
+/// socket slab; the check plans [`TCP_BUFFER_BYTES_PER_SOCKET`] for each of the 2n
+/// sockets below the pressure mark. `None` when the file is unreadable.
 fn tcp_mem_check(n: u64) -> Option<Check> {
     let page = procfs::page_size();
     let tcp_mem = nums("net.ipv4.tcp_mem");

@@ -279,6 +279,12 @@ pub fn read_sysctl(key: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
+/// The first number of a sysctl (`fs.file-nr` has three); `None` when it is missing
+/// or not a number.
+pub fn read_sysctl_number(key: &str) -> Option<u64> {
+    read_sysctl(key)?.split_whitespace().next()?.parse().ok()
+}
+
 /// Sets a sysctl by its dotted name (root, or the namespace's owner).
 pub fn write_sysctl(key: &str, value: &str) -> std::io::Result<()> {
     fs::write(format!("/proc/sys/{}", key.replace('.', "/")), value)

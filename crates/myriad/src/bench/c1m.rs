@@ -460,14 +460,13 @@ fn doctor(n: u64, raise: bool, live: &Live, report: &mut Report) -> anyhow::Resu
                 continue;
             };
             let value = value.trim_matches('"');
-            let path = format!("/proc/sys/{}", key.replace('.', "/"));
             let msg = if !raise {
                 format!(
                     "doctor: {}: {} — not raised (--no-tune): {key}={value}",
                     c.name, c.detail
                 )
             } else {
-                match std::fs::write(&path, value) {
+                match observe::procfs::write_sysctl(key, value) {
                     Ok(()) => {
                         fixed = true;
                         format!("doctor: {}: {} — raised {key} to {value}", c.name, c.detail)

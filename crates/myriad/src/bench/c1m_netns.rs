@@ -13,7 +13,7 @@
 
 use super::{BenchArgs, NetnsChoice};
 use load::doctor::{ehash_enough, ehash_for, CHILD_EHASH_SYSCTL, EHASH_SYSCTL};
-use observe::procfs::{read_sysctl, write_sysctl};
+use observe::procfs::{read_sysctl_number, write_sysctl};
 use std::process::Command;
 
 /// Set in the run inside the namespace, so it does not make another.
@@ -26,7 +26,7 @@ pub fn run_inside_if_needed(args: &BenchArgs, sockets: u64) -> anyhow::Result<bo
     if std::env::var_os(INSIDE).is_some() || args.netns == NetnsChoice::Never {
         return Ok(false);
     }
-    let buckets = sysctl(EHASH_SYSCTL).unwrap_or(0);
+    let buckets = read_sysctl_number(EHASH_SYSCTL).unwrap_or(0);
     let always = args.netns == NetnsChoice::Always;
     if !always && (args.no_tune || buckets == 0 || ehash_enough(buckets, sockets)) {
         return Ok(false);
@@ -66,7 +66,7 @@ pub fn run_inside_if_needed(args: &BenchArgs, sockets: u64) -> anyhow::Result<bo
 /// What the report says when the run is inside a namespace this module made.
 pub fn note() -> Option<String> {
     let name = std::env::var(INSIDE).ok()?;
-    let buckets = sysctl(EHASH_SYSCTL).unwrap_or(0);
+    let buckets = read_sysctl_number(EHASH_SYSCTL).unwrap_or(0);
     Some(format!(
         "Ran in network namespace {name} (made for this run, removed afterwards): its established-socket hash has {buckets} buckets (the main namespace's is fixed at boot)."
     ))
@@ -81,7 +81,7 @@ struct Namespace {
 impl Namespace {
     fn create(name: &str, buckets: u64) -> anyhow::Result<Namespace> {
         // The setting is read when a namespace is made: set it, make ours, put it back.
-        let before = sysctl(CHILD_EHASH_SYSCTL).unwrap_or(0);
+        let before = read_sysctl_number(CHILD_EHASH_SYSCTL).unwrap_or(0);
         set_sysctl(CHILD_EHASH_SYSCTL, buckets)?;
         let made = ip(&["netns", "add", name]);
         set_sysctl(CHILD_EHASH_SYSCTL, before)?;
@@ -112,10 +112,6 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
         String::from_utf8_lossy(&out.stderr).trim()
     );
     Ok(())
-}
-
-fn sysctl(key: &str) -> Option<u64> {
-    read_sysctl(key)?.parse().ok()
 }
 
 fn set_sysctl(key: &str, value: u64) -> anyhow::Result<()> {

@@ -7,6 +7,7 @@
 use super::BenchArgs;
 use crate::server_process::ServerProcess;
 use anyhow::Context;
+use observe::procfs::{read_sysctl, read_sysctl_number, write_sysctl};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -206,8 +207,7 @@ const REPORTED_SYSCTLS: &[&str] = &[
 /// reads [`REPORTED_SYSCTLS`].
 fn tune(raise: bool) -> Vec<String> {
     let reported = REPORTED_SYSCTLS.iter().map(|name| {
-        let path = format!("/proc/sys/{}", name.replace('.', "/"));
-        let value = load::sys::read_proc(&path).unwrap_or_else(|| "unreadable".into());
+        let value = read_sysctl(name).unwrap_or_else(|| "unreadable".into());
         format!(
             "{name} = {} (reported only)",
             value.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -216,8 +216,7 @@ fn tune(raise: bool) -> Vec<String> {
     BACKLOG_SYSCTLS
         .iter()
         .map(|name| {
-            let path = format!("/proc/sys/{}", name.replace('.', "/"));
-            let Some(now) = load::sys::read_proc(&path).and_then(|v| v.parse::<u64>().ok()) else {
+            let Some(now) = read_sysctl_number(name) else {
                 return format!("{name}: unreadable");
             };
             if now >= WANTED_BACKLOG {
@@ -226,7 +225,7 @@ fn tune(raise: bool) -> Vec<String> {
             if !raise {
                 return format!("{name} = {now} (below {WANTED_BACKLOG}; --no-tune)");
             }
-            match std::fs::write(&path, WANTED_BACKLOG.to_string()) {
+            match write_sysctl(name, &WANTED_BACKLOG.to_string()) {
                 Ok(()) => format!("{name} = {WANTED_BACKLOG} (raised from {now} by bench)"),
                 Err(e) => format!("{name} = {now} (could not raise to {WANTED_BACKLOG}: {e})"),
             }

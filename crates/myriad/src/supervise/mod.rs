@@ -209,17 +209,16 @@ fn self_signed(
 /// when this process may (root), saying so; otherwise a warning says what to set.
 fn raise_migrate_req() {
     let key = load::doctor::MIGRATE_SYSCTL;
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    match std::fs::read_to_string(&path).map(|v| v.trim().to_string()) {
-        Ok(v) if v == "1" => {}
-        Ok(v) => match std::fs::write(&path, "1") {
+    match observe::procfs::read_sysctl(key) {
+        Some(v) if v == "1" => {}
+        Some(v) => match observe::procfs::write_sysctl(key, "1") {
             Ok(()) => tracing::warn!("raised {key} from {v} to 1: a full gateway's queued clients move to the others"),
             Err(e) => tracing::warn!(
                 error = %e,
                 "{key} is {v}: clients queued at a gateway that fills up may be reset; set `sysctl -w {key}=1`"
             ),
         },
-        Err(_) => tracing::warn!("{key} is not available (Linux < 5.14): clients queued at a gateway that fills up may be reset"),
+        None => tracing::warn!("{key} is not available (Linux < 5.14): clients queued at a gateway that fills up may be reset"),
     }
 }
 
