@@ -5,6 +5,7 @@
 mod common;
 
 use common::bench::{bench, common_parts, first_number, row, TINY_CONNECT, TINY_UNICAST};
+use common::netns::Netns;
 use std::process::Command;
 
 #[test]
@@ -385,21 +386,11 @@ fn churn_soak_two_minutes_keeps_memory_and_descriptors_bounded() {
 /// with a loopback connection there instead of blocking 1 M on `nf_conntrack_max`.
 #[test]
 fn doctor_in_a_fresh_namespace_does_not_block_on_untracked_conntrack() {
-    struct Netns(String);
-    impl Drop for Netns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let ns = Netns(format!("myriad-doctor-{}", std::process::id()));
-    let ip = |args: &[&str]| {
-        let st = Command::new("ip").args(args).status().expect("run ip");
-        assert!(st.success(), "ip {args:?} (root and iproute2 are needed)");
-    };
-    ip(&["netns", "add", &ns.0]);
-    ip(&["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"]);
+    let ns = Netns::create(format!("myriad-doctor-{}", std::process::id()))
+        .expect("ip netns add: root and iproute2 are needed");
+    ns.ip(&["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"]);
     let out = Command::new("ip")
-        .args(["netns", "exec", &ns.0, env!("CARGO_BIN_EXE_myriad")])
+        .args(["netns", "exec", &ns.name, env!("CARGO_BIN_EXE_myriad")])
         .args(["doctor", "--connections", "1000000"])
         .output()
         .expect("run myriad doctor in the namespace");

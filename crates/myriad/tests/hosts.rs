@@ -7,52 +7,11 @@
 
 mod common;
 
+use common::netns::Netns;
 use common::{read_until, subscribe_stream, Server};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The namespace and the veth pair; deleting the namespace removes the pair.
-struct Netns {
-    name: String,
-    host_if: String,
-}
-
-impl Netns {
-    /// `None` when `ip netns` cannot be used here.
-    fn create(tag: u32) -> Option<Netns> {
-        let ns = Netns {
-            name: format!("myriad-e3-{tag}"),
-            host_if: format!("me3h{tag}"),
-        };
-        let ok = Command::new("ip")
-            .args(["netns", "add", &ns.name])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return None;
-        }
-        Some(ns)
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let status = Command::new("ip").args(args).status().expect("run ip");
-        assert!(status.success(), "ip {args:?} failed");
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.host_if])
-            .stderr(Stdio::null())
-            .status();
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
 
 struct Killed(Child);
 impl Drop for Killed {
@@ -73,7 +32,9 @@ fn free_port(ip: &str) -> u16 {
 #[test]
 fn a_publish_crosses_network_namespaces_through_nats() {
     let tag = std::process::id() % 100_000;
-    let Some(ns) = Netns::create(tag) else {
+    // Deleting the namespace removes the veth pair too.
+    let host_if = format!("me3h{tag}");
+    let Some(ns) = Netns::create(format!("myriad-e3-{tag}")) else {
         eprintln!("SKIPPED: `ip netns add` is not possible here (needs root and iproute2)");
         return;
     };
@@ -82,18 +43,11 @@ fn a_publish_crosses_network_namespaces_through_nats() {
     let (host_ip, ns_ip) = (format!("{subnet}.1"), format!("{subnet}.2"));
     let peer = format!("me3n{tag}");
     ns.ip(&[
-        "link",
-        "add",
-        &ns.host_if,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &peer,
+        "link", "add", &host_if, "type", "veth", "peer", "name", &peer,
     ]);
     ns.ip(&["link", "set", &peer, "netns", &ns.name]);
-    ns.ip(&["addr", "add", &format!("{host_ip}/24"), "dev", &ns.host_if]);
-    ns.ip(&["link", "set", &ns.host_if, "up"]);
+    ns.ip(&["addr", "add", &format!("{host_ip}/24"), "dev", &host_if]);
+    ns.ip(&["link", "set", &host_if, "up"]);
     ns.ip(&[
         "netns",
         "exec",

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod netns;
 pub mod resume;
 
 use std::io::{BufRead, BufReader, Read, Write};
