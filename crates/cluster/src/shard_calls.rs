@@ -12,6 +12,14 @@
 //! its own subjects) and the lists are joined. Stats go to shard 0. A call divided
 //! among shards is answered within [`GATHER_TIMEOUT`] even when a shard is dead:
 //! with an error naming it and saying what the others did.
+//!
+//! A publish batch over several shards keeps its order as one process does: a
+//! user following subjects of two shards gets the batch's items in the batch's
+//! order. Its runs (consecutive items of one shard) are sent in turn, each once
+//! the one before it answered — a shard answers only after its deliveries and its
+//! forwarded followers' deliveries are on their way, and NATS keeps each sender's
+//! order — so such a batch takes a round trip per run. Edges of a change and the
+//! parts of a list need no order: they go to all their shards at once.
 
 mod gathers;
 
@@ -27,8 +35,12 @@ use std::time::Instant;
 pub enum Dest {
     One(u16),
     All,
-    /// A batch divided by subject: each shard's part (in the batch's order).
+    /// A change or a batch on one shard divided by subject: each shard's part (in
+    /// the call's order), all sent at once.
     Split(Vec<(u16, WireRequest)>),
+    /// A publish batch over several shards: its runs of consecutive items of one
+    /// shard, in the batch's order, each sent once the one before it answered.
+    InTurn(Vec<(u16, WireRequest)>),
 }
 
 pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
@@ -40,8 +52,13 @@ pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
             Dest::One(shards.owner(*subject))
         }
         WireRequest::PublishBatch { items } => {
-            let parts = divide(items, |(subject, _)| shards.owner(*subject), shards.count);
-            one_or_split(parts, |items| WireRequest::PublishBatch { items })
+            let runs = runs(items, |(subject, _)| shards.owner(*subject));
+            let batch = |items| WireRequest::PublishBatch { items };
+            if runs.len() > 1 {
+                Dest::InTurn(runs.into_iter().map(|(s, r)| (s, batch(r))).collect())
+            } else {
+                one_or_split(runs, batch)
+            }
         }
         WireRequest::ChangeSubscriptions { edges, add } => {
             let parts = divide(edges, |(_, subject)| shards.owner(*subject), shards.count);
@@ -70,6 +87,19 @@ fn divide<T: Clone>(items: &[T], owner: impl Fn(&T) -> u16, count: u16) -> Vec<(
         .collect()
 }
 
+/// `items` as runs of consecutive items of the shard `owner` names, in their order.
+fn runs<T: Clone>(items: &[T], owner: impl Fn(&T) -> u16) -> Vec<(u16, Vec<T>)> {
+    let mut runs: Vec<(u16, Vec<T>)> = Vec::new();
+    for item in items {
+        let shard = owner(item);
+        match runs.last_mut() {
+            Some((s, run)) if *s == shard => run.push(item.clone()),
+            _ => runs.push((shard, vec![item.clone()])),
+        }
+    }
+    runs
+}
+
 /// Each shard's part as its own request (an empty batch goes to shard 0).
 fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRequest) -> Dest {
     if parts.is_empty() {
@@ -85,7 +115,9 @@ fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRe
 
 /// A gateway's calls of one wake-up as one list per shard, each in the calls'
 /// order; calls answered by several shards are registered in `gathers` (at `now`)
-/// and each of their parts numbered ([`WireCall::part`]).
+/// and each of their parts numbered ([`WireCall::part`]). Of a batch sent in turn
+/// only the first run is in the lists: `gathers` hands out the next when it answers
+/// ([`Gathered::Next`]).
 pub fn route(
     calls: Vec<WireCall>,
     shards: Shards,
@@ -95,23 +127,30 @@ pub fn route(
     let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(shards.count)];
     for call in calls {
         let to = (call.loop_id, call.token);
-        let parts = match dest(&call.request, shards) {
+        let (parts, later) = match dest(&call.request, shards) {
             Dest::One(s) => {
                 per_shard[usize::from(s)].push(call);
                 continue;
             }
-            Dest::All => (0..shards.count)
-                .map(|s| (s, call.request.clone()))
-                .collect(),
-            Dest::Split(parts) => parts,
+            Dest::All => (
+                (0..shards.count)
+                    .map(|s| (s, call.request.clone()))
+                    .collect(),
+                Vec::new(),
+            ),
+            Dest::Split(parts) => (parts, Vec::new()),
+            Dest::InTurn(mut runs) => {
+                let later = runs.split_off(1);
+                (runs, later)
+            }
         };
-        if parts.len() == 1 {
+        if parts.len() == 1 && later.is_empty() {
             // All of the batch on one shard: answered by it alone.
             let (s, request) = parts.into_iter().next().expect("one part");
             per_shard[usize::from(s)].push(WireCall { request, ..call });
             continue;
         }
-        let number = gathers.lock().start(to, &call.request, &parts, now);
+        let number = gathers.lock().start(to, &call.request, &parts, later, now);
         for (s, request) in parts {
             per_shard[usize::from(s)].push(WireCall {
                 loop_id: call.loop_id,
@@ -182,18 +221,19 @@ mod tests {
     #[test]
     fn batches_are_divided_by_subject_and_subscription_lists_joined() {
         let shards = Shards { index: 0, count: 2 };
-        let p = |s: u64| (s, bytes::Bytes::from(format!("m{s}")));
+        // A batch over both shards goes in runs of consecutive items of one shard.
         assert_eq!(
-            dest(&batch(&[1, 2, 3]), shards),
-            Dest::Split(vec![
-                (0, WireRequest::PublishBatch { items: vec![p(2)] }),
-                (
-                    1,
-                    WireRequest::PublishBatch {
-                        items: vec![p(1), p(3)]
-                    }
-                ),
+            dest(&batch(&[1, 3, 2, 5]), shards),
+            Dest::InTurn(vec![
+                (1, batch(&[1, 3])),
+                (0, batch(&[2])),
+                (1, batch(&[5]))
             ])
+        );
+        // On one shard: that shard's alone, sent whole.
+        assert_eq!(
+            dest(&batch(&[1, 3]), shards),
+            Dest::Split(vec![(1, batch(&[1, 3]))])
         );
         // Edges go to their subject's shard; one shard's edges need no gathering.
         let change = call(
@@ -214,11 +254,11 @@ mod tests {
         let p = parts(&routed, 9);
         let mut g = gathers.lock();
         assert_eq!(
-            g.gather(p[0], WireAnswer::Ids(vec![3, 7])),
+            g.gather(p[0], WireAnswer::Ids(vec![3, 7]), Instant::now()),
             Gathered::Waiting
         );
         assert_eq!(
-            g.gather(p[1], WireAnswer::Ids(vec![2, 3])),
+            g.gather(p[1], WireAnswer::Ids(vec![2, 3]), Instant::now()),
             Gathered::Done((1, 9), WireAnswer::Ids(vec![2, 3, 7]))
         );
     }

@@ -35,7 +35,7 @@ impl Sender {
     pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
         let mut items = Vec::new();
-        let mut calls = Vec::new();
+        let mut queued = Queued::default();
         loop {
             tokio::select! {
                 n = rx.recv_many(&mut items, 4096) => {
@@ -47,33 +47,35 @@ impl Sender {
                         0 => BATCH_BYTES,
                         max => BATCH_BYTES.min(max / 2),
                     };
-                    let mut bytes = 0;
                     for item in items.drain(..) {
-                        match item {
+                        let (shard, call) = match item {
                             Outgoing::Call(call) => {
                                 self.track(&call);
-                                let w = weight(&call);
-                                // A large call starts a batch of its own rather than
-                                // pushing the current one past max_payload.
-                                if bytes + w > limit && !calls.is_empty() {
-                                    self.send_batch(&mut calls).await;
-                                    bytes = 0;
-                                }
-                                bytes += w;
-                                calls.push(call);
-                                if bytes >= limit {
-                                    self.send_batch(&mut calls).await;
-                                    bytes = 0;
-                                }
+                                (None, call)
                             }
+                            Outgoing::Next(shard, call) => (Some(shard), call),
                             Outgoing::Resync => {
-                                self.send_batch(&mut calls).await;
-                                bytes = 0;
+                                self.send_batch(&mut queued).await;
                                 self.send_presence().await;
+                                continue;
                             }
+                        };
+                        let w = weight(&call);
+                        // A large call starts a batch of its own rather than
+                        // pushing the current one past max_payload.
+                        if queued.bytes + w > limit && !queued.is_empty() {
+                            self.send_batch(&mut queued).await;
+                        }
+                        queued.bytes += w;
+                        match shard {
+                            None => queued.calls.push(call),
+                            Some(shard) => queued.next.push((shard, call)),
+                        }
+                        if queued.bytes >= limit {
+                            self.send_batch(&mut queued).await;
                         }
                     }
-                    self.send_batch(&mut calls).await;
+                    self.send_batch(&mut queued).await;
                 }
                 _ = heartbeat.tick() => {
                     let msg = ToRouter::Heartbeat {
@@ -100,15 +102,16 @@ impl Sender {
         }
     }
 
-    async fn send_batch(&mut self, calls: &mut Vec<WireCall>) {
-        if calls.is_empty() {
+    async fn send_batch(&mut self, queued: &mut Queued) {
+        if queued.is_empty() {
             return;
         }
-        let n = calls.len() as u64;
+        queued.bytes = 0;
+        let n = (queued.calls.len() + queued.next.len()) as u64;
         if self.shards <= 1 {
             let msg = ToRouter::Batch {
                 gateway: self.id,
-                calls: std::mem::take(calls),
+                calls: std::mem::take(&mut queued.calls),
             };
             self.send_to(subjects::ROUTER, &msg).await;
         } else {
@@ -117,7 +120,11 @@ impl Sender {
                 count: self.shards,
             };
             let now = Instant::now();
-            let per_shard = shard_calls::route(std::mem::take(calls), shards, &self.gathers, now);
+            let calls = std::mem::take(&mut queued.calls);
+            let mut per_shard = shard_calls::route(calls, shards, &self.gathers, now);
+            for (shard, call) in queued.next.drain(..) {
+                per_shard[usize::from(shard)].push(call);
+            }
             for (shard, calls) in per_shard.into_iter().enumerate() {
                 if !calls.is_empty() {
                     let msg = ToRouter::Batch {
@@ -175,6 +182,21 @@ impl Sender {
         {
             tracing::warn!(error = %e, "cannot send to the router");
         }
+    }
+}
+
+/// What goes in the next batch: calls to route, the next runs of batches sent in
+/// turn (routed already: [`Outgoing::Next`]), and their weight.
+#[derive(Default)]
+struct Queued {
+    calls: Vec<WireCall>,
+    next: Vec<(u16, WireCall)>,
+    bytes: usize,
+}
+
+impl Queued {
+    fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.next.is_empty()
     }
 }
 

@@ -4,13 +4,15 @@
 //! [`GATHER_TIMEOUT`] (dead, or cut off), an error that names it and says what the
 //! other shards did. Late replies are dropped: each part is numbered on the wire
 //! ([`crate::codec::WireCall::part`]), so a reply to a call already answered is
-//! told apart from one to the connection's next call. Pending state only, with the
-//! time a parameter: the sender registers, the receiver gathers and, from a timer,
-//! expires.
+//! told apart from one to the connection's next call. A batch sent in turn
+//! ([`super::Dest::InTurn`]) keeps its later runs here: each is handed out when
+//! the run before it answered, under a new number and deadline. Pending state
+//! only, with the time a parameter: the sender registers, the receiver gathers
+//! (and sends the next runs) and, from a timer, expires.
 
-use crate::codec::{WireAnswer, WireRequest};
+use crate::codec::{WireAnswer, WireCall, WireRequest};
 use crate::router_role::{FORWARD_TIMEOUT, TICK};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// How long a gateway waits for every part of a call divided among shards before
@@ -30,9 +32,11 @@ pub(super) fn part_id(number: u64, shard: u16) -> u64 {
 }
 
 /// Calls divided among shards still waiting for some parts' replies, by gather
-/// number. Numbers grow with time (one sender registers them, its clock only moves
-/// forward) and every call gets the same [`GATHER_TIMEOUT`], so the first entries
-/// are the first to expire: expiring looks at those only, never at every call.
+/// number. Numbers are taken under one lock, by the sender (a call) and the
+/// receiver (a batch's next run), each with the time it read just before: they
+/// grow with the deadlines to within those microseconds, and every call or run
+/// gets the same [`GATHER_TIMEOUT`], so the first entries are the first to
+/// expire: expiring looks at those only, never at every call.
 /// Shared by the sender (which registers calls in [`super::route`]) and the
 /// receiver (which gathers replies and expires calls).
 #[derive(Default)]
@@ -49,10 +53,13 @@ struct Gather {
     what: What,
     /// Shard → the size of its part (messages, edges) while it has not answered.
     owed: BTreeMap<u16, u64>,
-    /// The sizes of all parts together.
+    /// The sizes of all parts together (later runs included).
     total: u64,
-    /// The answered shards' replies, in arrival order.
+    /// The answered shards' replies, in arrival order, one per shard (a shard's
+    /// runs of a batch summed).
     answered: Vec<(u16, WireAnswer)>,
+    /// A batch sent in turn: its runs not sent yet, in order.
+    later: VecDeque<(u16, WireRequest)>,
 }
 
 /// What kind of call is gathered, for the error when a shard does not answer.
@@ -70,18 +77,21 @@ pub enum Gathered {
     Waiting,
     /// The last part answered: the connection `(loop, token)` and the sum.
     Done((u16, u32), WireAnswer),
+    /// The run of a batch sent in turn answered: send its next run, to this shard.
+    Next(u16, WireCall),
     /// Its call was answered without it (past [`GATHER_TIMEOUT`]): dropped.
     Late,
 }
 
 impl Gathers {
-    /// Registers a call of connection `to` divided into `parts` (shard, request);
-    /// returns its gather number.
+    /// Registers a call of connection `to` divided into `parts` (shard, request),
+    /// sent now, and `later` runs sent in turn after them; returns its gather number.
     pub(super) fn start(
         &mut self,
         to: (u16, u32),
         request: &WireRequest,
         parts: &[(u16, WireRequest)],
+        later: Vec<(u16, WireRequest)>,
         now: Instant,
     ) -> u64 {
         let what = match request {
@@ -89,27 +99,28 @@ impl Gathers {
             WireRequest::Subscriptions { .. } => What::Subscriptions,
             _ => What::Publish,
         };
-        let size = |request: &WireRequest| match request {
-            WireRequest::PublishBatch { items } => items.len() as u64,
-            WireRequest::ChangeSubscriptions { edges, .. } => edges.len() as u64,
-            _ => 0,
-        };
         let owed: BTreeMap<u16, u64> = parts.iter().map(|(s, r)| (*s, size(r))).collect();
-        self.next += 1;
         let gather = Gather {
             to,
             deadline: now + GATHER_TIMEOUT,
             what,
-            total: owed.values().sum(),
+            total: owed.values().sum::<u64>() + later.iter().map(|(_, r)| size(r)).sum::<u64>(),
             owed,
             answered: Vec::with_capacity(parts.len()),
+            later: later.into(),
         };
+        self.insert(gather)
+    }
+
+    fn insert(&mut self, gather: Gather) -> u64 {
+        self.next += 1;
         self.calls.insert(self.next, gather);
         self.next
     }
 
-    /// One part's reply (`part`: its [`crate::codec::WireCall::part`]).
-    pub fn gather(&mut self, part: u64, answer: WireAnswer) -> Gathered {
+    /// One part's reply (`part`: its [`crate::codec::WireCall::part`]), received at
+    /// `now` (the deadline of a next run counts from it).
+    pub fn gather(&mut self, part: u64, answer: WireAnswer, now: Instant) -> Gathered {
         let (number, shard) = (part >> 16, part as u16);
         let Some(call) = self.calls.get_mut(&number) else {
             return Gathered::Late;
@@ -118,11 +129,33 @@ impl Gathers {
             // A second reply from one shard: not a reply this call waits for.
             return Gathered::Late;
         }
-        call.answered.push((shard, answer));
+        match call.answered.iter_mut().find(|(s, _)| *s == shard) {
+            // This shard's earlier run of a batch sent in turn.
+            Some((_, earlier)) => {
+                let sum = combine(std::mem::replace(earlier, WireAnswer::Done), answer);
+                *earlier = sum;
+            }
+            None => call.answered.push((shard, answer)),
+        }
         if !call.owed.is_empty() {
             return Gathered::Waiting;
         }
-        let call = self.calls.remove(&number).expect("present above");
+        let mut call = self.calls.remove(&number).expect("present above");
+        if let Some((shard, request)) = call.later.pop_front() {
+            // Under a new number: its deadline is the latest, its reply told apart
+            // from a late one to the run before.
+            call.owed = BTreeMap::from([(shard, size(&request))]);
+            call.deadline = now + GATHER_TIMEOUT;
+            let to = call.to;
+            let number = self.insert(call);
+            let next = WireCall {
+                loop_id: to.0,
+                token: to.1,
+                part: Some(part_id(number, shard)),
+                request,
+            };
+            return Gathered::Next(shard, next);
+        }
         let sum = call
             .answered
             .into_iter()
@@ -153,6 +186,15 @@ impl Gathers {
 
     pub fn is_empty(&self) -> bool {
         self.calls.is_empty()
+    }
+}
+
+/// A part's size in messages or edges, for the error that says what is unknown.
+fn size(request: &WireRequest) -> u64 {
+    match request {
+        WireRequest::PublishBatch { items } => items.len() as u64,
+        WireRequest::ChangeSubscriptions { edges, .. } => edges.len() as u64,
+        _ => 0,
     }
 }
 
@@ -228,6 +270,13 @@ impl Gather {
                 _ => "answered".to_string(),
             };
             why.push_str(&format!("; shard {shard} {said}"));
+        }
+        let unsent: u64 = self.later.iter().map(|(_, r)| size(r)).sum();
+        if unsent > 0 {
+            why.push_str(&format!(
+                "; the batch's last {unsent} messages were not published (its parts over \
+                 several shards are sent in turn, each after the one before it answered)"
+            ));
         }
         if published {
             why.push_str(" (a retry of the whole batch publishes those again)");
@@ -309,28 +358,72 @@ mod tests {
         }
     }
 
+    /// A batch over three shards, in runs of one shard each: each run is handed out
+    /// when the one before answered, under a new number; the sum answers the call.
     #[test]
-    fn a_divided_publish_is_answered_once_with_the_sum_and_not_stored_wins() {
+    fn a_batch_over_shards_is_sent_run_by_run_and_answered_with_the_sum() {
         let shards = Shards { index: 0, count: 3 };
         let gathers = Mutex::new(Gathers::default());
         let t = Instant::now();
-        let routed = route(vec![call(9, batch(&[1, 2, 3]))], shards, &gathers, t);
-        assert!(routed.iter().all(|calls| calls.len() == 1));
-        let p = parts(&routed, 9);
+        // Subjects 1 and 4 on shard 1, 2 on shard 2, 3 and 6 on shard 0.
+        let routed = route(vec![call(9, batch(&[1, 4, 2, 3, 6]))], shards, &gathers, t);
+        let sent: Vec<usize> = routed.iter().map(Vec::len).collect();
+        assert_eq!(sent, [0, 1, 0], "only the first run goes now");
+        assert_eq!(routed[1][0].request, batch(&[1, 4]));
+        let first = parts(&routed, 9)[0];
         let mut g = gathers.lock();
-        assert_eq!(g.gather(p[2], published(1, 5, 5)), Gathered::Waiting);
-        assert_eq!(g.gather(p[0], published(1, 2, 2)), Gathered::Waiting);
-        // A second reply from one shard is not one this call waits for.
-        assert_eq!(g.gather(p[0], published(1, 2, 2)), Gathered::Late);
+        let Gathered::Next(2, second) = g.gather(first, published(2, 5, 5), t) else {
+            panic!("the second run, to shard 2");
+        };
+        assert_eq!((second.loop_id, second.token), (1, 9));
+        assert_eq!(second.request, batch(&[2]));
+        // The run before's reply again is late, not this run's.
+        assert_eq!(g.gather(first, published(2, 5, 5), t), Gathered::Late);
+        let part = second.part.expect("numbered");
+        let Gathered::Next(0, third) = g.gather(part, published(1, 0, 0), t) else {
+            panic!("the third run, to shard 0");
+        };
+        assert_eq!(third.request, batch(&[3, 6]));
         assert_eq!(
-            g.gather(p[1], published(1, 0, 0)),
-            Gathered::Done((1, 9), published(3, 7, 7))
+            g.gather(third.part.expect("numbered"), published(2, 2, 2), t),
+            Gathered::Done((1, 9), published(5, 7, 7))
         );
         assert!(g.is_empty());
+    }
+
+    /// The parts sent at once (a change) are summed in any order; one shard's
+    /// failed durable write makes a batch's sum NotStored with everyone's counts.
+    #[test]
+    fn parts_are_summed_in_any_order_and_not_stored_wins() {
+        let shards = Shards { index: 0, count: 3 };
+        let gathers = Mutex::new(Gathers::default());
+        let t = Instant::now();
+        let change = WireRequest::ChangeSubscriptions {
+            edges: vec![(4, 1), (4, 2), (4, 3)],
+            add: true,
+        };
+        let routed = route(vec![call(9, change)], shards, &gathers, t);
+        assert!(routed.iter().all(|calls| calls.len() == 1));
+        let p = parts(&routed, 9);
+        let changed = |changed| WireAnswer::Changed { edges: 1, changed };
+        let mut g = gathers.lock();
+        assert_eq!(g.gather(p[2], changed(1), t), Gathered::Waiting);
+        assert_eq!(g.gather(p[0], changed(0), t), Gathered::Waiting);
+        // A second reply from one shard is not one this call waits for.
+        assert_eq!(g.gather(p[0], changed(0), t), Gathered::Late);
+        assert_eq!(
+            g.gather(p[1], changed(1), t),
+            Gathered::Done(
+                (1, 9),
+                WireAnswer::Changed {
+                    edges: 3,
+                    changed: 2
+                }
+            )
+        );
         drop(g);
-        // One shard's failed durable write makes the sum NotStored, counts kept.
         let routed = route(vec![call(10, batch(&[1, 2]))], shards, &gathers, t);
-        let p = parts(&routed, 10);
+        let first = parts(&routed, 10)[0];
         let not_stored = WireAnswer::NotStored {
             messages: 1,
             connections: 3,
@@ -338,9 +431,11 @@ mod tests {
             error: "disk full".into(),
         };
         let mut g = gathers.lock();
-        assert_eq!(g.gather(p[1], not_stored), Gathered::Waiting);
+        let Gathered::Next(2, second) = g.gather(first, not_stored, t) else {
+            panic!("the second run");
+        };
         assert_eq!(
-            g.gather(p[0], published(1, 2, 2)),
+            g.gather(second.part.expect("numbered"), published(1, 2, 2), t),
             Gathered::Done(
                 (1, 10),
                 WireAnswer::NotStored {
@@ -353,24 +448,29 @@ mod tests {
         );
     }
 
-    /// A dead shard: the call is answered at its deadline with an error saying what
-    /// the other shard published, removed, and the dead shard's late reply is
-    /// dropped — also while the same connection waits for its next call.
+    /// A dead shard: the call is answered at its run's deadline with an error
+    /// saying what the other shard published and what was never sent, removed, and
+    /// the dead shard's late reply is dropped — also while the same connection
+    /// waits for its next call.
     #[test]
     fn a_shard_that_does_not_answer_makes_the_call_an_error_at_its_deadline() {
         let shards = Shards { index: 0, count: 2 };
         let gathers = Mutex::new(Gathers::default());
         let t = Instant::now();
-        // Subjects 2 and 4 on shard 0, 1 on shard 1.
-        let routed = route(vec![call(9, batch(&[2, 1, 4]))], shards, &gathers, t);
-        let p = parts(&routed, 9);
+        let second = Duration::from_secs(1);
+        // Subjects 2, 4 and 6 on shard 0, 1 on shard 1.
+        let routed = route(vec![call(9, batch(&[2, 4, 1, 6]))], shards, &gathers, t);
+        let first = parts(&routed, 9)[0];
         let mut g = gathers.lock();
-        assert_eq!(g.gather(p[0], published(2, 3, 2)), Gathered::Waiting);
-        assert!(g.expire(t).is_empty());
+        // The second run's deadline counts from when the first answered.
+        let Gathered::Next(1, to_dead) = g.gather(first, published(2, 3, 2), t + second) else {
+            panic!("the second run, to shard 1");
+        };
+        assert!(g.expire(t + GATHER_TIMEOUT).is_empty());
         assert!(g
-            .expire(t + GATHER_TIMEOUT - Duration::from_millis(1))
+            .expire(t + second + GATHER_TIMEOUT - Duration::from_millis(1))
             .is_empty());
-        let expired = g.expire(t + GATHER_TIMEOUT);
+        let expired = g.expire(t + second + GATHER_TIMEOUT);
         assert!(g.is_empty());
         drop(g);
         let [((1, 9), WireAnswer::TimedOut(why))] = &expired[..] else {
@@ -378,58 +478,27 @@ mod tests {
         };
         assert_eq!(
             why,
-            "router shard 1 did not answer within 3 s: its part of the batch (1 of 3 \
+            "router shard 1 did not answer within 3 s: its part of the batch (1 of 4 \
              messages) may or may not have been published; shard 0 published 2 messages \
-             to 3 connections of 2 users (a retry of the whole batch publishes those again)"
+             to 3 connections of 2 users; the batch's last 1 messages were not published \
+             (its parts over several shards are sent in turn, each after the one before \
+             it answered) (a retry of the whole batch publishes those again)"
         );
         // The connection's next call, to both shards again.
-        let later = t + GATHER_TIMEOUT;
+        let later = t + second + GATHER_TIMEOUT;
         let routed = route(vec![call(9, batch(&[1, 2]))], shards, &gathers, later);
-        let next = parts(&routed, 9);
+        let next = parts(&routed, 9)[0];
         let mut g = gathers.lock();
         // Shard 1's reply to the first call, late: dropped, not counted in the next.
-        assert_eq!(g.gather(p[1], published(1, 1, 1)), Gathered::Late);
-        assert_eq!(g.gather(next[0], published(1, 1, 1)), Gathered::Waiting);
+        let late = to_dead.part.expect("numbered");
+        assert_eq!(g.gather(late, published(1, 1, 1), later), Gathered::Late);
+        let Gathered::Next(0, run) = g.gather(next, published(1, 1, 1), later) else {
+            panic!("the next call's second run");
+        };
         assert_eq!(
-            g.gather(next[1], published(1, 4, 4)),
+            g.gather(run.part.expect("numbered"), published(1, 4, 4), later),
             Gathered::Done((1, 9), published(2, 5, 5))
         );
-    }
-
-    #[test]
-    fn expiry_takes_the_calls_past_their_deadline_and_leaves_the_others() {
-        let shards = Shards { index: 0, count: 2 };
-        let gathers = Mutex::new(Gathers::default());
-        let t = Instant::now();
-        let second = Duration::from_secs(1);
-        for (token, at) in [(1, t), (2, t + second), (3, t + 2 * second)] {
-            let subs = call(token, WireRequest::Subscriptions { subscriber: 4 });
-            route(vec![subs], shards, &gathers, at);
-        }
-        let mut g = gathers.lock();
-        // Call 2 answered by both shards before its deadline.
-        assert_eq!(
-            g.gather(part_id(2, 0), WireAnswer::Ids(vec![])),
-            Gathered::Waiting
-        );
-        assert!(matches!(
-            g.gather(part_id(2, 1), WireAnswer::Ids(vec![])),
-            Gathered::Done((1, 2), _)
-        ));
-        let expired = g.expire(t + GATHER_TIMEOUT + second);
-        let tokens: Vec<u32> = expired.iter().map(|((_, token), _)| *token).collect();
-        assert_eq!(tokens, [1]);
-        assert_eq!(
-            expired[0].1,
-            WireAnswer::Unavailable(
-                "router shards 0, 1 did not answer within 3 s: the list would be incomplete; \
-                 no shard answered"
-                    .into()
-            )
-        );
-        assert_eq!(g.len(), 1, "call 3 is not due yet");
-        assert_eq!(g.expire(t + GATHER_TIMEOUT + 2 * second).len(), 1);
-        assert!(g.is_empty());
     }
 
     #[test]
@@ -448,7 +517,7 @@ mod tests {
             edges: 2,
             changed: 1,
         };
-        assert_eq!(g.gather(p[0], changed), Gathered::Waiting);
+        assert_eq!(g.gather(p[0], changed, t), Gathered::Waiting);
         let expired = g.expire(t + GATHER_TIMEOUT);
         assert_eq!(
             expired,
