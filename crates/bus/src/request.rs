@@ -20,7 +20,13 @@ pub enum Request {
     /// One message to `subject`'s connections and its subscribers' (SPEC B2, C1).
     Publish { subject: u64, payload: Bytes },
     /// Several publishes in order (SPEC C2); the reply sums their reach.
-    PublishBatch { items: Vec<(u64, Bytes)> },
+    /// `parallel` (`POST /pub?parallel=1`): the items are independent, so with
+    /// router shards each shard's part goes at once and their order across shards
+    /// is not kept (one process keeps it anyway: it costs nothing there).
+    PublishBatch {
+        items: Vec<(u64, Bytes)>,
+        parallel: bool,
+    },
     /// Adds (`add`) or removes durable edges `(subscriber, subject)` (SPEC B3).
     ChangeSubscriptions { edges: Vec<(u64, u64)>, add: bool },
     /// `user`'s history after `since`, without logging in.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +93,8 @@ pub enum WireRequest {
     },
     PublishBatch {
         items: Vec<(u64, Bytes)>,
+        /// The items are independent: each shard's part may go at once.
+        parallel: bool,
     },
     ChangeSubscriptions {
         edges: Vec<(u64, u64)>,

@@ -10,7 +10,7 @@ pub fn request_to_wire(request: Request) -> WireRequest {
         Request::Login { user, since, epoch } => WireRequest::Login { user, since, epoch },
         Request::Logout { user } => WireRequest::Logout { user },
         Request::Publish { subject, payload } => WireRequest::Publish { subject, payload },
-        Request::PublishBatch { items } => WireRequest::PublishBatch { items },
+        Request::PublishBatch { items, parallel } => WireRequest::PublishBatch { items, parallel },
         Request::ChangeSubscriptions { edges, add } => {
             WireRequest::ChangeSubscriptions { edges, add }
         }
@@ -26,7 +26,7 @@ pub fn request_from_wire(request: WireRequest) -> Request {
         WireRequest::Login { user, since, epoch } => Request::Login { user, since, epoch },
         WireRequest::Logout { user } => Request::Logout { user },
         WireRequest::Publish { subject, payload } => Request::Publish { subject, payload },
-        WireRequest::PublishBatch { items } => Request::PublishBatch { items },
+        WireRequest::PublishBatch { items, parallel } => Request::PublishBatch { items, parallel },
         WireRequest::ChangeSubscriptions { edges, add } => {
             Request::ChangeSubscriptions { edges, add }
         }

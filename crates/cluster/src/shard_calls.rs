@@ -18,8 +18,9 @@
 //! order. Its runs (consecutive items of one shard) are sent in turn, each once
 //! the one before it answered — a shard answers only after its deliveries and its
 //! forwarded followers' deliveries are on their way, and NATS keeps each sender's
-//! order — so such a batch takes a round trip per run. Edges of a change and the
-//! parts of a list need no order: they go to all their shards at once.
+//! order — so such a batch takes a round trip per run. A batch whose items are
+//! independent (`POST /pub?parallel=1`) goes to all its shards at once, as do the
+//! edges of a change and the parts of a list, which need no order.
 
 mod gathers;
 
@@ -35,8 +36,8 @@ use std::time::Instant;
 pub enum Dest {
     One(u16),
     All,
-    /// A change or a batch on one shard divided by subject: each shard's part (in
-    /// the call's order), all sent at once.
+    /// A change, a batch on one shard or a batch of independent items divided by
+    /// subject: each shard's part (in the call's order), all sent at once.
     Split(Vec<(u16, WireRequest)>),
     /// A publish batch over several shards: its runs of consecutive items of one
     /// shard, in the batch's order, each sent once the one before it answered.
@@ -51,9 +52,14 @@ pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
         WireRequest::Publish { subject, .. } | WireRequest::Subscribers { subject } => {
             Dest::One(shards.owner(*subject))
         }
-        WireRequest::PublishBatch { items } => {
-            let runs = runs(items, |(subject, _)| shards.owner(*subject));
-            let batch = |items| WireRequest::PublishBatch { items };
+        WireRequest::PublishBatch { items, parallel } => {
+            let owner = |(subject, _): &(u64, bytes::Bytes)| shards.owner(*subject);
+            let parallel = *parallel;
+            let batch = |items| WireRequest::PublishBatch { items, parallel };
+            if parallel {
+                return one_or_split(divide(items, owner, shards.count), batch);
+            }
+            let runs = runs(items, owner);
             if runs.len() > 1 {
                 Dest::InTurn(runs.into_iter().map(|(s, r)| (s, batch(r))).collect())
             } else {
@@ -178,11 +184,15 @@ mod tests {
     }
 
     pub(super) fn batch(subjects: &[u64]) -> WireRequest {
+        batch_of(subjects, false)
+    }
+
+    fn batch_of(subjects: &[u64], parallel: bool) -> WireRequest {
         let items = subjects
             .iter()
             .map(|&s| (s, bytes::Bytes::from(format!("m{s}"))))
             .collect();
-        WireRequest::PublishBatch { items }
+        WireRequest::PublishBatch { items, parallel }
     }
 
     /// The part numbers `route` gave the calls of `token`, by shard.
@@ -234,6 +244,12 @@ mod tests {
         assert_eq!(
             dest(&batch(&[1, 3]), shards),
             Dest::Split(vec![(1, batch(&[1, 3]))])
+        );
+        // Independent items (`?parallel=1`): each shard's part, all at once.
+        let parallel = |subjects: &[u64]| batch_of(subjects, true);
+        assert_eq!(
+            dest(&parallel(&[1, 3, 2, 5]), shards),
+            Dest::Split(vec![(0, parallel(&[2])), (1, parallel(&[1, 3, 5]))])
         );
         // Edges go to their subject's shard; one shard's edges need no gathering.
         let change = call(

@@ -175,7 +175,7 @@ impl Hub {
                 let (counts, stored) = self.publish(subject, payload, deliver);
                 published(1, counts.connections.into(), counts.users.into(), stored)
             }
-            Request::PublishBatch { items } => {
+            Request::PublishBatch { items, .. } => {
                 let (mut connections, mut users) = (0u64, 0u64);
                 let messages = items.len() as u64;
                 // One lock per item: a long batch never holds the router for its

@@ -54,7 +54,7 @@ impl Bus for LocalBus {
                 self.hub
                     .publish_later(conn, vec![(subject, payload)], &self.post)
             }
-            Request::PublishBatch { items } if durable => {
+            Request::PublishBatch { items, .. } if durable => {
                 self.hub.publish_later(conn, items, &self.post)
             }
             request => Some(self.handle(conn, request)),

@@ -209,7 +209,14 @@ impl Hub {
     ) -> Option<Reply> {
         let Some(commit) = &self.history else {
             let mut deliver = |loop_id, batch| post(loop_id, Inbound::Deliver(batch));
-            return Some(self.handle(conn, Request::PublishBatch { items }, &mut deliver));
+            return Some(self.handle(
+                conn,
+                Request::PublishBatch {
+                    items,
+                    parallel: false,
+                },
+                &mut deliver,
+            ));
         };
         let messages = items.len() as u64;
         if messages == 0 {

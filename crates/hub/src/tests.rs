@@ -95,7 +95,14 @@ fn login_with_since_reads_history_and_a_batch_sums_its_reach() {
             epoch: None,
         },
     );
-    let (reply, batches) = call(&hub, conn(0, 2), Request::PublishBatch { items });
+    let (reply, batches) = call(
+        &hub,
+        conn(0, 2),
+        Request::PublishBatch {
+            items,
+            parallel: false,
+        },
+    );
     assert!(matches!(
         reply,
         Reply::Published {
@@ -218,7 +225,13 @@ fn a_local_durable_publish_is_answered_through_the_mailbox_after_its_commit() {
         (4, Bytes::from_static(b"three")),
     ];
     assert!(local
-        .call(conn(0, 8), Request::PublishBatch { items })
+        .call(
+            conn(0, 8),
+            Request::PublishBatch {
+                items,
+                parallel: false,
+            }
+        )
         .is_none());
     // Loop 0 (the publisher's) gets both answers, loop 1 the three deliveries.
     let (mut answers, mut delivered) = (Vec::new(), Vec::new());
@@ -329,7 +342,14 @@ fn a_durable_batch_is_stored_and_delivered_in_order_by_one_call() {
         .iter()
         .map(|t| (9, Bytes::from_static(t.as_bytes())))
         .collect();
-    let (reply, batches) = call(&hub, conn(0, 1), Request::PublishBatch { items });
+    let (reply, batches) = call(
+        &hub,
+        conn(0, 1),
+        Request::PublishBatch {
+            items,
+            parallel: false,
+        },
+    );
     assert!(matches!(
         reply,
         Reply::Published {
@@ -397,7 +417,14 @@ fn a_failed_durable_write_is_told_to_the_publisher_and_the_message_still_deliver
     assert!(error.contains("the test refuses history rows"), "{error}");
     assert_eq!(batches, vec![(1, vec![(60, 2)])], "still delivered live");
     let items = vec![(6, Bytes::from_static(b"x")), (6, Bytes::from_static(b"y"))];
-    let (reply, batches) = call(&hub, conn(0, 3), Request::PublishBatch { items });
+    let (reply, batches) = call(
+        &hub,
+        conn(0, 3),
+        Request::PublishBatch {
+            items,
+            parallel: false,
+        },
+    );
     assert!(
         matches!(
             reply,

@@ -152,7 +152,7 @@ fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
 /// A batch whose items alternate between the shards reaches a user following
 /// subjects of both in the batch's order, as one process does: its runs are sent
 /// in turn. Sent at once, shard 0's items (delivered directly) came before shard
-/// 1's (forwarded to shard 0 first).
+/// 1's (forwarded to shard 0 first). A batch marked `?parallel=1` is sent at once.
 #[test]
 fn a_batch_over_both_shards_reaches_a_follower_in_the_batchs_order() {
     let nats = Nats::start();
@@ -177,13 +177,46 @@ fn a_batch_over_both_shards_reaches_a_follower_in_the_batchs_order() {
         assert!(body.contains(r#""messages":8"#), "{body}");
         assert!(body.contains(r#""connections":16"#), "{body}");
     }
+    // Independent items (`?parallel=1`): both shards' parts at once; everything
+    // arrives, each subject's items in order, numbered in arrival order.
+    let mut lines = String::new();
+    for i in 0..20 {
+        let subject = [7, 8][i % 2];
+        lines.push_str(&format!(
+            "{{\"subject\":{subject},\"data\":\"p{i} s{subject}\"}}\n"
+        ));
+    }
+    let (status, body) = b.request("POST", "/pub?parallel=1", lines.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""messages":20"#) && body.contains(r#""connections":40"#),
+        "{body}"
+    );
+    let (status, body) = b.request("POST", "/pub?parallel=maybe", lines.as_bytes());
+    assert_eq!(status, 400, "{body}");
     for (s, buf) in [(&mut s, &mut buf), (&mut s2, &mut buf2)] {
         read_until(s, buf, "b9 i7 s8");
         let events = sse_events(buf);
-        let data: Vec<&String> = events.iter().map(|e| &e.1).collect();
+        let data: Vec<&String> = events.iter().map(|e| &e.1).take(80).collect();
         assert_eq!(data, sent.iter().collect::<Vec<_>>(), "the batches' order");
+        // Each subject's last item (each shard keeps its part's order).
+        read_until(s, buf, "p18 s7");
+        read_until(s, buf, "p19 s8");
+        let events = sse_events(buf);
         let seqs: Vec<u64> = events.iter().map(|e| e.0).collect();
-        assert_eq!(seqs, (1..=80).collect::<Vec<_>>());
+        assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+        for subject in [7, 8] {
+            let mine: Vec<&String> = events[80..]
+                .iter()
+                .map(|e| &e.1)
+                .filter(|d| d.ends_with(&format!(" s{subject}")))
+                .collect();
+            let want: Vec<String> = (0..20)
+                .filter(|i| [7, 8][i % 2] == subject)
+                .map(|i| format!("p{i} s{subject}"))
+                .collect();
+            assert_eq!(mine, want.iter().collect::<Vec<_>>());
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 //! The query parameters of subscription paths: `since` (resume position, see
 //! [`Since`]) and `token` (a JWT for clients that cannot set headers, such as a
-//! browser's `EventSource` and `WebSocket`). Other parameters are ignored (cache
-//! busters); a repeated `since` or `token` is refused, since two readers could
-//! disagree about which one counts.
+//! browser's `EventSource` and `WebSocket`); and of a publish batch: `parallel`.
+//! Other parameters are ignored (cache busters); a repeated `since`, `token` or
+//! `parallel` is refused, since two readers could disagree about which one counts.
 
 use crate::route::RouteError;
 use crate::since::Since;
@@ -37,6 +37,27 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Rout
         }
     }
     Ok(q)
+}
+
+/// `parallel` of `POST /pub`'s query: `1` or `true` (the batch's items are
+/// independent), `0` or `false` or absent (keep their order).
+pub(crate) fn parse_parallel(query: Option<&str>) -> Result<bool, RouteError> {
+    let mut parallel = None;
+    for pair in query.unwrap_or_default().split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k != "parallel" {
+            continue;
+        }
+        if parallel.is_some() {
+            return Err(RouteError::BadQuery("parallel given twice"));
+        }
+        parallel = Some(match v {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            _ => return Err(RouteError::BadQuery("parallel is 1, true, 0 or false")),
+        });
+    }
+    Ok(parallel.unwrap_or(false))
 }
 
 /// RFC 3986 percent-decoding (`+` is kept: it is a base64 character, not a space).

@@ -12,7 +12,7 @@
 //! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
 
 use crate::head::{Method, RequestHead};
-use crate::query::parse_query;
+use crate::query::{parse_parallel, parse_query};
 use crate::since::{canonical_u64, Since};
 
 /// How a subscription is delivered.
@@ -47,8 +47,9 @@ pub enum Route {
     },
     /// `POST /pub/<id>`.
     Publish { subject: u64 },
-    /// `POST /pub` (NDJSON body).
-    PublishBatch,
+    /// `POST /pub` (NDJSON body); `?parallel=1`: the items are independent, so a
+    /// server on several router shards need not keep their order across shards.
+    PublishBatch { parallel: bool },
     /// `PUT /subscriptions/<subscriber>/<subject>`.
     SubscriptionPut { subscriber: u64, subject: u64 },
     /// `DELETE /subscriptions/<subscriber>/<subject>`.
@@ -168,7 +169,8 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
         }
         ("pub", None, None) => {
             need(m, Method::Post, POST)?;
-            Ok(Route::PublishBatch)
+            let parallel = parse_parallel(head.query.as_deref())?;
+            Ok(Route::PublishBatch { parallel })
         }
         ("pub", Some(id), None) => {
             need(m, Method::Post, POST)?;

@@ -80,7 +80,28 @@ fn api_routes() {
         })
     );
     assert_eq!(r("POST", "/pub/5"), Ok(Route::Publish { subject: 5 }));
-    assert_eq!(r("POST", "/pub"), Ok(Route::PublishBatch));
+    assert_eq!(
+        r("POST", "/pub"),
+        Ok(Route::PublishBatch { parallel: false })
+    );
+    assert_eq!(
+        r("POST", "/pub?parallel=1"),
+        Ok(Route::PublishBatch { parallel: true })
+    );
+    assert_eq!(
+        r("POST", "/pub?x=2&parallel=false"),
+        Ok(Route::PublishBatch { parallel: false })
+    );
+    for bad in [
+        "/pub?parallel=yes",
+        "/pub?parallel",
+        "/pub?parallel=1&parallel=1",
+    ] {
+        assert!(
+            matches!(r("POST", bad), Err(RouteError::BadQuery(_))),
+            "{bad}"
+        );
+    }
     assert_eq!(
         r("PUT", "/subscriptions/1/2"),
         Ok(Route::SubscriptionPut {

@@ -14,8 +14,11 @@ fn request() -> impl Strategy<Value = WireRequest> {
         any::<u64>().prop_map(|user| WireRequest::Logout { user }),
         (any::<u64>(), bytes())
             .prop_map(|(subject, payload)| WireRequest::Publish { subject, payload }),
-        proptest::collection::vec((any::<u64>(), bytes()), 0..8)
-            .prop_map(|items| WireRequest::PublishBatch { items }),
+        (
+            proptest::collection::vec((any::<u64>(), bytes()), 0..8),
+            any::<bool>()
+        )
+            .prop_map(|(items, parallel)| WireRequest::PublishBatch { items, parallel }),
         (
             proptest::collection::vec(any::<(u64, u64)>(), 0..8),
             any::<bool>()

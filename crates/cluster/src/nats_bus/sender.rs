@@ -204,7 +204,9 @@ impl Queued {
 pub(super) fn weight(call: &WireCall) -> usize {
     16 + match &call.request {
         codec::WireRequest::Publish { payload, .. } => payload.len(),
-        codec::WireRequest::PublishBatch { items } => items.iter().map(|(_, p)| p.len() + 10).sum(),
+        codec::WireRequest::PublishBatch { items, .. } => {
+            items.iter().map(|(_, p)| p.len() + 10).sum()
+        }
         codec::WireRequest::ChangeSubscriptions { edges, .. } => edges.len() * 20,
         _ => 0,
     }

@@ -56,7 +56,7 @@ impl PublishCall {
         };
         let items = match call.request {
             WireRequest::Publish { subject, payload } => vec![(subject, payload)],
-            WireRequest::PublishBatch { items } => items,
+            WireRequest::PublishBatch { items, .. } => items,
             _ => Vec::new(),
         };
         PublishCall { to, items }

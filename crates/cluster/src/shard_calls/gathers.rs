@@ -192,7 +192,7 @@ impl Gathers {
 /// A part's size in messages or edges, for the error that says what is unknown.
 fn size(request: &WireRequest) -> u64 {
     match request {
-        WireRequest::PublishBatch { items } => items.len() as u64,
+        WireRequest::PublishBatch { items, .. } => items.len() as u64,
         WireRequest::ChangeSubscriptions { edges, .. } => edges.len() as u64,
         _ => 0,
     }

@@ -125,7 +125,7 @@ fn subscribe(
 fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHead) {
     let limit = match route {
         Route::Publish { .. } => Some(cx.config.max_message),
-        Route::PublishBatch | Route::SubscriptionsBulk => Some(cx.config.max_batch),
+        Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
         _ => None,
     };
     let Some(limit) = limit else {
@@ -189,12 +189,13 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
             subject,
             payload: Bytes::from(body),
         },
-        Route::PublishBatch => match wire::parse_batch(&body) {
+        Route::PublishBatch { parallel } => match wire::parse_batch(&body) {
             Ok(items) => Request::PublishBatch {
                 items: items
                     .into_iter()
                     .map(|item| (item.subject, Bytes::from(item.data)))
                     .collect(),
+                parallel,
             },
             Err(e) => return bad_request(conn, cx, &e.to_string()),
         },
