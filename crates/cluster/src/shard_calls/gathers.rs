@@ -49,6 +49,9 @@ pub struct Gathers {
 struct Gather {
     /// The connection `(loop, token)` the answer goes to.
     to: (u16, u32),
+    /// When its first part was sent: a batch's later runs start only within
+    /// [`GATHER_TIMEOUT`] of it.
+    started: Instant,
     deadline: Instant,
     what: What,
     /// Shard → the size of its part (messages, edges) while it has not answered.
@@ -102,6 +105,7 @@ impl Gathers {
         let owed: BTreeMap<u16, u64> = parts.iter().map(|(s, r)| (*s, size(r))).collect();
         let gather = Gather {
             to,
+            started: now,
             deadline: now + GATHER_TIMEOUT,
             what,
             total: owed.values().sum::<u64>() + later.iter().map(|(_, r)| size(r)).sum::<u64>(),
@@ -141,6 +145,12 @@ impl Gathers {
             return Gathered::Waiting;
         }
         let mut call = self.calls.remove(&number).expect("present above");
+        if !call.later.is_empty() && now >= call.started + GATHER_TIMEOUT {
+            // Shards this slow would take the whole batch past the gateway's own
+            // wait for the call (`--head-timeout`), whose 503 invites a retry:
+            // answer now with what was published and what was not sent.
+            return Gathered::Done(call.to, call.error());
+        }
         if let Some((shard, request)) = call.later.pop_front() {
             // Under a new number: its deadline is the latest, its reply told apart
             // from a late one to the run before.
@@ -208,13 +218,22 @@ impl Gather {
         let missing: Vec<String> = self.owed.keys().map(u16::to_string).collect();
         let plural = if missing.len() > 1 { "s" } else { "" };
         let owed: u64 = self.owed.values().sum();
-        let mut why = format!(
-            "router shard{plural} {} did not answer within {} s",
-            missing.join(", "),
-            GATHER_TIMEOUT.as_secs()
-        );
+        let secs = GATHER_TIMEOUT.as_secs();
+        let mut why = if missing.is_empty() {
+            // Every part sent answered, but a batch's later runs were too late to start.
+            format!(
+                "router shards answered too slowly: a batch over several shards is sent in \
+                 turn, and no part starts more than {secs} s after the first"
+            )
+        } else {
+            format!(
+                "router shard{plural} {} did not answer within {secs} s",
+                missing.join(", ")
+            )
+        };
         let whose = if missing.len() > 1 { "their" } else { "its" };
         match self.what {
+            What::Publish if missing.is_empty() => {}
             What::Publish => why.push_str(&format!(
                 ": {whose} part of the batch ({owed} of {} messages) may or may not have \
                  been published",
@@ -274,9 +293,15 @@ impl Gather {
         let unsent: u64 = self.later.iter().map(|(_, r)| size(r)).sum();
         if unsent > 0 {
             why.push_str(&format!(
-                "; the batch's last {unsent} messages were not published (its parts over \
-                 several shards are sent in turn, each after the one before it answered)"
+                "; the batch's last {unsent} of {} messages were not published",
+                self.total
             ));
+            if !missing.is_empty() {
+                why.push_str(
+                    " (its parts over several shards are sent in turn, each after the one \
+                     before it answered)",
+                );
+            }
         }
         if published {
             why.push_str(" (a retry of the whole batch publishes those again)");
@@ -448,6 +473,41 @@ mod tests {
         );
     }
 
+    /// Shards that answer, but so slowly that a batch's next run would start more
+    /// than [`GATHER_TIMEOUT`] after its first: answered at once with what was
+    /// published and what was not sent.
+    #[test]
+    fn a_batch_whose_runs_answer_too_slowly_is_answered_before_its_last_runs() {
+        let shards = Shards { index: 0, count: 2 };
+        let gathers = Mutex::new(Gathers::default());
+        let t = Instant::now();
+        let routed = route(vec![call(9, batch(&[2, 1, 4, 3]))], shards, &gathers, t);
+        let first = parts(&routed, 9)[0];
+        let mut g = gathers.lock();
+        let second = Duration::from_secs(2);
+        let Gathered::Next(1, run) = g.gather(first, published(1, 1, 1), t + second) else {
+            panic!("the second run starts 2 s after the first");
+        };
+        let part = run.part.expect("numbered");
+        let answered = g.gather(part, published(1, 2, 2), t + GATHER_TIMEOUT);
+        assert!(g.is_empty());
+        assert_eq!(
+            answered,
+            Gathered::Done(
+                (1, 9),
+                WireAnswer::TimedOut(
+                    "router shards answered too slowly: a batch over several shards is \
+                     sent in turn, and no part starts more than 3 s after the first; shard \
+                     0 published 1 messages to 1 connections of 1 users; shard 1 published \
+                     1 messages to 2 connections of 2 users; the batch's last 2 of 4 \
+                     messages were not published (a retry of the whole batch publishes \
+                     those again)"
+                        .into()
+                )
+            )
+        );
+    }
+
     /// A dead shard: the call is answered at its run's deadline with an error
     /// saying what the other shard published and what was never sent, removed, and
     /// the dead shard's late reply is dropped — also while the same connection
@@ -480,9 +540,9 @@ mod tests {
             why,
             "router shard 1 did not answer within 3 s: its part of the batch (1 of 4 \
              messages) may or may not have been published; shard 0 published 2 messages \
-             to 3 connections of 2 users; the batch's last 1 messages were not published \
-             (its parts over several shards are sent in turn, each after the one before \
-             it answered) (a retry of the whole batch publishes those again)"
+             to 3 connections of 2 users; the batch's last 1 of 4 messages were not \
+             published (its parts over several shards are sent in turn, each after the one \
+             before it answered) (a retry of the whole batch publishes those again)"
         );
         // The connection's next call, to both shards again.
         let later = t + second + GATHER_TIMEOUT;
