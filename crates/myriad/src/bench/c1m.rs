@@ -45,6 +45,12 @@ const GRAPH_EXPONENT: f64 = 0.5;
 /// ~30 friends). msggen writes it through its path template (`/pub/%d0000000`).
 const INBOX_FACTOR: u64 = 10_000_000;
 const INBOX_PATH: &str = "/pub/%d0000000";
+/// Opening gives up once no connection opened or failed for this long...
+const OPEN_STALL: Duration = Duration::from_secs(30);
+/// ...or after this long in all. A million opened in 26–38 s on a quick 2-core box
+/// and in ~310 s on a slow one, its beats competing with the connects (2026-11-24):
+/// 300 s cut that one off at 996,088.
+const OPEN_MAX: Duration = Duration::from_secs(600);
 /// Connections per flood child process (under the 20,000-file limit).
 const PER_FLOOD_PROCESS: u64 = 18_000;
 /// Publishing connections, each waiting for its reply: enough that the asked rates
@@ -227,7 +233,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let floods = Arc::new(Floods::start(floods));
     *lock(&floods_slot) = Some(floods.clone());
     let t = Instant::now();
-    let open = floods.wait_open(n, Duration::from_secs(300));
+    let open = floods.wait_open(n, OPEN_STALL, OPEN_MAX);
     let connect_s = t.elapsed().as_secs_f64();
     live.emit(format!("{open} of {n} open after {connect_s:.1} s"));
     std::thread::sleep(Duration::from_secs(3));

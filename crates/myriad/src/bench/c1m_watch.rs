@@ -90,11 +90,20 @@ impl Floods {
         all
     }
 
-    /// Waits until `want` connections are open or failed, a flood ended, or `timeout`.
-    pub fn wait_open(&self, want: u64, timeout: Duration) -> u64 {
-        let until = Instant::now() + timeout;
+    /// Waits until `want` connections are open or failed, a flood ended, no
+    /// connection opened or failed for `stall`, or `max`: a slow box still opening
+    /// is waited for (how fast is the connect rate's figure, not this one's).
+    pub fn wait_open(&self, want: u64, stall: Duration, max: Duration) -> u64 {
+        let until = Instant::now() + max;
+        let mut last = (0, Instant::now());
         while Instant::now() < until && !self.any_ended() {
-            if self.open() + self.failed() >= want {
+            let done = self.open() + self.failed();
+            if done >= want {
+                break;
+            }
+            if done != last.0 {
+                last = (done, Instant::now());
+            } else if last.1.elapsed() >= stall {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
