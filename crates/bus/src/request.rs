@@ -72,6 +72,17 @@ pub enum Call {
     Stats,
 }
 
+impl Call {
+    /// A call the router acts on (publishes, subscription changes): one left
+    /// unanswered may still have been done, so it must not be repeated blindly.
+    pub fn acts(self) -> bool {
+        matches!(
+            self,
+            Call::Publish | Call::PublishBatch | Call::Subscribe | Call::Unsubscribe
+        )
+    }
+}
+
 /// The answer to a [`Request`].
 #[derive(Debug)]
 pub enum Reply {

@@ -251,6 +251,14 @@ impl Connection {
         match self.state {
             State::Head | State::Body => self.fail(cx, 408, "request timeout"),
             State::Idle | State::Closing => cx.out.close_now(),
+            // It may have published or changed edges: a 504 the client should not
+            // repeat blindly, not a 503 with Retry-After.
+            State::Calling(call) if call.acts() => self.fail(
+                cx,
+                504,
+                "timed out: the router did not answer in time; the call may or may not \
+                 have been done",
+            ),
             State::Calling(_)
             | State::SubscribingStream
             | State::SubscribingSse

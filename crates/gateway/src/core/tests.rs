@@ -504,7 +504,7 @@ fn a_delivery_to_blocked_output_follows_the_slow_policy() {
 }
 
 #[test]
-fn a_router_that_does_not_answer_gets_a_503() {
+fn a_router_that_does_not_answer_gets_a_503_and_an_unanswered_publish_a_504() {
     let mut h = Harness::new();
     h.bytes(b"GET /sub/1 HTTP/1.1\r\n\r\n");
     let step = h.fire_timer();
@@ -516,6 +516,28 @@ fn a_router_that_does_not_answer_gets_a_503() {
     assert!(!step.bytes.is_empty());
     // A late reply for a connection that moved on is ignored.
     assert!(h.reply(Reply::Done).bytes.is_empty());
+    // A read (a subscriber list) may be asked again; a publish or an edge change
+    // may have been done: a 504 without Retry-After.
+    let mut h = Harness::new();
+    h.bytes(b"GET /subscribers/1 HTTP/1.1\r\n\r\n");
+    let text = h.fire_timer().text();
+    assert!(text.starts_with("HTTP/1.1 503 ") && text.contains("Retry-After: 1\r\n"));
+    for request in [
+        "POST /pub/1 HTTP/1.1\r\nContent-Length: 1\r\n\r\nm",
+        "POST /pub HTTP/1.1\r\nContent-Length: 25\r\n\r\n{\"subject\":1,\"data\":\"m\"}\n",
+        "PUT /subscriptions/2/1 HTTP/1.1\r\n\r\n",
+        "DELETE /subscriptions/2/1 HTTP/1.1\r\n\r\n",
+    ] {
+        let mut h = Harness::new();
+        h.bytes(request.as_bytes());
+        let text = h.fire_timer().text();
+        assert!(
+            text.starts_with("HTTP/1.1 504 Gateway Timeout\r\n")
+                && text.contains("may or may not have been done")
+                && !text.contains("Retry-After"),
+            "{request}: {text}"
+        );
+    }
 }
 
 #[test]
