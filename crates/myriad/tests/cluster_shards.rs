@@ -39,6 +39,33 @@ fn gateway3(nats: &Nats) -> Server {
     gateway_with(nats, &["--router-shards", "3"])
 }
 
+/// Two router shards, two gateways, and user 2 (shard 0) following 7 (shard 1:
+/// forwarded to shard 0) and 8 (shard 0) with an SSE connection on each gateway.
+/// Fields drop in order: the connections first, the broker last.
+struct FollowerOfBothShards {
+    streams: [(std::net::TcpStream, Vec<u8>); 2],
+    a: Server,
+    b: Server,
+    _routers: (Router, Router),
+    _nats: Nats,
+}
+
+fn follower_of_both_shards() -> FollowerOfBothShards {
+    let nats = Nats::start();
+    let routers = (router(&nats, 0), router(&nats, 1));
+    let (a, b) = (gateway2(&nats), gateway2(&nats));
+    assert_eq!(a.request("POST", "/subscriptions", b"2 7\n2 8\n").0, 200);
+    let streams = [sse(&b, 2, None), sse(&a, 2, None)];
+    wait_router_connections(&a, 2);
+    FollowerOfBothShards {
+        streams,
+        a,
+        b,
+        _routers: routers,
+        _nats: nats,
+    }
+}
+
 #[test]
 fn a_publish_reaches_followers_on_both_shards_with_exact_counts() {
     let nats = Nats::start();
@@ -104,15 +131,8 @@ fn a_back_end_publish_through_nats_gets_the_counts_of_both_shards() {
 
 #[test]
 fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
-    let nats = Nats::start();
-    let (_r0, _r1) = (router(&nats, 0), router(&nats, 1));
-    let (a, b) = (gateway2(&nats), gateway2(&nats));
-    // User 2 (shard 0) follows 7 (shard 1: forwarded to shard 0) and 8 (shard 0),
-    // with a connection on each gateway.
-    assert_eq!(a.request("POST", "/subscriptions", b"2 7\n2 8\n").0, 200);
-    let (mut s, mut buf) = sse(&b, 2, None);
-    let (mut s2, mut buf2) = sse(&a, 2, None);
-    wait_router_connections(&a, 2);
+    let mut f = follower_of_both_shards();
+    let (a, b) = (&f.a, &f.b);
     let publishers: Vec<_> = [(a.addr, 7u64), (b.addr, 8u64)]
         .into_iter()
         .map(|(addr, subject)| {
@@ -127,7 +147,7 @@ fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
     for p in publishers {
         p.join().unwrap();
     }
-    for (s, buf) in [(&mut s, &mut buf), (&mut s2, &mut buf2)] {
+    for (s, buf) in f.streams.iter_mut() {
         read_until(s, buf, "s7 49");
         read_until(s, buf, "s8 49");
         let events = sse_events(buf);
@@ -155,14 +175,8 @@ fn a_users_messages_stay_in_order_when_publishes_enter_through_both_shards() {
 /// 1's (forwarded to shard 0 first). A batch marked `?parallel=1` is sent at once.
 #[test]
 fn a_batch_over_both_shards_reaches_a_follower_in_the_batchs_order() {
-    let nats = Nats::start();
-    let (_r0, _r1) = (router(&nats, 0), router(&nats, 1));
-    let (a, b) = (gateway2(&nats), gateway2(&nats));
-    // User 2 (shard 0) follows 7 (shard 1) and 8 (shard 0), on both gateways.
-    assert_eq!(a.request("POST", "/subscriptions", b"2 7\n2 8\n").0, 200);
-    let (mut s, mut buf) = sse(&b, 2, None);
-    let (mut s2, mut buf2) = sse(&a, 2, None);
-    wait_router_connections(&a, 2);
+    let mut f = follower_of_both_shards();
+    let b = &f.b;
     let mut sent = Vec::new();
     for batch in 0..10 {
         let mut lines = String::new();
@@ -194,7 +208,7 @@ fn a_batch_over_both_shards_reaches_a_follower_in_the_batchs_order() {
     );
     let (status, body) = b.request("POST", "/pub?parallel=maybe", lines.as_bytes());
     assert_eq!(status, 400, "{body}");
-    for (s, buf) in [(&mut s, &mut buf), (&mut s2, &mut buf2)] {
+    for (s, buf) in f.streams.iter_mut() {
         read_until(s, buf, "b9 i7 s8");
         let events = sse_events(buf);
         let data: Vec<&String> = events.iter().map(|e| &e.1).take(80).collect();

@@ -16,8 +16,7 @@ pub(crate) struct SubscriptionQuery {
 
 pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, RouteError> {
     let mut q = SubscriptionQuery::default();
-    for pair in query.unwrap_or_default().split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+    for (k, v) in pairs(query) {
         match k {
             "since" => {
                 if q.since.is_some() {
@@ -43,11 +42,7 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Rout
 /// independent), `0` or `false` or absent (keep their order).
 pub(crate) fn parse_parallel(query: Option<&str>) -> Result<bool, RouteError> {
     let mut parallel = None;
-    for pair in query.unwrap_or_default().split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k != "parallel" {
-            continue;
-        }
+    for (_, v) in pairs(query).filter(|(k, _)| *k == "parallel") {
         if parallel.is_some() {
             return Err(RouteError::BadQuery("parallel given twice"));
         }
@@ -58,6 +53,14 @@ pub(crate) fn parse_parallel(query: Option<&str>) -> Result<bool, RouteError> {
         });
     }
     Ok(parallel.unwrap_or(false))
+}
+
+/// A query's `key=value` pairs (a bare `key` has the value "").
+fn pairs(query: Option<&str>) -> impl Iterator<Item = (&str, &str)> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
 }
 
 /// RFC 3986 percent-decoding (`+` is kept: it is a base64 character, not a space).
