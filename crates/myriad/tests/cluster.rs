@@ -182,8 +182,11 @@ fn a_back_end_publishes_through_nats_and_gets_the_counts() {
 }
 
 /// nats-server restarted under a router and two gateways: everything reconnects by
-/// itself; a publish while the broker is away is refused (503), never accepted and
-/// lost; afterwards the counts are exact again.
+/// itself; a publish while the broker is away is never accepted and lost: refused
+/// (503) once the gateway knows the link is down, or, sent in the instant before it
+/// knew, answered 504 "may or may not have been done" when the router does not
+/// answer (the NATS client may still send it after reconnecting); afterwards the
+/// counts are exact again.
 #[test]
 fn everything_reconnects_after_a_nats_restart() {
     let nats = Nats::start();
@@ -196,7 +199,11 @@ fn everything_reconnects_after_a_nats_restart() {
     let port = nats.port();
     drop(nats);
     let (status, body) = a.request("POST", "/pub/41", b"lost?");
-    assert_eq!(status, 503, "a publish without a broker is refused: {body}");
+    assert!(
+        (status == 503 && body.contains("the NATS link to the router is down"))
+            || (status == 504 && body.contains("may or may not have been done")),
+        "a publish without a broker is refused or timed out, never a 200: {status} {body}"
+    );
     let nats = Nats::start_on(port);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
