@@ -96,6 +96,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: server.stats_fn(),
+            // A supervisor's gateways leave the machine-wide socket slab to it.
+            slab: args.cluster.supervised_place.is_none(),
         },
     )?;
     let off = || "off".to_string();
@@ -175,6 +177,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: role.stats_fn(),
+            slab: true,
         },
     )?;
     tracing::info!(

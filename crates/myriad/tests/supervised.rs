@@ -110,6 +110,25 @@ fn supervised_gateways_share_the_port_restart_and_stop() {
     assert_eq!(start["gateways"], 3, "{start}");
     let processes = start["processes"].as_array().unwrap().len();
     assert_eq!(processes, 4, "a router and three gateways: {start}");
+    // Machine-wide socket slab figures are the supervisor's: its gateways do not read
+    // /proc/slabinfo every second (each read ~0.4 ms of kernel time under a global
+    // mutex); the supervisor does, where it is readable.
+    let samples = server.admin_stats()["processes"].clone();
+    let slab_of = |pid: u64| {
+        samples
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["pid"] == pid)
+            .map(|s| s["machine"]["sock_slab_bytes"].clone())
+    };
+    let readable = std::fs::read_to_string("/proc/slabinfo").is_ok();
+    let own = slab_of(samples[0]["pid"].as_u64().unwrap()).unwrap();
+    assert_eq!(own.is_u64(), readable, "the supervisor's slab: {samples}");
+    for (pid, _) in gateways(&start) {
+        let slab = slab_of(u64::from(pid)).expect("every gateway has a sample");
+        assert!(slab.is_null(), "gateway {pid} read the slab: {samples}");
+    }
 
     for user in 1..=CLIENTS {
         let (status, _) = server.request("PUT", &format!("/subscriptions/{user}/{SUBJECT}"), b"");

@@ -6,6 +6,7 @@
 //! | `/healthz` | `200 ok` while the process runs |
 //! | `/stats` | JSON: `{"sample": Sample, "extra": {...}, "processes": [Sample, ...]}` (this process first, then `Monitor::set_children`'s) |
 //! | `/history` | JSON array of the recent samples, oldest first |
+//! | `/sample` | JSON: the last sample alone, with the live connection count (what a supervisor reads of each child every second, without `extra`'s cost) |
 //! | `/` | the live dashboard (self-contained HTML + JS polling `/stats`) |
 //!
 //! It is not on the hot path: one thread, requests answered in turn. It does not
@@ -150,10 +151,16 @@ fn route(path: &str, shared: &MonitorState) -> Response<std::io::Cursor<Vec<u8>>
             // Samples always serialise (numbers only).
             json(&serde_json::to_value(v).expect("Sample serialises"))
         }
+        "/sample" => {
+            let mut sample = shared.latest();
+            sample.connections = shared.metrics.sum(|l| &l.connections);
+            // Samples always serialise (numbers only).
+            json(&serde_json::to_value(sample).expect("Sample serialises"))
+        }
         "/favicon.ico" => Response::from_string("").with_status_code(204),
         _ => text(
             404,
-            "not found: try /, /metrics, /healthz, /stats, /history\n",
+            "not found: try /, /metrics, /healthz, /stats, /history, /sample\n",
         ),
     }
 }

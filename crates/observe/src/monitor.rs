@@ -39,6 +39,10 @@ pub struct MonitorOptions {
     pub admin: Option<SocketAddr>,
     /// Server-specific stats merged into `/stats` under `extra`.
     pub extra: ExtraStats,
+    /// Read the socket slab (`/proc/slabinfo`) every second; off for a supervisor's
+    /// children, whose supervisor reads it for the whole server
+    /// ([`Sampler::without_slab`]).
+    pub slab: bool,
 }
 
 impl Default for MonitorOptions {
@@ -47,6 +51,7 @@ impl Default for MonitorOptions {
             csv: None,
             admin: None,
             extra: Arc::new(|| serde_json::json!({})),
+            slab: true,
         }
     }
 }
@@ -90,6 +95,9 @@ impl Monitor {
             None => None,
         };
         let mut sampler = Sampler::new(metrics.clone());
+        if !opts.slab {
+            sampler = sampler.without_slab();
+        }
         // A first sample so memory figures exist at once; its rates cover microseconds,
         // so they are zeroed rather than shown as noise.
         let mut first = sampler.sample();

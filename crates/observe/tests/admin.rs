@@ -128,6 +128,28 @@ fn metrics_healthz_stats_history_and_dashboard() {
     let h: Vec<observe::Sample> = serde_json::from_str(&body).unwrap();
     assert!(h.len() >= 2 && h.windows(2).all(|w| w[0].time < w[1].time));
 
+    // `/sample`: the last sample with the live connection count (the feeder adds 10
+    // every 10 ms, so the one-second sample's count is behind what was live before
+    // the request).
+    let live = || -> u64 {
+        fed.metrics
+            .loops
+            .iter()
+            .map(|l| l.connections.load(Relaxed))
+            .sum()
+    };
+    let before = live();
+    let (status, _, body) = common::get(addr, "/sample");
+    let after = live();
+    assert_eq!(status, 200);
+    let s: observe::Sample = serde_json::from_str(&body).unwrap();
+    assert!(s.time > 0.0 && s.pid == std::process::id(), "{body}");
+    assert!(
+        (before..=after).contains(&s.connections),
+        "live count {before}..={after}: {body}"
+    );
+    assert!(!body.contains("\"extra\""), "no extra: {body}");
+
     let (status, head, body) = common::get(addr, "/");
     assert_eq!(status, 200);
     assert!(head.contains("text/html"));

@@ -64,6 +64,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: table.stats_fn(),
+            slab: true,
         },
     )?;
     monitor.set_children(table.samples_fn());
