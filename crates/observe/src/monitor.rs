@@ -94,10 +94,11 @@ impl Monitor {
             ),
             None => None,
         };
-        let mut sampler = Sampler::new(metrics.clone());
-        if !opts.slab {
-            sampler = sampler.without_slab();
-        }
+        let mut sampler = if opts.slab {
+            Sampler::new(metrics.clone())
+        } else {
+            Sampler::without_slab(metrics.clone())
+        };
         // A first sample so memory figures exist at once; its rates cover microseconds,
         // so they are zeroed rather than shown as noise.
         let mut first = sampler.sample();

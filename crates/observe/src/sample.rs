@@ -169,6 +169,20 @@ pub struct Sampler {
 impl Sampler {
     /// Take the baseline now; the first [`Sampler::sample`] covers the time since.
     pub fn new(metrics: std::sync::Arc<ProcessMetrics>) -> Sampler {
+        Sampler::start(metrics, true)
+    }
+
+    /// Samples without reading `/proc/slabinfo`: machine-wide figures that another
+    /// process of the server reads already (a supervisor's child). Each read costs
+    /// ~0.4 ms of kernel time under the slab allocator's global mutex, and 53
+    /// gateways holding a million read it every second, each in turn. The socket
+    /// slab then reads as unknown (`sock_slab_bytes` none, `slab_bytes_per_conn` 0),
+    /// as where slabinfo is unreadable.
+    pub fn without_slab(metrics: std::sync::Arc<ProcessMetrics>) -> Sampler {
+        Sampler::start(metrics, false)
+    }
+
+    fn start(metrics: std::sync::Arc<ProcessMetrics>, slab: bool) -> Sampler {
         let page = procfs::page_size();
         let me = procfs::read_self().unwrap_or_default();
         let prev = Previous {
@@ -193,22 +207,13 @@ impl Sampler {
             page,
             ticks: procfs::clock_ticks() as f64,
             rss_idle: me.rss_pages * page,
-            socket_idle: SocketMemory::read(),
-            slab: true,
+            socket_idle: SocketMemory::from_readings(
+                &procfs::read_sockstat().unwrap_or_default(),
+                read_slab(slab).as_ref(),
+            ),
+            slab,
             prev,
         }
-    }
-
-    /// Samples without reading `/proc/slabinfo`: machine-wide figures that another
-    /// process of the server reads already (a supervisor's child). Each read costs
-    /// ~0.4 ms of kernel time under the slab allocator's global mutex, and 53
-    /// gateways holding a million read it every second, each in turn. The socket
-    /// slab then reads as unknown (`sock_slab_bytes` none, `slab_bytes_per_conn` 0),
-    /// as where slabinfo is unreadable.
-    pub fn without_slab(mut self) -> Sampler {
-        self.slab = false;
-        self.socket_idle.slab_bytes = None;
-        self
     }
 
     /// Measure the interval since the previous call.
@@ -220,11 +225,7 @@ impl Sampler {
         let cpu = procfs::read_cpu_times().unwrap_or_default();
         let mem = procfs::read_meminfo().unwrap_or_default();
         let ss = procfs::read_sockstat().unwrap_or_default();
-        let slab = if self.slab {
-            procfs::read_slabinfo()
-        } else {
-            None
-        };
+        let slab = read_slab(self.slab);
 
         let connections = m.sum(|l| &l.connections);
         let rss = me.rss_pages * self.page;
@@ -348,6 +349,15 @@ impl Sampler {
     }
 }
 
+/// `/proc/slabinfo` when `read`, else unknown.
+fn read_slab(read: bool) -> Option<procfs::SlabStats> {
+    if read {
+        procfs::read_slabinfo()
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,7 +368,7 @@ mod tests {
     fn a_sampler_without_slab_leaves_the_socket_slab_unknown() {
         let m = ProcessMetrics::new(1);
         let mut with = Sampler::new(m.clone());
-        let mut without = Sampler::new(m.clone()).without_slab();
+        let mut without = Sampler::without_slab(m.clone());
         let (a, b) = (with.sample(), without.sample());
         assert_eq!(
             a.machine.sock_slab_bytes.is_some(),
