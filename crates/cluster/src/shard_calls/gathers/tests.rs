@@ -7,6 +7,19 @@ use crate::shard_calls::tests::{batch, call, parts};
 use crate::Shards;
 use parking_lot::Mutex;
 
+/// `count` router shards seen from shard 0, no call waiting, and now.
+fn shards_of(count: u16) -> (Shards, Mutex<Gathers>, Instant) {
+    let shards = Shards { index: 0, count };
+    (shards, Mutex::new(Gathers::default()), Instant::now())
+}
+
+fn change(edges: &[(u64, u64)], add: bool) -> WireRequest {
+    WireRequest::ChangeSubscriptions {
+        edges: edges.to_vec(),
+        add,
+    }
+}
+
 fn published(messages: u64, connections: u64, users: u64) -> WireAnswer {
     WireAnswer::Published {
         messages,
@@ -19,9 +32,7 @@ fn published(messages: u64, connections: u64, users: u64) -> WireAnswer {
 /// when the one before answered, under a new number; the sum answers the call.
 #[test]
 fn a_batch_over_shards_is_sent_run_by_run_and_answered_with_the_sum() {
-    let shards = Shards { index: 0, count: 3 };
-    let gathers = Mutex::new(Gathers::default());
-    let t = Instant::now();
+    let (shards, gathers, t) = shards_of(3);
     // Subjects 1 and 4 on shard 1, 2 on shard 2, 3 and 6 on shard 0.
     let routed = route(vec![call(9, batch(&[1, 4, 2, 3, 6]))], shards, &gathers, t);
     let sent: Vec<usize> = routed.iter().map(Vec::len).collect();
@@ -52,14 +63,13 @@ fn a_batch_over_shards_is_sent_run_by_run_and_answered_with_the_sum() {
 /// failed durable write makes a batch's sum NotStored with everyone's counts.
 #[test]
 fn parts_are_summed_in_any_order_and_not_stored_wins() {
-    let shards = Shards { index: 0, count: 3 };
-    let gathers = Mutex::new(Gathers::default());
-    let t = Instant::now();
-    let change = WireRequest::ChangeSubscriptions {
-        edges: vec![(4, 1), (4, 2), (4, 3)],
-        add: true,
-    };
-    let routed = route(vec![call(9, change)], shards, &gathers, t);
+    let (shards, gathers, t) = shards_of(3);
+    let routed = route(
+        vec![call(9, change(&[(4, 1), (4, 2), (4, 3)], true))],
+        shards,
+        &gathers,
+        t,
+    );
     assert!(routed.iter().all(|calls| calls.len() == 1));
     let p = parts(&routed, 9);
     let changed = |changed| WireAnswer::Changed { edges: 1, changed };
@@ -110,9 +120,7 @@ fn parts_are_summed_in_any_order_and_not_stored_wins() {
 /// published and what was not sent.
 #[test]
 fn a_batch_whose_runs_answer_too_slowly_is_answered_before_its_last_runs() {
-    let shards = Shards { index: 0, count: 2 };
-    let gathers = Mutex::new(Gathers::default());
-    let t = Instant::now();
+    let (shards, gathers, t) = shards_of(2);
     let routed = route(vec![call(9, batch(&[2, 1, 4, 3]))], shards, &gathers, t);
     let first = parts(&routed, 9)[0];
     let mut g = gathers.lock();
@@ -146,9 +154,7 @@ fn a_batch_whose_runs_answer_too_slowly_is_answered_before_its_last_runs() {
 /// waits for its next call.
 #[test]
 fn a_shard_that_does_not_answer_makes_the_call_an_error_at_its_deadline() {
-    let shards = Shards { index: 0, count: 2 };
-    let gathers = Mutex::new(Gathers::default());
-    let t = Instant::now();
+    let (shards, gathers, t) = shards_of(2);
     let second = Duration::from_secs(1);
     // Subjects 2, 4 and 6 on shard 0, 1 on shard 1.
     let routed = route(vec![call(9, batch(&[2, 4, 1, 6]))], shards, &gathers, t);
@@ -195,14 +201,13 @@ fn a_shard_that_does_not_answer_makes_the_call_an_error_at_its_deadline() {
 
 #[test]
 fn a_change_some_shards_did_not_answer_says_what_the_others_changed() {
-    let shards = Shards { index: 0, count: 3 };
-    let gathers = Mutex::new(Gathers::default());
-    let t = Instant::now();
-    let change = WireRequest::ChangeSubscriptions {
-        edges: vec![(4, 3), (5, 3), (4, 1), (4, 2)],
-        add: false,
-    };
-    let routed = route(vec![call(9, change)], shards, &gathers, t);
+    let (shards, gathers, t) = shards_of(3);
+    let routed = route(
+        vec![call(9, change(&[(4, 3), (5, 3), (4, 1), (4, 2)], false))],
+        shards,
+        &gathers,
+        t,
+    );
     let p = parts(&routed, 9);
     let mut g = gathers.lock();
     let changed = WireAnswer::Changed {
