@@ -7,9 +7,7 @@
 //! publishes of all loops together: batching by wake-up, so a quiet gateway sends
 //! at once and a busy one sends few large messages). The receiver task turns the
 //! router's messages on this gateway's subject into mailbox items: replies to their
-//! connection's loop, each delivery as one batch per loop; a sleeping loop's small
-//! mail it runs itself on the link's thread, without waking the loop
-//! ([`GatewayLink::settle_with`]). With several router
+//! connection's loop, each delivery as one batch per loop. With several router
 //! shards, a call divided among them is answered once all parts replied, or from
 //! the receiver's timer with an error when one did not ([`crate::shard_calls`]).
 //!
@@ -35,7 +33,7 @@ use parking_lot::Mutex;
 use receiver::Receiver;
 use sender::{weight, Sender};
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
@@ -93,13 +91,7 @@ pub struct GatewayLink {
     tx: mpsc::UnboundedSender<Outgoing>,
     /// Taken by [`GatewayLink::start`].
     parts: Mutex<Option<Parts>>,
-    /// How the receiver settles the wake-ups it deferred ([`GatewayLink::settle_with`]).
-    settle: Arc<OnceLock<Settle>>,
 }
-
-/// Runs the mail a thread left unwoken, or wakes its loops (see
-/// [`GatewayLink::settle_with`]).
-pub type Settle = Box<dyn Fn() + Send + Sync>;
 
 /// What the tasks need once the loops exist: the queue of calls and the
 /// subscriptions (made at connect, so nothing sent to this gateway is missed).
@@ -144,18 +136,7 @@ impl GatewayLink {
                 mine: mine?,
                 all: all?,
             })),
-            settle: Arc::default(),
         })
-    }
-
-    /// Once the loops exist: the receiver defers the wake-ups of what it hands
-    /// them and calls `settle` after each message from the router, which runs a
-    /// sleeping loop's small mail on the link's thread — a delivery then goes from
-    /// the NATS socket to the client's without waking the loop's thread — and
-    /// wakes the others. Until then (and if never called) it wakes every loop it
-    /// handed something.
-    pub fn settle_with(&self, settle: impl Fn() + Send + Sync + 'static) {
-        let _ = self.settle.set(Box::new(settle));
     }
 
     pub fn url(&self) -> &str {
@@ -215,7 +196,6 @@ impl GatewayLink {
             parts: Reassembly::default(),
             gathers: self.gathers.clone(),
             shards: self.shards,
-            settle: self.settle.clone(),
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));

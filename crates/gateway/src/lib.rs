@@ -13,8 +13,7 @@
 //! 3. `pump::io::settle` sends it with `Bus::call`; the router side (`hub`) plans
 //!    the fan-out and pushes one `Delivery` batch into each loop's `Mailbox`. A
 //!    small batch for a loop asleep in `epoll_wait` is run at once by this loop
-//!    (`Gateway::settle_wakes`); other loops are woken. Over NATS the link's
-//!    receiving thread does the same (`Server::settle_wakes_fn`).
+//!    (`Gateway::settle_wakes`); other loops are woken.
 //! 4. The reply goes back to the core (`core::reply`), which writes the 200.
 //! 5. Each loop's `pump::inbox` takes its batch; for every target
 //!    `core::delivery` writes the message in its transport's framing (encoded once

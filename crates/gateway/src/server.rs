@@ -85,20 +85,6 @@ impl Server {
         self.local_addr
     }
 
-    /// For a thread that pushes to the loops' mailboxes with its wake-ups deferred
-    /// ([`bus::mailbox::defer_wakes_on_this_thread`]), e.g. the NATS link's: runs
-    /// what it left unwoken on the spot when that loop sleeps and the mail is
-    /// small, else wakes the loop ([`Gateway::settle_wakes`]). Holds the gateway
-    /// weakly: once the server is gone it does nothing.
-    pub fn settle_wakes_fn(&self) -> impl Fn() + Send + Sync + 'static {
-        let gateway = Arc::downgrade(&self.gateway);
-        move || {
-            if let Some(g) = gateway.upgrade() {
-                g.settle_wakes();
-            }
-        }
-    }
-
     pub fn metrics(&self) -> Arc<ProcessMetrics> {
         self.gateway.metrics.clone()
     }
@@ -173,7 +159,6 @@ fn process_stats(metrics: Arc<ProcessMetrics>, loops: usize, router_stats: Stats
             "queued_bytes": m.sum(|l| &l.queued_bytes),
             "slow_drops": m.sum(|l| &l.slow_drops),
             "batched_sends": m.sum(|l| &l.batched_sends),
-            "mail_runs_by_others": m.sum(|l| &l.mail_runs_by_others),
             "listening": m.sum(|l| &l.listening),
         });
         if let (Some(doc), serde_json::Value::Object(router)) =

@@ -76,7 +76,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 Arc::new(move || stats.stats()),
                 move |mailboxes| starter.start(mailboxes),
             )?;
-            link.settle_with(server.settle_wakes_fn());
             (server, Some(link.url().to_string()))
         }
         _ => {

@@ -40,25 +40,6 @@ fn a_publish_reaches_every_connection_and_follower_on_both_gateways() {
 }
 
 #[test]
-fn a_delivery_from_nats_is_written_by_the_link_thread_while_the_loop_sleeps() {
-    let nats = Nats::start();
-    let _router = Router::start(&nats, "memory");
-    let gw = gateway(&nats);
-    let (mut s, mut buf) = subscribe_stream(&gw, 9);
-    wait_router_connections(&gw, 1);
-    // Back-end publishes, one at a time: no loop makes a bus call, so only the NATS
-    // link's thread can run a loop's mailbox; without it every delivery wakes the loop.
-    for i in 1..=10 {
-        let replies = backend_request(&nats, 9, &format!("m{i}"));
-        assert_eq!(replies.len(), 1, "{replies:?}");
-        assert!(replies[0].contains("\"connections\":1"), "{replies:?}");
-        read_until(&mut s, &mut buf, &format!("m{i}"));
-    }
-    let runs = gw.stats()["mail_runs_by_others"].as_u64().unwrap();
-    assert!(runs > 0, "no delivery was written by the link's thread");
-}
-
-#[test]
 fn each_users_messages_arrive_in_sequence_order_on_every_connection() {
     let nats = Nats::start();
     let _router = Router::start(&nats, "memory");

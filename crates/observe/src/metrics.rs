@@ -195,9 +195,6 @@ pub struct LoopMetrics {
     /// Counter: sends submitted through io_uring (`--io-uring`), one per connection
     /// per batch.
     pub batched_sends: AtomicU64,
-    /// Counter: times another thread ran this loop's mailbox while the loop slept
-    /// (a loop publishing to it, or the NATS link's thread), instead of waking it.
-    pub mail_runs_by_others: AtomicU64,
     /// Gauge: 1 while the loop's listener is in the port's listening group (a full
     /// gateway process sharing the port leaves it), else 0.
     pub listening: AtomicU64,

@@ -4,7 +4,7 @@
 //! to the sender), deliveries as one batch per loop, resync requests and the
 //! router's stats.
 
-use super::{unix_ns, Outgoing, Settle, Shared};
+use super::{unix_ns, Outgoing, Shared};
 use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
 use crate::convert::reply_from_wire;
 use crate::fragment::Reassembly;
@@ -12,7 +12,7 @@ use crate::shard_calls::{self, Gathered, Gathers};
 use bus::{Delivery, Inbound, Mailbox, Message, Target};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -27,8 +27,6 @@ pub(super) struct Receiver {
     pub(super) gathers: Arc<Mutex<Gathers>>,
     /// Router shards: with one, nothing is gathered and nothing expires.
     pub(super) shards: u16,
-    /// Settles the wake-ups this task deferred, once the loops exist.
-    pub(super) settle: Arc<OnceLock<Settle>>,
 }
 
 impl Receiver {
@@ -43,9 +41,6 @@ impl Receiver {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick
         });
-        // The link's thread runs only this crate's tasks, and this is the one that
-        // pushes to mailboxes: it settles after every message what it deferred.
-        bus::mailbox::defer_wakes_on_this_thread();
         loop {
             tokio::select! {
                 message = messages.next() => {
@@ -58,22 +53,6 @@ impl Receiver {
                     }
                 }
                 _ = tick_or_never(&mut expiry) => self.expire(Instant::now()),
-            }
-            self.settle();
-        }
-    }
-
-    /// Runs or wakes every mailbox this task left unwoken ([`super::GatewayLink::settle_with`]);
-    /// before the loops exist, or for what running a loop's mail pushed again, wakes.
-    fn settle(&self) {
-        if let Some(settle) = self.settle.get() {
-            settle();
-        }
-        if bus::mailbox::take_deferred() {
-            for mailbox in &self.mailboxes {
-                if mailbox.take_unwoken() {
-                    mailbox.wake();
-                }
             }
         }
     }

@@ -13,9 +13,7 @@
 //! events and lets go while it sleeps in `epoll_wait`. A loop that publishes a
 //! small delivery for a sleeping loop takes that lock and writes it itself
 //! ([`EventLoop::drain_for_another`]) instead of waking the other thread: on the
-//! unicast path a message crosses loops without a wake-up. A gateway linked over
-//! NATS does the same from the link's receiving thread, so a delivery goes from
-//! the NATS socket to the client's without waking the loop's thread.
+//! unicast path a message crosses loops without a wake-up.
 //!
 //! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
@@ -279,9 +277,6 @@ impl EventLoop {
     /// (see [`Gateway::settle_wakes`]). What a round would do next (more of a
     /// fan-out, mail this drain posted to its own loop) wakes this loop.
     pub(crate) fn drain_for_another(&mut self) {
-        self.metrics
-            .mail_runs_by_others
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.set_clock(Instant::now());
         self.drain_mailbox();
         if self.more_work || self.own_mail || !self.resume.is_empty() || !self.reread.is_empty() {
