@@ -45,7 +45,8 @@ pub struct MsggenArgs {
     /// Server base URL; messages go to POST <url><path>.
     #[arg(long, default_value = "http://127.0.0.1:8000")]
     pub url: String,
-    /// Path template; `%d` becomes the subject.
+    /// Path template; `%d` becomes the subject. With --nats its last segment names
+    /// the subject published to (`/pub/%d0000000`: the subject × 10⁷).
     #[arg(long, default_value = "/pub/%d")]
     pub path: String,
     /// Messages per second over all publishers (0 = as fast as possible).
@@ -358,7 +359,8 @@ fn publisher(
         payload(args.size, &mut body);
         let t0 = Instant::now();
         let result = match target {
-            Target::Nats(link) => publish_nats(link, subject, &body),
+            Target::Nats(link) => nats_subject(&args.path, subject)
+                .and_then(|subject| publish_nats(link, subject, &body)),
             Target::Http(dialer) => {
                 req.clear();
                 let path = args.path.replace("%d", &subject.to_string());
@@ -401,6 +403,15 @@ fn error(shared: &Shared, msg: String) {
     if let Ok(mut e) = shared.last_error.lock() {
         *e = Some(msg);
     }
+}
+
+/// The subject a NATS publish goes to: the path template's last segment with `%d`
+/// replaced (`/pub/%d` → the picked subject itself).
+fn nats_subject(path: &str, picked: u64) -> anyhow::Result<u64> {
+    let segment = path.rsplit('/').next().unwrap_or(path);
+    let text = segment.replace("%d", &picked.to_string());
+    text.parse()
+        .with_context(|| format!("--path {path:?}: its last segment {text:?} is not a subject id"))
 }
 
 /// One publish as a NATS request to `myriad.pub.<subject>`: (200 or 503 when the
@@ -539,5 +550,13 @@ mod tests {
         assert!(p.starts_with(b"ts=1"));
         payload(0, &mut p);
         assert!(p.ends_with(b" "));
+    }
+
+    #[test]
+    fn a_nats_publish_goes_to_the_subject_the_path_names() {
+        assert_eq!(nats_subject("/pub/%d", 42).unwrap(), 42);
+        assert_eq!(nats_subject("/pub/%d0000000", 42).unwrap(), 420_000_000);
+        let e = nats_subject("/pub/%d?x=1", 42).unwrap_err().to_string();
+        assert!(e.contains("not a subject id"), "{e}");
     }
 }

@@ -184,12 +184,15 @@ fn churn_and_c100k_at_a_tiny_scale() {
 /// nats-server) holds every connection of three transports, every graph and unicast
 /// delivery the server reported arrives, and no process it started is left. It runs
 /// in a network namespace of its own (`--netns always`; at 1 M that is how it gets
-/// an established-socket hash sized for 2 M sockets), which is gone afterwards.
+/// an established-socket hash sized for 2 M sockets), which is gone afterwards. The
+/// phases publish at the rates asked (`--graph-rate`, `--unicast-rate`: at most
+/// rate × duration; the defaults would publish 2,000 and 20,000 here).
 #[test]
 fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
         .args(["bench", "c1m", "--connections", "3000", "--hold", "1"])
+        .args(["--graph-rate", "100", "--unicast-rate", "1000"])
         .args(["--duration", "2", "--no-tune", "--netns", "always", "--out"])
         .arg(out.path())
         .output()
@@ -214,21 +217,7 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
         held[0].starts_with("3,000 of 3,000 (server counts 3,000;"),
         "{held:?}"
     );
-    for what in ["graph publishes", "unicast publishes"] {
-        let d = row(&r, &format!("{what}: deliveries received / reported"));
-        let (got, want) = d[0].split_once(" / ").expect("received / reported");
-        assert_eq!(first_number(got), first_number(want), "{what}: {d:?}");
-        assert!(first_number(got) > 0.0, "{what}: {d:?}");
-        assert_eq!(d[2], "yes", "{what}: {d:?}");
-    }
-    // Unicast goes to inbox subjects that only their user follows: one delivery each.
-    let u = row(&r, "unicast publishes: deliveries received / reported");
-    let published = u[0].split_once('(').expect("(N published").1;
-    assert_eq!(
-        first_number(u[0].split_once(" / ").unwrap().1),
-        first_number(published),
-        "{u:?}"
-    );
+    every_delivery_arrived(&r, [200.0, 2_000.0]);
     assert_eq!(row(&r, "processes left after the stop")[2], "yes", "{r}");
     // The bench names every process it saw; none may run now.
     let line = stderr
@@ -254,6 +243,65 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
     for png in ["connections.png", "latency.png", "memory.png"] {
         assert!(out.path().join("c1m").join(png).is_file(), "{png} missing");
     }
+}
+
+/// c1m's phases: every delivery the server reported arrived, each phase published
+/// something and at most `most` (graph, unicast), and a unicast publish (to an inbox
+/// subject only its user follows) made exactly one delivery.
+fn every_delivery_arrived(r: &str, most: [f64; 2]) {
+    for (what, most) in ["graph publishes", "unicast publishes"]
+        .into_iter()
+        .zip(most)
+    {
+        let d = row(r, &format!("{what}: deliveries received / reported"));
+        let (got, want) = d[0].split_once(" / ").expect("received / reported");
+        assert_eq!(first_number(got), first_number(want), "{what}: {d:?}");
+        assert!(first_number(got) > 0.0, "{what}: {d:?}");
+        assert_eq!(d[2], "yes", "{what}: {d:?}");
+        let published = first_number(d[0].split_once('(').expect("(N published").1);
+        assert!(
+            published > 0.0 && published <= most,
+            "{what}: {published} published, at most {most} asked: {d:?}"
+        );
+    }
+    let u = row(r, "unicast publishes: deliveries received / reported");
+    let published = u[0].split_once('(').expect("(N published").1;
+    assert_eq!(
+        first_number(u[0].split_once(" / ").unwrap().1),
+        first_number(published),
+        "{u:?}"
+    );
+}
+
+/// `bench c1m --publish-via nats`: the publishers are NATS requests to
+/// `myriad.pub.<subject>` (a back-end's way, SPEC C4), straight to the router, and
+/// every delivery arrives as with HTTP — the unicast phase's inbox subjects too
+/// (the subject is msggen's path's last segment).
+#[test]
+fn c1m_publishes_through_nats_as_a_back_end_would() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["bench", "c1m", "--connections", "1000", "--hold", "1"])
+        .args([
+            "--graph-rate",
+            "50",
+            "--unicast-rate",
+            "500",
+            "--publish-via",
+            "nats",
+        ])
+        .args(["--duration", "2", "--no-tune", "--netns", "never", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("run myriad bench c1m");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "bench c1m failed:\n{stderr}");
+    let r = std::fs::read_to_string(out.path().join("c1m/report.md")).expect("report.md");
+    assert!(
+        r.contains("NATS (requests to myriad.pub.<subject>"),
+        "the report says how it published:\n{r}"
+    );
+    every_delivery_arrived(&r, [100.0, 1_000.0]);
 }
 
 #[test]

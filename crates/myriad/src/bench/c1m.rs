@@ -5,8 +5,10 @@
 //! transport over child processes and source addresses) with heartbeats every 20 s,
 //! over a Barabási–Albert friends graph of N users (m = 15) in the embedded store. Then
 //! two publishing phases, one after the other so each has its own latency: graph
-//! publishes (power-law subjects, 1,000 msg/s: each reaches the user and its friends),
-//! then unicast (uniform users, 10,000 msg/s).
+//! publishes (power-law subjects, 1,000 msg/s by default, `--graph-rate`: each reaches
+//! the user and its friends), then unicast (uniform users, 10,000 msg/s by default,
+//! `--unicast-rate`). Lower rates show the path's latency on a box that the asked
+//! rates saturate.
 //!
 //! Phases: doctor's checks (raising what it can, saying so) → graph gen + bulk load →
 //! supervised server → flood → hold → graph publishes → unicast → close → stop the
@@ -19,6 +21,7 @@ use super::c1m_report::{phase_rows, process_table, Phase};
 use super::c1m_watch::{alive, children_of, stop_supervisor, Floods, Watch};
 use super::held::{flood_args, Live};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
+use super::PublishVia;
 use super::{BenchArgs, Ctx};
 use crate::server_process::{kernel_socket_bytes, serve_command, ServerProcess};
 use load::flood::{FloodArgs, Transport};
@@ -30,9 +33,6 @@ use std::time::{Duration, Instant};
 
 /// Friendships per new user of the graph (the Barabási–Albert m of issue 9).
 const GRAPH_M: u32 = 15;
-/// Graph publishes per second and unicast publishes per second (issue 9).
-const GRAPH_RATE: f64 = 1_000.0;
-const UNICAST_RATE: f64 = 10_000.0;
 /// Power-law exponent of the graph publishes' subjects. The graph's oldest users (low
 /// ids) are its hubs (~m·√N friends: ~15,000 at 1M), and msggen's power law favours
 /// low ids: at exponent 1.0 a twentieth of all publishes hit user 1 and the mean
@@ -275,6 +275,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
                 size: args.size,
                 seed: Some(9),
                 quiet: true,
+                nats: (args.publish_via == PublishVia::Nats).then(|| nats.clone()),
                 ..Default::default()
             },
             &AtomicBool::new(false),
@@ -292,13 +293,13 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     };
     let graph_phase = phase(
         "graph publishes (power law)",
-        GRAPH_RATE,
+        args.graph_rate,
         Dist::Power,
         "/pub/%d",
     )?;
     let unicast_phase = phase(
         "unicast (inbox subjects)",
-        UNICAST_RATE,
+        args.unicast_rate,
         Dist::Uniform,
         INBOX_PATH,
     )?;
@@ -433,8 +434,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         "Graph publishes: msggen power law (exponent {GRAPH_EXPONENT}) over users 1..{n} of a \
          Barabási–Albert graph (m = {GRAPH_M}); each reaches the user's connection and its \
          friends'. Unicast: uniformly random users' inbox subjects (user × {INBOX_FACTOR}, \
-         followed by that user only: one delivery each). {PUBLISHERS} HTTP publishers, {}-byte payloads, {} s \
+         followed by that user only: one delivery each). {PUBLISHERS} {} publishers, {}-byte payloads, {} s \
          per phase. Latency is publish → receipt by flood, over every delivery of the phase.",
+        match args.publish_via {
+            PublishVia::Http => "HTTP (POST /pub to the gateways)",
+            PublishVia::Nats => "NATS (requests to myriad.pub.<subject>, straight to the router)",
+        },
         args.size, args.duration
     ));
     report.note(

@@ -179,9 +179,16 @@ pub struct BenchArgs {
     /// connect: connect storms to run (each opens --connections, then closes them all).
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
-    /// unicast: messages per second to random users.
+    /// unicast, c1m: messages per second to random users.
     #[arg(long, default_value_t = 10_000.0)]
     pub unicast_rate: f64,
+    /// c1m: graph publishes per second (issue 9 asks 1,000).
+    #[arg(long, default_value_t = 1_000.0)]
+    pub graph_rate: f64,
+    /// c1m: how the publishers publish: `http` (POST /pub to the gateways) or `nats`
+    /// (a back-end's request to `myriad.pub.<subject>`, straight to the router).
+    #[arg(long, value_enum, default_value_t = PublishVia::Http)]
+    pub publish_via: PublishVia,
     /// unicast publishing seconds; churn seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
@@ -400,4 +407,11 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Abuse => "abuse",
         Scenario::All => "all",
     }
+}
+
+/// `--publish-via` (c1m).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PublishVia {
+    Http,
+    Nats,
 }
