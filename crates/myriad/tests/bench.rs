@@ -246,8 +246,9 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
 }
 
 /// c1m's phases: every delivery the server reported arrived, each phase published
-/// something and at most `most` (graph, unicast), and a unicast publish (to an inbox
-/// subject only its user follows) made exactly one delivery.
+/// something and at most `most` (graph, unicast), a unicast publish (to an inbox
+/// subject only its user follows) made exactly one delivery, and the report gives
+/// holding's CPU and each phase's CPU per publish above it.
 fn every_delivery_arrived(r: &str, most: [f64; 2]) {
     for (what, most) in ["graph publishes", "unicast publishes"]
         .into_iter()
@@ -271,6 +272,12 @@ fn every_delivery_arrived(r: &str, most: [f64; 2]) {
         first_number(published),
         "{u:?}"
     );
+    // What holding costs, and each phase's CPU per publish above it.
+    assert!(row(r, "server CPU while holding (all processes)")[0].ends_with("% of a core"));
+    for what in ["graph publishes", "unicast publishes"] {
+        let c = row(r, &format!("{what}: server CPU per publish above holding"));
+        assert!(c[0].ends_with(" µs"), "{what}: {c:?}");
+    }
 }
 
 /// `bench c1m --publish-via nats`: the publishers are NATS requests to
