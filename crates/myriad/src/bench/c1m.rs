@@ -238,7 +238,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     live.emit(format!("{open} of {n} open after {connect_s:.1} s"));
     std::thread::sleep(Duration::from_secs(3));
     watch.next();
-    let (hold_from, hold_cpu0) = (Instant::now(), watch.cpu_seconds());
+    let hold_cpu0 = watch.cpu_seconds();
     let rss_held = watch.rss();
     let kernel_held = kernel_socket_bytes();
     let server_conns = lock(&watch.seen)
@@ -255,8 +255,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let held_lag = watch.take_lag();
     watch.next();
     // What holding costs, the base that the phases' CPU per publish is taken above.
-    let held_cpu =
-        (watch.cpu_seconds() - hold_cpu0) / hold_from.elapsed().as_secs_f64().max(1e-3) * 100.0;
+    let held_cpu = cpu_percent(hold_cpu0, watch.cpu_seconds());
     let open_before_publish = floods.open();
 
     // 4. Graph publishes, then unicast, each with its own latency histogram.
@@ -287,12 +286,16 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         )?;
         floods.wait_quiet(Duration::from_secs(15));
         watch.next();
-        let cpu = (watch.cpu_seconds() - cpu0) / sent.elapsed_s.max(1e-3) * 100.0;
+        let cpu1 = watch.cpu_seconds();
+        // Over the samples' own times: the phase's quiet tail is in the CPU read,
+        // so it must be in the time divided by too (not only the sending seconds).
+        let (cpu, window_s) = (cpu_percent(cpu0, cpu1), cpu1.0 - cpu0.0);
         Ok(Phase {
             received: floods.messages() - received0,
             hist: floods.take_hist(),
             lag_max: watch.take_lag(),
             cpu,
+            window_s,
             sent,
         })
     };
@@ -512,6 +515,11 @@ fn doctor(n: u64, raise: bool, live: &Live, report: &mut Report) -> anyhow::Resu
         blocking.join("; ")
     );
     Ok(())
+}
+
+/// Percent of a core between two (sample time, CPU seconds) readings.
+fn cpu_percent((t0, cpu0): (f64, f64), (t1, cpu1): (f64, f64)) -> f64 {
+    (cpu1 - cpu0) / (t1 - t0).max(1e-3) * 100.0
 }
 
 /// A free loopback port for the run's own nats-server.

@@ -240,13 +240,17 @@ impl Watch {
         lock(&self.seen).latest.iter().map(|s| s.rss_bytes).sum()
     }
 
-    /// Summed CPU seconds of every process at the latest sample.
-    pub fn cpu_seconds(&self) -> f64 {
-        lock(&self.seen)
+    /// The latest sample's time (the supervisor's, seconds) and the summed CPU
+    /// seconds of every process in it: two of them give the CPU between them.
+    pub fn cpu_seconds(&self) -> (f64, f64) {
+        let seen = lock(&self.seen);
+        let time = seen.latest.first().map_or(0.0, |s| s.time);
+        let cpu = seen
             .latest
             .iter()
             .map(|s| s.cpu_user_seconds_total + s.cpu_sys_seconds_total)
-            .sum()
+            .sum();
+        (time, cpu)
     }
 
     /// Waits for the next sample (at most 3 s), so a reading after it is fresh.
