@@ -189,17 +189,16 @@ fn churn_and_c100k_at_a_tiny_scale() {
 /// rate × duration; the defaults would publish 2,000 and 20,000 here).
 #[test]
 fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
-    let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
-        .args(["bench", "c1m", "--connections", "3000", "--hold", "1"])
-        .args(["--graph-rate", "100", "--unicast-rate", "1000"])
-        .args(["--duration", "2", "--no-tune", "--netns", "always", "--out"])
-        .arg(out.path())
-        .output()
-        .expect("run myriad bench c1m");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "bench c1m failed:\n{stderr}");
-    let r = std::fs::read_to_string(out.path().join("c1m/report.md")).expect("report.md");
+    let (out, r, stderr) = c1m(&[
+        "--connections",
+        "3000",
+        "--graph-rate",
+        "100",
+        "--unicast-rate",
+        "1000",
+        "--netns",
+        "always",
+    ]);
     common_parts(&r);
     let ns = r
         .split("Ran in network namespace ")
@@ -245,6 +244,32 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
     }
 }
 
+/// Runs `bench c1m` with `flags` (held 1 s, 2-s phases, no tuning) into a new
+/// directory: (the directory, its report.md, the run's stderr). A failed run fails
+/// the test with its stderr.
+fn c1m(flags: &[&str]) -> (tempfile::TempDir, String, String) {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args([
+            "bench",
+            "c1m",
+            "--hold",
+            "1",
+            "--duration",
+            "2",
+            "--no-tune",
+        ])
+        .args(flags)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("run myriad bench c1m");
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "bench c1m failed:\n{stderr}");
+    let r = std::fs::read_to_string(out.path().join("c1m/report.md")).expect("report.md");
+    (out, r, stderr)
+}
+
 /// c1m's phases: every delivery the server reported arrived, each phase published
 /// something and at most `most` (graph, unicast), a unicast publish (to an inbox
 /// subject only its user follows) made exactly one delivery, and the report gives
@@ -286,24 +311,18 @@ fn every_delivery_arrived(r: &str, most: [f64; 2]) {
 /// (the subject is msggen's path's last segment).
 #[test]
 fn c1m_publishes_through_nats_as_a_back_end_would() {
-    let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_myriad"))
-        .args(["bench", "c1m", "--connections", "1000", "--hold", "1"])
-        .args([
-            "--graph-rate",
-            "50",
-            "--unicast-rate",
-            "500",
-            "--publish-via",
-            "nats",
-        ])
-        .args(["--duration", "2", "--no-tune", "--netns", "never", "--out"])
-        .arg(out.path())
-        .output()
-        .expect("run myriad bench c1m");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "bench c1m failed:\n{stderr}");
-    let r = std::fs::read_to_string(out.path().join("c1m/report.md")).expect("report.md");
+    let (_out, r, _) = c1m(&[
+        "--connections",
+        "1000",
+        "--graph-rate",
+        "50",
+        "--unicast-rate",
+        "500",
+        "--publish-via",
+        "nats",
+        "--netns",
+        "never",
+    ]);
     assert!(
         r.contains("NATS (requests to myriad.pub.<subject>"),
         "the report says how it published:\n{r}"
