@@ -303,6 +303,15 @@ fn every_delivery_arrived(r: &str, most: [f64; 2]) {
         let c = row(r, &format!("{what}: server CPU per publish above holding"));
         assert!(c[0].ends_with(" µs"), "{what}: {c:?}");
     }
+    // The threads' wait for a CPU, read from schedstat: both groups ran.
+    for what in [
+        "wait for a CPU while holding",
+        "graph publishes: wait for a CPU",
+        "unicast publishes: wait for a CPU",
+    ] {
+        let w = row(r, what);
+        assert!(w[0].contains(" ms per run ("), "{what}: {w:?}");
+    }
 }
 
 /// `bench c1m --publish-via nats`: the publishers are NATS requests to

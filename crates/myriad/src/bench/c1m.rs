@@ -19,6 +19,7 @@
 
 use super::c1m_report::{phase_rows, process_table, Phase};
 use super::c1m_watch::{alive, children_of, stop_supervisor, Floods, Watch};
+use super::cpu_wait;
 use super::held::{flood_args, Live};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
 use super::PublishVia;
@@ -239,6 +240,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     std::thread::sleep(Duration::from_secs(3));
     watch.next();
     let hold_cpu0 = watch.cpu_seconds();
+    let root = server.child.id();
+    let hold_wait0 = (cpu_wait::read(root), Instant::now());
     let rss_held = watch.rss();
     let kernel_held = kernel_socket_bytes();
     let server_conns = lock(&watch.seen)
@@ -256,6 +259,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     watch.next();
     // What holding costs, the base that the phases' CPU per publish is taken above.
     let held_cpu = cpu_percent(hold_cpu0, watch.cpu_seconds());
+    let held_wait = cpu_wait::describe(
+        &hold_wait0.0,
+        &cpu_wait::read(root),
+        hold_wait0.1.elapsed().as_secs_f64(),
+    );
     let open_before_publish = floods.open();
 
     // 4. Graph publishes, then unicast, each with its own latency histogram.
@@ -264,6 +272,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         watch.take_lag();
         let received0 = floods.messages();
         let cpu0 = watch.cpu_seconds();
+        let (wait0, t0) = (cpu_wait::read(root), Instant::now());
         live.emit(format!("{label}: {rate} msg/s for {} s", args.duration));
         let sent = load::msggen::run_with(
             MsggenArgs {
@@ -287,6 +296,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         floods.wait_quiet(Duration::from_secs(15));
         watch.next();
         let cpu1 = watch.cpu_seconds();
+        let cpu_wait =
+            cpu_wait::describe(&wait0, &cpu_wait::read(root), t0.elapsed().as_secs_f64());
         // Over the samples' own times: the phase's quiet tail is in the CPU read,
         // so it must be in the time divided by too (not only the sending seconds).
         let (cpu, window_s) = (cpu_percent(cpu0, cpu1), cpu1.0 - cpu0.0);
@@ -296,6 +307,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             lag_max: watch.take_lag(),
             cpu,
             window_s,
+            cpu_wait,
             sent,
         })
     };
@@ -387,6 +399,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     report.fact(
         "server CPU while holding (all processes)",
         format!("{held_cpu:.0} % of a core"),
+    );
+    report.fact(
+        "wait for a CPU while holding: server / load threads",
+        held_wait,
     );
     phase_rows(
         &mut report,

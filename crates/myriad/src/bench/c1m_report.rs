@@ -13,6 +13,8 @@ pub(super) struct Phase {
     pub cpu: f64,
     /// ...over this many seconds (the sending and the quiet tail after it).
     pub window_s: f64,
+    /// Server and load threads' wait for a CPU over the phase ([`super::cpu_wait`]).
+    pub cpu_wait: String,
 }
 
 /// The report rows of one publishing phase: deliveries, latency against its target
@@ -68,6 +70,10 @@ pub(super) fn phase_rows(
         &format!("{plural}: server CPU per publish above holding"),
         per_publish_us(p.cpu, held_cpu, p.window_s, p.sent.sent)
             .map_or_else(|| "—".into(), |us| format!("{us:.0} µs")),
+    );
+    report.fact(
+        &format!("{plural}: wait for a CPU, server / load threads"),
+        p.cpu_wait.clone(),
     );
 }
 

@@ -34,6 +34,7 @@ mod c1m_watch;
 mod churn;
 mod connect;
 mod context;
+mod cpu_wait;
 mod disconnect;
 mod held;
 mod history;
