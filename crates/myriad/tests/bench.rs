@@ -312,6 +312,16 @@ fn every_delivery_arrived(r: &str, most: [f64; 2]) {
         let w = row(r, what);
         assert!(w[0].contains(" ms per run ("), "{what}: {w:?}");
     }
+    for what in [
+        "CPU while holding: server",
+        "graph publishes: CPU of server",
+        "unicast publishes: CPU of server",
+    ] {
+        let c = row(r, what);
+        assert!(c[0].ends_with("% of a core"), "{what}: {c:?}");
+        let server = first_number(c[0]);
+        assert!(server > 0.0, "{what}: {c:?}");
+    }
 }
 
 /// `bench c1m --publish-via nats`: the publishers are NATS requests to

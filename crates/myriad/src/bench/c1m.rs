@@ -259,11 +259,13 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     watch.next();
     // What holding costs, the base that the phases' CPU per publish is taken above.
     let held_cpu = cpu_percent(hold_cpu0, watch.cpu_seconds());
-    let held_wait = cpu_wait::describe(
-        &hold_wait0.0,
-        &cpu_wait::read(root),
-        hold_wait0.1.elapsed().as_secs_f64(),
-    );
+    let (held_wait, held_groups) = {
+        let (w1, secs) = (cpu_wait::read(root), hold_wait0.1.elapsed().as_secs_f64());
+        (
+            cpu_wait::describe(&hold_wait0.0, &w1, secs),
+            cpu_wait::cpu(&hold_wait0.0, &w1, secs),
+        )
+    };
     let open_before_publish = floods.open();
 
     // 4. Graph publishes, then unicast, each with its own latency histogram.
@@ -296,8 +298,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         floods.wait_quiet(Duration::from_secs(15));
         watch.next();
         let cpu1 = watch.cpu_seconds();
-        let cpu_wait =
-            cpu_wait::describe(&wait0, &cpu_wait::read(root), t0.elapsed().as_secs_f64());
+        let (wait1, secs) = (cpu_wait::read(root), t0.elapsed().as_secs_f64());
+        let cpu_wait = (
+            cpu_wait::describe(&wait0, &wait1, secs),
+            cpu_wait::cpu(&wait0, &wait1, secs),
+        );
         // Over the samples' own times: the phase's quiet tail is in the CPU read,
         // so it must be in the time divided by too (not only the sending seconds).
         let (cpu, window_s) = (cpu_percent(cpu0, cpu1), cpu1.0 - cpu0.0);
@@ -403,6 +408,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     report.fact(
         "wait for a CPU while holding: server / load threads",
         held_wait,
+    );
+    report.fact(
+        "CPU while holding: server (with nats-server) / load / rest of the machine",
+        held_groups,
     );
     phase_rows(
         &mut report,

@@ -13,8 +13,9 @@ pub(super) struct Phase {
     pub cpu: f64,
     /// ...over this many seconds (the sending and the quiet tail after it).
     pub window_s: f64,
-    /// Server and load threads' wait for a CPU over the phase ([`super::cpu_wait`]).
-    pub cpu_wait: String,
+    /// Server and load threads' wait for a CPU over the phase, and the CPU of
+    /// server, load and the rest of the machine ([`super::cpu_wait`]).
+    pub cpu_wait: (String, String),
 }
 
 /// The report rows of one publishing phase: deliveries, latency against its target
@@ -73,7 +74,11 @@ pub(super) fn phase_rows(
     );
     report.fact(
         &format!("{plural}: wait for a CPU, server / load threads"),
-        p.cpu_wait.clone(),
+        p.cpu_wait.0.clone(),
+    );
+    report.fact(
+        &format!("{plural}: CPU of server (with nats-server) / load / rest of the machine"),
+        p.cpu_wait.1.clone(),
     );
 }
 

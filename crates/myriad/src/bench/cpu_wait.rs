@@ -4,24 +4,28 @@
 //! median, a message's latency is mostly this wait, paid once per hop (the publisher,
 //! the gateway's loop and link, nats-server, the router, the other gateway, the
 //! client). The report gives it per phase so that a tail can be told from a queue in
-//! myriad.
+//! myriad, with the CPU each group ran — and the rest of the machine's, which on this
+//! box includes its own monitor (busier as open files grow).
 
 use std::collections::HashMap;
 
-/// Run-queue wait and runs summed over the threads of one group of processes.
+/// CPU time, run-queue wait and runs summed over the threads of one group of
+/// processes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Wait {
+    pub run_ns: u64,
     pub wait_ns: u64,
     pub runs: u64,
 }
 
 /// The server's threads (the supervisor and everything it started: router, gateways,
 /// nats-server) and the load's (this process and its other descendants: the floods'
-/// drones, msggen).
+/// drones, msggen), and every other thread of the machine (kernel threads too).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Waits {
     pub server: Wait,
     pub load: Wait,
+    pub other: Wait,
 }
 
 /// What every thread of the server (processes under `server_root`) and of the load
@@ -36,17 +40,18 @@ pub fn read(server_root: u32) -> Waits {
         } else if descends(pid, me, &parents) {
             &mut waits.load
         } else {
-            continue;
+            &mut waits.other
         };
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };
         for task in tasks.flatten() {
             let path = task.path().join("schedstat");
-            if let Some((wait_ns, runs)) = std::fs::read_to_string(path)
+            if let Some((run_ns, wait_ns, runs)) = std::fs::read_to_string(path)
                 .ok()
                 .and_then(|s| parse_schedstat(&s))
             {
+                group.run_ns += run_ns;
                 group.wait_ns += wait_ns;
                 group.runs += runs;
             }
@@ -69,6 +74,22 @@ impl Wait {
     }
 }
 
+/// The CPU each group ran between `before` and `after`, `secs` apart, percent of
+/// a core: server / load / the rest of the machine. A short-lived process that
+/// ended in between took its time with it (then a group may read low).
+pub fn cpu(before: &Waits, after: &Waits, secs: f64) -> String {
+    let pct = |a: &Wait, b: &Wait| {
+        let ns = a.run_ns.saturating_sub(b.run_ns);
+        ns as f64 / 1e9 / secs.max(1e-3) * 100.0
+    };
+    format!(
+        "{:.0} % / {:.0} % / {:.0} % of a core",
+        pct(&after.server, &before.server),
+        pct(&after.load, &before.load),
+        pct(&after.other, &before.other)
+    )
+}
+
 /// The report's text for `after` against `before`, `secs` apart: per run, server
 /// threads then load threads, and how many of each waited on average.
 pub fn describe(before: &Waits, after: &Waits, secs: f64) -> String {
@@ -83,12 +104,13 @@ pub fn describe(before: &Waits, after: &Waits, secs: f64) -> String {
     }
 }
 
-/// `time run (ns)`, `time waiting (ns)`, `runs`: the last two.
-fn parse_schedstat(s: &str) -> Option<(u64, u64)> {
-    let mut fields = s.split_ascii_whitespace().skip(1);
-    let wait = fields.next()?.parse().ok()?;
-    let runs = fields.next()?.parse().ok()?;
-    Some((wait, runs))
+/// `time run (ns)`, `time waiting (ns)`, `runs`.
+fn parse_schedstat(s: &str) -> Option<(u64, u64, u64)> {
+    let mut fields = s.split_ascii_whitespace().map(str::parse);
+    let run = fields.next()?.ok()?;
+    let wait = fields.next()?.ok()?;
+    let runs = fields.next()?.ok()?;
+    Some((run, wait, runs))
 }
 
 /// pid → parent pid, for every process.
@@ -141,7 +163,7 @@ mod tests {
     fn schedstat_gives_the_wait_and_the_runs() {
         assert_eq!(
             parse_schedstat("191238748 2129054536 477\n"),
-            Some((2129054536, 477))
+            Some((191238748, 2129054536, 477))
         );
         assert_eq!(parse_schedstat("12 x 3"), None);
     }
@@ -149,10 +171,12 @@ mod tests {
     #[test]
     fn a_wait_per_run_is_the_difference_over_the_runs() {
         let before = Wait {
+            run_ns: 0,
             wait_ns: 1_000_000,
             runs: 10,
         };
         let after = Wait {
+            run_ns: 500_000_000,
             wait_ns: 5_000_000,
             runs: 18,
         };
@@ -160,6 +184,18 @@ mod tests {
         assert_eq!(after.since(&before, 2.0), Some((0.5, 0.002)));
         assert_eq!(before.since(&after, 2.0), None);
         assert_eq!(after.since(&after, 2.0), None);
+        // 0.5 s of CPU over 2 s in the load: a quarter of a core.
+        let (b, a) = (
+            Waits {
+                load: before,
+                ..Waits::default()
+            },
+            Waits {
+                load: after,
+                ..Waits::default()
+            },
+        );
+        assert_eq!(cpu(&b, &a, 2.0), "0 % / 25 % / 0 % of a core");
     }
 
     /// A child that spins is this process's descendant, counted as load, with
@@ -175,6 +211,9 @@ mod tests {
         let as_load = read(u32::MAX);
         child.wait().unwrap();
         assert!(as_server.server.runs > 0, "{as_server:?}");
+        assert!(as_server.server.run_ns > 0, "{as_server:?}");
+        // pid 1 and the kernel's threads are the rest of the machine.
+        assert!(as_load.other.runs > 0, "{as_load:?}");
         assert_eq!(as_load.server, Wait::default());
         // Read later, the load now holds this process's runs and the child's.
         assert!(
