@@ -241,7 +241,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     watch.next();
     let hold_cpu0 = watch.cpu_seconds();
     let root = server.child.id();
-    let hold_wait0 = (cpu_wait::read(root), Instant::now());
+    let hold_window = cpu_wait::Window::start(root);
     let rss_held = watch.rss();
     let kernel_held = kernel_socket_bytes();
     let server_conns = lock(&watch.seen)
@@ -259,13 +259,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     watch.next();
     // What holding costs, the base that the phases' CPU per publish is taken above.
     let held_cpu = cpu_percent(hold_cpu0, watch.cpu_seconds());
-    let (held_wait, held_groups) = {
-        let (w1, secs) = (cpu_wait::read(root), hold_wait0.1.elapsed().as_secs_f64());
-        (
-            cpu_wait::describe(&hold_wait0.0, &w1, secs),
-            cpu_wait::cpu(&hold_wait0.0, &w1, secs),
-        )
-    };
+    let (held_wait, held_groups) = hold_window.finish();
     let open_before_publish = floods.open();
 
     // 4. Graph publishes, then unicast, each with its own latency histogram.
@@ -274,7 +268,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         watch.take_lag();
         let received0 = floods.messages();
         let cpu0 = watch.cpu_seconds();
-        let (wait0, t0) = (cpu_wait::read(root), Instant::now());
+        let window = cpu_wait::Window::start(root);
         live.emit(format!("{label}: {rate} msg/s for {} s", args.duration));
         let sent = load::msggen::run_with(
             MsggenArgs {
@@ -298,11 +292,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         floods.wait_quiet(Duration::from_secs(15));
         watch.next();
         let cpu1 = watch.cpu_seconds();
-        let (wait1, secs) = (cpu_wait::read(root), t0.elapsed().as_secs_f64());
-        let cpu_wait = (
-            cpu_wait::describe(&wait0, &wait1, secs),
-            cpu_wait::cpu(&wait0, &wait1, secs),
-        );
+        let cpu_wait = window.finish();
         // Over the samples' own times: the phase's quiet tail is in the CPU read,
         // so it must be in the time divided by too (not only the sending seconds).
         let (cpu, window_s) = (cpu_percent(cpu0, cpu1), cpu1.0 - cpu0.0);

@@ -30,7 +30,7 @@ pub struct Waits {
 
 /// What every thread of the server (processes under `server_root`) and of the load
 /// (the rest under this process) has waited so far.
-pub fn read(server_root: u32) -> Waits {
+fn read(server_root: u32) -> Waits {
     let parents = parents();
     let me = std::process::id();
     let mut waits = Waits::default();
@@ -74,10 +74,36 @@ impl Wait {
     }
 }
 
+/// A stretch of the run (holding, a phase): the reads at its start and end.
+pub struct Window {
+    server_root: u32,
+    start: Waits,
+    at: std::time::Instant,
+}
+
+impl Window {
+    pub fn start(server_root: u32) -> Window {
+        Window {
+            server_root,
+            start: read(server_root),
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// The report's two texts for the stretch: [`describe`] and [`cpu`].
+    pub fn finish(self) -> (String, String) {
+        let (end, secs) = (read(self.server_root), self.at.elapsed().as_secs_f64());
+        (
+            describe(&self.start, &end, secs),
+            cpu(&self.start, &end, secs),
+        )
+    }
+}
+
 /// The CPU each group ran between `before` and `after`, `secs` apart, percent of
 /// a core: server / load / the rest of the machine. A short-lived process that
 /// ended in between took its time with it (then a group may read low).
-pub fn cpu(before: &Waits, after: &Waits, secs: f64) -> String {
+fn cpu(before: &Waits, after: &Waits, secs: f64) -> String {
     let pct = |a: &Wait, b: &Wait| {
         let ns = a.run_ns.saturating_sub(b.run_ns);
         ns as f64 / 1e9 / secs.max(1e-3) * 100.0
@@ -92,7 +118,7 @@ pub fn cpu(before: &Waits, after: &Waits, secs: f64) -> String {
 
 /// The report's text for `after` against `before`, `secs` apart: per run, server
 /// threads then load threads, and how many of each waited on average.
-pub fn describe(before: &Waits, after: &Waits, secs: f64) -> String {
+fn describe(before: &Waits, after: &Waits, secs: f64) -> String {
     match (
         after.server.since(&before.server, secs),
         after.load.since(&before.load, secs),
