@@ -303,24 +303,24 @@ fn every_delivery_arrived(r: &str, most: [f64; 2]) {
         let c = row(r, &format!("{what}: server CPU per publish above holding"));
         assert!(c[0].ends_with(" µs"), "{what}: {c:?}");
     }
-    // The threads' wait for a CPU, read from schedstat: both groups ran.
-    for what in [
-        "wait for a CPU while holding",
-        "graph publishes: wait for a CPU",
-        "unicast publishes: wait for a CPU",
+    // Per stretch (holding, each phase), from schedstat: the threads' wait for a
+    // CPU, and each group's CPU with the server's above zero.
+    for (wait, cpu) in [
+        ("wait for a CPU while holding", "CPU while holding: server"),
+        (
+            "graph publishes: wait for a CPU",
+            "graph publishes: CPU of server",
+        ),
+        (
+            "unicast publishes: wait for a CPU",
+            "unicast publishes: CPU of server",
+        ),
     ] {
-        let w = row(r, what);
-        assert!(w[0].contains(" ms per run ("), "{what}: {w:?}");
-    }
-    for what in [
-        "CPU while holding: server",
-        "graph publishes: CPU of server",
-        "unicast publishes: CPU of server",
-    ] {
-        let c = row(r, what);
-        assert!(c[0].ends_with("% of a core"), "{what}: {c:?}");
-        let server = first_number(c[0]);
-        assert!(server > 0.0, "{what}: {c:?}");
+        let w = row(r, wait);
+        assert!(w[0].contains(" ms per run ("), "{wait}: {w:?}");
+        let c = row(r, cpu);
+        assert!(c[0].ends_with("% of a core"), "{cpu}: {c:?}");
+        assert!(first_number(c[0]) > 0.0, "{cpu}: {c:?}");
     }
 }
 

@@ -64,7 +64,7 @@ impl Wait {
     /// Mean wait per run (ms) and the mean number of threads waiting, between
     /// `before` and `self`, `secs` apart. None without runs (a thread that exited
     /// took its counts with it, so the sums may also shrink: then None too).
-    pub fn since(&self, before: &Wait, secs: f64) -> Option<(f64, f64)> {
+    fn since(&self, before: &Wait, secs: f64) -> Option<(f64, f64)> {
         let wait = self.wait_ns.checked_sub(before.wait_ns)?;
         let runs = self.runs.checked_sub(before.runs).filter(|&r| r > 0)?;
         Some((
@@ -139,7 +139,9 @@ fn parse_schedstat(s: &str) -> Option<(u64, u64, u64)> {
     Some((run, wait, runs))
 }
 
-/// pid → parent pid, for every process.
+/// pid → parent pid, for every process. Not `c1m_watch::children_of` walked down:
+/// a process's `children` file lists only one thread's children, and the floods'
+/// drones are started from the bench's flood threads.
 fn parents() -> HashMap<u32, u32> {
     let mut parents = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
