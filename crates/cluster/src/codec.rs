@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +95,15 @@ pub enum WireRequest {
         items: Vec<(u64, Bytes)>,
         /// The items are independent: each shard's part may go at once.
         parallel: bool,
+    },
+    /// A shard's part of a publish batch over several router shards that keeps the
+    /// batch's order (`crate::router_role::in_order`): the items whose subject it
+    /// owns, each with its place in the batch. Every shard gets one, with or
+    /// without items: each must hear from every shard in `senders` (those with
+    /// items) before it delivers.
+    PublishInOrder {
+        items: Vec<(u32, u64, Bytes)>,
+        senders: Vec<u16>,
     },
     ChangeSubscriptions {
         edges: Vec<(u64, u64)>,
@@ -245,6 +254,16 @@ pub enum ToShard {
     Forward { from: u16, items: Vec<ForwardItem> },
     /// The receiving shard's counts, one per item of a [`ToShard::Forward`].
     Counted { from: u16, counts: Vec<ShardCount> },
+    /// Shard `from`'s followers on the receiving shard of the items it owns of one
+    /// ordered batch (gateway `gateway`'s call number `number`), sent even when
+    /// empty: the receiving shard delivers the batch once every other shard's
+    /// part is in (`crate::router_role::in_order`).
+    InOrder {
+        from: u16,
+        gateway: GatewayId,
+        number: u64,
+        items: Vec<InOrderItem>,
+    },
     /// A piece of an encoded [`ToShard`] larger than NATS's max_payload (a forward
     /// of a large payload to many followers; `crate::fragment`).
     Part(Part),
@@ -259,6 +278,16 @@ pub struct ForwardItem {
     pub payload: Bytes,
     /// When the subject's shard took the publish (latency is measured from there).
     pub published_ns: u64,
+    pub users: Vec<u64>,
+}
+
+/// One item of an ordered batch for the shard that owns `users`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InOrderItem {
+    /// Its place in the batch.
+    pub at: u32,
+    pub subject: u64,
+    pub payload: Bytes,
     pub users: Vec<u64>,
 }
 

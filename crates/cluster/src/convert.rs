@@ -27,6 +27,15 @@ pub fn request_from_wire(request: WireRequest) -> Request {
         WireRequest::Logout { user } => Request::Logout { user },
         WireRequest::Publish { subject, payload } => Request::Publish { subject, payload },
         WireRequest::PublishBatch { items, parallel } => Request::PublishBatch { items, parallel },
+        // Only sent with several shards; one router takes it as the batch it is.
+        WireRequest::PublishInOrder { mut items, .. } => {
+            items.sort_by_key(|(at, ..)| *at);
+            let items = items.into_iter().map(|(_, s, p)| (s, p)).collect();
+            Request::PublishBatch {
+                items,
+                parallel: false,
+            }
+        }
         WireRequest::ChangeSubscriptions { edges, add } => {
             Request::ChangeSubscriptions { edges, add }
         }

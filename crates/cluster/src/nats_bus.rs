@@ -50,9 +50,6 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// What the loops (and the link's events) hand the sender task.
 enum Outgoing {
     Call(WireCall),
-    /// The next run of a batch sent in turn, for this router shard (numbered by
-    /// [`crate::shard_calls::Gathers`]).
-    Next(u16, WireCall),
     /// Send the whole presence again (the router asked, or NATS reconnected).
     Resync,
 }

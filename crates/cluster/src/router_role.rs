@@ -28,7 +28,8 @@
 //!
 //! Layout: [`gateways`] (the gateway table), [`publishes`] (a run of publishes with
 //! durable history), [`forward`] and [`waiting`] (publishing across shards),
-//! [`backend`] (`myriad.pub.<subject>`).
+//! [`in_order`] (a batch over several shards in its order), [`backend`]
+//! (`myriad.pub.<subject>`).
 
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
@@ -98,6 +99,8 @@ pub struct RouterRole {
     reconnected: Arc<tokio::sync::Notify>,
     /// Publishes waiting for other shards' counts (`--router-shards`).
     waiting: waiting::Waiting,
+    /// Ordered batches waiting for other shards' parts (`--router-shards`).
+    in_order: in_order::InOrder,
     /// Followers to forward to each shard, sent once the current message is handled.
     forwards: forward::Outbox,
     /// Messages from other shards over max_payload, until their last part.
@@ -115,6 +118,7 @@ impl RouterRole {
             known_count: Arc::new(AtomicUsize::new(0)),
             reconnected: Arc::default(),
             waiting: waiting::Waiting::default(),
+            in_order: in_order::InOrder::new(crate::Shards::default()),
             forwards: Vec::new(),
             shard_parts: fragment::Reassembly::default(),
         }
@@ -123,6 +127,7 @@ impl RouterRole {
     /// This router as shard `shards.index` of `shards.count`.
     pub fn with_shards(mut self, shards: crate::Shards) -> RouterRole {
         self.shards = shards;
+        self.in_order = in_order::InOrder::new(shards);
         self.forwards = vec![(Vec::new(), 0); usize::from(shards.count)];
         self
     }
@@ -198,6 +203,7 @@ impl RouterRole {
                     let now = Instant::now();
                     self.forget_silent(now);
                     self.expire_waiting(now);
+                    self.expire_in_order(now);
                 }
                 _ = self.reconnected.notified() => self.forget_all_and_resync(Instant::now()),
                 else => return Ok(()),
@@ -233,6 +239,11 @@ impl RouterRole {
                 };
                 let mut calls = calls.into_iter().peekable();
                 while let Some(call) = calls.next() {
+                    // A shard's part of a batch over several shards, in order.
+                    if matches!(call.request, codec::WireRequest::PublishInOrder { .. }) {
+                        self.publish_in_order(gateway, call);
+                        continue;
+                    }
                     // Several shards: a run of publishes as the subjects' shard.
                     if self.shards.count > 1 && is_any_publish(&call) {
                         let mut run = vec![PublishCall::of_gateway(gateway, call)];
@@ -496,6 +507,7 @@ fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
 mod backend;
 mod forward;
 mod gateways;
+mod in_order;
 mod publishes;
 #[cfg(test)]
 mod tests;

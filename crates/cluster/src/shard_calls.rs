@@ -15,12 +15,14 @@
 //!
 //! A publish batch over several shards keeps its order as one process does: a
 //! user following subjects of two shards gets the batch's items in the batch's
-//! order. Its runs (consecutive items of one shard) are sent in turn, each once
-//! the one before it answered — a shard answers only after its deliveries and its
-//! forwarded followers' deliveries are on their way, and NATS keeps each sender's
-//! order — so such a batch takes a round trip per run. A batch whose items are
-//! independent (`POST /pub?parallel=1`) goes to all its shards at once, as do the
-//! edges of a change and the parts of a list, which need no order.
+//! order. Every shard gets its part at once, each item with its place in the
+//! batch and the list of shards with items, and shards without items an empty
+//! part; the shards with items hand every other their followers and each shard
+//! delivers the whole batch to its own users in order once it heard them all
+//! (`crate::router_role::in_order`). A batch whose
+//! items are independent (`POST /pub?parallel=1`) skips that wait: only the shards
+//! with items get their part, and each delivers at once, as do the edges of a
+//! change and the parts of a list, which need no order.
 
 mod gathers;
 
@@ -36,12 +38,10 @@ use std::time::Instant;
 pub enum Dest {
     One(u16),
     All,
-    /// A change, a batch on one shard or a batch of independent items divided by
-    /// subject: each shard's part (in the call's order), all sent at once.
+    /// A change, a batch (of independent items, or over several shards in order,
+    /// [`WireRequest::PublishInOrder`]) divided by subject: each shard's part (in
+    /// the call's order), all sent at once.
     Split(Vec<(u16, WireRequest)>),
-    /// A publish batch over several shards: its runs of consecutive items of one
-    /// shard, in the batch's order, each sent once the one before it answered.
-    InTurn(Vec<(u16, WireRequest)>),
 }
 
 pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
@@ -59,13 +59,34 @@ pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
             if parallel {
                 return one_or_split(divide(items, owner, shards.count), batch);
             }
-            let runs = runs(items, owner);
-            if runs.len() > 1 {
-                Dest::InTurn(runs.into_iter().map(|(s, r)| (s, batch(r))).collect())
-            } else {
-                one_or_split(runs, batch)
+            let parts = divide(items, owner, shards.count);
+            if parts.len() < 2 {
+                return one_or_split(parts, batch);
             }
+            // Over several shards in order: every shard takes part.
+            let mut parts: Vec<Vec<(u32, u64, bytes::Bytes)>> =
+                vec![Vec::new(); usize::from(shards.count)];
+            for (at, (subject, payload)) in items.iter().enumerate() {
+                let part = &mut parts[usize::from(shards.owner(*subject))];
+                part.push((at as u32, *subject, payload.clone()));
+            }
+            let senders: Vec<u16> = (0..shards.count)
+                .filter(|s| !parts[usize::from(*s)].is_empty())
+                .collect();
+            let part = |items| WireRequest::PublishInOrder {
+                items,
+                senders: senders.clone(),
+            };
+            Dest::Split(
+                parts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(s, items)| (s as u16, part(items)))
+                    .collect(),
+            )
         }
+        // Made by this function, never routed again: already every shard's part.
+        WireRequest::PublishInOrder { .. } => Dest::All,
         WireRequest::ChangeSubscriptions { edges, add } => {
             let parts = divide(edges, |(_, subject)| shards.owner(*subject), shards.count);
             let add = *add;
@@ -93,19 +114,6 @@ fn divide<T: Clone>(items: &[T], owner: impl Fn(&T) -> u16, count: u16) -> Vec<(
         .collect()
 }
 
-/// `items` as runs of consecutive items of the shard `owner` names, in their order.
-fn runs<T: Clone>(items: &[T], owner: impl Fn(&T) -> u16) -> Vec<(u16, Vec<T>)> {
-    let mut runs: Vec<(u16, Vec<T>)> = Vec::new();
-    for item in items {
-        let shard = owner(item);
-        match runs.last_mut() {
-            Some((s, run)) if *s == shard => run.push(item.clone()),
-            _ => runs.push((shard, vec![item.clone()])),
-        }
-    }
-    runs
-}
-
 /// Each shard's part as its own request (an empty batch goes to shard 0).
 fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRequest) -> Dest {
     if parts.is_empty() {
@@ -121,9 +129,7 @@ fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRe
 
 /// A gateway's calls of one wake-up as one list per shard, each in the calls'
 /// order; calls answered by several shards are registered in `gathers` (at `now`)
-/// and each of their parts numbered ([`WireCall::part`]). Of a batch sent in turn
-/// only the first run is in the lists: `gathers` hands out the next when it answers
-/// ([`Gathered::Next`]).
+/// and each of their parts numbered ([`WireCall::part`]).
 pub fn route(
     calls: Vec<WireCall>,
     shards: Shards,
@@ -133,30 +139,23 @@ pub fn route(
     let mut per_shard: Vec<Vec<WireCall>> = vec![Vec::new(); usize::from(shards.count)];
     for call in calls {
         let to = (call.loop_id, call.token);
-        let (parts, later) = match dest(&call.request, shards) {
+        let parts = match dest(&call.request, shards) {
             Dest::One(s) => {
                 per_shard[usize::from(s)].push(call);
                 continue;
             }
-            Dest::All => (
-                (0..shards.count)
-                    .map(|s| (s, call.request.clone()))
-                    .collect(),
-                Vec::new(),
-            ),
-            Dest::Split(parts) => (parts, Vec::new()),
-            Dest::InTurn(mut runs) => {
-                let later = runs.split_off(1);
-                (runs, later)
-            }
+            Dest::All => (0..shards.count)
+                .map(|s| (s, call.request.clone()))
+                .collect(),
+            Dest::Split(parts) => parts,
         };
-        if parts.len() == 1 && later.is_empty() {
+        if parts.len() == 1 {
             // All of the batch on one shard: answered by it alone.
             let (s, request) = parts.into_iter().next().expect("one part");
             per_shard[usize::from(s)].push(WireCall { request, ..call });
             continue;
         }
-        let number = gathers.lock().start(to, &call.request, &parts, later, now);
+        let number = gathers.lock().start(to, &call.request, &parts, now);
         for (s, request) in parts {
             per_shard[usize::from(s)].push(WireCall {
                 loop_id: call.loop_id,
@@ -231,13 +230,22 @@ mod tests {
     #[test]
     fn batches_are_divided_by_subject_and_subscription_lists_joined() {
         let shards = Shards { index: 0, count: 2 };
-        // A batch over both shards goes in runs of consecutive items of one shard.
+        // A batch over several shards goes to every shard at once, each item with
+        // its place in the batch, naming the shards with items; a shard without
+        // items gets an empty part.
+        let in_order = |items: &[(u32, u64)]| WireRequest::PublishInOrder {
+            items: items
+                .iter()
+                .map(|&(at, s)| (at, s, bytes::Bytes::from(format!("m{s}"))))
+                .collect(),
+            senders: vec![1, 2],
+        };
         assert_eq!(
-            dest(&batch(&[1, 3, 2, 5]), shards),
-            Dest::InTurn(vec![
-                (1, batch(&[1, 3])),
-                (0, batch(&[2])),
-                (1, batch(&[5]))
+            dest(&batch(&[1, 4, 2, 7]), Shards { index: 0, count: 3 }),
+            Dest::Split(vec![
+                (0, in_order(&[])),
+                (1, in_order(&[(0, 1), (1, 4), (3, 7)])),
+                (2, in_order(&[(2, 2)]))
             ])
         );
         // On one shard: that shard's alone, sent whole.
@@ -270,11 +278,11 @@ mod tests {
         let p = parts(&routed, 9);
         let mut g = gathers.lock();
         assert_eq!(
-            g.gather(p[0], WireAnswer::Ids(vec![3, 7]), Instant::now()),
+            g.gather(p[0], WireAnswer::Ids(vec![3, 7])),
             Gathered::Waiting
         );
         assert_eq!(
-            g.gather(p[1], WireAnswer::Ids(vec![2, 3]), Instant::now()),
+            g.gather(p[1], WireAnswer::Ids(vec![2, 3])),
             Gathered::Done((1, 9), WireAnswer::Ids(vec![2, 3, 7]))
         );
     }

@@ -20,6 +20,11 @@ fn request() -> impl Strategy<Value = WireRequest> {
         )
             .prop_map(|(items, parallel)| WireRequest::PublishBatch { items, parallel }),
         (
+            proptest::collection::vec((any::<u32>(), any::<u64>(), bytes()), 0..8),
+            proptest::collection::vec(any::<u16>(), 0..4)
+        )
+            .prop_map(|(items, senders)| WireRequest::PublishInOrder { items, senders }),
+        (
             proptest::collection::vec(any::<(u64, u64)>(), 0..8),
             any::<bool>()
         )
@@ -234,7 +239,7 @@ fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
 
 /// What shards hand each other round-trips, and a forwarded user costs a few bytes.
 #[test]
-fn a_forward_and_its_counts_round_trip() {
+fn a_forward_its_counts_and_an_ordered_part_round_trip() {
     let forward = ToShard::Forward {
         from: 1,
         items: vec![ForwardItem {
@@ -261,4 +266,18 @@ fn a_forward_and_its_counts_round_trip() {
         decode_to_shard(&encode_to_shard(&counted)).unwrap(),
         counted
     );
+    let in_order = ToShard::InOrder {
+        from: 1,
+        gateway: 0xfeed,
+        number: 12,
+        items: vec![InOrderItem {
+            at: 3,
+            subject: 7,
+            payload: Bytes::from_static(b"hello"),
+            users: (0..1000).map(|u| u * 2).collect(),
+        }],
+    };
+    let bytes = encode_to_shard(&in_order);
+    assert_eq!(decode_to_shard(&bytes).unwrap(), in_order);
+    assert!(bytes.len() < 1000 * 3 + 64, "{} bytes", bytes.len());
 }

@@ -1,8 +1,7 @@
 //! The receiver task: the router's messages on this gateway's subjects into the
 //! loops' mailboxes — replies (gathered over router shards, with an expiry timer
-//! for the shards that do not answer; the next run of a batch sent in turn handed
-//! to the sender), deliveries as one batch per loop, resync requests and the
-//! router's stats.
+//! for the shards that do not answer), deliveries as one batch per loop, resync
+//! requests and the router's stats.
 
 use super::{unix_ns, Outgoing, Shared};
 use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
@@ -97,12 +96,9 @@ impl Receiver {
         let Some(part) = r.part else {
             return self.answer(r.loop_id, r.token, r.reply);
         };
-        let gathered = self.gathers.lock().gather(part, r.reply, Instant::now());
+        let gathered = self.gathers.lock().gather(part, r.reply);
         match gathered {
             Gathered::Done((loop_id, token), answer) => self.answer(loop_id, token, answer),
-            Gathered::Next(shard, call) => {
-                let _ = self.tx.send(Outgoing::Next(shard, call));
-            }
             Gathered::Waiting => {}
             Gathered::Late => {
                 tracing::debug!(part, "a shard's reply after its call was answered: dropped");

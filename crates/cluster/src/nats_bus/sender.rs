@@ -48,12 +48,11 @@ impl Sender {
                         max => BATCH_BYTES.min(max / 2),
                     };
                     for item in items.drain(..) {
-                        let (shard, call) = match item {
+                        let call = match item {
                             Outgoing::Call(call) => {
                                 self.track(&call);
-                                (None, call)
+                                call
                             }
-                            Outgoing::Next(shard, call) => (Some(shard), call),
                             Outgoing::Resync => {
                                 self.send_batch(&mut queued).await;
                                 self.send_presence().await;
@@ -67,10 +66,7 @@ impl Sender {
                             self.send_batch(&mut queued).await;
                         }
                         queued.bytes += w;
-                        match shard {
-                            None => queued.calls.push(call),
-                            Some(shard) => queued.next.push((shard, call)),
-                        }
+                        queued.calls.push(call);
                         if queued.bytes >= limit {
                             self.send_batch(&mut queued).await;
                         }
@@ -107,7 +103,7 @@ impl Sender {
             return;
         }
         queued.bytes = 0;
-        let n = (queued.calls.len() + queued.next.len()) as u64;
+        let n = queued.calls.len() as u64;
         if self.shards <= 1 {
             let msg = ToRouter::Batch {
                 gateway: self.id,
@@ -121,10 +117,7 @@ impl Sender {
             };
             let now = Instant::now();
             let calls = std::mem::take(&mut queued.calls);
-            let mut per_shard = shard_calls::route(calls, shards, &self.gathers, now);
-            for (shard, call) in queued.next.drain(..) {
-                per_shard[usize::from(shard)].push(call);
-            }
+            let per_shard = shard_calls::route(calls, shards, &self.gathers, now);
             for (shard, calls) in per_shard.into_iter().enumerate() {
                 if !calls.is_empty() {
                     let msg = ToRouter::Batch {
@@ -185,18 +178,16 @@ impl Sender {
     }
 }
 
-/// What goes in the next batch: calls to route, the next runs of batches sent in
-/// turn (routed already: [`Outgoing::Next`]), and their weight.
+/// What goes in the next batch: calls to route, and their weight.
 #[derive(Default)]
 struct Queued {
     calls: Vec<WireCall>,
-    next: Vec<(u16, WireCall)>,
     bytes: usize,
 }
 
 impl Queued {
     fn is_empty(&self) -> bool {
-        self.calls.is_empty() && self.next.is_empty()
+        self.calls.is_empty()
     }
 }
 

@@ -160,7 +160,8 @@ impl RouterRole {
         }
     }
 
-    /// A message from another shard: followers to reach, or counts of ours.
+    /// A message from another shard: followers to reach, counts of ours, or its
+    /// part of an ordered batch (`super::in_order`).
     pub(super) fn handle_shard(&mut self, msg: ToShard) {
         match msg {
             ToShard::Forward { from, items } => self.reach_forwarded(from, items),
@@ -171,6 +172,12 @@ impl RouterRole {
                     }
                 }
             }
+            ToShard::InOrder {
+                from,
+                gateway,
+                number,
+                items,
+            } => self.in_order_part(from, (gateway, number), items),
             ToShard::Part(part) => {
                 let whole = self.shard_parts.add(part);
                 match whole.map(|bytes| codec::decode_to_shard(&bytes)) {
@@ -267,7 +274,7 @@ impl RouterRole {
     }
 
     /// Queues what `shard` is owed as one message.
-    fn send_forwards(&mut self, shard: u16) {
+    pub(super) fn send_forwards(&mut self, shard: u16) {
         let (items, bytes) = &mut self.forwards[usize::from(shard)];
         if items.is_empty() {
             return;

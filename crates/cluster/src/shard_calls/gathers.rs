@@ -4,22 +4,20 @@
 //! [`GATHER_TIMEOUT`] (dead, or cut off), an error that names it and says what the
 //! other shards did. Late replies are dropped: each part is numbered on the wire
 //! ([`crate::codec::WireCall::part`]), so a reply to a call already answered is
-//! told apart from one to the connection's next call. A batch sent in turn
-//! ([`super::Dest::InTurn`]) keeps its later runs here: each is handed out when
-//! the run before it answered, under a new number and deadline. Pending state
-//! only, with the time a parameter: the sender registers, the receiver gathers
-//! (and sends the next runs) and, from a timer, expires.
+//! told apart from one to the connection's next call. Pending state only, with the
+//! time a parameter: the sender registers, the receiver gathers and, from a
+//! timer, expires.
 
-use crate::codec::{WireAnswer, WireCall, WireRequest};
+use crate::codec::{WireAnswer, WireRequest};
 use crate::router_role::{FORWARD_TIMEOUT, TICK};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How long a gateway waits for every part of a call divided among shards before
 /// answering it with an error. A live shard whose part waits for a dead shard's
-/// counts answers within the router's [`FORWARD_TIMEOUT`] and its next [`TICK`],
-/// saying what it delivered; the gateway waits that long so that this answer, the
-/// more precise one, comes first.
+/// counts (or, in an ordered batch, its part) answers within the router's
+/// [`FORWARD_TIMEOUT`] and its next [`TICK`], saying what it delivered; the gateway
+/// waits that long so that this answer, the more precise one, comes first.
 pub const GATHER_TIMEOUT: Duration = FORWARD_TIMEOUT.saturating_add(TICK);
 
 /// How often the gateway's receiver answers calls past [`GATHER_TIMEOUT`]: their
@@ -32,11 +30,10 @@ pub(super) fn part_id(number: u64, shard: u16) -> u64 {
 }
 
 /// Calls divided among shards still waiting for some parts' replies, by gather
-/// number. Numbers are taken under one lock, by the sender (a call) and the
-/// receiver (a batch's next run), each with the time it read just before: they
-/// grow with the deadlines to within those microseconds, and every call or run
-/// gets the same [`GATHER_TIMEOUT`], so the first entries are the first to
-/// expire: expiring looks at those only, never at every call.
+/// number. Numbers are taken under one lock by the sender, with the time it read
+/// just before: they grow with the deadlines to within those microseconds, and
+/// every call gets the same [`GATHER_TIMEOUT`], so the first entries are the first
+/// to expire: expiring looks at those only, never at every call.
 /// Shared by the sender (which registers calls in [`super::route`]) and the
 /// receiver (which gathers replies and expires calls).
 #[derive(Default)]
@@ -49,20 +46,14 @@ pub struct Gathers {
 struct Gather {
     /// The connection `(loop, token)` the answer goes to.
     to: (u16, u32),
-    /// When its first part was sent: a batch's later runs start only within
-    /// [`GATHER_TIMEOUT`] of it.
-    started: Instant,
     deadline: Instant,
     what: What,
     /// Shard → the size of its part (messages, edges) while it has not answered.
     owed: BTreeMap<u16, u64>,
-    /// The sizes of all parts together (later runs included).
+    /// The sizes of all parts together.
     total: u64,
-    /// The answered shards' replies, in arrival order, one per shard (a shard's
-    /// runs of a batch summed).
+    /// The answered shards' replies, in arrival order.
     answered: Vec<(u16, WireAnswer)>,
-    /// A batch sent in turn: its runs not sent yet, in order.
-    later: VecDeque<(u16, WireRequest)>,
 }
 
 /// What kind of call is gathered, for the error when a shard does not answer.
@@ -80,21 +71,18 @@ pub enum Gathered {
     Waiting,
     /// The last part answered: the connection `(loop, token)` and the sum.
     Done((u16, u32), WireAnswer),
-    /// The run of a batch sent in turn answered: send its next run, to this shard.
-    Next(u16, WireCall),
     /// Its call was answered without it (past [`GATHER_TIMEOUT`]): dropped.
     Late,
 }
 
 impl Gathers {
     /// Registers a call of connection `to` divided into `parts` (shard, request),
-    /// sent now, and `later` runs sent in turn after them; returns its gather number.
+    /// sent now; returns its gather number.
     pub(super) fn start(
         &mut self,
         to: (u16, u32),
         request: &WireRequest,
         parts: &[(u16, WireRequest)],
-        later: Vec<(u16, WireRequest)>,
         now: Instant,
     ) -> u64 {
         let what = match request {
@@ -105,26 +93,19 @@ impl Gathers {
         let owed: BTreeMap<u16, u64> = parts.iter().map(|(s, r)| (*s, size(r))).collect();
         let gather = Gather {
             to,
-            started: now,
             deadline: now + GATHER_TIMEOUT,
             what,
-            total: owed.values().sum::<u64>() + later.iter().map(|(_, r)| size(r)).sum::<u64>(),
+            total: owed.values().sum(),
             owed,
             answered: Vec::with_capacity(parts.len()),
-            later: later.into(),
         };
-        self.insert(gather)
-    }
-
-    fn insert(&mut self, gather: Gather) -> u64 {
         self.next += 1;
         self.calls.insert(self.next, gather);
         self.next
     }
 
-    /// One part's reply (`part`: its [`crate::codec::WireCall::part`]), received at
-    /// `now` (the deadline of a next run counts from it).
-    pub fn gather(&mut self, part: u64, answer: WireAnswer, now: Instant) -> Gathered {
+    /// One part's reply (`part`: its [`crate::codec::WireCall::part`]).
+    pub fn gather(&mut self, part: u64, answer: WireAnswer) -> Gathered {
         let (number, shard) = (part >> 16, part as u16);
         let Some(call) = self.calls.get_mut(&number) else {
             return Gathered::Late;
@@ -133,39 +114,11 @@ impl Gathers {
             // A second reply from one shard: not a reply this call waits for.
             return Gathered::Late;
         }
-        match call.answered.iter_mut().find(|(s, _)| *s == shard) {
-            // This shard's earlier run of a batch sent in turn.
-            Some((_, earlier)) => {
-                let sum = combine(std::mem::replace(earlier, WireAnswer::Done), answer);
-                *earlier = sum;
-            }
-            None => call.answered.push((shard, answer)),
-        }
+        call.answered.push((shard, answer));
         if !call.owed.is_empty() {
             return Gathered::Waiting;
         }
-        let mut call = self.calls.remove(&number).expect("present above");
-        if !call.later.is_empty() && now >= call.started + GATHER_TIMEOUT {
-            // Shards this slow would take the whole batch past the gateway's own
-            // wait for the call (`--head-timeout`), whose 503 invites a retry:
-            // answer now with what was published and what was not sent.
-            return Gathered::Done(call.to, call.error());
-        }
-        if let Some((shard, request)) = call.later.pop_front() {
-            // Under a new number: its deadline is the latest, its reply told apart
-            // from a late one to the run before.
-            call.owed = BTreeMap::from([(shard, size(&request))]);
-            call.deadline = now + GATHER_TIMEOUT;
-            let to = call.to;
-            let number = self.insert(call);
-            let next = WireCall {
-                loop_id: to.0,
-                token: to.1,
-                part: Some(part_id(number, shard)),
-                request,
-            };
-            return Gathered::Next(shard, next);
-        }
+        let call = self.calls.remove(&number).expect("present above");
         let sum = call
             .answered
             .into_iter()
@@ -203,6 +156,7 @@ impl Gathers {
 fn size(request: &WireRequest) -> u64 {
     match request {
         WireRequest::PublishBatch { items, .. } => items.len() as u64,
+        WireRequest::PublishInOrder { items, .. } => items.len() as u64,
         WireRequest::ChangeSubscriptions { edges, .. } => edges.len() as u64,
         _ => 0,
     }
@@ -219,21 +173,12 @@ impl Gather {
         let plural = if missing.len() > 1 { "s" } else { "" };
         let owed: u64 = self.owed.values().sum();
         let secs = GATHER_TIMEOUT.as_secs();
-        let mut why = if missing.is_empty() {
-            // Every part sent answered, but a batch's later runs were too late to start.
-            format!(
-                "router shards answered too slowly: a batch over several shards is sent in \
-                 turn, and no part starts more than {secs} s after the first"
-            )
-        } else {
-            format!(
-                "router shard{plural} {} did not answer within {secs} s",
-                missing.join(", ")
-            )
-        };
+        let mut why = format!(
+            "router shard{plural} {} did not answer within {secs} s",
+            missing.join(", ")
+        );
         let whose = if missing.len() > 1 { "their" } else { "its" };
         match self.what {
-            What::Publish if missing.is_empty() => {}
             What::Publish => why.push_str(&format!(
                 ": {whose} part of the batch ({owed} of {} messages) may or may not have \
                  been published",
@@ -289,19 +234,6 @@ impl Gather {
                 _ => "answered".to_string(),
             };
             why.push_str(&format!("; shard {shard} {said}"));
-        }
-        let unsent: u64 = self.later.iter().map(|(_, r)| size(r)).sum();
-        if unsent > 0 {
-            why.push_str(&format!(
-                "; the batch's last {unsent} of {} messages were not published",
-                self.total
-            ));
-            if !missing.is_empty() {
-                why.push_str(
-                    " (its parts over several shards are sent in turn, each after the one \
-                     before it answered)",
-                );
-            }
         }
         if published {
             why.push_str(" (a retry of the whole batch publishes those again)");
