@@ -277,7 +277,7 @@ fn three_shards_divide_the_followers_with_exact_counts() {
     let _routers: Vec<Router> = (0..3).map(|i| router_of(&nats, i, 3)).collect();
     let (a, b) = (gateway3(&nats), gateway3(&nats));
     // Subject 1 (shard 1) followed by 3, 6 (shard 0), 4 (shard 1), 2, 8 (shard 2);
-    // 2 also follows 9 (shard 0): the batch is divided between shards 0 and 1.
+    // 2 also follows 9 (shard 0): the batch's items are on shards 0 and 1.
     let (status, body) = a.request("POST", "/subscriptions", b"2 1\n3 1\n4 1\n6 1\n8 1\n2 9\n");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(r#""added":6"#), "{body}");
@@ -350,6 +350,15 @@ fn three_shards_divide_the_followers_with_exact_counts() {
         (Some(2), Some(9), Some(7)),
         "{reply}"
     );
+    // Shard 2 had no item of it, only followers (2 and 8): it waited for the two
+    // shards with items alone, and 2 got the batch in its order.
+    for (user, (s, buf)) in held.iter_mut() {
+        if *user == 2 {
+            read_until(s, buf, "b9");
+            let text = String::from_utf8_lossy(buf);
+            assert!(text.find("b1") < text.find("b9"), "{text}");
+        }
+    }
     // A back-end's publish: answered once, by subject 1's shard, with every count.
     assert_eq!(
         backend_request(&nats, 1, "from-a-back-end"),
