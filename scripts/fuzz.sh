@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
 # targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
-# streams, HTTP/2 frames, batch and edge lists, resume positions, JWTs) and the gateway's
+# streams, HTTP/2 frames, batch and edge lists, resume positions, JWTs), the gateway's
 # connection core (crates/gateway/fuzz, target `core`: scripts of bytes, bus
-# replies, deliveries and time), each started from its seed corpus in
-# <fuzz dir>/seeds/<target>/.
+# replies, deliveries and time) and the cluster codec (crates/cluster/fuzz, target
+# `cluster_codec`: what crosses NATS, parts put together included), each started
+# from its seed corpus in <fuzz dir>/seeds/<target>/.
 #
 # Runs on the stable toolchain: libFuzzer's coverage instrumentation needs only
 # stable -C flags (no sanitizer, so no nightly; safe Rust panics without ASan).
@@ -22,9 +23,15 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames core)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames core cluster_codec)
 # Which fuzz crate holds a target.
-dir_of() { if [ "$1" = core ]; then echo crates/gateway/fuzz; else echo "$fuzz_dir"; fi; }
+dir_of() {
+  case "$1" in
+    core) echo crates/gateway/fuzz ;;
+    cluster_codec) echo crates/cluster/fuzz ;;
+    *) echo "$fuzz_dir" ;;
+  esac
+}
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 total=${FUZZ_SECONDS:-90}
