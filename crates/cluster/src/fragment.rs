@@ -55,40 +55,89 @@ fn split_as(encoded: Bytes, max_payload: usize, encode: impl Fn(Part) -> Bytes) 
 /// How long an unfinished message is kept (its sender died mid-way).
 const STALE: Duration = Duration::from_secs(30);
 
-/// Parts received so far, by message id.
-#[derive(Default)]
+/// The largest message put together from parts. Far above any the cluster sends (a
+/// subscriber list of a million users is ~5 MB, a reply stays under the history
+/// rings' bound), so only a broken or hostile client of the NATS server reaches it.
+pub const MAX_WHOLE: usize = 64 << 20;
+
+/// All unfinished messages together: past it, a message's next part drops it.
+pub const MAX_PENDING: usize = 4 * MAX_WHOLE;
+
+/// Parts received so far, by message id, within [`MAX_WHOLE`] per message and
+/// [`MAX_PENDING`] for all.
 pub struct Reassembly {
     partial: HashMap<u64, (u32, Vec<u8>, Instant)>,
+    /// Bytes of every unfinished message.
+    pending: usize,
+    max_whole: usize,
+    max_pending: usize,
+}
+
+impl Default for Reassembly {
+    fn default() -> Reassembly {
+        Reassembly {
+            partial: HashMap::new(),
+            pending: 0,
+            max_whole: MAX_WHOLE,
+            max_pending: MAX_PENDING,
+        }
+    }
 }
 
 impl Reassembly {
     /// Adds one part; returns the whole encoded message once its last part came. A
     /// part out of order drops the message (and is logged): NATS does not reorder,
-    /// so it can only mean parts were lost.
+    /// so it can only mean parts were lost. So does a part past the bounds.
     pub fn add(&mut self, part: Part) -> Option<Vec<u8>> {
         let now = Instant::now();
-        self.partial
-            .retain(|_, (_, _, at)| now.duration_since(*at) < STALE);
+        let pending = &mut self.pending;
+        self.partial.retain(|_, (_, buf, at)| {
+            let keep = now.duration_since(*at) < STALE;
+            if !keep {
+                *pending -= buf.len();
+            }
+            keep
+        });
         let (next, buf, at) = self
             .partial
             .entry(part.id)
             .or_insert_with(|| (0, Vec::new(), now));
-        if part.index != *next {
+        let size = part.bytes.len();
+        let why = if part.index != *next {
+            Some("a message part is missing")
+        } else if buf.len() + size > self.max_whole {
+            Some("a message in parts is larger than the bound")
+        } else if self.pending + size > self.max_pending {
+            Some("unfinished messages in parts exceed the bound")
+        } else {
+            None
+        };
+        if let Some(why) = why {
             tracing::warn!(
                 id = part.id,
                 want = *next,
                 got = part.index,
-                "a message part is missing: message dropped"
+                bytes = buf.len() + size,
+                "{why}: message dropped"
             );
-            self.partial.remove(&part.id);
+            let (_, dropped, _) = self.partial.remove(&part.id).expect("entry above");
+            self.pending -= dropped.len();
             return None;
         }
         buf.extend_from_slice(&part.bytes);
+        self.pending += size;
         (*next, *at) = (*next + 1, now);
         if part.last {
-            return self.partial.remove(&part.id).map(|(_, buf, _)| buf);
+            let (_, whole, _) = self.partial.remove(&part.id).expect("entry above");
+            self.pending -= whole.len();
+            return Some(whole);
         }
         None
+    }
+
+    /// Bytes held for unfinished messages.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending
     }
 }
 
@@ -193,5 +242,42 @@ mod tests {
             .enumerate()
             .filter(|(i, _)| *i != 1)
             .all(|(_, p)| r.add(part(p)).is_none()));
+        assert_eq!(r.pending_bytes(), 0, "nothing is kept of a dropped message");
+    }
+
+    /// A message past the per-message bound, and messages that together pass the
+    /// bound for all, are dropped and their memory freed; others still come whole.
+    #[test]
+    fn messages_past_the_bounds_are_dropped_and_their_memory_freed() {
+        let piece = |id, index, last| Part {
+            id,
+            index,
+            last,
+            bytes: Bytes::from(vec![b'x'; 100]),
+        };
+        let mut r = Reassembly {
+            max_whole: 300,
+            max_pending: 450,
+            ..Reassembly::default()
+        };
+        // Three parts fit one message; a fourth does not.
+        for index in 0..3 {
+            assert_eq!(r.add(piece(1, index, false)), None);
+        }
+        assert_eq!(r.pending_bytes(), 300);
+        assert_eq!(r.add(piece(1, 3, true)), None);
+        assert_eq!(r.pending_bytes(), 0);
+        // Three messages pending, one of them in two parts (400 B): another second
+        // part would pass 450 B, so its message goes; the others still finish.
+        for id in [2, 3, 4] {
+            assert_eq!(r.add(piece(id, 0, false)), None);
+        }
+        assert_eq!(r.add(piece(2, 1, false)), None);
+        assert_eq!(r.pending_bytes(), 400);
+        assert_eq!(r.add(piece(4, 1, false)), None);
+        assert_eq!(r.pending_bytes(), 300, "message 4 dropped");
+        assert_eq!(r.add(piece(3, 1, true)).map(|m| m.len()), Some(200));
+        assert_eq!(r.add(piece(2, 2, true)).map(|m| m.len()), Some(300));
+        assert_eq!(r.pending_bytes(), 0);
     }
 }

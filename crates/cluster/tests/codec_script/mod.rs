@@ -8,11 +8,11 @@
 //! - decoding never panics, whatever the bytes;
 //! - what decodes encodes to bytes that decode to the same value;
 //! - parts of a large message ([`ToGateway::Part`], [`ToShard::Part`]) go through one
-//!   [`Reassembly`] per receiver, as in the gateway and the router, and what it puts
-//!   together is decoded the same way.
+//!   [`Reassembly`] per receiver, as in the gateway and the router, which holds no
+//!   more than its bound, and what it puts together is decoded the same way.
 
 use cluster::codec::{self, ToGateway, ToShard};
-use cluster::fragment::Reassembly;
+use cluster::fragment::{Reassembly, MAX_PENDING};
 
 /// Decoded a message to the router, to a gateway, to a shard; put one together.
 pub const ROUTER: u8 = 1;
@@ -39,6 +39,8 @@ pub fn run(data: &[u8]) -> u8 {
             1 => to_gateway(msg, &mut gateway_parts),
             _ => to_shard(msg, &mut shard_parts),
         };
+        assert!(gateway_parts.pending_bytes() <= MAX_PENDING);
+        assert!(shard_parts.pending_bytes() <= MAX_PENDING);
     }
     seen
 }
