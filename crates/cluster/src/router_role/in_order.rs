@@ -8,12 +8,11 @@
 //! that shard owns as one [`ToShard::InOrder`], sent even when empty. A shard
 //! delivers once it has its own part and every other sender's: the whole batch to
 //! its own users in one go, in the batch's order, each user's messages numbered by
-//! the shard that owns the user as ever. It answers
-//! the gateway with its own items as `messages` and its own users' deliveries as
-//! counts; the gateway sums the K answers. So a batch costs the same three
-//! crossings (to the shards, between them, back) whatever its runs, where sending
-//! its runs in turn cost a round trip per run; K calls and S × (K − 1) parts for
-//! S senders.
+//! the shard that owns the user as ever. It answers the gateway with its own items
+//! as `messages` and its own users' deliveries as counts; the gateway sums the K
+//! answers. So a batch costs the same three crossings (to the shards, between them,
+//! back) whatever its runs, where sending its runs in turn cost a round trip per
+//! run: K calls and S × (K − 1) parts for S senders.
 //!
 //! A shard that does not hear every other sender within [`IN_ORDER_TIMEOUT`]
 //! delivers what it has (nothing is held forever, nothing it holds is lost) and
@@ -192,7 +191,7 @@ impl InOrder {
 impl RouterRole {
     /// A gateway's call with this shard's part of an ordered batch: its items'
     /// followers handed to their shards, its own users' kept until every other
-    /// shard's part is in.
+    /// sender's part is in.
     pub(super) fn publish_in_order(&mut self, gateway: GatewayId, call: WireCall) {
         let (WireRequest::PublishInOrder { items, senders }, Some(part)) =
             (call.request, call.part)
