@@ -46,7 +46,7 @@ use futures_util::StreamExt;
 use gateways::silent;
 use gateways::Gateways;
 use hub::Hub;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use waiting::FORWARD_TIMEOUT;
@@ -95,6 +95,8 @@ pub struct RouterRole {
     /// How many gateways are known, for [`RouterRole::stats_fn`] (read on the admin
     /// listener's thread; the gateway table itself stays on the router's task).
     known_count: Arc<AtomicUsize>,
+    /// What went wrong between shards, counted for the stats (read there too).
+    faults: Arc<ShardFaults>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,
     /// Publishes waiting for other shards' counts (`--router-shards`).
@@ -116,6 +118,7 @@ impl RouterRole {
             gateways: Gateways::default(),
             out: Vec::new(),
             known_count: Arc::new(AtomicUsize::new(0)),
+            faults: Arc::default(),
             reconnected: Arc::default(),
             waiting: waiting::Waiting::default(),
             in_order: in_order::InOrder::new(crate::Shards::default()),
@@ -148,8 +151,8 @@ impl RouterRole {
     /// --admin`): the same counters as the `myriad.router.stats` request.
     pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
         let (hub, known) = (self.hub.clone(), self.known_count.clone());
-        let shard = self.shards.index;
-        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard))
+        let (shard, faults) = (self.shards.index, self.faults.clone());
+        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard, &faults))
     }
 
     /// Serves until the NATS subscriptions end (the process is killed).
@@ -453,8 +456,22 @@ impl RouterRole {
 
     /// The router's counters and the gateways it knows.
     fn stats(&self) -> serde_json::Value {
-        stats_doc(&self.hub, self.gateways.by_id.len(), self.shards.index)
+        stats_doc(
+            &self.hub,
+            self.gateways.by_id.len(),
+            self.shards.index,
+            &self.faults,
+        )
     }
+}
+
+/// Publishes another shard failed (`--router-shards`), since this router started.
+#[derive(Default)]
+struct ShardFaults {
+    /// Answered with an error: a shard did not count its followers in time.
+    forwards_uncounted: AtomicU64,
+    /// Ordered batches delivered without some sender's part.
+    ordered_incomplete: AtomicU64,
 }
 
 /// Splits one gateway's recipients into messages of at most `max` targets each
@@ -492,10 +509,15 @@ fn loops_of(slot: u16) -> std::ops::Range<u16> {
     first..first + (1 << LOOP_BITS)
 }
 
-/// The hub's counters, this process's pid and the gateways known.
-fn stats_doc(hub: &Hub, gateways: usize, shard: u16) -> serde_json::Value {
+/// The hub's counters, this process's pid, the gateways known and what other
+/// shards failed.
+fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &ShardFaults) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
     if let Some(doc) = doc.as_object_mut() {
+        let uncounted = faults.forwards_uncounted.load(Ordering::Relaxed);
+        let incomplete = faults.ordered_incomplete.load(Ordering::Relaxed);
+        doc.insert("shard_forwards_uncounted".into(), uncounted.into());
+        doc.insert("ordered_batches_incomplete".into(), incomplete.into());
         doc.insert("router_pid".into(), std::process::id().into());
         doc.insert("router_shard".into(), shard.into());
         doc.insert("gateways".into(), gateways.into());

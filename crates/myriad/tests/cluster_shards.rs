@@ -392,8 +392,11 @@ fn a_shard_that_does_not_count_makes_the_publish_an_error() {
         "{response}"
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    // Shard 1's own follower was still reached.
+    // Shard 1's own follower was still reached; the shard counted the failure.
     read_until(&mut s, &mut buf, "after");
+    a.wait_stats("a publish a shard did not count", |s| {
+        s["shard_forwards_uncounted"] == 1
+    });
     let replies = backend_request(&nats, 1, "late");
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert!(
@@ -451,10 +454,14 @@ fn a_batch_over_a_dead_shard_is_answered_with_what_the_live_shard_published() {
             ),
         "{body}"
     );
-    // The live shard delivered its part without the silent one's, in order.
+    // The live shard delivered its part without the silent one's, in order, and
+    // counted the batch as incomplete.
     read_until(&mut s, &mut buf, "later");
     let text = String::from_utf8_lossy(&buf);
     assert!(text.find("after") < text.find("later"), "{text}");
+    a.wait_stats("an incomplete ordered batch", |s| {
+        s["ordered_batches_incomplete"] == 1
+    });
     let stats = &a.admin_stats()["extra"];
     assert_eq!(
         (

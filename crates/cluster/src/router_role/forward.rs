@@ -233,6 +233,7 @@ impl RouterRole {
     /// Answers calls that waited too long for another shard's counts.
     pub(super) fn expire_waiting(&mut self, now: Instant) {
         for (to, answer) in self.waiting.expire(now) {
+            (self.faults.forwards_uncounted).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.answer(to, answer);
         }
     }

@@ -293,6 +293,10 @@ impl RouterRole {
         let (counts, stored) =
             hub.publish_each_to(list, &mut |loop_id, batch| batches.push((loop_id, batch)));
         self.queue_batches(batches, ready.published_ns);
+        if !ready.missing.is_empty() {
+            let incomplete = &self.faults.ordered_incomplete;
+            incomplete.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let Some((to, messages)) = ready.call else {
             return;
         };
