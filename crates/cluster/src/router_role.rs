@@ -362,6 +362,24 @@ impl RouterRole {
         reply
     }
 
+    /// Publishes `items` through the hub (one durable commit for all) and queues
+    /// their deliveries for the gateways, each after what it is already owed.
+    fn publish_and_queue(
+        &mut self,
+        items: Vec<(u64, Bytes, hub::Reach)>,
+        published_ns: u64,
+    ) -> (
+        Vec<router::PublishCounts>,
+        Result<(), hub::commit::NotStored>,
+    ) {
+        let mut batches = Vec::new();
+        let hub = self.hub.clone();
+        let published =
+            hub.publish_each_to(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
+        self.queue_batches(batches, published_ns);
+        published
+    }
+
     /// Queues what a handled request owes the gateways: one publish (or several,
     /// for a PublishBatch or a run of publishes) whose batches of one message are
     /// consecutive; each message goes to each gateway once.

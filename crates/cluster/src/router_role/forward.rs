@@ -111,11 +111,7 @@ impl RouterRole {
                 call_of_local.push(i);
             }
         }
-        let mut batches = Vec::new();
-        let hub = self.hub.clone();
-        let (counts, stored) =
-            hub.publish_each_to(local, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
+        let (counts, stored) = self.publish_and_queue(local, published_ns);
         let mut sums = vec![(0u64, 0u64); calls.len()];
         for (c, &i) in counts.iter().zip(&call_of_local) {
             sums[i].0 += u64::from(c.connections);
@@ -205,11 +201,7 @@ impl RouterRole {
                 (i.subject, i.payload, reach)
             })
             .collect();
-        let mut batches = Vec::new();
-        let hub = self.hub.clone();
-        let (counts, stored) =
-            hub.publish_each_to(list, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
+        let (counts, stored) = self.publish_and_queue(list, published_ns);
         self.flush_all();
         let error = stored.err().map(|why| why.to_string());
         let counts = calls

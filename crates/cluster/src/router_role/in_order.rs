@@ -38,7 +38,7 @@ pub const IN_ORDER_TIMEOUT: Duration = FORWARD_TIMEOUT.saturating_sub(TICK);
 type Key = (GatewayId, u64);
 
 /// One item for this shard's users.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Item {
     /// Its place in the batch.
     at: u32,
@@ -230,11 +230,9 @@ impl RouterRole {
             }
         }
         let number = part >> 16;
-        for (shard, items) in others.into_iter().enumerate() {
-            let shard = shard as u16;
-            if shard == me || !senders.contains(&me) {
-                continue;
-            }
+        // A shard with items hands every other shard its part, even an empty one.
+        let parts = others.into_iter().enumerate().map(|(s, i)| (s as u16, i));
+        for (shard, items) in parts.filter(|(s, _)| *s != me && senders.contains(&me)) {
             // After what this shard already forwarded there.
             self.send_forwards(shard);
             let msg = ToShard::InOrder {
@@ -288,11 +286,7 @@ impl RouterRole {
                 (i.subject, i.payload, reach)
             })
             .collect();
-        let mut batches = Vec::new();
-        let hub = self.hub.clone();
-        let (counts, stored) =
-            hub.publish_each_to(list, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, ready.published_ns);
+        let (counts, stored) = self.publish_and_queue(list, ready.published_ns);
         if !ready.missing.is_empty() {
             let incomplete = &self.faults.ordered_incomplete;
             incomplete.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -46,40 +46,39 @@ pub fn run(data: &[u8]) -> u8 {
 }
 
 fn to_router(msg: &[u8]) -> u8 {
-    let Ok(m) = codec::decode_to_router(msg) else {
-        return 0;
-    };
-    let again = codec::decode_to_router(&codec::encode_to_router(&m));
-    assert_eq!(again.expect("its own encoding decodes"), m);
-    ROUTER
+    decoded(msg, codec::decode_to_router, codec::encode_to_router).map_or(0, |_| ROUTER)
 }
 
 fn to_gateway(msg: &[u8], parts: &mut Reassembly) -> u8 {
-    let Ok(m) = codec::decode_to_gateway(msg) else {
-        return 0;
-    };
-    let again = codec::decode_to_gateway(&codec::encode_to_gateway(&m));
-    assert_eq!(again.expect("its own encoding decodes"), m);
-    match m {
-        ToGateway::Part(part) => match parts.add(part) {
+    match decoded(msg, codec::decode_to_gateway, codec::encode_to_gateway) {
+        None => 0,
+        Some(ToGateway::Part(part)) => match parts.add(part) {
             Some(whole) => GATEWAY | WHOLE | to_gateway(&whole, parts),
             None => GATEWAY,
         },
-        _ => GATEWAY,
+        Some(_) => GATEWAY,
     }
 }
 
 fn to_shard(msg: &[u8], parts: &mut Reassembly) -> u8 {
-    let Ok(m) = codec::decode_to_shard(msg) else {
-        return 0;
-    };
-    let again = codec::decode_to_shard(&codec::encode_to_shard(&m));
-    assert_eq!(again.expect("its own encoding decodes"), m);
-    match m {
-        ToShard::Part(part) => match parts.add(part) {
+    match decoded(msg, codec::decode_to_shard, codec::encode_to_shard) {
+        None => 0,
+        Some(ToShard::Part(part)) => match parts.add(part) {
             Some(whole) => SHARD | WHOLE | to_shard(&whole, parts),
             None => SHARD,
         },
-        _ => SHARD,
+        Some(_) => SHARD,
     }
+}
+
+/// `msg` decoded, when it decodes; its own encoding must decode to the same value.
+fn decoded<M: PartialEq + std::fmt::Debug, B: AsRef<[u8]>>(
+    msg: &[u8],
+    decode: fn(&[u8]) -> Result<M, codec::DecodeError>,
+    encode: fn(&M) -> B,
+) -> Option<M> {
+    let m = decode(msg).ok()?;
+    let again = decode(encode(&m).as_ref());
+    assert_eq!(again.expect("its own encoding decodes"), m);
+    Some(m)
 }
