@@ -22,6 +22,7 @@ use crate::nats_bus::unix_ns;
 use crate::subjects;
 use bytes::Bytes;
 use hub::Reach;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// Users per forwarded item: at ≤ 10 B each, 32 Ki stay well under NATS's 1 MiB
@@ -225,7 +226,7 @@ impl RouterRole {
     /// Answers calls that waited too long for another shard's counts.
     pub(super) fn expire_waiting(&mut self, now: Instant) {
         for (to, answer) in self.waiting.expire(now) {
-            (self.faults.forwards_uncounted).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.faults.forwards_uncounted.fetch_add(1, Relaxed);
             self.answer(to, answer);
         }
     }

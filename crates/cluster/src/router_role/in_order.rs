@@ -27,6 +27,7 @@ use crate::subjects;
 use bytes::Bytes;
 use hub::Reach;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// How long a shard waits for the other shards' parts of an ordered batch: a
@@ -231,8 +232,9 @@ impl RouterRole {
         }
         let number = part >> 16;
         // A shard with items hands every other shard its part, even an empty one.
+        let sends = senders.contains(&me);
         let parts = others.into_iter().enumerate().map(|(s, i)| (s as u16, i));
-        for (shard, items) in parts.filter(|(s, _)| *s != me && senders.contains(&me)) {
+        for (shard, items) in parts.filter(|(s, _)| sends && *s != me) {
             // After what this shard already forwarded there.
             self.send_forwards(shard);
             let msg = ToShard::InOrder {
@@ -288,8 +290,7 @@ impl RouterRole {
             .collect();
         let (counts, stored) = self.publish_and_queue(list, ready.published_ns);
         if !ready.missing.is_empty() {
-            let incomplete = &self.faults.ordered_incomplete;
-            incomplete.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.faults.ordered_incomplete.fetch_add(1, Relaxed);
         }
         let Some((to, messages)) = ready.call else {
             return;
