@@ -14,10 +14,13 @@
 //! Layout:
 //! - [`request`]: [`Request`] and [`Reply`], what crosses the seam.
 //! - [`mailbox`]: [`Mailbox`], a loop's inbox of deliveries and late replies.
+//! - [`answer`]: [`PublishAnswer`], what an HTTP publisher is told of its reply.
 
+pub mod answer;
 pub mod mailbox;
 pub mod request;
 
+pub use answer::PublishAnswer;
 pub use mailbox::{Delivery, Inbound, Mailbox, Target};
 pub use request::{Call, Reply, Request};
 pub use router::{ConnRef, HistoryRead, Message, PublishCounts, RouterStats};

@@ -17,6 +17,8 @@
 //! - [`shard_calls`]: the gateway's calls divided among router shards, and their
 //!   replies gathered.
 //! - [`router_role`]: the router side ([`RouterRole`]).
+//! - [`publish_port`]: `--publish-listen`, back-ends' HTTP publishes straight to the
+//!   router.
 //! - [`role`]: `--role` and `--nats`, the flags of `myriad serve` that pick the side.
 //! - [`jet_history`]: `--history-store jetstream`, durable history in a JetStream stream.
 
@@ -26,6 +28,7 @@ pub mod fragment;
 pub mod jet_history;
 pub mod link;
 pub mod nats_bus;
+pub mod publish_port;
 pub mod role;
 pub mod router_role;
 pub mod shard_calls;
@@ -33,6 +36,7 @@ pub mod subjects;
 
 pub use link::{Link, DEFAULT_NATS};
 pub use nats_bus::{GatewayLink, NatsBus};
+pub use publish_port::{PortConfig, PublishPort};
 pub use role::{ClusterArgs, Role};
 pub use router_role::RouterRole;
 

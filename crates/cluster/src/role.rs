@@ -44,6 +44,12 @@ pub struct ClusterArgs {
     /// With `--role router --router-shards K`: which shard this router is (0..K).
     #[arg(long, env = "MYRIAD_ROUTER_SHARD", default_value_t = 0)]
     pub router_shard: u16,
+    /// The router's publish port (roles `router`, and `serve --processes`, which
+    /// gives it to every router shard): back-ends `POST /pub/<subject>` and `POST /pub`
+    /// here, straight to the router, one hop shorter than through a gateway. Plain
+    /// HTTP for back-ends: `--api-key` as on the gateways (none: loopback peers only).
+    #[arg(long, env = "MYRIAD_PUBLISH_LISTEN")]
+    pub publish_listen: Option<std::net::SocketAddr>,
 }
 
 impl ClusterArgs {

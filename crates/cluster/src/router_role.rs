@@ -29,13 +29,14 @@
 //! Layout: [`gateways`] (the gateway table), [`publishes`] (a run of publishes with
 //! durable history), [`forward`] and [`waiting`] (publishing across shards),
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
-//! (`myriad.pub.<subject>`).
+//! (`myriad.pub.<subject>`); the HTTP publish port is [`crate::publish_port`].
 
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
 use crate::fragment;
 use crate::link::Link;
 use crate::nats_bus::{unix_ns, LOOP_BITS};
+use crate::publish_port::{self, PublishPort};
 use crate::subjects;
 use backend::next_or_never;
 use bus::{ConnRef, Delivery, Reply, Request};
@@ -107,6 +108,8 @@ pub struct RouterRole {
     forwards: forward::Outbox,
     /// Messages from other shards over max_payload, until their last part.
     shard_parts: fragment::Reassembly,
+    /// `--publish-listen`: served once the router runs.
+    publish_port: Option<PublishPort>,
 }
 
 impl RouterRole {
@@ -124,7 +127,14 @@ impl RouterRole {
             in_order: in_order::InOrder::new(crate::Shards::default()),
             forwards: Vec::new(),
             shard_parts: fragment::Reassembly::default(),
+            publish_port: None,
         }
+    }
+
+    /// This router also answers back-ends' HTTP publishes on `port`.
+    pub fn with_publish_port(mut self, port: PublishPort) -> RouterRole {
+        self.publish_port = Some(port);
+        self
     }
 
     /// This router as shard `shards.index` of `shards.count`.
@@ -180,6 +190,16 @@ impl RouterRole {
         client
             .publish(subjects::GATEWAYS, codec::encode_to_gateway(&resync))
             .await?;
+        // One router takes the port's publishes in its own turn; shards send them
+        // over NATS to the subject's shard.
+        let mut port_calls = match self.publish_port.take() {
+            Some(port) if self.shards.count == 1 => Some(port.serve_to_router()?),
+            Some(port) => {
+                port.serve_over_nats(client.clone())?;
+                None
+            }
+            None => None,
+        };
         let mut tick = tokio::time::interval(TICK);
         loop {
             tokio::select! {
@@ -190,6 +210,10 @@ impl RouterRole {
                 Some(message) = publishes.next() => {
                     let reply = message.reply.map(|r| r.to_string());
                     self.backend_publish(&message.subject, message.payload, reply);
+                }
+                Some(call) = publish_port::next_call(&mut port_calls) => {
+                    let reply = self.call(BACKEND, call.request);
+                    let _ = call.reply.send(reply);
                 }
                 Some(message) = next_or_never(&mut forwarded) => {
                     match codec::decode_to_shard(&message.payload) {

@@ -54,6 +54,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if role == Role::Router {
         return run_router(&args);
     }
+    // A supervised gateway is given every flag, this one too: only routers read it.
+    anyhow::ensure!(
+        args.cluster.publish_listen.is_none() || args.cluster.supervised_place.is_some(),
+        "--publish-listen is the router's port (`--role router`, or `serve --processes N`); \
+         one process answers POST /pub on its --listen port"
+    );
     let term = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     let config = args.gateway.server_config()?;
@@ -164,11 +170,23 @@ fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
 }
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways
-/// and back-ends over NATS; no client listener.
+/// and back-ends over NATS (and HTTP on `--publish-listen`); no client listener.
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(open_hub(args)?);
     Hub::start_ticking(&hub)?;
-    let role = RouterRole::new(hub).with_shards(args.cluster.shards()?);
+    let shards = args.cluster.shards()?;
+    let mut role = RouterRole::new(hub).with_shards(shards);
+    let mut publish_port = None;
+    if let Some(addr) = args.cluster.publish_listen {
+        let config = cluster::PortConfig {
+            api_keys: cluster::publish_port::api_keys(&args.gateway.api_keys)?,
+            max_message: args.gateway.max_message,
+            max_batch: args.gateway.max_batch,
+        };
+        let port = cluster::PublishPort::bind(addr, config, shards.count > 1)?;
+        publish_port = Some(port.local_addr()?);
+        role = role.with_publish_port(port);
+    }
     let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;
     // `--admin` / `--csv`: the router's own /stats (its counters under `extra`), /metrics.
     let monitor = observe::monitor::Monitor::start(
@@ -185,6 +203,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
         store = %args.hub.store,
         history = %args.hub.history_store.describe(),
         admin = %monitor.admin_addr().map_or_else(|| "off".to_string(), |a| a.to_string()),
+        publish_port = %publish_port.map_or_else(|| "off".to_string(), |a| a.to_string()),
         "myriad router serving: gateways on myriad.router, back-end publishes on myriad.pub.<subject>"
     );
     role.run(&link)

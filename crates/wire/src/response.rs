@@ -139,6 +139,32 @@ fn write_head(
 /// back (`Expect: 100-continue`).
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
+/// Appends an API answer: `body` and a newline, as `application/json` when `json`,
+/// else as a text error ([`write_error_response`]); `Retry-After: 1` when
+/// `retry_after` (a 503 worth retrying).
+pub fn write_api_answer(
+    out: &mut Vec<u8>,
+    status: u16,
+    json: bool,
+    body: &str,
+    keep_alive: bool,
+    retry_after: bool,
+) {
+    let retry: &[(&str, &str)] = if retry_after {
+        &[("Retry-After", "1")]
+    } else {
+        &[]
+    };
+    if json {
+        let mut line = Vec::with_capacity(body.len() + 1);
+        line.extend_from_slice(body.as_bytes());
+        line.push(b'\n');
+        write_response(out, status, "application/json", &line, keep_alive, retry);
+    } else {
+        write_error_response(out, status, body, keep_alive, retry);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

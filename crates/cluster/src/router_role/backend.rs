@@ -1,6 +1,7 @@
 //! A back-end's publish (`myriad.pub.<subject>`, payload = the message, as the body
 //! of `POST /pub/<subject>`) and its answer: `{"connections":n,"users":u}` or
-//! `{"error":…}`, the same JSON as `POST /pub`.
+//! `{"error":…}` — with the counts and `"not_stored"` when the message went out but
+//! its history write failed, `"timed_out":true` when some shard did not count in time.
 //!
 //! Every router subscribes to `myriad.pub.*`; with `--router-shards K` only the
 //! subject's shard takes a publish (the others drop it unread): it reaches the
@@ -69,11 +70,16 @@ pub fn answer_json(answer: &WireAnswer) -> String {
         } => serde_json::json!({
             "error": format!(
                 "history not stored: {error}; delivered to {connections} connections of {users} users"
-            )
+            ),
+            "not_stored": error,
+            "connections": connections,
+            "users": users,
         })
         .to_string(),
-        WireAnswer::Unavailable(why) | WireAnswer::TimedOut(why) => {
-            serde_json::json!({ "error": why }).to_string()
+        WireAnswer::Unavailable(why) => serde_json::json!({ "error": why }).to_string(),
+        // Part may have gone out: retrying would repeat it.
+        WireAnswer::TimedOut(why) => {
+            serde_json::json!({ "error": why, "timed_out": true }).to_string()
         }
         other => serde_json::json!({ "error": format!("{other:?}") }).to_string(),
     }

@@ -3,7 +3,8 @@
 //! becomes an answer or a wait.
 
 use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
-use bus::{Call, HistoryRead, Reply};
+use bus::answer::not_stored_text;
+use bus::{Call, HistoryRead, PublishAnswer, Reply};
 use std::io::Write as _;
 use wire::Transport;
 
@@ -51,27 +52,12 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
 /// Formats an API reply: JSON for success, text for errors (see README's API table).
 fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
     let keep = conn.has(KEEP_ALIVE);
+    if let Call::Publish | Call::PublishBatch = call {
+        return publish_response(conn, cx, call, reply);
+    }
     let mut body = Vec::with_capacity(64);
     // Writing into a Vec cannot fail.
     match (call, reply) {
-        (
-            Call::Publish,
-            Reply::Published {
-                connections, users, ..
-            },
-        ) => write!(body, r#"{{"connections":{connections},"users":{users}}}"#).expect("Vec"),
-        (
-            Call::PublishBatch,
-            Reply::Published {
-                messages,
-                connections,
-                users,
-            },
-        ) => write!(
-            body,
-            r#"{{"messages":{messages},"connections":{connections},"users":{users}}}"#
-        )
-        .expect("Vec"),
         (Call::Subscribe, Reply::Changed { edges, changed }) => {
             write!(body, r#"{{"edges":{edges},"added":{changed}}}"#).expect("Vec")
         }
@@ -83,20 +69,6 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
         }
         (Call::Stats, Reply::Stats(doc)) => {
             serde_json::to_writer(&mut body, &doc).expect("a JSON value serialises")
-        }
-        (
-            Call::Publish | Call::PublishBatch,
-            Reply::NotStored {
-                connections,
-                users,
-                error,
-                ..
-            },
-        ) => {
-            return conn.respond(cx, keep, |out| {
-                let message = not_stored_text(connections, users, &error);
-                wire::write_error_response(out, 503, &message, keep, &[])
-            });
         }
         (_, Reply::Unavailable(message)) => {
             return conn.respond(cx, keep, |out| {
@@ -123,13 +95,18 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
     });
 }
 
-/// What a publisher is told when its message went out but its durable history
-/// write failed (README's error table): retrying delivers it again.
-fn not_stored_text(connections: u64, users: u64, error: &str) -> String {
-    format!(
-        "history not stored: {error}; delivered to {connections} connections of {users} users, \
-         which a restart will not replay"
-    )
+/// A publish's answer (`bus::PublishAnswer`, shared with the router's publish port).
+fn publish_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
+    let Some(answer) = PublishAnswer::of(call == Call::PublishBatch, reply) else {
+        // A bus answering a different question is a bug on the other side.
+        tracing::error!(?call, "bus reply to a publish is not a publish's");
+        return conn.fail(cx, 500, "internal error: unexpected reply");
+    };
+    let keep = conn.has(KEEP_ALIVE);
+    conn.respond(cx, keep, |out| {
+        let (status, json, retry) = (answer.status, answer.json, answer.retry_after);
+        wire::write_api_answer(out, status, json, &answer.body, keep, retry)
+    });
 }
 
 /// The login of a subscription is done: the transport's head goes out, then what

@@ -152,6 +152,15 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         dir.join("supervisor.csv").display().to_string(),
     ];
     serve.extend(heartbeat_flags(&args.server_flags));
+    // `--publish-via router`: the router's own publish port, plain HTTP.
+    let publish_port = match args.publish_via {
+        PublishVia::Router => {
+            let addr = format!("127.0.0.1:{}", free_port()?);
+            serve.extend(["--publish-listen".into(), addr.clone()]);
+            Some(addr)
+        }
+        PublishVia::Http | PublishVia::Nats => None,
+    };
     if let Some((cert, key)) = super::context::tls_files() {
         // Forwarded to every gateway; the admin listeners stay plain for the probes.
         serve.extend(["--tls-cert".into(), cert.display().to_string()]);
@@ -272,7 +281,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         live.emit(format!("{label}: {rate} msg/s for {} s", args.duration));
         let sent = load::msggen::run_with(
             MsggenArgs {
-                url: format!("{scheme}://{}", server.addr),
+                url: match &publish_port {
+                    Some(addr) => format!("http://{addr}"),
+                    None => format!("{scheme}://{}", server.addr),
+                },
                 ca: super::context::tls_ca(),
                 path: path.to_string(),
                 rate,
@@ -466,6 +478,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         match args.publish_via {
             PublishVia::Http => "HTTP (POST /pub to the gateways)",
             PublishVia::Nats => "NATS (requests to myriad.pub.<subject>, straight to the router)",
+            PublishVia::Router => "HTTP to the router's publish port (--publish-listen)",
         },
         args.size, args.duration
     ));

@@ -186,8 +186,9 @@ pub struct BenchArgs {
     /// c1m: graph publishes per second (issue 9 asks 1,000).
     #[arg(long, default_value_t = 1_000.0)]
     pub graph_rate: f64,
-    /// c1m: how the publishers publish: `http` (POST /pub to the gateways) or `nats`
-    /// (a back-end's request to `myriad.pub.<subject>`, straight to the router).
+    /// c1m: how the publishers publish: `http` (POST /pub to the gateways), `router`
+    /// (POST /pub to the router's publish port, `--publish-listen`) or `nats` (a
+    /// back-end's request to `myriad.pub.<subject>`, straight to the router).
     #[arg(long, value_enum, default_value_t = PublishVia::Http)]
     pub publish_via: PublishVia,
     /// unicast publishing seconds; churn seconds.
@@ -414,5 +415,6 @@ pub fn name(s: Scenario) -> &'static str {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PublishVia {
     Http,
+    Router,
     Nats,
 }
