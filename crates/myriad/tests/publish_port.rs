@@ -157,7 +157,10 @@ fn what_the_port_does_not_serve_gets_a_clear_error() {
     let nats = Nats::start();
     let (_router, port) = router_with_port(&nats, &["--max-message", "16"]);
 
-    let text = exchange(port, "GET /sub/1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let text = exchange(
+        port,
+        "GET /sub/1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
     assert!(text.starts_with("HTTP/1.1 404"), "{text}");
     assert!(
         text.contains("subscriptions and the rest of the API are on the gateways"),

@@ -3,7 +3,7 @@
 //! answers at the test's own NATS port). A publish reaches connections on every
 //! gateway with exact counts; a gateway killed with SIGKILL is restarted and its
 //! clients get service again after reconnecting; SIGTERM stops every child and the
-//! supervisor exits 0.
+//! supervisor exits 0; the router serves `--publish-listen`.
 
 mod common;
 
@@ -287,4 +287,62 @@ fn a_supervised_self_signed_server_has_one_certificate_for_every_gateway() {
         .map(|p| p["pid"].as_u64().unwrap())
         .collect();
     assert_eq!(served.len(), 2, "two gateways");
+}
+
+/// `serve --processes 2 --publish-listen ADDR`: the supervisor hands the port to its
+/// router (the gateways, given every flag, leave it alone), and a back-end's
+/// `POST /pub/<subject>` there reaches a client held by a gateway, with its count.
+#[test]
+fn a_supervised_router_serves_the_publish_port() {
+    let nats = format!("nats://127.0.0.1:{}", free_port());
+    let port = format!("127.0.0.1:{}", free_port());
+    let server = Server::start_marked(
+        &[
+            "serve",
+            "--processes",
+            "2",
+            "--loops",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--admin",
+            "127.0.0.1:0",
+            "--nats",
+            &nats,
+            "--publish-listen",
+            &port,
+        ],
+        "supervisor serving",
+    );
+    let (mut stream, mut buf) = subscribe_stream(&server, 7);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reply = loop {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-X",
+                "POST",
+                "--data-binary",
+                "via-port",
+            ])
+            .arg(format!("http://{port}/pub/7"))
+            .output()
+            .expect("curl must be installed (apt-get install -y curl)");
+        let body = String::from_utf8_lossy(&out.stdout).into_owned();
+        // The router learns the login a moment after the client's welcome.
+        if body.contains(r#""connections":1"#) {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the publish port answered {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(reply, "{\"connections\":1,\"users\":1}\n");
+    read_until(&mut stream, &mut buf, "via-port");
 }
