@@ -29,7 +29,8 @@
 //! Layout: [`gateways`] (the gateway table), [`publishes`] (a run of publishes with
 //! durable history), [`forward`] and [`waiting`] (publishing across shards),
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
-//! (`myriad.pub.<subject>`); the HTTP publish port is [`crate::publish_port`].
+//! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
+//! the port itself is [`crate::publish_port`]).
 
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
@@ -200,6 +201,7 @@ impl RouterRole {
             }
             None => None,
         };
+        let mut answers = port::Answers::new();
         let mut tick = tokio::time::interval(TICK);
         loop {
             tokio::select! {
@@ -212,8 +214,9 @@ impl RouterRole {
                     self.backend_publish(&message.subject, message.payload, reply);
                 }
                 Some(call) = publish_port::next_call(&mut port_calls) => {
-                    let reply = self.call(BACKEND, call.request);
-                    let _ = call.reply.send(reply);
+                    if let Some(rest) = port_calls.as_mut() {
+                        self.port_turn(call, rest, &mut answers);
+                    }
                 }
                 Some(message) = next_or_never(&mut forwarded) => {
                     match codec::decode_to_shard(&message.payload) {
@@ -254,6 +257,9 @@ impl RouterRole {
                         tracing::warn!(error = %e, "cannot send to a gateway");
                     }
                 }
+            }
+            for (to, reply) in answers.drain(..) {
+                let _ = to.send(reply);
             }
         }
     }
@@ -572,6 +578,7 @@ mod backend;
 mod forward;
 mod gateways;
 mod in_order;
+mod port;
 mod publishes;
 #[cfg(test)]
 mod tests;

@@ -290,15 +290,36 @@ fn a_killed_router_role_keeps_history_in_postgres() {
 /// killed router gives the same N back from JetStream.
 #[test]
 fn concurrent_publishes_through_a_gateway_keep_order_and_survive_a_router_kill() {
+    concurrent_publishes_keep_order_and_survive_a_router_kill(false);
+}
+
+/// The same through the router's publish port (`--publish-listen`), whose turns
+/// take runs of publishes with one commit each.
+#[test]
+fn concurrent_publishes_through_the_publish_port_keep_order_and_survive_a_router_kill() {
+    concurrent_publishes_keep_order_and_survive_a_router_kill(true);
+}
+
+fn concurrent_publishes_keep_order_and_survive_a_router_kill(via_port: bool) {
     const PUBLISHERS: usize = 8;
     const EACH: usize = 25;
     let (nats, _dir) = jetstream();
-    let flags = ["--history-store", "jetstream", "--history", "1000"];
-    let router = Router::start_with(&nats, "memory", &flags).0;
+    let flags = [
+        "--history-store",
+        "jetstream",
+        "--history",
+        "1000",
+        "--publish-listen",
+        "127.0.0.1:0",
+    ];
+    let (router, start) = Router::start_with(&nats, "memory", &flags);
     let gw = gateway(&nats);
     let (mut s, mut buf) = common::cluster::sse(&gw, 71, None);
     wait_router_connections(&gw, 1);
-    let addr = gw.addr;
+    let addr = match via_port {
+        true => common::cluster::publish_port_of(&start),
+        false => gw.addr,
+    };
     let publishers: Vec<_> = (0..PUBLISHERS)
         .map(|p| {
             std::thread::spawn(move || {
@@ -342,7 +363,7 @@ fn concurrent_publishes_through_a_gateway_keep_order_and_survive_a_router_kill()
     }
     let epoch = last_sse_id(&buf).split('-').next().unwrap().to_string();
     router.kill(); // SIGKILL
-    let _router = Router::start_with(&nats, "memory", &flags).0;
+    let _router = Router::start_with(&nats, "memory", &flags[..4]).0;
     let answer = poll_once_the_router_answers(&gw, 71, &epoch);
     assert_eq!(answer["gap"], false, "{answer}");
     let stored: Vec<&str> = answer["messages"]

@@ -21,20 +21,7 @@ fn router_with_port(nats: &Nats, extra: &[&str]) -> (Router, SocketAddr) {
     let mut args = vec!["--publish-listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let (router, line) = Router::start_with(nats, "memory", &args);
-    (router, port_of(&line))
-}
-
-/// `publish_port=ADDR` in a router's start line.
-fn port_of(line: &str) -> SocketAddr {
-    let at = line
-        .find("publish_port=")
-        .unwrap_or_else(|| panic!("no publish_port in {line:?}"));
-    let addr = line[at + "publish_port=".len()..]
-        .split(|c: char| c.is_whitespace() || c == '"' || c == ',')
-        .next()
-        .unwrap();
-    addr.parse()
-        .unwrap_or_else(|_| panic!("bad address in {line:?}"))
+    (router, publish_port_of(&line))
 }
 
 /// Sends `raw` on a fresh connection and reads until the server closes it.

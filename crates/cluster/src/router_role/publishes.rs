@@ -8,6 +8,7 @@ use crate::codec::{GatewayId, GatewayItem, WireCall, WireReply, WireRequest};
 use crate::convert::reply_to_wire;
 use crate::nats_bus::unix_ns;
 use bus::Reply;
+use bytes::Bytes;
 
 /// A call this path takes: a single publish (a batch has one commit already).
 pub(super) fn is_publish(call: &WireCall) -> bool {
@@ -19,7 +20,6 @@ impl RouterRole {
     /// `gateway`, every message's deliveries and then each call's reply. One
     /// router only: shards take runs of publishes in `forward`.
     pub(super) fn publish_run(&mut self, gateway: GatewayId, run: Vec<WireCall>) {
-        let published_ns = unix_ns();
         let mut answers = Vec::with_capacity(run.len());
         let mut items = Vec::with_capacity(run.len());
         for call in run {
@@ -28,21 +28,8 @@ impl RouterRole {
                 items.push((subject, payload));
             }
         }
-        let mut batches = Vec::new();
-        let hub = self.hub.clone();
-        let (counts, stored) =
-            hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
-        let messages = 1;
-        for ((loop_id, token, part), c) in answers.into_iter().zip(counts) {
-            let mut reply = Reply::Published {
-                messages,
-                connections: c.connections.into(),
-                users: c.users.into(),
-            };
-            if let Err(why) = &stored {
-                reply = reply.not_stored(why);
-            }
+        let replies = self.publish_committed(items);
+        for ((loop_id, token, part), reply) in answers.into_iter().zip(replies) {
             let reply = WireReply {
                 loop_id,
                 token,
@@ -51,5 +38,31 @@ impl RouterRole {
             };
             self.push_item(gateway, GatewayItem::Reply(reply), 32);
         }
+    }
+
+    /// Publishes `items` in order with one durable commit, queues their deliveries
+    /// for the gateways and returns each item's reply.
+    pub(super) fn publish_committed(&mut self, items: Vec<(u64, Bytes)>) -> Vec<Reply> {
+        let published_ns = unix_ns();
+        let mut batches = Vec::new();
+        let hub = self.hub.clone();
+        let (counts, stored) =
+            hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
+        self.queue_batches(batches, published_ns);
+        let messages = 1;
+        counts
+            .into_iter()
+            .map(|c| {
+                let reply = Reply::Published {
+                    messages,
+                    connections: c.connections.into(),
+                    users: c.users.into(),
+                };
+                match &stored {
+                    Err(why) => reply.not_stored(why),
+                    Ok(()) => reply,
+                }
+            })
+            .collect()
     }
 }

@@ -105,6 +105,20 @@ impl Drop for Router {
     }
 }
 
+/// `publish_port=ADDR` in a router's start line (`--publish-listen`).
+#[allow(dead_code)] // not every test binary publishes to the port
+pub fn publish_port_of(line: &str) -> std::net::SocketAddr {
+    let at = line
+        .find("publish_port=")
+        .unwrap_or_else(|| panic!("no publish_port in {line:?}"));
+    let addr = line[at + "publish_port=".len()..]
+        .split(|c: char| c.is_whitespace() || c == '"' || c == ',')
+        .next()
+        .unwrap();
+    addr.parse()
+        .unwrap_or_else(|_| panic!("bad address in {line:?}"))
+}
+
 /// `POST /pub/<subject>` to the server at `addr` (from any thread); the reply.
 pub fn publish_at(addr: std::net::SocketAddr, subject: u64, payload: &str) -> serde_json::Value {
     let mut s = TcpStream::connect(addr).expect("connect");
