@@ -30,9 +30,10 @@
 //! durable history), [`forward`] and [`waiting`] (publishing across shards),
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
-//! the port itself is [`crate::publish_port`]).
+//! the port itself is [`crate::publish_port`]), [`owed`] (what each gateway is sent,
+//! batched), [`stats`] (the counters).
 
-use crate::codec::{self, GatewayId, GatewayItem, ToGateway, ToRouter, WireDelivery, WireReply};
+use crate::codec::{self, GatewayItem, ToGateway, ToRouter, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
 use crate::fragment;
 use crate::link::Link;
@@ -48,7 +49,10 @@ use futures_util::StreamExt;
 use gateways::silent;
 use gateways::Gateways;
 use hub::Hub;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(test)]
+use owed::split_targets;
+use stats::ShardFaults;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use waiting::FORWARD_TIMEOUT;
@@ -156,14 +160,6 @@ impl RouterRole {
                 reconnected.notify_one();
             }
         }
-    }
-
-    /// The router's `/stats` document for its own admin listener (`serve --role router
-    /// --admin`): the same counters as the `myriad.router.stats` request.
-    pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
-        let (hub, known) = (self.hub.clone(), self.known_count.clone());
-        let (shard, faults) = (self.shards.index, self.faults.clone());
-        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard, &faults))
     }
 
     /// Serves until the NATS subscriptions end (the process is killed).
@@ -409,146 +405,6 @@ impl RouterRole {
         self.queue_batches(batches, published_ns);
         published
     }
-
-    /// Queues what a handled request owes the gateways: one publish (or several,
-    /// for a PublishBatch or a run of publishes) whose batches of one message are
-    /// consecutive; each message goes to each gateway once.
-    fn queue_batches(&mut self, batches: Vec<(u16, Delivery)>, published_ns: u64) {
-        if batches.is_empty() {
-            return;
-        }
-        let mut current: Option<Arc<bus::Message>> = None;
-        let mut per_slot: PerSlot = Vec::new();
-        for (loop_id, batch) in batches {
-            if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &batch.msg)) {
-                self.queue_deliveries(&msg, &mut per_slot, published_ns);
-            }
-            current.get_or_insert_with(|| batch.msg.clone());
-            let slot = loop_id >> LOOP_BITS;
-            let local = loop_id & ((1 << LOOP_BITS) - 1);
-            let targets = batch
-                .targets
-                .iter()
-                .map(|t| (t.token, t.epoch, t.seq))
-                .collect();
-            match per_slot.iter_mut().find(|(s, _)| *s == slot) {
-                Some((_, loops)) => loops.push((local, targets)),
-                None => per_slot.push((slot, vec![(local, targets)])),
-            }
-        }
-        if let Some(msg) = current {
-            self.queue_deliveries(&msg, &mut per_slot, published_ns);
-        }
-    }
-
-    /// Queues one delivery per gateway slot in `per_slot` (emptied), after what
-    /// that gateway is already owed.
-    fn queue_deliveries(&mut self, msg: &bus::Message, per_slot: &mut PerSlot, published_ns: u64) {
-        for (slot, loops) in per_slot.drain(..) {
-            // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
-            let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
-                continue;
-            };
-            for loops in split_targets(loops, MAX_TARGETS) {
-                let weight =
-                    msg.payload.len() + 16 + 8 * loops.iter().map(|l| l.1.len()).sum::<usize>();
-                let delivery = WireDelivery {
-                    subject: msg.subject,
-                    payload: msg.payload.clone(),
-                    published_ns,
-                    loops,
-                };
-                self.push_item(gateway, GatewayItem::Deliver(delivery), weight);
-            }
-        }
-    }
-
-    /// Adds `item` to what `gateway` is owed; sends it all once it weighs
-    /// [`BATCH_BYTES`].
-    fn push_item(&mut self, gateway: GatewayId, item: GatewayItem, weight: usize) {
-        let Some(gw) = self.gateways.by_id.get_mut(&gateway) else {
-            return;
-        };
-        gw.items.push(item);
-        gw.bytes += weight;
-        if gw.bytes >= BATCH_BYTES {
-            self.flush(gateway);
-        }
-    }
-
-    /// Queues everything `gateway` is owed as one message.
-    fn flush(&mut self, gateway: GatewayId) {
-        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
-            if !gw.items.is_empty() {
-                gw.bytes = 0;
-                let msg = ToGateway::Batch(std::mem::take(&mut gw.items));
-                self.out
-                    .push((gw.subject.clone(), codec::encode_to_gateway(&msg)));
-            }
-        }
-    }
-
-    /// Queues one message for every gateway that is owed something.
-    fn flush_all(&mut self) {
-        let owed: Vec<GatewayId> = self
-            .gateways
-            .by_id
-            .iter()
-            .filter(|(_, gw)| !gw.items.is_empty())
-            .map(|(&id, _)| id)
-            .collect();
-        for id in owed {
-            self.flush(id);
-        }
-    }
-
-    /// The router's counters and the gateways it knows.
-    fn stats(&self) -> serde_json::Value {
-        stats_doc(
-            &self.hub,
-            self.gateways.by_id.len(),
-            self.shards.index,
-            &self.faults,
-        )
-    }
-}
-
-/// Publishes another shard failed (`--router-shards`), since this router started.
-#[derive(Default)]
-struct ShardFaults {
-    /// Answered with an error: a shard did not count its followers in time.
-    forwards_uncounted: AtomicU64,
-    /// Ordered batches delivered without some sender's part.
-    ordered_incomplete: AtomicU64,
-}
-
-/// Splits one gateway's recipients into messages of at most `max` targets each
-/// (one message in the common case).
-fn split_targets(loops: Vec<LoopTargets>, max: usize) -> Vec<Vec<LoopTargets>> {
-    let total: usize = loops.iter().map(|(_, t)| t.len()).sum();
-    if total <= max {
-        return vec![loops];
-    }
-    let mut out = Vec::new();
-    let mut current: Vec<LoopTargets> = Vec::new();
-    let mut room = max;
-    for (loop_id, targets) in loops {
-        let mut rest = &targets[..];
-        while !rest.is_empty() {
-            let take = rest.len().min(room);
-            current.push((loop_id, rest[..take].to_vec()));
-            rest = &rest[take..];
-            room -= take;
-            if room == 0 {
-                out.push(std::mem::take(&mut current));
-                room = max;
-            }
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
 }
 
 /// The router-side loop ids of gateway `slot`.
@@ -557,29 +413,14 @@ fn loops_of(slot: u16) -> std::ops::Range<u16> {
     first..first + (1 << LOOP_BITS)
 }
 
-/// The hub's counters, this process's pid, the gateways known and what other
-/// shards failed.
-fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &ShardFaults) -> serde_json::Value {
-    let mut doc = hub::stats_json(&hub.stats());
-    if let Some(doc) = doc.as_object_mut() {
-        let uncounted = faults.forwards_uncounted.load(Ordering::Relaxed);
-        let incomplete = faults.ordered_incomplete.load(Ordering::Relaxed);
-        doc.insert("shard_forwards_uncounted".into(), uncounted.into());
-        doc.insert("ordered_batches_incomplete".into(), incomplete.into());
-        doc.insert("router_pid".into(), std::process::id().into());
-        doc.insert("router_shard".into(), shard.into());
-        doc.insert("gateways".into(), gateways.into());
-        doc.insert("index_bytes".into(), hub.index_bytes().into());
-    }
-    doc
-}
-
 mod backend;
 mod forward;
 mod gateways;
 mod in_order;
+mod owed;
 mod port;
 mod publishes;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod waiting;

@@ -1,0 +1,133 @@
+//! What the gateways are owed: each handled message's replies and deliveries,
+//! gathered per gateway and sent as ONE [`ToGateway::Batch`] each (sooner when one
+//! weighs [`BATCH_BYTES`]); a publish's recipients on one gateway cross as one
+//! delivery, split only past [`MAX_TARGETS`].
+
+use super::{LoopTargets, PerSlot, RouterRole, BATCH_BYTES, MAX_TARGETS};
+use crate::codec::{self, GatewayId, GatewayItem, ToGateway, WireDelivery};
+use crate::nats_bus::LOOP_BITS;
+use bus::Delivery;
+use std::sync::Arc;
+
+impl RouterRole {
+    /// Queues what a handled request owes the gateways: one publish (or several,
+    /// for a PublishBatch or a run of publishes) whose batches of one message are
+    /// consecutive; each message goes to each gateway once.
+    pub(super) fn queue_batches(&mut self, batches: Vec<(u16, Delivery)>, published_ns: u64) {
+        if batches.is_empty() {
+            return;
+        }
+        let mut current: Option<Arc<bus::Message>> = None;
+        let mut per_slot: PerSlot = Vec::new();
+        for (loop_id, batch) in batches {
+            if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &batch.msg)) {
+                self.queue_deliveries(&msg, &mut per_slot, published_ns);
+            }
+            current.get_or_insert_with(|| batch.msg.clone());
+            let slot = loop_id >> LOOP_BITS;
+            let local = loop_id & ((1 << LOOP_BITS) - 1);
+            let targets = batch
+                .targets
+                .iter()
+                .map(|t| (t.token, t.epoch, t.seq))
+                .collect();
+            match per_slot.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, loops)) => loops.push((local, targets)),
+                None => per_slot.push((slot, vec![(local, targets)])),
+            }
+        }
+        if let Some(msg) = current {
+            self.queue_deliveries(&msg, &mut per_slot, published_ns);
+        }
+    }
+
+    /// Queues one delivery per gateway slot in `per_slot` (emptied), after what
+    /// that gateway is already owed.
+    fn queue_deliveries(&mut self, msg: &bus::Message, per_slot: &mut PerSlot, published_ns: u64) {
+        for (slot, loops) in per_slot.drain(..) {
+            // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
+            let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
+                continue;
+            };
+            for loops in split_targets(loops, MAX_TARGETS) {
+                let weight =
+                    msg.payload.len() + 16 + 8 * loops.iter().map(|l| l.1.len()).sum::<usize>();
+                let delivery = WireDelivery {
+                    subject: msg.subject,
+                    payload: msg.payload.clone(),
+                    published_ns,
+                    loops,
+                };
+                self.push_item(gateway, GatewayItem::Deliver(delivery), weight);
+            }
+        }
+    }
+
+    /// Adds `item` to what `gateway` is owed; sends it all once it weighs
+    /// [`BATCH_BYTES`].
+    pub(super) fn push_item(&mut self, gateway: GatewayId, item: GatewayItem, weight: usize) {
+        let Some(gw) = self.gateways.by_id.get_mut(&gateway) else {
+            return;
+        };
+        gw.items.push(item);
+        gw.bytes += weight;
+        if gw.bytes >= BATCH_BYTES {
+            self.flush(gateway);
+        }
+    }
+
+    /// Queues everything `gateway` is owed as one message.
+    fn flush(&mut self, gateway: GatewayId) {
+        if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
+            if !gw.items.is_empty() {
+                gw.bytes = 0;
+                let msg = ToGateway::Batch(std::mem::take(&mut gw.items));
+                self.out
+                    .push((gw.subject.clone(), codec::encode_to_gateway(&msg)));
+            }
+        }
+    }
+
+    /// Queues one message for every gateway that is owed something.
+    pub(super) fn flush_all(&mut self) {
+        let owed: Vec<GatewayId> = self
+            .gateways
+            .by_id
+            .iter()
+            .filter(|(_, gw)| !gw.items.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in owed {
+            self.flush(id);
+        }
+    }
+}
+
+/// Splits one gateway's recipients into messages of at most `max` targets each
+/// (one message in the common case).
+pub(super) fn split_targets(loops: Vec<LoopTargets>, max: usize) -> Vec<Vec<LoopTargets>> {
+    let total: usize = loops.iter().map(|(_, t)| t.len()).sum();
+    if total <= max {
+        return vec![loops];
+    }
+    let mut out = Vec::new();
+    let mut current: Vec<LoopTargets> = Vec::new();
+    let mut room = max;
+    for (loop_id, targets) in loops {
+        let mut rest = &targets[..];
+        while !rest.is_empty() {
+            let take = rest.len().min(room);
+            current.push((loop_id, rest[..take].to_vec()));
+            rest = &rest[take..];
+            room -= take;
+            if room == 0 {
+                out.push(std::mem::take(&mut current));
+                room = max;
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}

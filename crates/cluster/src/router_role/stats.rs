@@ -1,0 +1,54 @@
+//! The router's counters: its `/stats` document (the `myriad.router.stats` request,
+//! gateways' heartbeat answers, the router's own admin listener) and what went
+//! wrong between shards.
+
+use super::RouterRole;
+use hub::Hub;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Publishes another shard failed (`--router-shards`), since this router started.
+#[derive(Default)]
+pub(super) struct ShardFaults {
+    /// Answered with an error: a shard did not count its followers in time.
+    pub(super) forwards_uncounted: AtomicU64,
+    /// Ordered batches delivered without some sender's part.
+    pub(super) ordered_incomplete: AtomicU64,
+}
+
+impl RouterRole {
+    /// The router's `/stats` document for its own admin listener (`serve --role router
+    /// --admin`): the same counters as the `myriad.router.stats` request.
+    pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
+        let (hub, known) = (self.hub.clone(), self.known_count.clone());
+        let (shard, faults) = (self.shards.index, self.faults.clone());
+        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard, &faults))
+    }
+
+    /// The router's counters and the gateways it knows.
+    pub(super) fn stats(&self) -> serde_json::Value {
+        stats_doc(
+            &self.hub,
+            self.gateways.by_id.len(),
+            self.shards.index,
+            &self.faults,
+        )
+    }
+}
+
+/// The hub's counters, this process's pid, the gateways known and what other
+/// shards failed.
+fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &ShardFaults) -> serde_json::Value {
+    let mut doc = hub::stats_json(&hub.stats());
+    if let Some(doc) = doc.as_object_mut() {
+        let uncounted = faults.forwards_uncounted.load(Ordering::Relaxed);
+        let incomplete = faults.ordered_incomplete.load(Ordering::Relaxed);
+        doc.insert("shard_forwards_uncounted".into(), uncounted.into());
+        doc.insert("ordered_batches_incomplete".into(), incomplete.into());
+        doc.insert("router_pid".into(), std::process::id().into());
+        doc.insert("router_shard".into(), shard.into());
+        doc.insert("gateways".into(), gateways.into());
+        doc.insert("index_bytes".into(), hub.index_bytes().into());
+    }
+    doc
+}
