@@ -37,6 +37,7 @@ pub(super) async fn serve(
     let mut out = Vec::new();
     let limits = wire::Limits::default();
     loop {
+        out.clear();
         // The head.
         let (head, used) = loop {
             match wire::parse_head(&buf, &limits) {
@@ -53,7 +54,6 @@ pub(super) async fn serve(
             }
         };
         buf.drain(..used);
-        out.clear();
         let keep = match handle(
             &mut stream,
             &mut buf,

@@ -105,6 +105,19 @@ fn pipelined_requests_are_answered_in_order_on_one_connection() {
 }
 
 #[test]
+fn a_malformed_head_after_a_good_request_gets_its_400_alone() {
+    let addr = open_port();
+    let mut s = connect(addr);
+    let raw = "POST /pub/2 HTTP/1.1\r\nContent-Length: 1\r\n\r\nx\
+               POST /pub/2 HTTP/1.1\r\nContent-Length: nope\r\n\r\n";
+    s.write_all(raw.as_bytes()).unwrap();
+    let text = read_to_close(&mut s);
+    assert_eq!(text.matches("HTTP/1.1 200").count(), 1, "{text}");
+    assert_eq!(text.matches("HTTP/1.1 400").count(), 1, "{text}");
+    assert!(text.ends_with("invalid Content-Length\n"), "{text}");
+}
+
+#[test]
 fn a_refused_body_closes_the_connection_and_a_refused_head_without_one_does_not() {
     let addr = open_port();
     // 404 without a body: the next request on the connection is served.
