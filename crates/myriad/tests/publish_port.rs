@@ -4,7 +4,8 @@
 //! exact counts; a batch arrives in its order; keep-alive, chunked bodies and
 //! `Expect: 100-continue` work (curl); what the port does not serve, a browser
 //! page, a missing or wrong API key, an oversized body and a malformed head get
-//! their clear errors; two router shards share the port.
+//! their clear errors; two router shards share the port; one process refuses the
+//! flag and says where its publishes go.
 
 mod common;
 
@@ -269,5 +270,24 @@ fn two_router_shards_share_the_port_and_keep_a_batch_s_order() {
     assert!(
         at.windows(2).all(|w| w[0] < w[1]),
         "the batch's order: {text}"
+    );
+}
+
+#[test]
+fn one_process_refuses_the_router_s_port_and_says_where_publishes_go() {
+    let out = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory"])
+        .args(["--publish-listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--publish-listen is the router's port"),
+        "{err}"
+    );
+    assert!(
+        err.contains("one process answers POST /pub on its --listen port"),
+        "{err}"
     );
 }
