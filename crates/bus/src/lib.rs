@@ -14,13 +14,14 @@
 //! Layout:
 //! - [`request`]: [`Request`] and [`Reply`], what crosses the seam.
 //! - [`mailbox`]: [`Mailbox`], a loop's inbox of deliveries and late replies.
-//! - [`answer`]: [`PublishAnswer`], what an HTTP publisher is told of its reply.
+//! - [`http`]: a publish over HTTP — its request ([`http::publish_request`]) and its
+//!   answer ([`PublishAnswer`]).
 
-pub mod answer;
+pub mod http;
 pub mod mailbox;
 pub mod request;
 
-pub use answer::PublishAnswer;
+pub use http::PublishAnswer;
 pub use mailbox::{Delivery, Inbound, Mailbox, Target};
 pub use request::{Call, Reply, Request};
 pub use router::{ConnRef, HistoryRead, Message, PublishCounts, RouterStats};

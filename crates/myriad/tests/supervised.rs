@@ -23,6 +23,29 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// `serve --processes N` (one loop per gateway, memory store, an admin listener)
+/// with `extra` flags, once the supervisor serves.
+fn supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {
+    let processes = processes.to_string();
+    let mut args = vec![
+        "serve",
+        "--processes",
+        &processes,
+        "--loops",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--admin",
+        "127.0.0.1:0",
+        "--nats",
+        nats,
+    ];
+    args.extend_from_slice(extra);
+    Server::start_marked(&args, "supervisor serving")
+}
+
 /// The supervisor's process table (`/stats` `extra` of its admin listener).
 fn table(server: &Server) -> serde_json::Value {
     server.admin_stats()["extra"].clone()
@@ -86,26 +109,7 @@ fn publish_until(server: &Server, payload: &str, want: u64) -> serde_json::Value
 #[test]
 fn supervised_gateways_share_the_port_restart_and_stop() {
     let nats = format!("nats://127.0.0.1:{}", free_port());
-    let server = Server::start_marked(
-        &[
-            "serve",
-            "--processes",
-            "3",
-            "--loops",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--admin",
-            "127.0.0.1:0",
-            "--nats",
-            &nats,
-            "--max-connections",
-            "300",
-        ],
-        "supervisor serving",
-    );
+    let server = supervisor(&nats, 3, &["--max-connections", "300"]);
     let start = table(&server);
     assert_eq!(start["gateways"], 3, "{start}");
     let processes = start["processes"].as_array().unwrap().len();
@@ -230,26 +234,7 @@ fn supervised_gateways_share_the_port_restart_and_stop() {
 #[test]
 fn a_supervised_self_signed_server_has_one_certificate_for_every_gateway() {
     let nats = format!("nats://127.0.0.1:{}", free_port());
-    let server = Server::start_marked(
-        &[
-            "serve",
-            "--processes",
-            "2",
-            "--loops",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--admin",
-            "127.0.0.1:0",
-            "--nats",
-            &nats,
-            "--tls",
-            "self-signed",
-        ],
-        "supervisor serving",
-    );
+    let server = supervisor(&nats, 2, &["--tls", "self-signed"]);
     let cert = std::env::temp_dir()
         .join(format!("myriad-tls-{}", server.pid()))
         .join("cert.pem");
@@ -296,26 +281,7 @@ fn a_supervised_self_signed_server_has_one_certificate_for_every_gateway() {
 fn a_supervised_router_serves_the_publish_port() {
     let nats = format!("nats://127.0.0.1:{}", free_port());
     let port = format!("127.0.0.1:{}", free_port());
-    let server = Server::start_marked(
-        &[
-            "serve",
-            "--processes",
-            "2",
-            "--loops",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--admin",
-            "127.0.0.1:0",
-            "--nats",
-            &nats,
-            "--publish-listen",
-            &port,
-        ],
-        "supervisor serving",
-    );
+    let server = supervisor(&nats, 2, &["--publish-listen", &port]);
     let (mut stream, mut buf) = subscribe_stream(&server, 7);
     let deadline = Instant::now() + Duration::from_secs(20);
     let reply = loop {

@@ -4,7 +4,6 @@
 use super::{PortCall, PortConfig, Publisher, IDLE};
 use crate::subjects;
 use bus::{PublishAnswer, Reply, Request};
-use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -144,25 +143,13 @@ async fn handle(
             return Some(false);
         }
     };
-    let request = match route {
-        Route::Publish { subject } => Request::Publish {
-            subject,
-            payload: Bytes::from(body),
-        },
-        Route::PublishBatch { parallel } => match wire::parse_batch(&body) {
-            Ok(items) => Request::PublishBatch {
-                items: items
-                    .into_iter()
-                    .map(|item| (item.subject, Bytes::from(item.data)))
-                    .collect(),
-                parallel,
-            },
-            Err(e) => {
-                wire::write_error_response(out, e.status(), &e.to_string(), head.keep_alive, &[]);
-                return Some(true);
-            }
-        },
-        _ => unreachable!("only publishes get here"),
+    let request = match bus::http::publish_request(route, body) {
+        Some(Ok(request)) => request,
+        Some(Err(e)) => {
+            wire::write_error_response(out, e.status(), &e.to_string(), head.keep_alive, &[]);
+            return Some(true);
+        }
+        None => unreachable!("only publishes get here"),
     };
     let reply = publish(publisher, request).await;
     let answer = PublishAnswer::of(batch, reply).unwrap_or_else(|| PublishAnswer {

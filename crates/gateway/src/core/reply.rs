@@ -3,7 +3,7 @@
 //! becomes an answer or a wait.
 
 use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
-use bus::answer::not_stored_text;
+use bus::http::not_stored_text;
 use bus::{Call, HistoryRead, PublishAnswer, Reply};
 use std::io::Write as _;
 use wire::Transport;

@@ -4,7 +4,6 @@
 use super::{access, client_publish};
 use super::{BodyRead, Connection, Consumed, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::Request;
-use bytes::Bytes;
 use wire::{BodyKind, RequestHead, Route, Transport};
 
 /// Parses a request head from `buf` (state Head or Idle).
@@ -185,20 +184,13 @@ pub(super) fn handle_body_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) 
 /// A complete API request: answered here (health, bad bodies) or sent to the bus.
 fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
     let request = match route {
-        Route::Publish { subject } => Request::Publish {
-            subject,
-            payload: Bytes::from(body),
-        },
-        Route::PublishBatch { parallel } => match wire::parse_batch(&body) {
-            Ok(items) => Request::PublishBatch {
-                items: items
-                    .into_iter()
-                    .map(|item| (item.subject, Bytes::from(item.data)))
-                    .collect(),
-                parallel,
-            },
-            Err(e) => return bad_request(conn, cx, &e.to_string()),
-        },
+        Route::Publish { .. } | Route::PublishBatch { .. } => {
+            match bus::http::publish_request(route, body) {
+                Some(Ok(request)) => request,
+                Some(Err(e)) => return bad_request(conn, cx, &e.to_string()),
+                None => unreachable!("a publish route makes a publish request"),
+            }
+        }
         Route::SubscriptionPut {
             subscriber,
             subject,

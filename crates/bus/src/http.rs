@@ -1,8 +1,33 @@
-//! What a publisher over HTTP is answered (`POST /pub/<subject>`, `POST /pub`; the
-//! README's API and error tables): one text for a publish's [`Reply`] whether a
-//! gateway's API or the router's publish port answers it.
+//! A publish over HTTP (`POST /pub/<subject>`, `POST /pub`; the README's API and
+//! error tables), the same whether a gateway's API or the router's publish port
+//! takes it: the [`Request`] its route and body make, and what its [`Reply`] is
+//! answered with.
 
-use crate::Reply;
+use crate::{Reply, Request};
+use bytes::Bytes;
+use wire::Route;
+
+/// The request a publish route's complete body makes: `None` for a route that is
+/// not a publish, an error for a batch body that does not parse (its status says
+/// 400 or 413).
+pub fn publish_request(route: Route, body: Vec<u8>) -> Option<Result<Request, wire::BatchError>> {
+    Some(match route {
+        Route::Publish { subject } => Ok(Request::Publish {
+            subject,
+            payload: Bytes::from(body),
+        }),
+        Route::PublishBatch { parallel } => {
+            wire::parse_batch(&body).map(|items| Request::PublishBatch {
+                items: items
+                    .into_iter()
+                    .map(|item| (item.subject, Bytes::from(item.data)))
+                    .collect(),
+                parallel,
+            })
+        }
+        _ => return None,
+    })
+}
 
 /// A publish's HTTP answer: a status and its body (JSON on success, a line of text
 /// on failure).
