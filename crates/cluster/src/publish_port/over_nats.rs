@@ -38,7 +38,6 @@ pub(super) async fn publish(client: &Client, request: Request) -> Reply {
         Request::Publish { subject, payload } => {
             return reply_of(1, vec![one(client, subject, payload).await]);
         }
-        Request::PublishBatch { items, .. } if items.is_empty() => items,
         Request::PublishBatch {
             items,
             parallel: true,

@@ -51,10 +51,10 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
 
 /// Formats an API reply: JSON for success, text for errors (see README's API table).
 fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
-    let keep = conn.has(KEEP_ALIVE);
     if let Call::Publish | Call::PublishBatch = call {
         return publish_response(conn, cx, call, reply);
     }
+    let keep = conn.has(KEEP_ALIVE);
     let mut body = Vec::with_capacity(64);
     // Writing into a Vec cannot fail.
     match (call, reply) {
