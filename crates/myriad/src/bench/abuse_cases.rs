@@ -1,5 +1,5 @@
 //! The hostile cases of `bench abuse` ([`Case`], the hostile suite's cases:
-//! `tests/hostile.rs`, `tests/bounded.rs`) and the process that runs them: the
+//! `tests/hostile/`, `tests/bounded.rs`) and the process that runs them: the
 //! scenario starts `myriad bench abuse --abusers-at ADDR` as a child ([`Abusers`]),
 //! so the abusers' CPU is not spent in the process that receives the honest
 //! deliveries and measures their latency. The child runs one thread per case, each

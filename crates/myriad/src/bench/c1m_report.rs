@@ -1,7 +1,15 @@
-//! `bench c1m`'s report parts: one publishing phase's rows and the per-process table.
+//! `bench c1m`'s report: what a run measured (connections held, memory, holding's
+//! cost, each publishing phase, the stop) as rows against issue 9's targets, the
+//! per-process table, and how the run was made.
 
-use super::report::{bytes, count, met, ms, Report};
+use super::c1m_graph::{Graph, GRAPH_EXPONENT, GRAPH_M, INBOX_FACTOR};
+use super::c1m_setup::{PER_FLOOD_PROCESS, PUBLISHERS};
+use super::c1m_watch::Seen;
+use super::report::{bytes, count, memory_verdict, met, ms, Report};
+use super::{BenchArgs, PublishVia};
+use load::flood::FloodSummary;
 use load::msggen::MsggenSummary;
+use std::path::Path;
 
 /// One publishing phase's figures.
 pub(super) struct Phase {
@@ -88,8 +96,235 @@ fn per_publish_us(cpu: f64, held: f64, window_s: f64, sent: u64) -> Option<f64> 
     (sent > 0).then(|| (cpu - held).max(0.0) / 100.0 * window_s / sent as f64 * 1e6)
 }
 
+/// What one c1m run measured while it held its connections.
+pub(super) struct Held {
+    pub open: u64,
+    /// Connections the server processes counted once all were open.
+    pub server_conns: u64,
+    pub open_before_publish: u64,
+    pub open_end: u64,
+    pub connect_s: f64,
+    /// Summed RSS of the server processes before the first connection and with all
+    /// open; the machine's socket memory at the same two moments.
+    pub rss_idle: u64,
+    pub rss_held: u64,
+    pub kernel_idle: u64,
+    pub kernel_held: u64,
+    /// Worst loop lag and the server's CPU (percent of a core) while holding...
+    pub lag: u64,
+    pub cpu: f64,
+    /// ...and threads' wait for a CPU, and CPU per group ([`super::cpu_wait`]).
+    pub wait: String,
+    pub groups: String,
+    pub gateways: usize,
+    pub routers: usize,
+}
+
+/// How the run ended: the floods' summaries, what the watcher saw, the processes
+/// started and those still alive after the supervisor's stop.
+pub(super) struct Stopped {
+    pub floods: Vec<(String, FloodSummary)>,
+    pub seen: Seen,
+    pub pids: Vec<u32>,
+    pub left: Vec<u32>,
+    pub stop_s: f64,
+}
+
+/// A whole c1m run, for its report.
+pub(super) struct Run {
+    pub n: u64,
+    pub nats: String,
+    pub graph: Graph,
+    /// The supervised server's start (router index built from the store), seconds.
+    pub start_s: f64,
+    pub held: Held,
+    /// Graph publishes, then unicast.
+    pub phases: [Phase; 2],
+    pub stopped: Stopped,
+    pub flood_names: Vec<String>,
+}
+
+/// The report of `run`: connections held, memory, holding's cost, both phases, the
+/// stop, the processes, and how it was run.
+pub(super) fn write(report: &mut Report, run: &Run, args: &BenchArgs, dir: &Path) {
+    let &Run {
+        n,
+        ref nats,
+        ref graph,
+        start_s,
+        ref held,
+        phases: [ref graph_phase, ref unicast_phase],
+        ref stopped,
+        ref flood_names,
+    } = run;
+    let &Held {
+        open,
+        server_conns,
+        open_before_publish,
+        open_end,
+        connect_s,
+        rss_idle,
+        rss_held,
+        kernel_idle,
+        kernel_held,
+        lag: held_lag,
+        cpu: held_cpu,
+        wait: ref held_wait,
+        groups: ref held_groups,
+        gateways,
+        routers,
+    } = held;
+    let Stopped {
+        floods: summaries,
+        seen,
+        pids,
+        left,
+        stop_s,
+    } = stopped;
+    let failed: u64 = summaries.iter().map(|(_, s)| s.failed).sum();
+    let failures: Vec<String> = summaries
+        .iter()
+        .filter(|(_, s)| s.failed > 0)
+        .map(|(name, s)| format!("{name}: {}", s.failures.describe()))
+        .collect();
+    report.row(
+        "concurrent connections held by one myriad",
+        format!(
+            "{} of {} (server counts {}; {} open before publishing, {} at the end; {failed} failed{})",
+            count(open as f64),
+            count(n as f64),
+            count(server_conns as f64),
+            count(open_before_publish as f64),
+            count(open_end as f64),
+            if failures.is_empty() { String::new() } else { format!(": {}", failures.join("; ")) }
+        ),
+        "≥ 99.99 % of N open at once (1M: ≥ 999,900)",
+        met(open * 10_000 >= n * 9_999 && server_conns >= open),
+    );
+    report.fact(
+        "connect rate",
+        format!(
+            "{}/s over {connect_s:.1} s (server's best second {}/s)",
+            count(open as f64 / connect_s.max(1e-3)),
+            count(seen.peak_connects)
+        ),
+    );
+    let user = rss_held.saturating_sub(rss_idle) as f64 / open.max(1) as f64;
+    report.row(
+        "user space per connection (supervisor + router + gateways)",
+        format!(
+            "{} (RSS of all {} processes {} → {})",
+            bytes(user),
+            gateways + 1 + routers,
+            bytes(rss_idle as f64),
+            bytes(rss_held as f64)
+        ),
+        "≤ 256 B",
+        memory_verdict(user),
+    );
+    let kernel = kernel_held.saturating_sub(kernel_idle) as f64 / (2 * open.max(1)) as f64;
+    report.fact(
+        "kernel memory per socket (slab + TCP buffers, machine-wide / 2 ends)",
+        bytes(kernel),
+    );
+    report.fact("loop lag while holding (worst process, max)", ms(held_lag));
+    report.fact(
+        "server CPU while holding (all processes)",
+        format!("{held_cpu:.0} % of a core"),
+    );
+    report.fact(
+        "wait for a CPU while holding: server / load threads",
+        held_wait.clone(),
+    );
+    report.fact(
+        "CPU while holding: server (with nats-server) / load / rest of the machine",
+        held_groups.clone(),
+    );
+    phase_rows(
+        report,
+        "graph publish",
+        "graph publishes",
+        graph_phase,
+        held_cpu,
+        (50_000, "≤ 50 ms"),
+    );
+    phase_rows(
+        report,
+        "unicast",
+        "unicast publishes",
+        unicast_phase,
+        held_cpu,
+        (5_000, "≤ 5 ms"),
+    );
+    report.fact(
+        "graph: generate / bulk load / server start (index build)",
+        format!(
+            "{} friendships in {:.1} s / {} subscriptions into SQLite in {:.1} s (+ {} inbox subscriptions) / {start_s:.1} s",
+            count(graph.pairs as f64),
+            graph.gen_s,
+            count(graph.edges as f64),
+            graph.load_s,
+            count(graph.inbox_edges as f64)
+        ),
+    );
+    report.row(
+        "processes left after the stop",
+        format!(
+            "{} of {} (supervisor stopped in {:.1} s)",
+            left.len(),
+            pids.len(),
+            stop_s
+        ),
+        "0",
+        met(left.is_empty()),
+    );
+    report.fact(
+        "processes",
+        format!(
+            "1 supervisor, {routers} router(s), {gateways} gateways, 1 nats-server; floods: {}",
+            flood_names.join(", ")
+        ),
+    );
+    report
+        .sections
+        .push(("Processes".into(), process_table(seen)));
+    report.note(format!(
+        "One server: `myriad serve --processes {}{}` (supervisor, router, gateways sharing one \
+         port with SO_REUSEPORT, NATS at {nats} started by the supervisor). Clients: one flood \
+         per transport (stream, SSE, WebSocket), users 1..{n}, ≤ {PER_FLOOD_PROCESS} \
+         connections per flood process, each process on its own source addresses 127.0.0.x, ≤ {} per address (connect() uses the even half of the local port range).",
+        args.servers.map_or("auto".into(), |s| s.to_string()),
+        args.server_flags.iter().map(|f| format!(" {f}")).collect::<String>(),
+        load::doctor::connections_per_source()
+    ));
+    report.note(format!(
+        "Graph publishes: msggen power law (exponent {GRAPH_EXPONENT}) over users 1..{n} of a \
+         Barabási–Albert graph (m = {GRAPH_M}); each reaches the user's connection and its \
+         friends'. Unicast: uniformly random users' inbox subjects (user × {INBOX_FACTOR}, \
+         followed by that user only: one delivery each). {PUBLISHERS} {} publishers, {}-byte payloads, {} s \
+         per phase. Latency is publish → receipt by flood, over every delivery of the phase.",
+        match args.publish_via {
+            PublishVia::Http => "HTTP (POST /pub to the gateways)",
+            PublishVia::Nats => "NATS (requests to myriad.pub.<subject>, straight to the router)",
+            PublishVia::Router => "HTTP to the router's publish port (--publish-listen)",
+        },
+        args.size, args.duration
+    ));
+    report.note(
+        "User space: summed RSS of every server process (from the supervisor's /stats) with \
+         all connections open minus the same before the first connection (the graph index is \
+         in both). Kernel: machine-wide slab + TCP buffer growth over the same interval, / 2 \
+         ends / connections.",
+    );
+    report.csvs.push(dir.join("server-total.csv"));
+    report.csvs.push(dir.join("router.csv"));
+    for name in flood_names {
+        report.csvs.push(dir.join(format!("flood-{name}.csv")));
+    }
+}
+
 /// The per-process table: role, peak connections, CPU over the run, RSS, loop lag.
-pub(super) fn process_table(seen: &super::c1m_watch::Seen) -> String {
+fn process_table(seen: &Seen) -> String {
     let mut t = String::from(
         "| pid | role | connections (max) | CPU s | RSS max | loop lag p99 max | loop lag max |\n|---|---|---|---|---|---|---|\n",
     );

@@ -13,8 +13,8 @@
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
 //!   [`unicast`], [`connect`],
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
-//!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_watch`],
-//!   [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
+//!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_graph`],
+//!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -28,8 +28,10 @@ mod abuse_cases;
 mod broadcast;
 mod c100k;
 mod c1m;
+mod c1m_graph;
 mod c1m_netns;
 mod c1m_report;
+mod c1m_setup;
 mod c1m_watch;
 mod churn;
 mod connect;

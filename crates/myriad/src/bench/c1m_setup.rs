@@ -1,0 +1,207 @@
+//! What `bench c1m` starts, and with which flags: doctor's checks first (raising what
+//! they name when allowed), then the supervised server's command line, and the plan of
+//! its clients (one flood per transport, over child processes and source addresses).
+//!
+//! Not here: starting and watching them (`c1m_watch`), the phases (`c1m`).
+
+use super::held::{flood_args, Live};
+use super::report::Report;
+use super::{BenchArgs, Ctx, PublishVia};
+use load::flood::{FloodArgs, Transport};
+use std::path::Path;
+
+/// Connections per flood child process (under the 20,000-file limit).
+pub(super) const PER_FLOOD_PROCESS: u64 = 18_000;
+/// Publishing connections, each waiting for its reply: enough that the asked rates
+/// are reached with replies of several milliseconds at 1 M (16 reached 560–670 graph
+/// and 5,800–7,600 unicast publishes/s there: the phases were paced by the replies).
+pub(super) const PUBLISHERS: usize = 64;
+/// Hard bound on every flood (they stop by themselves), seconds.
+const FLOOD_MAX_TIME: f64 = 1_500.0;
+
+/// Runs doctor's checks for `n`; applies its `sysctl -w` fixes when `raise` (root),
+/// saying each; stops on what still blocks.
+pub(super) fn doctor(n: u64, raise: bool, live: &Live, report: &mut Report) -> anyhow::Result<()> {
+    use load::doctor::Level;
+    for c in load::doctor::checks(n) {
+        if c.level == Level::Ok {
+            continue;
+        }
+        let mut fixed = false;
+        for fix in c.fix.iter().filter_map(|f| f.strip_prefix("sysctl -w ")) {
+            let Some((key, value)) = fix.split_once('=') else {
+                continue;
+            };
+            let value = value.trim_matches('"');
+            let msg = if !raise {
+                format!(
+                    "doctor: {}: {} — not raised (--no-tune): {key}={value}",
+                    c.name, c.detail
+                )
+            } else {
+                match observe::procfs::write_sysctl(key, value) {
+                    Ok(()) => {
+                        fixed = true;
+                        format!("doctor: {}: {} — raised {key} to {value}", c.name, c.detail)
+                    }
+                    Err(e) => format!("doctor: {}: could not set {key}={value}: {e}", c.name),
+                }
+            };
+            live.emit(msg.clone());
+            report.note(msg);
+        }
+        if !fixed {
+            live.emit(format!("doctor: {}: {} ({:?})", c.name, c.detail, c.level));
+        }
+    }
+    let blocking: Vec<String> = load::doctor::checks(n)
+        .into_iter()
+        .filter(|c| c.level == Level::Block)
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    anyhow::ensure!(
+        blocking.is_empty(),
+        "doctor: cannot hold {n} connections here: {}",
+        blocking.join("; ")
+    );
+    Ok(())
+}
+
+/// The supervised server's flags for `n` connections over the store `db`, linked
+/// through a nats-server at `nats` that the supervisor starts; and, with
+/// `--publish-via router`, the address of the router's publish port.
+pub(super) fn serve_flags(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    n: u64,
+    db: &Path,
+    nats: &str,
+    dir: &Path,
+) -> anyhow::Result<(Vec<String>, Option<String>)> {
+    let mut serve = vec![
+        "--processes".to_string(),
+        args.servers.map_or("auto".into(), |s| s.to_string()),
+        "--max-connections".into(),
+        (n + n / 50 + 1_000).to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--admin".into(),
+        "127.0.0.1:0".into(),
+        "--store".into(),
+        format!("sqlite:{}", db.display()),
+        "--nats".into(),
+        nats.to_string(),
+        "--loops".into(),
+        ctx.loops.unwrap_or(1).to_string(),
+        "--csv".into(),
+        dir.join("supervisor.csv").display().to_string(),
+    ];
+    serve.extend(heartbeat_flags(&args.server_flags));
+    // `--publish-via router`: the router's own publish port, plain HTTP.
+    let publish_port = match args.publish_via {
+        PublishVia::Router => {
+            let addr = format!("127.0.0.1:{}", free_port()?);
+            serve.extend(["--publish-listen".into(), addr.clone()]);
+            Some(addr)
+        }
+        PublishVia::Http | PublishVia::Nats => None,
+    };
+    if let Some((cert, key)) = super::context::tls_files() {
+        // Forwarded to every gateway; the admin listeners stay plain for the probes.
+        serve.extend(["--tls-cert".into(), cert.display().to_string()]);
+        serve.extend(["--tls-key".into(), key.display().to_string()]);
+    }
+    // `--server-flag`s go to the supervisor, which gives them to every child (e.g.
+    // `--server-flag=--router-shards=2`).
+    serve.extend(args.server_flags.iter().cloned());
+    Ok((serve, publish_port))
+}
+
+/// `n` connections to `url` (users 1..=N), a third per transport: one named flood
+/// each, writing `dir/flood-<name>.csv`.
+pub(super) fn flood_plan(
+    n: u64,
+    url: &str,
+    dir: &Path,
+) -> anyhow::Result<Vec<(String, FloodArgs)>> {
+    let mut source = 2u64;
+    let mut first_user = 1u64;
+    let mut floods = Vec::new();
+    let transports = [Transport::Stream, Transport::Sse, Transport::Ws];
+    for (i, tr) in transports.into_iter().enumerate() {
+        let share = n / 3 + u64::from((i as u64) < n % 3);
+        if share == 0 {
+            continue;
+        }
+        let name = format!("{tr:?}").to_lowercase();
+        let mut fa = flood_args(
+            vec![url.to_string()],
+            share,
+            tr,
+            Some(dir.join(format!("flood-{name}.csv"))),
+        );
+        fa.first_user = first_user;
+        // A whole number of source addresses per flood process: each process then
+        // owns its addresses, and the gateways' heartbeats, phased by peer address on
+        // the grid, wake each process for its own connections in one instant.
+        let procs = share.div_ceil(PER_FLOOD_PROCESS);
+        let sources = share
+            .div_ceil(load::doctor::connections_per_source())
+            .div_ceil(procs)
+            * procs;
+        anyhow::ensure!(
+            source + sources <= 255,
+            "too many connections for 127.0.0.x sources"
+        );
+        fa.sources = vec![format!("127.0.0.{source}-127.0.0.{}", source + sources - 1)];
+        fa.procs = procs.to_string();
+        fa.connect_timeout = 30.0;
+        // The three floods together keep flood's default in flight: with 3 × 4,096
+        // waiting for their heads, ~2.5 % of 100,000 got a bad status (measured).
+        fa.max_inflight = FloodArgs::default().max_inflight / transports.len();
+        fa.max_time = FLOOD_MAX_TIME;
+        source += sources;
+        first_user += share;
+        floods.push((name, fa));
+    }
+    Ok(floods)
+}
+
+/// A free loopback port (the run's own nats-server, the router's publish port).
+pub(super) fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// SPEC's 20-s heartbeats, unless a `--server-flag` sets its own (to see what the
+/// beats cost, e.g. `--server-flag=--heartbeat=3600`).
+fn heartbeat_flags(server_flags: &[String]) -> Vec<String> {
+    let own = server_flags
+        .iter()
+        .any(|f| f == "--heartbeat" || f.starts_with("--heartbeat="));
+    if own {
+        vec![]
+    } else {
+        vec!["--heartbeat".into(), "20".into()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heartbeat_flags;
+
+    #[test]
+    fn the_spec_heartbeat_unless_a_server_flag_sets_one() {
+        let flags =
+            |f: &[&str]| heartbeat_flags(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(flags(&[]), ["--heartbeat", "20"]);
+        assert_eq!(
+            flags(&["--heartbeat-grid=0.01"]),
+            ["--heartbeat", "20"],
+            "another flag"
+        );
+        assert!(flags(&["--heartbeat=3600"]).is_empty());
+        assert!(flags(&["--heartbeat", "3600"]).is_empty());
+    }
+}
