@@ -36,6 +36,8 @@ mod access_tests;
 mod multiplexed_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod websocket_tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
