@@ -1,6 +1,6 @@
 //! Hostile input added with issue 10 (strictness, resume and token parameters,
 //! bounded batch and edge bodies), one row per attack with the exact status a
-//! client gets. The older rows are in `hostile.rs`; both tables are the contract
+//! client gets. The older rows are in `hostile/`; both tables are the contract
 //! of D2 and of the failure table in the crate doc.
 
 use wire::{
