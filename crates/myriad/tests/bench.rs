@@ -186,7 +186,8 @@ fn churn_and_c100k_at_a_tiny_scale() {
 /// in a network namespace of its own (`--netns always`; at 1 M that is how it gets
 /// an established-socket hash sized for 2 M sockets), which is gone afterwards. The
 /// phases publish at the rates asked (`--graph-rate`, `--unicast-rate`: at most
-/// rate × duration; the defaults would publish 2,000 and 20,000 here).
+/// rate × duration; the defaults would publish 2,000 and 20,000 here), then the
+/// unicast ladder's two steps.
 #[test]
 fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
     let (out, r, stderr) = c1m(&[
@@ -196,6 +197,8 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
         "100",
         "--unicast-rate",
         "1000",
+        "--unicast-ladder",
+        "50,100",
         "--netns",
         "always",
     ]);
@@ -239,9 +242,48 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
             "pid {pid} still runs: {stat}"
         );
     }
-    for png in ["connections.png", "latency.png", "memory.png"] {
+    for png in ["connections.png", "latency.png", "memory.png", "ladder.png"] {
         assert!(out.path().join("c1m").join(png).is_file(), "{png} missing");
     }
+    unicast_ladder_ran_both_steps(&r, &out.path().join("c1m/unicast-ladder.csv"));
+}
+
+/// `--unicast-ladder 50,100` with 2-s steps: its figure (flagged: steps under 10 s),
+/// and both steps, whether the first met the target or not (a miss runs one step
+/// more), each publishing at most its rate × 2 s with every delivery received, in the
+/// report's section and in the CSV the ladder chart draws.
+fn unicast_ladder_ran_both_steps(r: &str, csv: &std::path::Path) {
+    let fig = row(r, "unicast ladder: highest rate with p99 ≤ 5 ms");
+    assert!(
+        fig[0].ends_with("(steps under 10 s: not a figure)"),
+        "{fig:?}"
+    );
+    let section = r
+        .split("## Unicast ladder")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap_or_else(|| panic!("no ladder section in:\n{r}"));
+    let steps: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && l[2..].starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    assert_eq!(steps.len(), 2, "{section}");
+    for (cells, rate) in steps.iter().zip([50.0, 100.0]) {
+        assert_eq!(first_number(cells[0]), rate, "{cells:?}");
+        let (got, want) = cells[2].split_once(" / ").expect("received / reported");
+        assert_eq!(first_number(got), first_number(want), "{cells:?}");
+        assert!(
+            first_number(got) > 0.0 && first_number(got) <= rate * 2.0,
+            "{cells:?}"
+        );
+        assert!(["yes", "no"].contains(&cells[9]), "{cells:?}");
+    }
+    let csv = std::fs::read_to_string(csv).expect("unicast-ladder.csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("time_s,rate_msg_s,"), "{csv}");
+    assert!(lines[0].contains(",limit_us,"), "{csv}");
+    assert_eq!(lines.len(), 3, "{csv}");
 }
 
 /// Runs `bench c1m` with `flags` (held 1 s, 2-s phases, no tuning) into a new

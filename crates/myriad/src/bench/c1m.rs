@@ -11,19 +11,21 @@
 //! rates saturate.
 //!
 //! Phases: doctor's checks (raising what it can, saying so) → graph gen + bulk load →
-//! supervised server → flood → hold → graph publishes → unicast → close → stop the
-//! supervisor with SIGTERM and check that no process it started is left.
+//! supervised server → flood → hold → graph publishes → unicast → the unicast ladder
+//! (`--unicast-ladder`: where the 5-ms p99 still holds) → close → stop the supervisor
+//! with SIGTERM and check that no process it started is left.
 //!
 //! Not here: the users (`c1m_graph`), doctor's checks and what is started with which
 //! flags (`c1m_setup`), sampling and the floods (`c1m_watch`), the report's rows
 //! (`c1m_report`).
 
 use super::c1m_graph::{GRAPH_EXPONENT, INBOX_PATH};
-use super::c1m_report::{Held, Phase, Run, Stopped};
+use super::c1m_report::{unicast_met, Held, Phase, Run, Stopped};
 use super::c1m_setup::{doctor, flood_plan, free_port, serve_flags, PUBLISHERS};
 use super::c1m_watch::{alive, children_of, stop_supervisor, Floods, Watch};
 use super::cpu_wait;
 use super::held::Live;
+use super::ladder::climb;
 use super::report::{count, Report};
 use super::PublishVia;
 use super::{BenchArgs, Ctx};
@@ -185,6 +187,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         Dist::Uniform,
         INBOX_PATH,
     )?;
+    // `--unicast-ladder`: unicast at rising rates, one step past the first miss.
+    let ladder = climb(
+        &args.unicast_ladder,
+        |rate| phase("unicast ladder", rate, Dist::Uniform, INBOX_PATH),
+        unicast_met,
+    )?;
     let open_end = floods.open();
 
     // 5. Close, stop the server by SIGTERM, check that nothing it started is left.
@@ -233,6 +241,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             routers,
         },
         phases: [graph_phase, unicast_phase],
+        ladder,
         stopped: Stopped {
             floods: summaries,
             seen,
@@ -242,7 +251,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         },
         flood_names,
     };
-    super::c1m_report::write(&mut report, &run, args, &dir);
+    super::c1m_report::write(&mut report, &run, args, &dir)?;
     report.live = live.lines();
     Ok(report)
 }

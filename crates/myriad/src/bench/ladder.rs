@@ -27,7 +27,7 @@ const RATE_PER_PUBLISHER: f64 = 2.0;
 /// Publishing connections at least and at most.
 const PUBLISHERS: (usize, usize) = (2, 48);
 /// Share of the asked rate msggen must reach for a step to count.
-const MIN_ACHIEVED: f64 = 0.9;
+pub const MIN_ACHIEVED: f64 = 0.9;
 /// Longest wait after a step for its last deliveries (a missed step may be seconds behind).
 const DRAIN_MAX: Duration = Duration::from_secs(20);
 /// Header of the ladder CSV (`rate_msg_s` makes `myriad plot` draw it against the rate).
@@ -69,52 +69,52 @@ pub fn run(
 ) -> anyhow::Result<Vec<Step>> {
     let mut out = std::fs::File::create(csv)?;
     writeln!(out, "{CSV_HEADER}")?;
-    let mut steps: Vec<Step> = Vec::new();
-    let mut missed = false;
-    for &rate in rates {
-        let before = held.messages();
-        let open_before = held.open();
-        held.take_hist();
-        let (cpu0, client0) = (probe.cpu(), held.cpu_mark());
-        let t = live.t0.elapsed().as_secs_f64();
-        live.emit(format!("step: {rate} msg/s for {step_secs} s"));
-        let sent = publish(addr, subject, rate, step_secs, size)?;
-        let secs = sent.elapsed_s.max(1e-3);
-        let server_cpu = (probe.cpu() - cpu0) / secs * 100.0;
-        let client_cpu = held.client_cpu_since(client0);
-        held.wait_quiet(DRAIN_MAX);
-        let received = held.messages() - before;
-        let h = held.take_hist();
-        let q = |x: f64| {
-            if h.is_empty() {
-                0
-            } else {
-                h.value_at_quantile(x)
-            }
-        };
-        let expected = sent.sent * open;
-        let lost = open_before.saturating_sub(held.open());
-        let step = Step {
-            rate,
-            expected,
-            received,
-            deliveries_per_s: received as f64 / secs,
-            p50_us: q(0.5),
-            p99_us: q(0.99),
-            p999_us: q(0.999),
-            max_us: h.max(),
-            server_cpu,
-            client_cpu,
-            lost_connections: lost,
-            ok: sent.sent > 0
-                && sent.achieved_rate >= MIN_ACHIEVED * rate
-                && sent.errors == 0
-                && received >= expected
-                && h.max() <= STEP_MAX_LATENCY_US
-                && lost == 0,
-            sent,
-        };
-        writeln!(
+    let steps = climb(
+        rates,
+        |rate| {
+            let before = held.messages();
+            let open_before = held.open();
+            held.take_hist();
+            let (cpu0, client0) = (probe.cpu(), held.cpu_mark());
+            let t = live.t0.elapsed().as_secs_f64();
+            live.emit(format!("step: {rate} msg/s for {step_secs} s"));
+            let sent = publish(addr, subject, rate, step_secs, size)?;
+            let secs = sent.elapsed_s.max(1e-3);
+            let server_cpu = (probe.cpu() - cpu0) / secs * 100.0;
+            let client_cpu = held.client_cpu_since(client0);
+            held.wait_quiet(DRAIN_MAX);
+            let received = held.messages() - before;
+            let h = held.take_hist();
+            let q = |x: f64| {
+                if h.is_empty() {
+                    0
+                } else {
+                    h.value_at_quantile(x)
+                }
+            };
+            let expected = sent.sent * open;
+            let lost = open_before.saturating_sub(held.open());
+            let step = Step {
+                rate,
+                expected,
+                received,
+                deliveries_per_s: received as f64 / secs,
+                p50_us: q(0.5),
+                p99_us: q(0.99),
+                p999_us: q(0.999),
+                max_us: h.max(),
+                server_cpu,
+                client_cpu,
+                lost_connections: lost,
+                ok: sent.sent > 0
+                    && sent.achieved_rate >= MIN_ACHIEVED * rate
+                    && sent.errors == 0
+                    && received >= expected
+                    && h.max() <= STEP_MAX_LATENCY_US
+                    && lost == 0,
+                sent,
+            };
+            writeln!(
             out,
             "{t:.1},{rate},{:.2},{},{expected},{received},{:.0},{},{},{},{},{server_cpu:.1},{client_cpu:.1},{}",
             step.sent.achieved_rate,
@@ -126,21 +126,39 @@ pub fn run(
             step.max_us,
             u8::from(step.ok)
         )?;
-        live.emit(format!(
-            "step {rate} msg/s: {} of {} deliveries, p50 {} p99 {} max {}: {}",
-            count(received as f64),
-            count(expected as f64),
-            ms(step.p50_us),
-            ms(step.p99_us),
-            ms(step.max_us),
-            if step.ok { "pass" } else { "MISS" }
-        ));
-        let ok = step.ok;
-        steps.push(step);
+            live.emit(format!(
+                "step {rate} msg/s: {} of {} deliveries, p50 {} p99 {} max {}: {}",
+                count(received as f64),
+                count(expected as f64),
+                ms(step.p50_us),
+                ms(step.p99_us),
+                ms(step.max_us),
+                if step.ok { "pass" } else { "MISS" }
+            ));
+            Ok(step)
+        },
+        |step, _| step.ok,
+    )?;
+    Ok(steps.into_iter().map(|(_, step)| step).collect())
+}
+
+/// A ladder's rule: runs `step` at each of `rates` in turn and stops one step after
+/// the first that `met` says missed, so the cliff shows; each rate with its step.
+pub fn climb<T>(
+    rates: &[f64],
+    mut step: impl FnMut(f64) -> anyhow::Result<T>,
+    met: impl Fn(&T, f64) -> bool,
+) -> anyhow::Result<Vec<(f64, T)>> {
+    let mut steps = Vec::new();
+    let mut missed = false;
+    for &rate in rates {
+        let got = step(rate)?;
+        let this_met = met(&got, rate);
+        steps.push((rate, got));
         if missed {
             break;
         }
-        missed = !ok;
+        missed = !this_met;
     }
     Ok(steps)
 }
@@ -209,6 +227,46 @@ pub fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rates at which a ladder whose steps meet the target below `limit` runs.
+    fn climbed(rates: &[f64], limit: f64) -> Vec<f64> {
+        climb(rates, |rate| Ok(rate < limit), |met, _| *met)
+            .unwrap()
+            .into_iter()
+            .map(|(rate, _)| rate)
+            .collect()
+    }
+
+    #[test]
+    fn the_ladder_stops_one_step_after_the_first_miss() {
+        let rates = [1.0, 2.0, 4.0, 8.0, 16.0];
+        assert_eq!(
+            climbed(&rates, 3.0),
+            [1.0, 2.0, 4.0, 8.0],
+            "4 missed, 8 shows the cliff"
+        );
+        assert_eq!(climbed(&rates, 100.0), rates, "all met");
+        assert_eq!(climbed(&rates, 0.0), [1.0, 2.0], "the first missed");
+        assert_eq!(
+            climbed(&rates, 16.0),
+            rates,
+            "the last missed: nothing after it"
+        );
+        assert!(climbed(&[], 1.0).is_empty());
+    }
+
+    #[test]
+    fn a_failed_step_ends_the_ladder_with_its_error() {
+        let r = climb(
+            &[1.0, 2.0],
+            |rate| {
+                anyhow::ensure!(rate < 2.0, "step {rate} failed");
+                Ok(())
+            },
+            |_, _| true,
+        );
+        assert_eq!(r.unwrap_err().to_string(), "step 2 failed");
+    }
 
     fn step(rate: f64, ok: bool) -> Step {
         Step {

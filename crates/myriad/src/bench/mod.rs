@@ -188,6 +188,12 @@ pub struct BenchArgs {
     /// c1m: graph publishes per second (issue 9 asks 1,000).
     #[arg(long, default_value_t = 1_000.0)]
     pub graph_rate: f64,
+    /// c1m: unicast rates to step through after the two phases, `--duration` s each
+    /// (≥ 10 s for a valid figure), each judged against the unicast target (≥ 90 % of
+    /// the rate reached, every delivery, p99 ≤ 5 ms); it stops one step after the
+    /// first miss so the cliff shows (e.g. `--unicast-ladder 250,500,1000,2000,4000`).
+    #[arg(long, value_delimiter = ',')]
+    pub unicast_ladder: Vec<f64>,
     /// c1m: how the publishers publish: `http` (POST /pub to the gateways), `router`
     /// (POST /pub to the router's publish port, `--publish-listen`) or `nats` (a
     /// back-end's request to `myriad.pub.<subject>`, straight to the router).

@@ -415,11 +415,13 @@ fn latency(inputs: &[Input]) -> Chart {
     }
 }
 
-/// The x column of a `myriad bench broadcast` ladder CSV (one row per rate step).
+/// The x column of a ladder CSV (`bench broadcast`, `bench c1m --unicast-ladder`: one
+/// row per rate step).
 const LADDER_X: &str = "rate_msg_s";
 
 /// `ladder.png`: per ladder file, latency p50/p99/max of each step against its publish
-/// rate (log scale), with the 1-s line a step must stay under: where the cliff is.
+/// rate (log scale), with the line a step must stay under (its `limit_us`, else 1 s):
+/// where the cliff is.
 fn ladder(inputs: &[Input]) -> Chart {
     let mut panels = Vec::new();
     for inp in inputs.iter().filter(|i| i.table.has(LADDER_X)) {
@@ -433,12 +435,15 @@ fn ladder(inputs: &[Input]) -> Chart {
         p.x = col(t, LADDER_X);
         p.x_desc = "publish rate (messages/s)".into();
         p.log = true;
-        p.lines.push(Series::new(
-            "1 s limit",
-            GREY,
-            vec![1e6; t.len()],
-            Stroke::Dashed,
-        ));
+        // A ladder names its own limit (`limit_us`: c1m's unicast 5 ms); broadcast's
+        // is the SPEC's 1 s.
+        let (limit_name, limit) = if t.has("limit_us") {
+            ("target", col(t, "limit_us"))
+        } else {
+            ("1 s limit", vec![1e6; t.len()])
+        };
+        p.lines
+            .push(Series::new(limit_name, GREY, limit, Stroke::Dashed));
         p.lines
             .push(Series::new("max", RED, col(t, "lat_max_us"), Stroke::Thin));
         p.lines.push(Series::new(

@@ -31,6 +31,27 @@ fn ladder_files_get_the_ladder_chart_only() {
     let files: Vec<&str> = charts.iter().map(|c| c.file).collect();
     assert_eq!(files, ["ladder.png"]);
     assert_eq!(charts[0].panels[0].x, [2.0, 5.0]);
+    let limit = &charts[0].panels[0].lines[0];
+    assert_eq!(
+        (limit.label.as_str(), &limit.values[..]),
+        ("1 s limit", &[1e6, 1e6][..])
+    );
+}
+
+#[test]
+fn a_ladder_with_its_own_limit_draws_that_line() {
+    let text = "time_s,rate_msg_s,lat_p50_us,lat_p99_us,lat_max_us,limit_us\n\
+                10,250,900,3000,4000,5000\n20,500,1200,9000,12000,5000\n";
+    let inp = Input {
+        name: "unicast-ladder".into(),
+        table: Table::parse(text.as_bytes()).unwrap(),
+    };
+    let charts = all(&[inp], 10);
+    let limit = &charts[0].panels[0].lines[0];
+    assert_eq!(
+        (limit.label.as_str(), &limit.values[..]),
+        ("target", &[5000.0, 5000.0][..])
+    );
 }
 
 #[test]
