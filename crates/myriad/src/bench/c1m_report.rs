@@ -31,6 +31,17 @@ pub(super) struct Phase {
     pub cpu_wait: (String, String),
 }
 
+impl Phase {
+    /// The latency (µs) at quantile `x` of the phase's deliveries; 0 without any.
+    fn latency_at(&self, x: f64) -> u64 {
+        if self.hist.is_empty() {
+            0
+        } else {
+            self.hist.value_at_quantile(x)
+        }
+    }
+}
+
 /// The report rows of one publishing phase: deliveries, latency against its target
 /// (µs, as text), CPU, and the CPU per publish above `held_cpu` (holding's, percent
 /// of a core): what a message costs, comparable between runs at different rates.
@@ -42,13 +53,7 @@ pub(super) fn phase_rows(
     held_cpu: f64,
     (target_us, target): (u64, &str),
 ) {
-    let q = |x: f64| {
-        if p.hist.is_empty() {
-            0
-        } else {
-            p.hist.value_at_quantile(x)
-        }
-    };
+    let q = |x: f64| p.latency_at(x);
     let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
     report.row(
         &format!("{plural}: deliveries received / reported by the server"),
@@ -103,7 +108,7 @@ pub(super) fn unicast_met(p: &Phase, rate: f64) -> bool {
         && p.received == p.sent.deliveries
         && p.sent.achieved_rate >= MIN_ACHIEVED * rate
         && !p.hist.is_empty()
-        && p.hist.value_at_quantile(0.99) <= UNICAST_P99_US
+        && p.latency_at(0.99) <= UNICAST_P99_US
 }
 
 /// The unicast ladder's figure (the highest rate met below the first miss), its
@@ -142,13 +147,7 @@ fn ladder_parts(
     );
     let mut t = 0.0;
     for (rate, p) in ladder {
-        let q = |x: f64| {
-            if p.hist.is_empty() {
-                0
-            } else {
-                p.hist.value_at_quantile(x)
-            }
-        };
+        let q = |x: f64| p.latency_at(x);
         let ok = unicast_met(p, *rate);
         table.push_str(&format!(
             "| {} | {} | {} / {} | {} | {} | {} | {} | {:.0} % | {} | {} |\n",
