@@ -33,10 +33,17 @@ pub fn hist_add(h: &mut Histogram<u64>, pairs: &[(u64, u64)]) {
 
 /// (p50, p99, max) in microseconds; zeros when empty.
 pub fn percentiles(h: &Histogram<u64>) -> (u64, u64, u64) {
+    (quantile(h, 0.5), quantile(h, 0.99), h.max())
+}
+
+/// The value at quantile `q` (µs for a latency histogram); 0 when empty, where
+/// hdrhistogram's own answer would be meaningless.
+pub fn quantile(h: &Histogram<u64>, q: f64) -> u64 {
     if h.is_empty() {
-        return (0, 0, 0);
+        0
+    } else {
+        h.value_at_quantile(q)
     }
-    (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max())
 }
 
 /// Failed connection attempts by reason.

@@ -15,6 +15,7 @@ use super::held::{flood_args, post, sub_url, Held, Live, Probe};
 use super::ladder;
 use super::report::{bytes, count, met, ms, Report};
 use super::{BenchArgs, Ctx};
+use load::flood::stats::quantile;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -237,13 +238,7 @@ fn measure(
     let machine_pct = machine.iter().sum::<f64>() / machine.len().max(1) as f64;
     held.wait_quiet(Duration::from_secs(10));
     let h = held.take_hist();
-    let q = |x: f64| {
-        if h.is_empty() {
-            0
-        } else {
-            h.value_at_quantile(x)
-        }
-    };
+    let q = |x: f64| quantile(&h, x);
     Ok(Phase {
         p50: q(0.5),
         p99: q(0.99),

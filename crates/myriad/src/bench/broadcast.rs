@@ -15,6 +15,7 @@ use super::ladder::{self, MIN_STEP_SECS};
 use super::report::{count, met, ms, Report};
 use super::{BenchArgs, Ctx, Shape};
 use crate::server_process::ServerProcess;
+use load::flood::stats::quantile;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -148,13 +149,7 @@ fn run_shape(
     held.wait_quiet(Duration::from_secs(10));
     let received = held.messages() - before;
     let h = held.take_hist();
-    let q = |x: f64| {
-        if h.is_empty() {
-            0
-        } else {
-            h.value_at_quantile(x)
-        }
-    };
+    let q = |x: f64| quantile(&h, x);
     let p99 = q(0.99);
     report.row(
         &format!(

@@ -8,6 +8,7 @@ use super::c1m_watch::Seen;
 use super::ladder::{MIN_ACHIEVED, MIN_STEP_SECS};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
 use super::{BenchArgs, PublishVia};
+use load::flood::stats::quantile;
 use load::flood::FloodSummary;
 use load::msggen::MsggenSummary;
 use std::path::Path;
@@ -34,11 +35,7 @@ pub(super) struct Phase {
 impl Phase {
     /// The latency (µs) at quantile `x` of the phase's deliveries; 0 without any.
     fn latency_at(&self, x: f64) -> u64 {
-        if self.hist.is_empty() {
-            0
-        } else {
-            self.hist.value_at_quantile(x)
-        }
+        quantile(&self.hist, x)
     }
 }
 

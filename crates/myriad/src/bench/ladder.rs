@@ -8,6 +8,7 @@
 
 use super::held::{Held, Live, Probe};
 use super::report::{count, met, ms};
+use load::flood::stats::quantile;
 use load::msggen::{MsggenArgs, MsggenSummary};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -85,13 +86,7 @@ pub fn run(
             held.wait_quiet(DRAIN_MAX);
             let received = held.messages() - before;
             let h = held.take_hist();
-            let q = |x: f64| {
-                if h.is_empty() {
-                    0
-                } else {
-                    h.value_at_quantile(x)
-                }
-            };
+            let q = |x: f64| quantile(&h, x);
             let expected = sent.sent * open;
             let lost = open_before.saturating_sub(held.open());
             let step = Step {

@@ -6,6 +6,7 @@
 use super::held::{client_cpu, flood_args, sub_url, Held, Live};
 use super::report::{count, met, ms, Report};
 use super::{BenchArgs, Ctx};
+use load::flood::stats::quantile;
 use load::msggen::MsggenArgs;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -75,13 +76,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     held.wait_quiet(Duration::from_secs(5));
     let received = held.messages();
     let h = held.take_hist();
-    let q = |x: f64| {
-        if h.is_empty() {
-            0
-        } else {
-            h.value_at_quantile(x)
-        }
-    };
+    let q = |x: f64| quantile(&h, x);
     let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
     held.finish()?;
     report.csvs.push(flood_csv);
