@@ -263,23 +263,6 @@ pub(super) fn write(
         ref stopped,
         ref flood_names,
     } = run;
-    let &Held {
-        open,
-        server_conns,
-        open_before_publish,
-        open_end,
-        connect_s,
-        rss_idle,
-        rss_held,
-        kernel_idle,
-        kernel_held,
-        lag: held_lag,
-        cpu: held_cpu,
-        wait: ref held_wait,
-        groups: ref held_groups,
-        gateways,
-        routers,
-    } = held;
     let Stopped {
         floods: summaries,
         seen,
@@ -297,61 +280,63 @@ pub(super) fn write(
         "concurrent connections held by one myriad",
         format!(
             "{} of {} (server counts {}; {} open before publishing, {} at the end; {failed} failed{})",
-            count(open as f64),
+            count(held.open as f64),
             count(n as f64),
-            count(server_conns as f64),
-            count(open_before_publish as f64),
-            count(open_end as f64),
+            count(held.server_conns as f64),
+            count(held.open_before_publish as f64),
+            count(held.open_end as f64),
             if failures.is_empty() { String::new() } else { format!(": {}", failures.join("; ")) }
         ),
         "≥ 99.99 % of N open at once (1M: ≥ 999,900)",
-        met(open * 10_000 >= n * 9_999 && server_conns >= open),
+        met(held.open * 10_000 >= n * 9_999 && held.server_conns >= held.open),
     );
     report.fact(
         "connect rate",
         format!(
-            "{}/s over {connect_s:.1} s (server's best second {}/s)",
-            count(open as f64 / connect_s.max(1e-3)),
+            "{}/s over {:.1} s (server's best second {}/s)",
+            count(held.open as f64 / held.connect_s.max(1e-3)),
+            held.connect_s,
             count(seen.peak_connects)
         ),
     );
-    let user = rss_held.saturating_sub(rss_idle) as f64 / open.max(1) as f64;
+    let user = held.rss_held.saturating_sub(held.rss_idle) as f64 / held.open.max(1) as f64;
     report.row(
         "user space per connection (supervisor + router + gateways)",
         format!(
             "{} (RSS of all {} processes {} → {})",
             bytes(user),
-            gateways + 1 + routers,
-            bytes(rss_idle as f64),
-            bytes(rss_held as f64)
+            held.gateways + 1 + held.routers,
+            bytes(held.rss_idle as f64),
+            bytes(held.rss_held as f64)
         ),
         "≤ 256 B",
         memory_verdict(user),
     );
-    let kernel = kernel_held.saturating_sub(kernel_idle) as f64 / (2 * open.max(1)) as f64;
+    let kernel =
+        held.kernel_held.saturating_sub(held.kernel_idle) as f64 / (2 * held.open.max(1)) as f64;
     report.fact(
         "kernel memory per socket (slab + TCP buffers, machine-wide / 2 ends)",
         bytes(kernel),
     );
-    report.fact("loop lag while holding (worst process, max)", ms(held_lag));
+    report.fact("loop lag while holding (worst process, max)", ms(held.lag));
     report.fact(
         "server CPU while holding (all processes)",
-        format!("{held_cpu:.0} % of a core"),
+        format!("{:.0} % of a core", held.cpu),
     );
     report.fact(
         "wait for a CPU while holding: server / load threads",
-        held_wait.clone(),
+        held.wait.clone(),
     );
     report.fact(
         "CPU while holding: server (with nats-server) / load / rest of the machine",
-        held_groups.clone(),
+        held.groups.clone(),
     );
     phase_rows(
         report,
         "graph publish",
         "graph publishes",
         graph_phase,
-        held_cpu,
+        held.cpu,
         (GRAPH_P99_US, "≤ 50 ms"),
     );
     phase_rows(
@@ -359,7 +344,7 @@ pub(super) fn write(
         "unicast",
         "unicast publishes",
         unicast_phase,
-        held_cpu,
+        held.cpu,
         (UNICAST_P99_US, "≤ 5 ms"),
     );
     report.fact(
@@ -387,7 +372,9 @@ pub(super) fn write(
     report.fact(
         "processes",
         format!(
-            "1 supervisor, {routers} router(s), {gateways} gateways, 1 nats-server; floods: {}",
+            "1 supervisor, {} router(s), {} gateways, 1 nats-server; floods: {}",
+            held.routers,
+            held.gateways,
             flood_names.join(", ")
         ),
     );
@@ -428,7 +415,7 @@ pub(super) fn write(
         report.csvs.push(dir.join(format!("flood-{name}.csv")));
     }
     if !ladder.is_empty() {
-        ladder_parts(report, ladder, held_cpu, args.duration, dir)?;
+        ladder_parts(report, ladder, held.cpu, args.duration, dir)?;
     }
     Ok(())
 }
