@@ -49,8 +49,6 @@ use futures_util::StreamExt;
 use gateways::silent;
 use gateways::Gateways;
 use hub::Hub;
-#[cfg(test)]
-use owed::split_targets;
 use stats::ShardFaults;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Unit tests of the router role's pure parts: the silence rule and splitting deliveries.
 
+use super::owed::split_targets;
 use super::*;
 
 #[test]
