@@ -64,6 +64,9 @@ pub struct ServerConfig {
     /// Submit a fan-out's sends together through io_uring (plain TCP; TLS and
     /// HTTP/2 write as before); where the kernel has no io_uring, `writev` it is.
     pub io_uring: bool,
+    /// How far this process's loops tick ahead of the machine's shared 10-ms marks
+    /// (`--tick-groups`; zero unless supervised): see [`tick_offset`].
+    pub tick_offset: Duration,
 }
 
 impl ServerConfig {
@@ -106,6 +109,7 @@ impl Default for ServerConfig {
             leave_when_full: false,
             max_streams_per_connection: DEFAULT_MAX_STREAMS,
             io_uring: true,
+            tick_offset: Duration::ZERO,
         }
     }
 }
@@ -122,6 +126,23 @@ pub const DEFAULT_HEARTBEAT_GRID: Duration = Duration::from_millis(50);
 /// Default connections per client address: one host cannot take a 1 M-connection
 /// server's whole capacity, while a large NAT (10,000 users behind one address) still
 /// fits.
+/// Tick groups of a supervised server by default (`--tick-groups`). Measured with
+/// `bench c1m` (1 M, 53 gateways, 50,000 beats/s; NOTES issue 9 part R): with every
+/// gateway on the same marks 17–19 server threads waited for a CPU on average and a
+/// 100/s unicast trickle had a p99 of 5.4–17 ms; with 5 groups 4–6 threads and
+/// 4.4–6.0 ms, for the same server CPU (2 and 10 groups: 7.2 and 6.2 ms). Clients
+/// holding connections to every gateway wake once per group instead of once.
+pub const DEFAULT_TICK_GROUPS: u32 = 5;
+
+/// How far the loops of the gateway in supervised `place` tick ahead of the shared
+/// 10-ms marks: places taken in turn over `groups` groups, 10/`groups` ms apart. A
+/// process that is not supervised keeps the marks.
+pub fn tick_offset(groups: u32, place: Option<u32>) -> Duration {
+    let groups = groups.max(1);
+    let group = place.map_or(0, |p| p % groups);
+    Duration::from_micros(TICK_MS * 1000 * u64::from(group) / u64::from(groups))
+}
+
 pub const DEFAULT_MAX_PER_IP: usize = 10_000;
 
 /// HTTP/2 streams per connection by default: nginx allows 128, hyper 200, Go 250; a
@@ -212,6 +233,14 @@ pub struct GatewayArgs {
     /// 0.01 that divides 1.
     #[arg(long, env = "MYRIAD_HEARTBEAT_GRID", default_value_t = DEFAULT_HEARTBEAT_GRID.as_secs_f64())]
     pub heartbeat_grid: f64,
+    /// Gateway processes of one supervised server (`--processes`) tick in this many
+    /// groups, 10/K ms apart, instead of all on the same 10-ms marks: the machine's
+    /// heartbeats then leave in K smaller bursts, so a message arriving meanwhile
+    /// waits behind fewer woken threads. A client holding connections to several
+    /// groups wakes once per group. 1 = every process on the same marks.
+    #[arg(long, env = "MYRIAD_TICK_GROUPS", default_value_t = DEFAULT_TICK_GROUPS,
+          value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub tick_groups: u32,
     /// Seconds a client has to send a whole request head (slowloris guard) → 408.
     #[arg(long, env = "MYRIAD_HEAD_TIMEOUT", default_value_t = 10.0)]
     pub head_timeout: f64,
@@ -395,6 +424,17 @@ impl GatewayArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn supervised_places_take_the_tick_groups_in_turn() {
+        let us = |groups, place| tick_offset(groups, place).as_micros();
+        let five: Vec<_> = (0..7).map(|p| us(5, Some(p))).collect();
+        assert_eq!(five, [0, 2000, 4000, 6000, 8000, 0, 2000]);
+        assert_eq!(us(3, Some(2)), 6666);
+        // One group, or a process nobody supervises, keeps the shared marks.
+        assert_eq!(us(1, Some(4)), 0);
+        assert_eq!(us(5, None), 0);
+    }
 
     #[test]
     fn heartbeat_grids_are_whole_ticks_that_divide_a_second() {

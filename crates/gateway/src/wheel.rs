@@ -14,7 +14,8 @@ pub const TICK_MS: u64 = 10;
 /// timeouts in one turn; a longer deadline stays in its slot for later revolutions.
 pub const SLOTS: u32 = 4096;
 /// Loops' epochs lie on whole wall-clock seconds, so every heartbeat grid that divides
-/// a second (`--heartbeat-grid`) falls on the same instants in every loop and process.
+/// a second (`--heartbeat-grid`) falls on the same instants in every loop and process
+/// (shifted per process by its tick group's offset, `ServerConfig::tick_offset`).
 pub const EPOCH_ALIGN_MS: u64 = 1000;
 
 /// The instant of wheel tick 0 for a loop started now, and that instant as wall-clock

@@ -62,7 +62,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let term = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
-    let config = args.gateway.server_config()?;
+    let mut config = args.gateway.server_config()?;
+    config.tick_offset =
+        gateway::config::tick_offset(args.gateway.tick_groups, args.cluster.supervised_place);
     let (server, link) = match role {
         Role::Gateway => {
             anyhow::ensure!(
@@ -134,6 +136,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         loops = config.loops,
         sends = %config.send_path(),
         role = %role,
+        tick_offset_us = config.tick_offset.as_micros(),
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
         store = %link.map_or_else(|| args.hub.store.clone(), |url| format!("the router over {url}")),

@@ -312,3 +312,60 @@ fn a_supervised_router_serves_the_publish_port() {
     assert_eq!(reply, "{\"connections\":1,\"users\":1}\n");
     read_until(&mut stream, &mut buf, "via-port");
 }
+
+/// `--tick-groups 3` under a supervisor: each gateway ticks (and beats) 10/3 ms after
+/// the one before it in place order, so the machine's heartbeats leave in three
+/// smaller bursts instead of one.
+#[test]
+fn supervised_gateways_tick_in_their_groups() {
+    use std::io::BufRead;
+    let nats = format!("nats://127.0.0.1:{}", free_port());
+    let mut child = common::spawn_logging(
+        std::process::Command::new(env!("CARGO_BIN_EXE_myriad")).args([
+            "serve",
+            "--processes",
+            "3",
+            "--loops",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--nats",
+            &nats,
+            "--tick-groups",
+            "3",
+        ]),
+    );
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut offsets = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while offsets.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the gateways did not start: {offsets:?}"
+        );
+        let line = lines.next().expect("supervisor output").unwrap();
+        if line.contains("myriad serving") {
+            assert!(line.contains("role=gateway"), "{line}");
+            let at = line
+                .find("tick_offset_us=")
+                .expect("tick_offset_us in the start line");
+            let us: u64 = line[at + 15..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            offsets.push(us);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    offsets.sort();
+    assert_eq!(
+        offsets,
+        [0, 3333, 6666],
+        "every gateway's tick offset in µs"
+    );
+}

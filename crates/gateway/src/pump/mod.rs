@@ -174,6 +174,10 @@ impl EventLoop {
             });
         metrics.listening.store(1, Ordering::Relaxed);
         let (epoch, epoch_unix_ms) = wheel::aligned_epoch();
+        // `--tick-groups`: this process's marks (and beats) ahead of the others'.
+        let epoch = epoch
+            .checked_sub(gateway.config.tick_offset)
+            .unwrap_or(epoch);
         let now = Instant::now();
         Ok(EventLoop {
             id,
@@ -430,7 +434,8 @@ pub fn run(gateway: Arc<Gateway>, id: u16, mut poll: Poll) -> std::io::Result<()
 }
 
 /// The first 10-ms mark after `now`, counted from the aligned epoch: every loop of
-/// the machine wakes at the same marks, so heartbeats due on the grid leave together.
+/// the machine's tick group (`--tick-groups`) wakes at the same marks, so heartbeats
+/// due on the grid leave together.
 fn next_tick_after(epoch: Instant, now: Instant) -> Instant {
     let since = now.saturating_duration_since(epoch).as_nanos();
     let marks = since / LAG_TICK.as_nanos() + 1;

@@ -188,13 +188,15 @@ fn forward(
 ) {
     for line in BufReader::new(stderr).lines() {
         let Ok(line) = line else { return };
+        // Copied before the child counts as ready, so every child's start line comes
+        // before the supervisor's own.
+        eprintln!("{line}");
         if line.contains("serving") {
             if let Some(addr) = field(&line, "admin") {
                 *admin.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
             }
             *ready.lock().unwrap_or_else(|p| p.into_inner()) = true;
         }
-        eprintln!("{line}");
     }
 }
 
