@@ -209,6 +209,10 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("the report names its namespace:\n{r}"));
     assert!(r.contains("buckets"), "{r}");
+    assert!(
+        r.contains(" groups (`--tick-groups`)"),
+        "the gateways' tick groups: {r}"
+    );
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&list.stdout).contains(ns),

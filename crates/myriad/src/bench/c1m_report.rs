@@ -3,7 +3,7 @@
 //! per-process table, and how the run was made.
 
 use super::c1m_graph::{Graph, GRAPH_EXPONENT, GRAPH_M, INBOX_FACTOR};
-use super::c1m_setup::{PER_FLOOD_PROCESS, PUBLISHERS};
+use super::c1m_setup::{tick_groups, PER_FLOOD_PROCESS, PUBLISHERS};
 use super::c1m_watch::Seen;
 use super::ladder::{MIN_ACHIEVED, MIN_STEP_SECS};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
@@ -383,11 +383,13 @@ pub(super) fn write(
         .push(("Processes".into(), process_table(seen)));
     report.note(format!(
         "One server: `myriad serve --processes {}{}` (supervisor, router, gateways sharing one \
-         port with SO_REUSEPORT, NATS at {nats} started by the supervisor). Clients: one flood \
+         port with SO_REUSEPORT and ticking in {} groups (`--tick-groups`), NATS at {nats} \
+         started by the supervisor). Clients: one flood \
          per transport (stream, SSE, WebSocket), users 1..{n}, ≤ {PER_FLOOD_PROCESS} \
          connections per flood process, each process on its own source addresses 127.0.0.x, ≤ {} per address (connect() uses the even half of the local port range).",
         args.servers.map_or("auto".into(), |s| s.to_string()),
         args.server_flags.iter().map(|f| format!(" {f}")).collect::<String>(),
+        tick_groups(&args.server_flags),
         load::doctor::connections_per_source()
     ));
     report.note(format!(

@@ -187,9 +187,46 @@ fn heartbeat_flags(server_flags: &[String]) -> Vec<String> {
     }
 }
 
+/// The tick groups the supervisor's gateways will use, for the report: the last
+/// `--tick-groups` among the server flags, else `MYRIAD_TICK_GROUPS` (the supervisor
+/// inherits the bench's environment), else the default.
+pub(super) fn tick_groups(server_flags: &[String]) -> String {
+    let mut value = std::env::var("MYRIAD_TICK_GROUPS")
+        .unwrap_or_else(|_| gateway::config::DEFAULT_TICK_GROUPS.to_string());
+    let mut flags = server_flags.iter();
+    while let Some(f) = flags.next() {
+        if let Some(v) = f.strip_prefix("--tick-groups=") {
+            value = v.to_string();
+        } else if f == "--tick-groups" {
+            if let Some(v) = flags.next() {
+                value = v.clone();
+            }
+        }
+    }
+    value
+}
+
 #[cfg(test)]
 mod tests {
-    use super::heartbeat_flags;
+    use super::{heartbeat_flags, tick_groups};
+
+    #[test]
+    fn the_report_names_the_tick_groups_a_server_flag_sets() {
+        let groups = |f: &[&str]| tick_groups(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        if std::env::var_os("MYRIAD_TICK_GROUPS").is_none() {
+            assert_eq!(
+                groups(&[]),
+                gateway::config::DEFAULT_TICK_GROUPS.to_string()
+            );
+        }
+        assert_eq!(groups(&["--tick-groups=1"]), "1");
+        assert_eq!(groups(&["--heartbeat=3600", "--tick-groups", "3"]), "3");
+        assert_eq!(
+            groups(&["--tick-groups=2", "--tick-groups=10"]),
+            "10",
+            "the last wins"
+        );
+    }
 
     #[test]
     fn the_spec_heartbeat_unless_a_server_flag_sets_one() {
