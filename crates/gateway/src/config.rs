@@ -129,9 +129,10 @@ pub const DEFAULT_HEARTBEAT_GRID: Duration = Duration::from_millis(50);
 /// Tick groups of a supervised server by default (`--tick-groups`). Measured with
 /// `bench c1m` (1 M, 53 gateways, 50,000 beats/s; NOTES issue 9 part R): with every
 /// gateway on the same marks 17–19 server threads waited for a CPU on average and a
-/// 100/s unicast trickle had a p99 of 5.4–17 ms; with 5 groups 3–6 threads and
-/// 4.0–6.0 ms, for the same server CPU (2 and 10 groups: 7.2 and 6.2 ms). Clients
-/// holding connections to every gateway wake once per group instead of once.
+/// 100/s unicast trickle had a p99 of 5.4–31 ms (median 9.0); with 5 groups 3–6
+/// threads and 4.0–6.2 ms (median 5.2), for the same server CPU (2 and 10 groups:
+/// 7.2 and 6.2 ms, one run each). Clients holding connections to every gateway wake
+/// once per group instead of once.
 pub const DEFAULT_TICK_GROUPS: u32 = 5;
 
 /// How far the loops of the gateway in supervised `place` tick ahead of the shared
