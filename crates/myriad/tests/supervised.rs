@@ -24,13 +24,12 @@ fn free_port() -> u16 {
 }
 
 /// `serve --processes N` (one loop per gateway, memory store, an admin listener)
-/// with `extra` flags, once the supervisor serves.
-fn supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {
-    let processes = processes.to_string();
-    let mut args = vec![
+/// with `extra` flags.
+fn supervisor_args(nats: &str, processes: u32, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
         "serve",
         "--processes",
-        &processes,
+        &processes.to_string(),
         "--loops",
         "1",
         "--listen",
@@ -41,8 +40,18 @@ fn supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {
         "127.0.0.1:0",
         "--nats",
         nats,
-    ];
-    args.extend_from_slice(extra);
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// [`supervisor_args`] started, once the supervisor serves.
+fn supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {
+    let args = supervisor_args(nats, processes, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Server::start_marked(&args, "supervisor serving")
 }
 
@@ -321,21 +330,11 @@ fn supervised_gateways_tick_in_their_groups() {
     use std::io::BufRead;
     let nats = format!("nats://127.0.0.1:{}", free_port());
     let mut child = common::spawn_logging(
-        std::process::Command::new(env!("CARGO_BIN_EXE_myriad")).args([
-            "serve",
-            "--processes",
-            "3",
-            "--loops",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--nats",
+        std::process::Command::new(env!("CARGO_BIN_EXE_myriad")).args(supervisor_args(
             &nats,
-            "--tick-groups",
-            "3",
-        ]),
+            3,
+            &["--tick-groups", "3"],
+        )),
     );
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let mut offsets = Vec::new();
