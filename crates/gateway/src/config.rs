@@ -14,6 +14,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 mod tls_setup;
 pub use tls_setup::{Ktls, TlsMode, TlsSetup};
 
+/// What a WebSocket heartbeat is (SPEC A5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WsHeartbeat {
+    /// An unsolicited pong (RFC 6455 5.5.3), a one-way heartbeat: the client owes no
+    /// answer. It keeps proxies and NAT mappings open and finds a dead peer through TCP
+    /// exactly as a ping does, since the server does nothing with pongs. Measured: a
+    /// WebSocket beat costs the machine about half what a ping costs (NOTES, issue 9
+    /// part S), the client's pong and the server's read of it gone.
+    Pong,
+    /// A ping (RFC 6455 5.5.2): every client answers with a pong the server reads and drops.
+    Ping,
+}
+
 /// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SlowPolicy {
@@ -29,6 +42,7 @@ pub struct ServerConfig {
     /// Event loops (threads), each with its own SO_REUSEPORT listener (SPEC E1, A6).
     pub loops: usize,
     pub heartbeat: Duration,
+    pub ws_heartbeat: WsHeartbeat,
     /// Heartbeats fall due on multiples of this (wall-clock aligned; divides 1 s).
     pub heartbeat_grid: Duration,
     pub head_timeout: Duration,
@@ -91,6 +105,7 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:8000".parse().expect("literal address"),
             loops: default_loops(),
             heartbeat: Duration::from_secs(20),
+            ws_heartbeat: WsHeartbeat::Pong,
             heartbeat_grid: DEFAULT_HEARTBEAT_GRID,
             head_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(5),
@@ -195,6 +210,7 @@ impl ServerConfig {
         };
         core::Config {
             heartbeat: ticks(self.heartbeat),
+            ws_heartbeat: self.ws_heartbeat,
             heartbeat_grid: ticks(self.heartbeat_grid),
             head_timeout: ticks(self.head_timeout),
             keepalive_timeout: ticks(self.keepalive_timeout),
@@ -222,9 +238,14 @@ pub struct GatewayArgs {
     /// Event loops (threads); default: one per core.
     #[arg(long, env = "MYRIAD_LOOPS")]
     pub loops: Option<usize>,
-    /// Seconds between heartbeats on idle subscriptions (chunk, SSE comment, WS ping).
+    /// Seconds between heartbeats on idle subscriptions (chunk, SSE comment, WebSocket
+    /// pong or ping: `--ws-heartbeat`).
     #[arg(long, env = "MYRIAD_HEARTBEAT", default_value_t = 20.0)]
     pub heartbeat: f64,
+    /// The WebSocket heartbeat: an unsolicited pong the client does not answer, or a
+    /// ping every client answers with a pong (which the server reads and drops).
+    #[arg(long, env = "MYRIAD_WS_HEARTBEAT", value_enum, default_value_t = WsHeartbeat::Pong)]
+    pub ws_heartbeat: WsHeartbeat,
     /// Heartbeats fall due only once per this many seconds of wall-clock time, the
     /// same instants in every loop and process for one client address (each address
     /// on its own 10-ms tick of the grid), so a client holding connections to many
@@ -356,6 +377,7 @@ impl GatewayArgs {
             listen: self.listen,
             loops: self.loops.unwrap_or_else(default_loops).max(1),
             heartbeat: secs("heartbeat", self.heartbeat)?,
+            ws_heartbeat: self.ws_heartbeat,
             heartbeat_grid: heartbeat_grid(self.heartbeat_grid)?,
             head_timeout: secs("head-timeout", self.head_timeout)?,
             keepalive_timeout: secs("keepalive-timeout", self.keepalive_timeout)?,

@@ -36,6 +36,6 @@ pub mod pump;
 pub mod server;
 pub mod wheel;
 
-pub use config::{GatewayArgs, ServerConfig, SlowPolicy};
+pub use config::{GatewayArgs, ServerConfig, SlowPolicy, WsHeartbeat};
 pub use core::Access;
 pub use server::Server;

@@ -107,7 +107,7 @@ fn sse_path_and_last_event_id_resume_lose_nothing() {
 }
 
 #[test]
-fn websocket_with_python_websockets_receives_pings_and_closes_cleanly() {
+fn websocket_with_python_websockets_takes_pong_heartbeats_and_closes_cleanly() {
     let server = Server::start(&["--heartbeat", "1"]);
     let script = r#"
 import asyncio, sys, websockets
@@ -117,6 +117,8 @@ async def main(url):
         pong = await ws.ping(b"hi")
         await asyncio.wait_for(pong, 5)
         print("pong", flush=True)
+        # Past a heartbeat: the server's unsolicited pong is taken without a word.
+        await asyncio.sleep(1.5)
         for _ in range(3):
             print("msg", await asyncio.wait_for(ws.recv(), 10), flush=True)
         await ws.send("ignored text from client")
@@ -295,11 +297,22 @@ fn every_transport_gets_heartbeats_from_the_wheel() {
     let mut sse = server.connect();
     write!(sse, "GET /sse/61 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     read_until(&mut sse, &mut Vec::new(), ": hb");
-    // WebSocket: a ping frame (0x89) after the 101 head.
+    // WebSocket: an empty unsolicited pong (RFC 6455 5.5.3) after the 101 head.
+    assert_eq!(first_ws_frame(&server, 62), [0x8a, 0], "a pong frame");
+    // Chunked stream: a newline chunk.
+    let (mut stream, mut buf) = subscribe_stream(&server, 63);
+    read_until(&mut stream, &mut buf, "\r\n1\r\n\n\r\n");
+    // `--ws-heartbeat ping`: an empty ping the client answers.
+    let server = Server::start(&["--heartbeat", "0.3", "--ws-heartbeat", "ping"]);
+    assert_eq!(first_ws_frame(&server, 64), [0x89, 0], "a ping frame");
+}
+
+/// The first frame's two header bytes on a WebSocket subscription to `user`.
+fn first_ws_frame(server: &Server, user: u64) -> [u8; 2] {
     let mut ws = server.connect();
     write!(
         ws,
-        "GET /sub/62 HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        "GET /sub/{user} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
     )
     .unwrap();
     let mut buf = Vec::new();
@@ -309,11 +322,8 @@ fn every_transport_gets_heartbeats_from_the_wheel() {
     while frames.len() < 2 {
         let mut chunk = [0u8; 64];
         let n = ws.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed before a ping");
+        assert!(n > 0, "closed before a heartbeat");
         frames.extend_from_slice(&chunk[..n]);
     }
-    assert_eq!(frames[0], 0x89, "a ping frame");
-    // Chunked stream: a newline chunk.
-    let (mut stream, mut buf) = subscribe_stream(&server, 63);
-    read_until(&mut stream, &mut buf, "\r\n1\r\n\n\r\n");
+    [frames[0], frames[1]]
 }

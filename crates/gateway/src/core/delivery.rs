@@ -3,7 +3,7 @@
 //! SSE `id:` line is per recipient.
 
 use super::{reply, Connection, Cx, State, HTTP10, MULTIPLEXED};
-use crate::config::SlowPolicy;
+use crate::config::{SlowPolicy, WsHeartbeat};
 use bytes::Bytes;
 
 /// The encodings of one message, made on first use and shared by every recipient
@@ -127,11 +127,16 @@ pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
             State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),
             State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
             State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
-            _ => cx.out.send_static(WS_PING),
+            _ => cx.out.send_static(match cx.config.ws_heartbeat {
+                WsHeartbeat::Pong => WS_PONG,
+                WsHeartbeat::Ping => WS_PING,
+            }),
         }
     }
     conn.arm_heartbeat(cx);
 }
 
-/// The WebSocket heartbeat: a ping with an empty payload (RFC 6455 5.5.2).
+/// The WebSocket heartbeats (`--ws-heartbeat`): an unsolicited empty pong (RFC 6455
+/// 5.5.3), or an empty ping the client answers (5.5.2).
+const WS_PONG: &[u8] = &[0x8a, 0x00];
 const WS_PING: &[u8] = &[0x89, 0x00];

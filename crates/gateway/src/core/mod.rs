@@ -47,7 +47,7 @@ pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 pub use state::State;
 
-use crate::config::SlowPolicy;
+use crate::config::{SlowPolicy, WsHeartbeat};
 use bus::{Reply, Request};
 use std::sync::Arc;
 use wire::{BodyDecoder, Route, WsMessageState};
@@ -59,6 +59,7 @@ pub type Tick = u32;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub heartbeat: Tick,
+    pub ws_heartbeat: WsHeartbeat,
     /// Heartbeats fall due on multiples of this many ticks (`--heartbeat-grid`).
     pub heartbeat_grid: Tick,
     pub head_timeout: Tick,

@@ -36,6 +36,7 @@ impl Step {
 pub(super) fn config() -> Config {
     Config {
         heartbeat: 400,
+        ws_heartbeat: WsHeartbeat::Pong,
         heartbeat_grid: 10,
         head_timeout: 200,
         keepalive_timeout: 100, // 1 s

@@ -1,5 +1,5 @@
 //! WebSocket in the core: the handshake, fragmented messages with control frames
-//! between them, ping heartbeats, the close handshake, protocol errors closing with
+//! between them, pong and ping heartbeats, the close handshake, protocol errors closing with
 //! their code, and frames that arrive before the login's reply.
 
 use super::tests::{history, Harness};
@@ -24,7 +24,17 @@ Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
     );
     let (_, step) = h.deliver(1, b"hey");
     assert_eq!(step.bytes, b"\x81\x03hey");
-    assert_eq!(h.fire_timer().bytes, b"\x89\x00", "a ping heartbeat");
+    assert_eq!(
+        h.fire_timer().bytes,
+        b"\x8a\x00",
+        "an unsolicited pong heartbeat (the default)"
+    );
+    h.config.ws_heartbeat = WsHeartbeat::Ping;
+    assert_eq!(
+        h.fire_timer().bytes,
+        b"\x89\x00",
+        "a ping heartbeat (--ws-heartbeat ping)"
+    );
     // A fragmented text message with a ping between its fragments, in pieces.
     let mut input = client_frame(Text, false, b"a");
     input.extend(client_frame(Ping, true, b"p"));

@@ -15,7 +15,7 @@
 use bus::{HistoryRead, Message, Reply, Request};
 use bytes::Bytes;
 use gateway::core::{Config, Connection, Cx, Frames, Outbox, State};
-use gateway::SlowPolicy;
+use gateway::{SlowPolicy, WsHeartbeat};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -73,6 +73,11 @@ impl Script<'_> {
 fn config(policy: u8) -> Config {
     Config {
         heartbeat: 40,
+        ws_heartbeat: if policy & 4 == 0 {
+            WsHeartbeat::Pong
+        } else {
+            WsHeartbeat::Ping
+        },
         heartbeat_grid: 2,
         head_timeout: 20,
         keepalive_timeout: 10,
