@@ -246,3 +246,64 @@ fn attempts_in_flight_at_the_end_are_cancelled_not_timed_out() {
         "{s:?}"
     );
 }
+
+/// `--latency-at socket` with `--nice`: a child flood runs at the niceness asked, and a
+/// message that waits in its socket while the client is stopped is timed at its arrival,
+/// not at the late read (with `read` the same run would report ≥ the 2-s stop).
+#[test]
+fn socket_latency_leaves_out_the_clients_own_delay() {
+    let server = Server::start(Kind::Stream);
+    let mut a = args(server.url("/sub/%d"), 10, Transport::Stream);
+    a.procs = "1".into();
+    a.child_exe = Some(env!("CARGO_BIN_EXE_myriad-flood").into());
+    a.latency_at = flood::LatencyAt::Socket;
+    a.nice = Some(7);
+    let own_nice = nice_of(std::process::id());
+    let run = start(a);
+    server.wait_for(10);
+    server.broadcast("warm");
+    let end = Instant::now() + Duration::from_secs(10);
+    while run.messages.load(Ordering::Relaxed) < 10 {
+        assert!(Instant::now() < end, "the first broadcast never arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let child = child_of(std::process::id()).expect("the flood child");
+    assert_eq!(nice_of(child), 7, "the child holding the connections");
+    assert_eq!(
+        nice_of(std::process::id()),
+        0,
+        "the embedding process stays as it is"
+    );
+    // SAFETY: signals to the child this test started.
+    unsafe { libc::kill(child as i32, libc::SIGSTOP) };
+    server.broadcast("late");
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe { libc::kill(child as i32, libc::SIGCONT) };
+    let s = run.finish_after(20);
+    assert_eq!((s.opened, s.messages, s.failed), (10, 20, 0), "{s:?}");
+    assert!(
+        s.lat_max_us < 1_500_000,
+        "timed at the read after the stop, not at the arrival: {s:?}"
+    );
+}
+
+/// A process's niceness: field 19 of /proc/PID/stat (counted from 3 after the name).
+fn nice_of(pid: u32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(19 - 3).unwrap().parse().unwrap()
+}
+
+/// The pid of a child process of `parent` (from /proc).
+fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let ppid: u32 = stat[stat.rfind(')')? + 2..]
+            .split(' ')
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}

@@ -373,7 +373,8 @@ fn every_delivery_arrived(r: &str, most: [f64; 2]) {
 /// `bench c1m --publish-via nats`: the publishers are NATS requests to
 /// `myriad.pub.<subject>` (a back-end's way, SPEC C4), straight to the router, and
 /// every delivery arrives as with HTTP — the unicast phase's inbox subjects too
-/// (the subject is msggen's path's last segment).
+/// (the subject is msggen's path's last segment). Its floods run below the server
+/// (`--client-nice`) and time deliveries at their sockets (`--client-latency socket`).
 #[test]
 fn c1m_publishes_through_nats_as_a_back_end_would() {
     let (_out, r, _) = c1m(&[
@@ -387,12 +388,21 @@ fn c1m_publishes_through_nats_as_a_back_end_would() {
         "nats",
         "--netns",
         "never",
+        "--client-latency",
+        "socket",
+        "--client-nice",
+        "5",
     ]);
     assert!(
         r.contains("NATS (requests to myriad.pub.<subject>"),
         "the report says how it published:\n{r}"
     );
     every_delivery_arrived(&r, [100.0, 1_000.0]);
+    assert!(
+        r.contains("publish → arrival at the client's socket")
+            && r.contains("The floods ran at niceness 5"),
+        "the report says how latency was taken:\n{r}"
+    );
 }
 
 #[test]

@@ -102,6 +102,13 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
         );
     }
     flag("--conn-offset", offset.to_string());
+    flag(
+        "--latency-at",
+        format!("{:?}", args.latency_at).to_lowercase(),
+    );
+    if let Some(n) = args.nice {
+        flag("--nice", n.to_string());
+    }
     if args.insecure {
         v.push("--insecure".into());
     }

@@ -18,6 +18,7 @@ use super::lifecycle::{self, Backend, Tally};
 use super::request::{build_request, open_socket, send, write_once, ws_frame};
 use super::resume::{Since, Track};
 use super::scan::{Event, Scanner, Transport};
+use super::stamp::{self, LatencyAt};
 use super::stats::{ProcSummary, Sample};
 use super::target::{user_of, Target};
 use crate::sys;
@@ -80,6 +81,8 @@ pub struct Plan {
     pub streams_per_conn: u32,
     /// `--reconnect`: a connection the server ends is opened again, resuming.
     pub reconnect: bool,
+    /// `--latency-at`: a message's receive time is its read or its socket arrival.
+    pub latency_at: LatencyAt,
 }
 
 const CONNECTING: u8 = 0;
@@ -193,6 +196,11 @@ impl<'a> Engine<'a> {
             }
         };
         let fd = sock.as_raw_fd();
+        if plan.latency_at == LatencyAt::Socket {
+            if let Err(e) = stamp::enable(fd) {
+                return self.attempt_failed(local as u32, |f| f.count_io(&e));
+            }
+        }
         if let Err(e) = self.poll.registry().register(
             &mut SourceFd(&fd),
             Token(slot as usize),
@@ -288,6 +296,7 @@ impl<'a> Engine<'a> {
 
     fn read(&mut self, slot: usize) {
         let transport = self.plan.transport;
+        let stamped = self.plan.latency_at == LatencyAt::Socket;
         loop {
             let Some(Some(conn)) = self.slab.get_mut(slot) else {
                 return;
@@ -295,9 +304,14 @@ impl<'a> Engine<'a> {
             if conn.phase == CONNECTING {
                 return;
             }
-            let n = match conn.sock.read(&mut self.scratch) {
-                Ok(0) => return self.end(slot, None),
-                Ok(n) => n,
+            let got = if stamped {
+                stamp::recv(conn.sock.as_raw_fd(), &mut self.scratch)
+            } else {
+                conn.sock.read(&mut self.scratch).map(|n| (n, None))
+            };
+            let (n, arrived_us) = match got {
+                Ok((0, _)) => return self.end(slot, None),
+                Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return self.end(slot, Some(e)),
@@ -339,7 +353,7 @@ impl<'a> Engine<'a> {
             } else {
                 &self.scratch[..n]
             };
-            let now_us = sys::unix_micros();
+            let now_us = arrived_us.unwrap_or_else(sys::unix_micros);
             let (counts, hist_tick, hist_all) = (
                 &mut self.tally.counts,
                 &mut self.tally.hist_tick,

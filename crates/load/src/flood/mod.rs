@@ -17,11 +17,13 @@ mod report;
 mod request;
 pub mod resume;
 pub mod scan;
+pub mod stamp;
 pub mod stats;
 pub mod target;
 
 pub use engine::CloseMode;
 pub use scan::Transport;
+pub use stamp::LatencyAt;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -112,6 +114,17 @@ pub struct FloodArgs {
     /// server reported, and messages lost or repeated by sequence number. HTTP/1.1 only.
     #[arg(long)]
     pub reconnect: bool,
+    /// Where a message's latency ends: `read` (when flood reads it) or `socket` (when
+    /// its bytes reached this client's socket: the kernel's receive stamp, which leaves
+    /// out this client's own wait for a CPU on a box shared with the server).
+    /// HTTP/1.1 and WebSocket only.
+    #[arg(long, value_enum, default_value_t = LatencyAt::Read)]
+    pub latency_at: LatencyAt,
+    /// Hold the connections at this niceness (this process, or each child process when
+    /// there are children), e.g. 10 so that a server on the same box is scheduled first
+    /// (below the current value needs root).
+    #[arg(long, allow_hyphen_values = true)]
+    pub nice: Option<i32>,
     /// Write one CSV row per second here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -163,6 +176,8 @@ impl Default for FloodArgs {
             h2: false,
             streams_per_connection: 10,
             reconnect: false,
+            latency_at: LatencyAt::Read,
+            nice: None,
             csv: None,
             json: false,
             quiet: false,
@@ -260,7 +275,14 @@ pub fn run_until(
 ) -> anyhow::Result<FloodSummary> {
     let soft = crate::sys::raise_nofile();
     let plan = make_plan(&args)?;
+    // `--nice` lowers the processes that hold the connections: this one when it holds
+    // them, else each child (an embedding process, e.g. `bench`, stays as it is).
+    let nice = || match args.nice {
+        Some(n) => stamp::set_nice(n).with_context(|| format!("--nice {n}")),
+        None => Ok(()),
+    };
     if args.child {
+        nice()?;
         return run_child(&plan, stop);
     }
     for (url, t) in args.urls.iter().zip(&plan.targets) {
@@ -307,6 +329,7 @@ pub fn run_until(
         );
     }
     let procs_summaries = if !children {
+        nice()?;
         vec![run_here(&plan, stop, &mut |s| report.sample(&s))?]
     } else {
         children::run_children(&args, procs, stop, &mut |s| report.sample(&s))?
@@ -340,6 +363,9 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
     }
     if args.h2 && args.reconnect {
         bail!("--reconnect works over HTTP/1.1 only (drop --h2)");
+    }
+    if args.h2 && args.latency_at == LatencyAt::Socket {
+        bail!("--latency-at socket works over HTTP/1.1 and WebSocket only (drop --h2)");
     }
     if args.h2 && args.streams_per_connection == 0 {
         bail!("--streams-per-connection must be at least 1");
@@ -388,6 +414,7 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
         h2: args.h2,
         streams_per_conn: args.streams_per_connection,
         reconnect: args.reconnect,
+        latency_at: args.latency_at,
     })
 }
 

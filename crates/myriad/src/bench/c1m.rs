@@ -95,7 +95,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let gateways = lock(&watch.seen).latest.len().saturating_sub(1 + routers);
 
     // 3. N connections, a third per transport, users 1..=N.
-    let plan = flood_plan(n, &format!("{scheme}://{}/sub/%d", server.addr), &dir)?;
+    let plan = flood_plan(n, &format!("{scheme}://{}/sub/%d", server.addr), &dir, args)?;
     let flood_names: Vec<String> = plan.iter().map(|(n, _)| n.clone()).collect();
     let floods = Arc::new(Floods::start(plan));
     *lock(&floods_slot) = Some(floods.clone());

@@ -9,7 +9,7 @@ use super::ladder::{MIN_ACHIEVED, MIN_STEP_SECS};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
 use super::{BenchArgs, PublishVia};
 use load::flood::stats::quantile;
-use load::flood::FloodSummary;
+use load::flood::{FloodSummary, LatencyAt};
 use load::msggen::MsggenSummary;
 use std::path::Path;
 
@@ -397,13 +397,23 @@ pub(super) fn write(
          Barabási–Albert graph (m = {GRAPH_M}); each reaches the user's connection and its \
          friends'. Unicast: uniformly random users' inbox subjects (user × {INBOX_FACTOR}, \
          followed by that user only: one delivery each). {PUBLISHERS} {} publishers, {}-byte payloads, {} s \
-         per phase. Latency is publish → receipt by flood, over every delivery of the phase.",
+         per phase. Latency is publish → {}, over every delivery of the phase.{}",
         match args.publish_via {
             PublishVia::Http => "HTTP (POST /pub to the gateways)",
             PublishVia::Nats => "NATS (requests to myriad.pub.<subject>, straight to the router)",
             PublishVia::Router => "HTTP to the router's publish port (--publish-listen)",
         },
-        args.size, args.duration
+        args.size,
+        args.duration,
+        match args.client_latency {
+            LatencyAt::Read => "read by flood",
+            LatencyAt::Socket =>
+                "arrival at the client's socket (`--client-latency socket`: the kernel's \
+                 receive stamp; the clients' own wait for a CPU is left out)",
+        },
+        args.client_nice
+            .map(|n| format!(" The floods ran at niceness {n} (`--client-nice`)."))
+            .unwrap_or_default()
     ));
     report.note(
         "User space: summed RSS of every server process (from the supervisor's /stats) with \

@@ -123,6 +123,7 @@ pub(super) fn flood_plan(
     n: u64,
     url: &str,
     dir: &Path,
+    args: &BenchArgs,
 ) -> anyhow::Result<Vec<(String, FloodArgs)>> {
     let mut source = 2u64;
     let mut first_user = 1u64;
@@ -160,6 +161,8 @@ pub(super) fn flood_plan(
         // waiting for their heads, ~2.5 % of 100,000 got a bad status (measured).
         fa.max_inflight = FloodArgs::default().max_inflight / transports.len();
         fa.max_time = FLOOD_MAX_TIME;
+        fa.latency_at = args.client_latency;
+        fa.nice = args.client_nice;
         source += sources;
         first_user += share;
         floods.push((name, fa));

@@ -199,6 +199,15 @@ pub struct BenchArgs {
     /// back-end's request to `myriad.pub.<subject>`, straight to the router).
     #[arg(long, value_enum, default_value_t = PublishVia::Http)]
     pub publish_via: PublishVia,
+    /// c1m: where a delivery's latency ends, `read` (when flood reads it: the issue's
+    /// publish → receive) or `socket` (the kernel's arrival stamp at the client's
+    /// socket: leaves out the clients' own wait for a CPU on this shared box).
+    #[arg(long, value_enum, default_value_t = load::flood::LatencyAt::Read)]
+    pub client_latency: load::flood::LatencyAt,
+    /// c1m: run the floods (the clients) at this niceness, e.g. 10, so that on a box
+    /// shared with the load the server is scheduled first (default: the same as the server).
+    #[arg(long)]
+    pub client_nice: Option<i32>,
     /// unicast publishing seconds; churn seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
