@@ -2,8 +2,8 @@
 //! what arrives. This file holds the flags and runs a flood here or over child
 //! processes; the per-second report and the final summary are in `report`, the run's
 //! life (ramp, hold, close, samples) in `lifecycle`, HTTP/1.1 and TLS connections on mio in `engine` (requests in
-//! `request`, responses scanned in `scan`), HTTP/2 streams on tokio in `h2`, child
-//! processes in `children`.
+//! `request`, responses scanned in `scan`, kernel arrival stamps for `--latency-at
+//! socket` in `stamp`), HTTP/2 streams on tokio in `h2`, child processes in `children`.
 //!
 //! One process holds at most (soft NOFILE − [`FD_MARGIN`]) connections; above that,
 //! flood re-executes itself as child processes, each with its share of the global
