@@ -287,23 +287,16 @@ fn socket_latency_leaves_out_the_clients_own_delay() {
     );
 }
 
-/// A process's niceness: field 19 of /proc/PID/stat (counted from 3 after the name).
+/// A process's niceness (observe's `/proc/<pid>/stat` reader).
 fn nice_of(pid: u32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-    after_name.split(' ').nth(19 - 3).unwrap().parse().unwrap()
+    observe::procfs::read_proc_stat(pid).unwrap().nice
 }
 
 /// The pid of a child process of `parent` (from /proc).
 fn child_of(parent: u32) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-        let ppid: u32 = stat[stat.rfind(')')? + 2..]
-            .split(' ')
-            .nth(1)?
-            .parse()
-            .ok()?;
-        (ppid == parent).then_some(pid)
+        let stat = observe::procfs::read_proc_stat(pid).ok()?;
+        (stat.ppid == parent).then_some(pid)
     })
 }

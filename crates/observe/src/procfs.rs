@@ -24,9 +24,13 @@ pub const SOCKET_SLABS: &[&str] = &[
     "eventpoll_pwq",
 ];
 
-/// CPU time and memory of one process, from `/proc/<pid>/stat`.
+/// CPU time and memory of one process, its parent and niceness, from `/proc/<pid>/stat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcStat {
+    /// Parent process id.
+    pub ppid: u32,
+    /// Niceness (−20 … 19).
+    pub nice: i32,
     /// User-mode CPU time in clock ticks.
     pub utime_ticks: u64,
     /// Kernel-mode CPU time in clock ticks.
@@ -45,6 +49,8 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     // f[0] is field 3 (state); field n is f[n - 3].
     let field = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
     Some(ProcStat {
+        ppid: f.get(4 - 3)?.parse().ok()?,
+        nice: f.get(19 - 3)?.parse().ok()?,
         utime_ticks: field(14)?,
         stime_ticks: field(15)?,
         threads: field(20)?,
@@ -236,8 +242,8 @@ pub fn read_self() -> io::Result<ProcStat> {
     Ok(st)
 }
 
-/// Another process's CPU times, threads and RSS from `/proc/<pid>/stat` (an error once
-/// it is gone).
+/// Another process's CPU times, threads, RSS, parent and niceness from
+/// `/proc/<pid>/stat` (an error once it is gone).
 pub fn read_proc_stat(pid: u32) -> io::Result<ProcStat> {
     let path = format!("/proc/{pid}/stat");
     parse_proc_stat(&fs::read_to_string(&path)?).ok_or_else(|| bad(&path))
@@ -317,7 +323,7 @@ mod tests {
     use super::*;
 
     const STAT: &str = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 1234 0 0 0 \
-        250 75 0 0 20 0 9 0 123456 987654321 5120 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        250 75 0 0 15 -5 9 0 123456 987654321 5120 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
 
     #[test]
     fn proc_stat_fixed_sample() {
@@ -325,6 +331,8 @@ mod tests {
         assert_eq!(
             s,
             ProcStat {
+                ppid: 1,
+                nice: -5,
                 utime_ticks: 250,
                 stime_ticks: 75,
                 threads: 9,

@@ -37,11 +37,7 @@ pub fn enable(fd: RawFd) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    zero_or_errno(r)
 }
 
 /// One `recvmsg` into `buf`: the bytes read and, when the kernel stamped them, the
@@ -85,7 +81,11 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
 /// current value needs root.
 pub fn set_nice(n: i32) -> io::Result<()> {
     // SAFETY: setpriority on this process only.
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, n) };
+    zero_or_errno(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, n) })
+}
+
+/// A libc call's 0 as `Ok`, anything else as the `errno` it left.
+fn zero_or_errno(r: libc::c_int) -> io::Result<()> {
     if r == 0 {
         Ok(())
     } else {

@@ -151,19 +151,8 @@ fn parents() -> HashMap<u32, u32> {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
             continue;
         };
-        // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
-        if let Some(ppid) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')?
-                    .1
-                    .split_whitespace()
-                    .nth(1)?
-                    .parse()
-                    .ok()
-            })
-        {
-            parents.insert(pid, ppid);
+        if let Ok(stat) = observe::procfs::read_proc_stat(pid) {
+            parents.insert(pid, stat.ppid);
         }
     }
     parents
