@@ -5,36 +5,21 @@
 mod common;
 
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 const INSTALL: &str = "run: apt-get install -y chromium && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
 
 #[test]
 fn chromium_eventsource_and_websocket_receive_every_message() {
-    let (chromium, playwright) = common::browser(INSTALL);
     let server = Server::start(&[]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/clients.mjs");
-    let mut node = Command::new("node")
-        .arg(script)
-        .arg(format!("http://{}", server.addr))
-        .args(["81", "3"])
-        .env("CHROMIUM", &chromium)
-        .env("PLAYWRIGHT_PACKAGE_JSON", &playwright)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("node must be installed");
-    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("node printed nothing").unwrap();
+    let base = format!("http://{}", server.addr);
+    let mut browser = BrowserScript::run(INSTALL, "clients.mjs", &base, &["81", "3"], None);
+    let first = browser.next_line();
     assert_eq!(first, r#"{"ready":true}"#, "browser clients did not open");
     server.wait_stats("browser logins", |s| s["connections_logged_in"] == 2);
     for text in ["one", "two\nlines", "three"] {
         assert_eq!(server.publish(81, text)["connections"], 2);
     }
-    let last = lines.next().expect("no result line").unwrap();
-    assert!(node.wait().unwrap().success(), "{last}");
-    let got: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let got = browser.result();
     assert_eq!(
         got["sse"],
         serde_json::json!(["one", "two\nlines", "three"]),

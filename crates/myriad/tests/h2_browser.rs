@@ -6,9 +6,7 @@
 mod common;
 mod tls_common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use common::BrowserScript;
 use tls_common::*;
 
 /// EventSources on the page.
@@ -17,24 +15,19 @@ const FIRST_USER: u64 = 500;
 
 #[test]
 fn chromium_50_eventsources_share_one_h2_connection() {
-    let (chromium, playwright) = common::browser(BROWSER_INSTALL);
     let pki = Pki::new();
     let home = nss_home(&pki.ca_file);
     let server = pki.serve(&[]);
     let client = pki.client();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/h2_clients.mjs");
-    let mut node = Command::new("node")
-        .arg(script)
-        .arg(format!("https://localhost:{}", server.addr.port()))
-        .args([FIRST_USER.to_string(), STREAMS.to_string()])
-        .env("HOME", home.path())
-        .env("CHROMIUM", &chromium)
-        .env("PLAYWRIGHT_PACKAGE_JSON", &playwright)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("node must be installed");
-    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("node printed nothing").unwrap();
+    let base = format!("https://localhost:{}", server.addr.port());
+    let mut browser = BrowserScript::run(
+        BROWSER_INSTALL,
+        "h2_clients.mjs",
+        &base,
+        &[&FIRST_USER.to_string(), &STREAMS.to_string()],
+        Some(home.path()),
+    );
+    let first = browser.next_line();
     let ready: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(ready["ready"], true, "{first}");
     assert_eq!(
@@ -54,12 +47,10 @@ fn chromium_50_eventsources_share_one_h2_connection() {
         let user = FIRST_USER + i;
         assert_eq!(publish(&server, &client, user, &format!("for {user}")), 1);
     }
-    let last = lines.next().expect("no result line").unwrap();
-    assert!(node.wait().unwrap().success(), "{last}");
-    let got: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let got = browser.result();
     for i in 0..STREAMS {
         let want = serde_json::json!([format!("for {}", FIRST_USER + i)]);
-        assert_eq!(got["got"][i as usize], want, "stream {i}: {last}");
+        assert_eq!(got["got"][i as usize], want, "stream {i}: {got}");
     }
     assert_eq!(got["problems"], serde_json::json!([]), "{got}");
 }

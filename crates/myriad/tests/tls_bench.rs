@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::bench::{row, TINY_UNICAST};
+use common::bench::{every_hostile_case_ran, row, TINY_UNICAST};
 use std::process::Command;
 
 fn bench(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
@@ -98,26 +98,7 @@ fn abuse_over_tls_runs_every_hostile_case() {
         );
         assert_eq!(got[2], "yes", "{phase}: {got:?}");
     }
-    let rounds = row(&r, "hostile rounds run (each case)")[0];
-    for case in [
-        "SlowReaders",
-        "PipelinedPolls",
-        "PingFlood",
-        "OversizedBodies",
-        "MalformedHeads",
-        "BadTokens",
-        "HalfHandshakes",
-        "AbruptDisconnects",
-    ] {
-        let n: u64 = rounds
-            .split(", ")
-            .find_map(|c| c.strip_prefix(&format!("{case} ")))
-            .unwrap_or_else(|| panic!("{case} missing: {rounds}"))
-            .replace(',', "")
-            .parse()
-            .unwrap();
-        assert!(n >= 1, "{case} ran no round: {rounds}");
-    }
+    every_hostile_case_ran(&r);
     assert_eq!(
         row(&r, "honest subscribers still connected at the end")[2],
         "yes"

@@ -44,6 +44,7 @@
 mod config;
 mod driver;
 mod error;
+mod key_schedule;
 mod keylog;
 pub mod ktls;
 mod record;

@@ -27,11 +27,14 @@
 //!
 //! Not here: TLS 1.2 (those sessions stay in rustls, see `session`), early data,
 //! session tickets (a client ignores NewSessionTicket: flood does not resume).
+//! The suites' AEADs, a direction's keys and KeyUpdate's next secret are in
+//! `key_schedule`.
 
 use crate::error::{Alert, TlsError};
+pub use crate::key_schedule::Suite;
+use crate::key_schedule::{next_secret, Keys};
 use crate::keylog::{Secret, MAX_SECRET};
-use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
-use ring::hkdf;
+use ring::aead::Aad;
 
 /// Largest plaintext in one record (RFC 8446 §5.1).
 pub const MAX_PLAINTEXT: usize = 1 << 14;
@@ -49,114 +52,6 @@ const HANDSHAKE: u8 = 22;
 const ALERT: u8 = 21;
 const KEY_UPDATE: u8 = 24;
 const NEW_SESSION_TICKET: u8 = 4;
-
-/// The AEAD of a TLS 1.3 cipher suite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Suite {
-    Aes128Gcm,
-    Aes256Gcm,
-    Chacha20Poly1305,
-}
-
-impl Suite {
-    fn aead(self) -> &'static aead::Algorithm {
-        match self {
-            Suite::Aes128Gcm => &aead::AES_128_GCM,
-            Suite::Aes256Gcm => &aead::AES_256_GCM,
-            Suite::Chacha20Poly1305 => &aead::CHACHA20_POLY1305,
-        }
-    }
-
-    fn hkdf(self) -> hkdf::Algorithm {
-        match self {
-            Suite::Aes256Gcm => hkdf::HKDF_SHA384,
-            _ => hkdf::HKDF_SHA256,
-        }
-    }
-
-    fn hash_len(self) -> usize {
-        match self {
-            Suite::Aes256Gcm => 48,
-            _ => 32,
-        }
-    }
-
-    fn key_len(self) -> usize {
-        self.aead().key_len()
-    }
-
-    /// Records one key may seal (rustls's figures for these AEADs, RFC 8446 §5.5).
-    fn confidentiality_limit(self) -> u64 {
-        match self {
-            Suite::Chacha20Poly1305 => u64::MAX,
-            _ => 1 << 24,
-        }
-    }
-
-    /// Forged records one key may be asked to open before the connection must end.
-    fn integrity_limit(self) -> u64 {
-        match self {
-            Suite::Chacha20Poly1305 => 1 << 36,
-            _ => 1 << 52,
-        }
-    }
-}
-
-/// One direction: key, IV and the next record's sequence number.
-#[derive(Clone)]
-struct Keys {
-    key: [u8; 32],
-    iv: [u8; 12],
-    seq: u64,
-}
-
-impl Keys {
-    /// Keys derived from a traffic secret (RFC 8446 §7.3), sequence 0.
-    fn derive(suite: Suite, secret: &Secret) -> Keys {
-        let mut k = Keys {
-            key: [0; 32],
-            iv: [0; 12],
-            seq: 0,
-        };
-        expand_label(suite, secret, b"key", &mut k.key[..suite.key_len()]);
-        expand_label(suite, secret, b"iv", &mut k.iv);
-        k
-    }
-
-    fn aead(&self, suite: Suite) -> LessSafeKey {
-        // The key length matches the suite by construction (`derive` wrote that many).
-        LessSafeKey::new(
-            UnboundKey::new(suite.aead(), &self.key[..suite.key_len()]).expect("key length"),
-        )
-    }
-
-    /// Per-record nonce: the IV XOR the sequence number, left-padded (RFC 8446 §5.3).
-    fn nonce(&self) -> Nonce {
-        let mut n = self.iv;
-        for (b, s) in n[4..].iter_mut().zip(self.seq.to_be_bytes()) {
-            *b ^= s;
-        }
-        Nonce::assume_unique_for_key(n)
-    }
-}
-
-/// `HKDF-Expand-Label(secret, label, "", out.len())` (RFC 8446 §7.1).
-fn expand_label(suite: Suite, secret: &Secret, label: &[u8], out: &mut [u8]) {
-    struct Len(usize);
-    impl hkdf::KeyType for Len {
-        fn len(&self) -> usize {
-            self.0
-        }
-    }
-    let len = (out.len() as u16).to_be_bytes();
-    let label_len = [(6 + label.len()) as u8];
-    let info: [&[u8]; 5] = [&len, &label_len, b"tls13 ", label, &[0]];
-    let prk = hkdf::Prk::new_less_safe(suite.hkdf(), secret.as_slice());
-    // Output lengths here (≤ 48) are far below HKDF's 255 × hash length limit.
-    prk.expand(&info, Len(out.len()))
-        .and_then(|okm| okm.fill(out))
-        .expect("HKDF output length");
-}
 
 /// A key and an IV.
 pub(crate) type KeyIv<'a> = (&'a [u8], &'a [u8]);
@@ -468,17 +363,6 @@ impl RecordLayer {
         }
         Ok(())
     }
-}
-
-/// `application_traffic_secret_N+1` (RFC 8446 §7.2).
-fn next_secret(suite: Suite, current: &[u8; MAX_SECRET]) -> [u8; MAX_SECRET] {
-    let cur = Secret {
-        bytes: *current,
-        len: suite.hash_len() as u8,
-    };
-    let mut next = [0u8; MAX_SECRET];
-    expand_label(suite, &cur, b"traffic upd", &mut next[..suite.hash_len()]);
-    next
 }
 
 impl Drop for RecordLayer {

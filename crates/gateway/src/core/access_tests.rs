@@ -1,7 +1,7 @@
 //! Access decisions in the core, with a virtual clock: a remote peer without API
 //! keys configured, and a token that expires while the clock moves.
 
-use super::tests::Harness;
+use super::harness::Harness;
 use super::*;
 use crate::wheel::TICK_MS;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};

@@ -33,6 +33,8 @@ mod websocket;
 #[cfg(test)]
 mod access_tests;
 #[cfg(test)]
+mod harness;
+#[cfg(test)]
 mod multiplexed_tests;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! An HTTP/2 stream's core (`Connection::set_multiplexed`): its connection's PING is
 //! the heartbeat, so the stream arms no timer and writes no heartbeat of its own.
 
-use super::tests::{history, Harness};
+use super::harness::{history, Harness};
 use super::*;
 
 const SSE_REQUEST: &[u8] = b"GET /sse/7 HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n";

@@ -2,7 +2,7 @@
 //! between them, pong and ping heartbeats, the close handshake, protocol errors closing with
 //! their code, and frames that arrive before the login's reply.
 
-use super::tests::{history, Harness};
+use super::harness::{history, Harness};
 use super::*;
 
 const UPGRADE: &str =

@@ -4,32 +4,13 @@
 //
 // Usage: node h2_clients.mjs BASE_URL FIRST_USER N
 // Prints JSON lines: {"ready":true,"protocol":"h2"}, then {"got":[[...],...],"problems":[]}.
-import { createRequire } from "node:module";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { withPage } from "./chromium.mjs";
 
 const [base, firstArg, countArg] = process.argv.slice(2);
 const FIRST = Number(firstArg);
 const N = Number(countArg || 50);
-const require = createRequire(process.env.PLAYWRIGHT_PACKAGE_JSON);
-const { chromium } = require("playwright-core");
 
-const userDataDir = mkdtempSync(join(tmpdir(), "myriad-chromium-"));
-const problems = [];
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
-  const page = context.pages()[0] || (await context.newPage());
-  page.on("pageerror", e => problems.push("page error: " + e.message));
-  await page.goto(base + "/healthz");
+await withPage(base, async (page, problems) => {
   const protocol = await page.evaluate(() => performance.getEntriesByType("navigation")[0].nextHopProtocol);
   await page.evaluate(([first, n]) => {
     window.got = [];
@@ -46,10 +27,4 @@ try {
   await page.waitForFunction(() => window.got.every(g => g.length >= 1), null, { timeout: 20000, polling: 100 });
   const got = await page.evaluate(() => window.got);
   console.log(JSON.stringify({ got, problems }));
-} catch (e) {
-  console.log(JSON.stringify({ error: String(e), problems }));
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
-}
+});

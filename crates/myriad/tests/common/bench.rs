@@ -1,5 +1,5 @@
 //! The `myriad bench` test harness: runs a scenario through the real binary and reads
-//! its report's table. Shared by `bench.rs` and `bench_peers.rs`.
+//! its report's table. Shared by the `bench*.rs` and `tls_bench.rs` tests.
 
 use std::path::Path;
 use std::process::Command;
@@ -69,6 +69,28 @@ pub fn first_number(cell: &str) -> f64 {
         .collect();
     s.parse()
         .unwrap_or_else(|_| panic!("no number in `{cell}`"))
+}
+
+/// Every hostile case of `bench abuse` ran at least one round (its report's row
+/// "hostile rounds run (each case)": "SlowReaders 12, PipelinedPolls 3, …").
+pub fn every_hostile_case_ran(report: &str) {
+    let rounds = row(report, "hostile rounds run (each case)")[0];
+    for case in [
+        "SlowReaders",
+        "PipelinedPolls",
+        "PingFlood",
+        "OversizedBodies",
+        "MalformedHeads",
+        "BadTokens",
+        "HalfHandshakes",
+        "AbruptDisconnects",
+    ] {
+        let n = rounds
+            .split(", ")
+            .find_map(|c| c.strip_prefix(&format!("{case} ")))
+            .unwrap_or_else(|| panic!("{case} missing: {rounds}"));
+        assert!(first_number(n) >= 1.0, "{case} ran no round: {rounds}");
+    }
 }
 
 pub fn common_parts(report: &str) {

@@ -286,21 +286,64 @@ impl Drop for Curl {
     }
 }
 
-/// Headless Chromium (`$CHROMIUM`, default /usr/bin/chromium) and playwright-core's
-/// `package.json` for the browser tests; fails with `install` when either is missing.
-pub fn browser(install: &str) -> (String, std::path::PathBuf) {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "{chromium} not found; {install}"
-    );
-    let browser =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/observe/tests/browser");
-    assert!(
-        browser.join("node_modules/playwright-core").is_dir(),
-        "playwright-core not installed; {install}"
-    );
-    (chromium, browser.join("package.json"))
+/// A browser script of `tests/browser` (`clients.mjs`, `h2_clients.mjs`): node drives
+/// headless Chromium (`$CHROMIUM`, default /usr/bin/chromium) through playwright-core
+/// against `base` with `args`, with `HOME` set to `home` when given (a test CA's NSS
+/// store). Fails with `install` when Chromium or playwright-core is missing.
+pub struct BrowserScript {
+    pub node: Child,
+    /// The script's JSON lines, as it prints them.
+    pub lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl BrowserScript {
+    pub fn run(
+        install: &str,
+        script: &str,
+        base: &str,
+        args: &[&str],
+        home: Option<&std::path::Path>,
+    ) -> BrowserScript {
+        let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        assert!(
+            std::path::Path::new(&chromium).exists(),
+            "{chromium} not found; {install}"
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let playwright = dir.join("../../crates/observe/tests/browser");
+        assert!(
+            playwright.join("node_modules/playwright-core").is_dir(),
+            "playwright-core not installed; {install}"
+        );
+        let mut cmd = Command::new("node");
+        cmd.arg(dir.join("tests/browser").join(script))
+            .arg(base)
+            .args(args)
+            .env("CHROMIUM", &chromium)
+            .env("PLAYWRIGHT_PACKAGE_JSON", playwright.join("package.json"))
+            .stdout(Stdio::piped());
+        if let Some(home) = home {
+            cmd.env("HOME", home);
+        }
+        let mut node = cmd.spawn().expect("node must be installed");
+        let lines = BufReader::new(node.stdout.take().unwrap()).lines();
+        BrowserScript { node, lines }
+    }
+
+    /// The script's next line; fails the test when it printed none.
+    pub fn next_line(&mut self) -> String {
+        self.lines
+            .next()
+            .expect("the browser script printed nothing more")
+            .unwrap()
+    }
+
+    /// The script's last line (its result), once it exited successfully.
+    pub fn result(mut self) -> serde_json::Value {
+        let last = self.next_line();
+        assert!(self.node.wait().unwrap().success(), "{last}");
+        serde_json::from_str(&last).unwrap()
+    }
 }
 
 /// `cmd` (a myriad process) spawned with plain-text info logs on a piped stderr, which

@@ -390,28 +390,25 @@ fn latency(inputs: &[Input]) -> Chart {
         };
         let mut p = panel(inp, what, "latency", us);
         p.log = true;
-        if t.has("lat_max_us") {
-            p.lines
-                .push(Series::new("max", RED, col(t, "lat_max_us"), Stroke::Thin));
-        }
-        p.lines.push(Series::new(
-            "p99",
-            ORANGE,
-            col(t, "lat_p99_us"),
-            Stroke::Thick,
-        ));
-        p.lines.push(Series::new(
-            "p50",
-            GREEN,
-            col(t, "lat_p50_us"),
-            Stroke::Thick,
-        ));
+        latency_lines(&mut p, t);
         panels.push(p);
     }
     Chart {
         file: "latency.png",
         columns: 1,
         panels,
+    }
+}
+
+/// A latency panel's lines: the max (thin, when the table has it), p99 and p50.
+fn latency_lines(p: &mut Panel, t: &Table) {
+    if t.has("lat_max_us") {
+        p.lines
+            .push(Series::new("max", RED, col(t, "lat_max_us"), Stroke::Thin));
+    }
+    for (name, colour, column) in [("p99", ORANGE, "lat_p99_us"), ("p50", GREEN, "lat_p50_us")] {
+        p.lines
+            .push(Series::new(name, colour, col(t, column), Stroke::Thick));
     }
 }
 
@@ -444,20 +441,7 @@ fn ladder(inputs: &[Input]) -> Chart {
         };
         p.lines
             .push(Series::new(limit_name, GREY, limit, Stroke::Dashed));
-        p.lines
-            .push(Series::new("max", RED, col(t, "lat_max_us"), Stroke::Thin));
-        p.lines.push(Series::new(
-            "p99",
-            ORANGE,
-            col(t, "lat_p99_us"),
-            Stroke::Thick,
-        ));
-        p.lines.push(Series::new(
-            "p50",
-            GREEN,
-            col(t, "lat_p50_us"),
-            Stroke::Thick,
-        ));
+        latency_lines(&mut p, t);
         panels.push(p);
     }
     Chart {
