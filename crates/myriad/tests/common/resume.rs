@@ -142,6 +142,33 @@ pub fn contiguous(what: &str, got: &[String]) -> usize {
     got.len()
 }
 
+/// Checks that `got` is m1, m2, … in order, skipping ahead only at the positions in
+/// `gaps`, where the server said the messages between were no longer kept; returns
+/// how many.
+pub fn contiguous_or_told(what: &str, got: &[String], gaps: &[usize]) -> usize {
+    let number = |m: &String| -> u64 {
+        m.strip_prefix('m')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{what}: {m} is not one of m1, m2, …"))
+    };
+    let mut want = 1;
+    for (i, m) in got.iter().enumerate() {
+        let n = number(m);
+        if gaps.contains(&i) {
+            assert!(n >= want, "{what}: message {} went back: {got:?}", i + 1);
+        } else {
+            assert_eq!(
+                n,
+                want,
+                "{what}: message {} of {got:?} (gaps told at {gaps:?})",
+                i + 1
+            );
+        }
+        want = n + 1;
+    }
+    got.len()
+}
+
 /// What the clients of user 50 had when the server was killed under a publisher.
 pub struct BeforeKill {
     /// Publishes answered 200.
@@ -151,6 +178,8 @@ pub struct BeforeKill {
     pub sse_last: String,
     pub ws_got: Vec<String>,
     pub poll_got: Vec<String>,
+    /// Where in `poll_got` an answer with `gap: true` began.
+    pub poll_gaps: Vec<usize>,
     /// The long-poll client's next `since`.
     pub poll_since: String,
 }
@@ -167,10 +196,15 @@ pub fn publish_and_kill_9(first: &mut Server) -> BeforeKill {
     read_until(&mut sse, &mut sse_buf, "retry:");
     let mut ws = Ws::open(first, "/ws/50?since=0");
     assert_eq!(ws.text(), r#"{"position":"0","gap":false}"#);
-    // The long-poll client: polls from its last position until the server is gone.
+    // The long-poll client: polls from its last position until the server is gone,
+    // noting where an answer said messages were no longer kept (a publisher faster
+    // than the poller's round trips overruns a small history window).
     let poller = std::thread::spawn(move || {
-        let (mut since, mut got) = ("0".to_string(), Vec::new());
+        let (mut since, mut got, mut gaps) = ("0".to_string(), Vec::new(), Vec::new());
         while let Some(answer) = try_poll(addr, 50, &since) {
+            if answer["gap"] == true {
+                gaps.push(got.len());
+            }
             for m in answer["messages"].as_array().unwrap() {
                 got.push(m["data"].as_str().unwrap().to_string());
             }
@@ -178,7 +212,7 @@ pub fn publish_and_kill_9(first: &mut Server) -> BeforeKill {
                 since = next.to_string();
             }
         }
-        (got, since)
+        (got, gaps, since)
     });
     first.wait_stats("three clients", |s| s["connections_logged_in"] == 3);
     // The publisher: as fast as it can, until the server dies under it (bounded).
@@ -205,13 +239,14 @@ pub fn publish_and_kill_9(first: &mut Server) -> BeforeKill {
         .to_string();
     assert!(before_kill.len() >= 200);
     let ws_got: Vec<String> = ws.texts_until_eof();
-    let (poll_got, poll_since) = poller.join().unwrap();
+    let (poll_got, poll_gaps, poll_since) = poller.join().unwrap();
     BeforeKill {
         published,
         sse_got,
         sse_last,
         ws_got,
         poll_got,
+        poll_gaps,
         poll_since,
     }
 }
@@ -293,6 +328,11 @@ pub fn kill_9_with_durable_history_every_client_resumes_with_nothing_lost(flags:
     let before = publish_and_kill_9(&mut first);
     contiguous("sse", &before.sse_got);
     contiguous("ws", &before.ws_got);
+    assert_eq!(
+        before.poll_gaps,
+        [] as [usize; 0],
+        "no gap within the durable window"
+    );
     contiguous("poll", &before.poll_got);
     let epoch = before.sse_last.split('-').next().unwrap().to_string();
 
