@@ -67,6 +67,13 @@ struct Shared {
     /// after.
     gathers_expired: u64,
     gather_replies_late: u64,
+    /// Times the NATS connection was lost. What the router sent this gateway while
+    /// it was down is lost, and its live subscriptions are not told (NOTES, Known
+    /// gaps); a waiting long-poll is (its next answer says `gap`).
+    disconnects: u64,
+    /// Messages the NATS client dropped because this gateway's subscription queue
+    /// was full (its slow-consumer events): lost the same way.
+    slow_consumer_drops: u64,
 }
 
 pub struct NatsBus {
@@ -105,12 +112,31 @@ impl GatewayLink {
         let id: GatewayId = rand::random();
         let (tx, rx) = mpsc::unbounded_channel();
         let events = tx.clone();
+        let shared: Arc<Mutex<Shared>> = Arc::default();
+        let counts = shared.clone();
         let link = Link::connect(url, &format!("myriad gateway {id:016x}"), move |event| {
-            tracing::info!(%event, "NATS");
-            if let async_nats::Event::Connected = event {
+            match event {
                 // A reconnect: what crossed meanwhile may be lost; tell the router
                 // everything again.
-                let _ = events.send(Outgoing::Resync);
+                async_nats::Event::Connected => {
+                    tracing::info!(%event, "NATS");
+                    let _ = events.send(Outgoing::Resync);
+                }
+                async_nats::Event::Disconnected => {
+                    counts.lock().disconnects += 1;
+                    tracing::warn!(
+                        "NATS connection lost: deliveries the router sends this gateway \
+                         until it is back are lost"
+                    );
+                }
+                async_nats::Event::SlowConsumer(_) => {
+                    counts.lock().slow_consumer_drops += 1;
+                    tracing::error!(
+                        %event,
+                        "NATS dropped a message for this gateway: its subscription queue is full"
+                    );
+                }
+                _ => tracing::info!(%event, "NATS"),
             }
         })?;
         let client = link.client.clone();
@@ -126,7 +152,7 @@ impl GatewayLink {
             place,
             shards: shards.max(1),
             gathers: Arc::default(),
-            shared: Arc::default(),
+            shared,
             tx,
             parts: Mutex::new(Some(Parts {
                 rx,
@@ -155,6 +181,8 @@ impl GatewayLink {
             "nats_gathers_waiting": gathers_waiting,
             "nats_gathers_expired": shared.gathers_expired,
             "nats_gather_replies_late": shared.gather_replies_late,
+            "nats_disconnects": shared.disconnects,
+            "nats_slow_consumer_drops": shared.slow_consumer_drops,
         });
         if let (Some(doc), Some(router)) = (doc.as_object_mut(), merge_shards(&shared.router_stats))
         {

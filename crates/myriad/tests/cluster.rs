@@ -217,6 +217,13 @@ fn everything_reconnects_after_a_nats_restart() {
     for s in [&mut s1, &mut s2] {
         read_until(s, &mut Vec::new(), "two");
     }
+    // Each gateway counts the lost connection in its /stats (and so in /metrics).
+    for gw in [&a, &b] {
+        let stats = gw.stats();
+        let lost = stats["nats_disconnects"].as_u64();
+        assert!(lost.is_some_and(|n| n >= 1), "{stats}");
+        assert_eq!(stats["nats_slow_consumer_drops"], 0, "{stats}");
+    }
     drop(nats);
 }
 
