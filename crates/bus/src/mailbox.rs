@@ -42,6 +42,12 @@ pub enum Inbound {
         token: u32,
         reply: Reply,
     },
+    /// Deliveries for this connection were lost on the way (a gateway's NATS link
+    /// dropped them): it is told to reconnect and resume from history, before any
+    /// later delivery reaches it.
+    Lost {
+        token: u32,
+    },
 }
 
 /// A loop's mailbox. `wake` pokes the loop (an eventfd write); it runs only when
@@ -102,7 +108,7 @@ impl Mailbox {
     pub fn push(&self, item: Inbound, quiet: bool) {
         let weight = match &item {
             Inbound::Deliver(d) => d.targets.len(),
-            Inbound::Reply { .. } => 1,
+            Inbound::Reply { .. } | Inbound::Lost { .. } => 1,
         };
         let mut queue = self.queue.lock();
         let was_empty = queue.items.is_empty();

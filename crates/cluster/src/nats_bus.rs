@@ -11,13 +11,16 @@
 //! shards, a call divided among them is answered once all parts replied, or from
 //! the receiver's timer with an error when one did not ([`crate::shard_calls`]).
 //!
-//! The sender task also keeps this gateway's presence (connection → user) so that
-//! it can send it again when the router asks
-//! ([`ToGateway::Resync`](codec::ToGateway::Resync): the router restarted, or
-//! forgot a silent gateway) or after NATS reconnects. That costs ~24 B per
-//! logged-in connection in this process: the loops' slabs are not reachable from
-//! the link's thread.
+//! The link keeps this gateway's presence (connection → user, and the last message
+//! number each connection was sent: [`presence`]) so that it can send it again when
+//! the router asks ([`ToGateway::Resync`](codec::ToGateway::Resync): the router
+//! restarted, or forgot a silent gateway) or after NATS reconnects, and so that a
+//! connection whose deliveries skip numbers — NATS lost some on the way, e.g. while
+//! nats-server had cut this gateway off — is told to resume rather than miss them.
+//! That costs ~32 B per logged-in connection in this process: the loops' slabs are
+//! not reachable from the link's thread.
 
+mod presence;
 mod receiver;
 mod sender;
 
@@ -32,7 +35,6 @@ use bus::{Bus, ConnRef, Mailbox, Reply, Request};
 use parking_lot::Mutex;
 use receiver::Receiver;
 use sender::{weight, Sender};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
@@ -68,12 +70,14 @@ struct Shared {
     gathers_expired: u64,
     gather_replies_late: u64,
     /// Times the NATS connection was lost. What the router sent this gateway while
-    /// it was down is lost, and its live subscriptions are not told (NOTES, Known
-    /// gaps); a waiting long-poll is (its next answer says `gap`).
+    /// it was down is lost; a connection that missed some is told to resume at its
+    /// next delivery ([`presence`]).
     disconnects: u64,
     /// Messages the NATS client dropped because this gateway's subscription queue
     /// was full (its slow-consumer events): lost the same way.
     slow_consumer_drops: u64,
+    /// Connections whose deliveries skipped numbers, told to resume.
+    lost_told: u64,
 }
 
 pub struct NatsBus {
@@ -183,6 +187,7 @@ impl GatewayLink {
             "nats_gather_replies_late": shared.gather_replies_late,
             "nats_disconnects": shared.disconnects,
             "nats_slow_consumer_drops": shared.slow_consumer_drops,
+            "nats_lost_told": shared.lost_told,
         });
         if let (Some(doc), Some(router)) = (doc.as_object_mut(), merge_shards(&shared.router_stats))
         {
@@ -204,19 +209,21 @@ impl GatewayLink {
             .take()
             .expect("GatewayLink::start called twice");
         let client = self.link.client.clone();
+        let presence: Arc<Mutex<presence::Presence>> = Arc::default();
         let sender = Sender {
             client: client.clone(),
             id: self.id,
             place: self.place,
             shards: self.shards,
             gathers: self.gathers.clone(),
-            presence: HashMap::new(),
+            presence: presence.clone(),
             shared: self.shared.clone(),
         };
         self.link.spawn(sender.run(rx));
         let receiver = Receiver {
             mailboxes,
             tx: self.tx.clone(),
+            presence,
             shared: self.shared.clone(),
             parts: Reassembly::default(),
             gathers: self.gathers.clone(),

@@ -3,6 +3,7 @@
 //! for the shards that do not answer), deliveries as one batch per loop, resync
 //! requests and the router's stats.
 
+use super::presence::Presence;
 use super::{unix_ns, Outgoing, Shared};
 use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
 use crate::convert::reply_from_wire;
@@ -19,6 +20,8 @@ use tokio::sync::mpsc;
 pub(super) struct Receiver {
     pub(super) mailboxes: Vec<Arc<Mailbox>>,
     pub(super) tx: mpsc::UnboundedSender<Outgoing>,
+    /// The logged-in connections, shared with the sender (the same thread).
+    pub(super) presence: Arc<Mutex<Presence>>,
     pub(super) shared: Arc<Mutex<Shared>>,
     /// Messages over max_payload, until their last part.
     pub(super) parts: Reassembly,
@@ -93,6 +96,12 @@ impl Receiver {
 
 impl Receiver {
     fn reply(&self, r: WireReply) {
+        // A login's reply: where the connection's deliveries start.
+        if let (None, WireAnswer::History(h)) = (r.part, &r.reply) {
+            self.presence
+                .lock()
+                .replied((r.loop_id, r.token), h.epoch, h.last);
+        }
         let Some(part) = r.part else {
             return self.answer(r.loop_id, r.token, r.reply);
         };
@@ -136,12 +145,22 @@ impl Receiver {
             subject: d.subject,
             payload: d.payload,
         });
-        let mut n = 0;
+        let (mut n, mut lost) = (0, 0);
+        let mut presence = self.presence.lock();
         for (loop_id, targets) in d.loops {
             let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) else {
                 continue;
             };
             n += targets.len() as u64;
+            // A connection that missed messages is told to resume before this one
+            // reaches it (it then takes no delivery): resuming from this message's
+            // id would skip the lost ones.
+            for &(token, epoch, seq) in &targets {
+                if !presence.follows((loop_id, token), epoch, seq) {
+                    lost += 1;
+                    mailbox.push(Inbound::Lost { token }, false);
+                }
+            }
             let targets = targets
                 .into_iter()
                 .map(|(token, epoch, seq)| Target { token, epoch, seq })
@@ -153,7 +172,16 @@ impl Receiver {
             };
             mailbox.push(Inbound::Deliver(batch), false);
         }
-        self.shared.lock().deliveries_received += n;
+        drop(presence);
+        let mut shared = self.shared.lock();
+        shared.deliveries_received += n;
+        if lost > 0 {
+            shared.lost_told += lost;
+            tracing::warn!(
+                connections = lost,
+                "deliveries were lost on the way from the router: told to resume"
+            );
+        }
     }
 }
 

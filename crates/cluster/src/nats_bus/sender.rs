@@ -2,13 +2,13 @@
 //! since its last wake-up as one batch (divided among router shards when there are
 //! several), heartbeats, and the presence it keeps for resyncs.
 
+use super::presence::Presence;
 use super::{Outgoing, Shared, HEARTBEAT};
 use crate::codec::{self, GatewayId, ToRouter, WireCall};
 use crate::shard_calls::{self, Gathers};
 use crate::subjects;
 use async_nats::Client;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -26,8 +26,8 @@ pub(super) struct Sender {
     pub(super) place: Option<u32>,
     pub(super) shards: u16,
     pub(super) gathers: Arc<Mutex<Gathers>>,
-    /// (loop, token) → user, for resyncs.
-    pub(super) presence: HashMap<(u16, u32), u64>,
+    /// The logged-in connections, shared with the receiver (the same thread).
+    pub(super) presence: Arc<Mutex<Presence>>,
     pub(super) shared: Arc<Mutex<Shared>>,
 }
 
@@ -76,7 +76,7 @@ impl Sender {
                 _ = heartbeat.tick() => {
                     let msg = ToRouter::Heartbeat {
                         gateway: self.id,
-                        connections: self.presence.len() as u64,
+                        connections: self.presence.lock().len() as u64,
                         place: self.place,
                     };
                     self.send(&msg).await;
@@ -88,12 +88,8 @@ impl Sender {
     fn track(&mut self, call: &WireCall) {
         let key = (call.loop_id, call.token);
         match call.request {
-            codec::WireRequest::Login { user, .. } => {
-                self.presence.insert(key, user);
-            }
-            codec::WireRequest::Logout { .. } => {
-                self.presence.remove(&key);
-            }
+            codec::WireRequest::Login { user, .. } => self.presence.lock().login(key, user),
+            codec::WireRequest::Logout { .. } => self.presence.lock().logout(key),
             _ => {}
         }
     }
@@ -135,11 +131,7 @@ impl Sender {
     }
 
     async fn send_presence(&mut self) {
-        let all: Vec<(u16, u32, u64)> = self
-            .presence
-            .iter()
-            .map(|(&(l, t), &u)| (l, t, u))
-            .collect();
+        let all = self.presence.lock().all();
         let mut chunks = all.chunks(PRESENCE_CHUNK);
         let first = chunks.next().unwrap_or(&[]);
         let msg = ToRouter::Presence {

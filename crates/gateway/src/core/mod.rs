@@ -284,6 +284,17 @@ impl Connection {
         true
     }
 
+    /// Deliveries for this connection were lost on their way to this process: a
+    /// stream, SSE or WebSocket subscription is told to reconnect as in a drain, so
+    /// that its client resumes from history (SPEC B6) or is told of a gap there,
+    /// and takes no later delivery first. A long-poll finds out itself: a waiting
+    /// one answers `gap` when a delivery skips numbers, the others read history.
+    pub fn handle_lost(&mut self, cx: &mut Cx) {
+        if matches!(self.state, State::Stream | State::Sse | State::WebSocket) {
+            drain::handle(self, cx);
+        }
+    }
+
     /// The socket is gone (peer EOF, error, or the caller closed it): logs out.
     pub fn handle_close(&mut self, cx: &mut Cx) {
         self.logout(cx);

@@ -285,6 +285,32 @@ fn sse_resumes_from_last_event_id_with_history_and_gap() {
     assert_eq!(h.fire_timer().text(), ": hb\n\n");
 }
 
+/// Deliveries lost before they reached the gateway: a subscription is told to
+/// reconnect as in a drain and takes no later delivery (its client resumes from
+/// the last id it got); a waiting long-poll is left to its own gap check.
+#[test]
+fn a_subscription_that_lost_deliveries_is_told_to_resume() {
+    let (mut h, _) = Harness::subscribed("GET /sse/7 HTTP/1.1\r\n\r\n", history(4, &[], false));
+    let step = h.step(|c, cx| c.handle_lost(cx));
+    assert!(
+        step.text().starts_with("event: reconnect\n"),
+        "{}",
+        step.text()
+    );
+    let (outcome, step) = h.deliver(9, b"after the loss");
+    assert_eq!(outcome, Outcome::Skipped);
+    assert!(step.bytes.is_empty());
+
+    let mut h = Harness::new();
+    h.bytes(b"GET /poll/7?since=3 HTTP/1.1\r\n\r\n");
+    h.reply(Reply::History(history(3, &[], false)));
+    let step = h.step(|c, cx| c.handle_lost(cx));
+    assert!(step.bytes.is_empty());
+    assert_eq!(h.conn.state(), State::PollWaiting);
+    let (_, step) = h.deliver(9, b"x");
+    assert!(step.text().contains(r#""gap":true"#), "{}", step.text());
+}
+
 #[test]
 fn a_delivery_to_blocked_output_follows_the_slow_policy() {
     let (mut h, _) = Harness::subscribed("GET /sub/1 HTTP/1.1\r\n\r\n", history(0, &[], false));

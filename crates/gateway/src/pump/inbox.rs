@@ -45,6 +45,7 @@ impl EventLoop {
                             queue_only = self.deliver(&batch, queue_only, deadline)
                         }
                         Inbound::Reply { token, reply } => self.late_reply(token, reply),
+                        Inbound::Lost { token } => self.lost(token),
                     }
                 }
                 // Pipelined requests behind answered long-polls: after the pass, so a
@@ -159,6 +160,14 @@ impl EventLoop {
     }
 
     /// A reply that arrived after the request (a bus across processes).
+    /// Deliveries for `token` were lost before they reached this loop: its client is
+    /// told to reconnect and resume (see `Connection::handle_lost`).
+    fn lost(&mut self, token: u32) {
+        if let Some(index) = self.live(token) {
+            self.with_core(index, |conn, cx| conn.handle_lost(cx));
+        }
+    }
+
     fn late_reply(&mut self, token: u32, reply: Reply) {
         self.count_reply(&reply);
         if let Some(index) = self.live(token) {
