@@ -8,7 +8,6 @@ mod common;
 
 use common::cluster::*;
 use common::*;
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 /// The user whose SSE subscription is checked, and the one whose big messages fill
@@ -21,14 +20,7 @@ fn a_gateway_cut_off_by_nats_tells_its_subscribers_to_resume() {
     // A nats-server that cuts off a client with more than 64 KB waiting for it (a
     // message may not be larger than that either).
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("nats.conf");
-    std::fs::write(&conf, "max_pending: 65536\nmax_payload: 65536\n").unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let nats = Nats::start_with(port, &["-c", conf.to_str().unwrap()]);
+    let nats = Nats::start_configured(dir.path(), "max_pending: 65536\nmax_payload: 65536\n");
     let _router = Router::start(&nats, "memory");
     let (a, b) = (gateway(&nats), gateway(&nats));
     let (mut watched, mut seen) = sse(&a, WATCHED, None);

@@ -9,18 +9,10 @@ mod common;
 
 use common::cluster::*;
 use common::*;
-use std::net::TcpListener;
 
 /// The test's nats-server with `max_payload: 65536`.
 fn small_nats(dir: &std::path::Path) -> Nats {
-    let conf = dir.join("nats.conf");
-    std::fs::write(&conf, "max_payload: 65536\n").unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    Nats::start_with(port, &["-c", conf.to_str().unwrap()])
+    Nats::start_configured(dir, "max_payload: 65536\n")
 }
 
 #[test]

@@ -51,6 +51,18 @@ impl Nats {
 }
 
 impl Nats {
+    /// On a free port, with `conf` as its configuration file (written in `dir`).
+    pub fn start_configured(dir: &std::path::Path, conf: &str) -> Nats {
+        let file = dir.join("nats.conf");
+        std::fs::write(&file, conf).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Nats::start_with(port, &["-c", file.to_str().unwrap()])
+    }
+
     pub fn port(&self) -> u16 {
         self.url.rsplit(':').next().unwrap().parse().unwrap()
     }
