@@ -159,7 +159,6 @@ impl EventLoop {
         }
     }
 
-    /// A reply that arrived after the request (a bus across processes).
     /// Deliveries for `token` were lost before they reached this loop: its client is
     /// told to reconnect and resume (see `Connection::handle_lost`).
     fn lost(&mut self, token: u32) {
@@ -168,6 +167,7 @@ impl EventLoop {
         }
     }
 
+    /// A reply that arrived after the request (a bus across processes).
     fn late_reply(&mut self, token: u32, reply: Reply) {
         self.count_reply(&reply);
         if let Some(index) = self.live(token) {
