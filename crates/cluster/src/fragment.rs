@@ -150,17 +150,22 @@ mod tests {
         let messages = (1..=n as u64)
             .map(|seq| (seq, 7, Bytes::from(vec![b'x'; size])))
             .collect();
-        ToGateway::Batch(vec![GatewayItem::Reply(WireReply {
-            loop_id: 1,
-            token: 9,
-            part: None,
-            reply: WireAnswer::History(WireHistory {
-                messages,
-                last: n as u64,
-                gap: false,
-                epoch: Some(3),
-            }),
-        })])
+        ToGateway::Batch {
+            shard: 0,
+            stream: 1,
+            n: 1,
+            items: vec![GatewayItem::Reply(WireReply {
+                loop_id: 1,
+                token: 9,
+                part: None,
+                reply: WireAnswer::History(WireHistory {
+                    messages,
+                    last: n as u64,
+                    gap: false,
+                    epoch: Some(3),
+                }),
+            })],
+        }
     }
 
     #[test]

@@ -19,7 +19,13 @@
 //! nats-server had cut this gateway off — is told to resume rather than miss them.
 //! That costs ~32 B per logged-in connection in this process: the loops' slabs are
 //! not reachable from the link's thread.
+//!
+//! Before that check comes another: the router's batches are numbered, and a
+//! gateway that lost some asks for them again and gets them in order
+//! ([`numbering`]); only what the router no longer keeps makes its connections
+//! resume.
 
+mod numbering;
 mod presence;
 mod receiver;
 mod sender;
@@ -54,6 +60,13 @@ enum Outgoing {
     Call(WireCall),
     /// Send the whole presence again (the router asked, or NATS reconnected).
     Resync,
+    /// Ask router shard `shard` for its batches of `stream` from `from` on again
+    /// ([`numbering`]).
+    Replay {
+        shard: u16,
+        stream: u64,
+        from: u64,
+    },
 }
 
 /// Counters and the router's last stats, for this gateway's `/stats`.
@@ -76,8 +89,14 @@ struct Shared {
     /// Messages the NATS client dropped because this gateway's subscription queue
     /// was full (its slow-consumer events): lost the same way.
     slow_consumer_drops: u64,
-    /// Connections whose deliveries skipped numbers, told to resume.
+    /// Connections told to resume: their deliveries skipped numbers, or batches
+    /// were lost for good ([`numbering`]).
     lost_told: u64,
+    /// Router batches that skipped numbers (the missing ones asked again), came
+    /// twice (dropped), and gaps no answer filled in time.
+    batch_gaps: u64,
+    batches_twice: u64,
+    gaps_given_up: u64,
 }
 
 pub struct NatsBus {
@@ -97,6 +116,9 @@ pub struct GatewayLink {
     gathers: Arc<Mutex<Gathers>>,
     shared: Arc<Mutex<Shared>>,
     tx: mpsc::UnboundedSender<Outgoing>,
+    /// Notified when NATS reconnected or dropped a message: the receiver asks for
+    /// what it may have lost.
+    lost_some: Arc<tokio::sync::Notify>,
     /// Taken by [`GatewayLink::start`].
     parts: Mutex<Option<Parts>>,
 }
@@ -118,6 +140,8 @@ impl GatewayLink {
         let events = tx.clone();
         let shared: Arc<Mutex<Shared>> = Arc::default();
         let counts = shared.clone();
+        let lost_some: Arc<tokio::sync::Notify> = Arc::default();
+        let ask = lost_some.clone();
         let link = Link::connect(url, &format!("myriad gateway {id:016x}"), move |event| {
             match event {
                 // A reconnect: what crossed meanwhile may be lost; tell the router
@@ -125,6 +149,7 @@ impl GatewayLink {
                 async_nats::Event::Connected => {
                     tracing::info!(%event, "NATS");
                     let _ = events.send(Outgoing::Resync);
+                    ask.notify_one();
                 }
                 async_nats::Event::Disconnected => {
                     counts.lock().disconnects += 1;
@@ -135,6 +160,7 @@ impl GatewayLink {
                 }
                 async_nats::Event::SlowConsumer(_) => {
                     counts.lock().slow_consumer_drops += 1;
+                    ask.notify_one();
                     tracing::error!(
                         %event,
                         "NATS dropped a message for this gateway: its subscription queue is full"
@@ -158,6 +184,7 @@ impl GatewayLink {
             gathers: Arc::default(),
             shared,
             tx,
+            lost_some,
             parts: Mutex::new(Some(Parts {
                 rx,
                 mine: mine?,
@@ -188,6 +215,9 @@ impl GatewayLink {
             "nats_disconnects": shared.disconnects,
             "nats_slow_consumer_drops": shared.slow_consumer_drops,
             "nats_lost_told": shared.lost_told,
+            "nats_batch_gaps": shared.batch_gaps,
+            "nats_batches_twice": shared.batches_twice,
+            "nats_gaps_given_up": shared.gaps_given_up,
         });
         if let (Some(doc), Some(router)) = (doc.as_object_mut(), merge_shards(&shared.router_stats))
         {
@@ -228,6 +258,8 @@ impl GatewayLink {
             parts: Reassembly::default(),
             gathers: self.gathers.clone(),
             shards: self.shards,
+            numbering: numbering::Numbering::default(),
+            lost_some: self.lost_some.clone(),
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));

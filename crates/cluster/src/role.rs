@@ -50,6 +50,12 @@ pub struct ClusterArgs {
     /// HTTP for back-ends: `--api-key` as on the gateways (none: loopback peers only).
     #[arg(long, env = "MYRIAD_PUBLISH_LISTEN")]
     pub publish_listen: Option<std::net::SocketAddr>,
+    /// What the router keeps of each gateway's recent batches (at most 10 s of
+    /// them), to send again to a gateway whose NATS connection dropped while the
+    /// router's did not (role `router`). A gateway that lost more tells its
+    /// connections to resume from history.
+    #[arg(long, env = "MYRIAD_REPLAY_BYTES", default_value_t = crate::router_role::DEFAULT_RING_BYTES)]
+    pub replay_bytes: usize,
 }
 
 impl ClusterArgs {

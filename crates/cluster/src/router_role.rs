@@ -31,7 +31,8 @@
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
 //! the port itself is [`crate::publish_port`]), [`owed`] (what each gateway is sent,
-//! batched), [`stats`] (the counters).
+//! batched), [`replay`] (those batches numbered and kept, sent again to a gateway
+//! that lost some), [`stats`] (the counters).
 
 use crate::codec::{self, GatewayItem, ToGateway, ToRouter, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
@@ -49,7 +50,8 @@ use futures_util::StreamExt;
 use gateways::silent;
 use gateways::Gateways;
 use hub::Hub;
-use stats::ShardFaults;
+pub use replay::DEFAULT_RING_BYTES;
+use stats::Faults;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -100,7 +102,7 @@ pub struct RouterRole {
     /// listener's thread; the gateway table itself stays on the router's task).
     known_count: Arc<AtomicUsize>,
     /// What went wrong between shards, counted for the stats (read there too).
-    faults: Arc<ShardFaults>,
+    faults: Arc<Faults>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,
     /// Publishes waiting for other shards' counts (`--router-shards`).
@@ -113,6 +115,8 @@ pub struct RouterRole {
     shard_parts: fragment::Reassembly,
     /// `--publish-listen`: served once the router runs.
     publish_port: Option<PublishPort>,
+    /// Each gateway's recent batches, for a gateway that lost some ([`replay`]).
+    rings: replay::Rings,
 }
 
 impl RouterRole {
@@ -131,7 +135,17 @@ impl RouterRole {
             forwards: Vec::new(),
             shard_parts: fragment::Reassembly::default(),
             publish_port: None,
+            rings: replay::Rings::new(replay::DEFAULT_RING_BYTES),
         }
+    }
+
+    /// Keeps at most `bytes` of each gateway's recent batches to send again
+    /// (`--replay-bytes`).
+    pub fn with_replay_bytes(mut self, bytes: usize) -> RouterRole {
+        let shard = self.rings.shard;
+        self.rings = replay::Rings::new(bytes);
+        self.rings.shard = shard;
+        self
     }
 
     /// This router also answers back-ends' HTTP publishes on `port`.
@@ -145,6 +159,7 @@ impl RouterRole {
         self.shards = shards;
         self.in_order = in_order::InOrder::new(shards);
         self.forwards = vec![(Vec::new(), 0); usize::from(shards.count)];
+        self.rings.shard = shards.index;
         self
     }
 
@@ -226,6 +241,8 @@ impl RouterRole {
                 _ = tick.tick() => {
                     let now = Instant::now();
                     self.forget_silent(now);
+                    let known = &self.gateways.by_id;
+                    self.rings.age(|id| known.contains_key(&id), now);
                     self.expire_waiting(now);
                     self.expire_in_order(now);
                 }
@@ -354,6 +371,11 @@ impl RouterRole {
                     "presence"
                 );
             }
+            ToRouter::Replay {
+                gateway,
+                stream,
+                from,
+            } => self.replay(gateway, stream, from),
         }
     }
 
@@ -418,6 +440,7 @@ mod in_order;
 mod owed;
 mod port;
 mod publishes;
+mod replay;
 mod stats;
 #[cfg(test)]
 mod tests;

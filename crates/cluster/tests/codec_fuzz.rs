@@ -102,6 +102,11 @@ fn well_formed() -> Vec<Vec<u8>> {
             replace: true,
             conns: vec![(0, 1, 42), (1, 9, 43)],
         },
+        ToRouter::Replay {
+            gateway: 7,
+            stream: 5,
+            from: 2,
+        },
     ];
     let delivery = GatewayItem::Deliver(WireDelivery {
         subject: 42,
@@ -124,10 +129,21 @@ fn well_formed() -> Vec<Vec<u8>> {
         epoch: Some(9),
     });
     let to_gateway = [
-        ToGateway::Batch(vec![
-            reply(WireAnswer::of_publish(2, 5, 4, Some("disk full".into()))),
-            delivery,
-        ]),
+        ToGateway::Batch {
+            shard: 1,
+            stream: 5,
+            n: 1,
+            items: vec![
+                reply(WireAnswer::of_publish(2, 5, 4, Some("disk full".into()))),
+                delivery,
+            ],
+        },
+        ToGateway::Missed {
+            stream: 5,
+            from: 2,
+            to: u64::MAX,
+        },
+        ToGateway::Rest { stream: 5, from: 9 },
         ToGateway::Resync { router: 11 },
         ToGateway::RouterStats("{\"connections\":1}".into()),
     ];
@@ -169,7 +185,12 @@ fn well_formed() -> Vec<Vec<u8>> {
     scripts.extend(to_gateway.iter().map(|m| framed(1, &encode_to_gateway(m))));
     scripts.extend(to_shard.iter().map(|m| framed(2, &encode_to_shard(m))));
     // A history read and a forward too large for a (tiny) max_payload, in parts.
-    let big = encode_to_gateway(&ToGateway::Batch(vec![reply(history)]));
+    let big = encode_to_gateway(&ToGateway::Batch {
+        shard: 0,
+        stream: 5,
+        n: 2,
+        items: vec![reply(history)],
+    });
     let parts = fragment::split(big, 200);
     assert!(parts.len() > 2);
     scripts.push(parts.iter().flat_map(|p| framed(1, p)).collect());

@@ -178,7 +178,9 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(open_hub(args)?);
     Hub::start_ticking(&hub)?;
     let shards = args.cluster.shards()?;
-    let mut role = RouterRole::new(hub).with_shards(shards);
+    let mut role = RouterRole::new(hub)
+        .with_shards(shards)
+        .with_replay_bytes(args.cluster.replay_bytes);
     let mut publish_port = None;
     if let Some(addr) = args.cluster.publish_listen {
         let config = cluster::PortConfig {

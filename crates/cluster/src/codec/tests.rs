@@ -112,6 +112,11 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
                 replace,
                 conns
             }),
+        any::<(u64, u64, u64)>().prop_map(|(gateway, stream, from)| ToRouter::Replay {
+            gateway,
+            stream,
+            from
+        }),
     ]
 }
 
@@ -154,7 +159,19 @@ fn item() -> impl Strategy<Value = GatewayItem> {
 
 fn to_gateway() -> impl Strategy<Value = ToGateway> {
     prop_oneof![
-        proptest::collection::vec(item(), 0..6).prop_map(ToGateway::Batch),
+        (
+            any::<(u16, u64, u64)>(),
+            proptest::collection::vec(item(), 0..6)
+        )
+            .prop_map(|((shard, stream, n), items)| ToGateway::Batch {
+                shard,
+                stream,
+                n,
+                items
+            }),
+        (any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(stream, from, to)| ToGateway::Missed { stream, from, to }),
+        any::<(u64, u64)>().prop_map(|(stream, from)| ToGateway::Rest { stream, from }),
         any::<u64>().prop_map(|router| ToGateway::Resync { router }),
         ".{0,20}".prop_map(ToGateway::RouterStats),
         (any::<u64>(), any::<u32>(), any::<bool>(), bytes()).prop_map(
@@ -223,18 +240,24 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
 }
 
 /// What one delivery costs on the wire: a 60-byte message to 100 recipients on two
-/// loops is the payload once plus a few bytes per recipient.
+/// loops is the payload once plus a few bytes per recipient (and ≤ 16 B of the
+/// batch's numbering).
 #[test]
 fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
     let targets: Vec<(u32, u32, u64)> = (0..50).map(|i| (1000 + i, 1, 5 + u64::from(i))).collect();
-    let msg = ToGateway::Batch(vec![GatewayItem::Deliver(WireDelivery {
-        subject: 42,
-        payload: Bytes::from(vec![b'x'; 60]),
-        published_ns: 1_700_000_000_000_000_000,
-        loops: vec![(0, targets.clone()), (1, targets)],
-    })]);
+    let msg = ToGateway::Batch {
+        shard: 1,
+        stream: u64::MAX,
+        n: u64::from(u32::MAX),
+        items: vec![GatewayItem::Deliver(WireDelivery {
+            subject: 42,
+            payload: Bytes::from(vec![b'x'; 60]),
+            published_ns: 1_700_000_000_000_000_000,
+            loops: vec![(0, targets.clone()), (1, targets)],
+        })],
+    };
     let len = encode_to_gateway(&msg).len();
-    assert!(len < 60 + 100 * 4 + 32, "{len} bytes");
+    assert!(len < 60 + 100 * 4 + 32 + 16, "{len} bytes");
 }
 
 /// What shards hand each other round-trips, and a forwarded user costs a few bytes.

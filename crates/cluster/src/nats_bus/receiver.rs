@@ -1,8 +1,10 @@
 //! The receiver task: the router's messages on this gateway's subjects into the
 //! loops' mailboxes — replies (gathered over router shards, with an expiry timer
-//! for the shards that do not answer), deliveries as one batch per loop, resync
-//! requests and the router's stats.
+//! for the shards that do not answer), deliveries as one batch per loop, in the
+//! router's numbered order with lost batches asked for again, resync requests and
+//! the router's stats.
 
+use super::numbering::{Numbering, Step};
 use super::presence::Presence;
 use super::{unix_ns, Outgoing, Shared};
 use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
@@ -14,7 +16,7 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// The task that hands the router's messages to the loops.
 pub(super) struct Receiver {
@@ -29,7 +31,14 @@ pub(super) struct Receiver {
     pub(super) gathers: Arc<Mutex<Gathers>>,
     /// Router shards: with one, nothing is gathered and nothing expires.
     pub(super) shards: u16,
+    /// The router's batches in their order, lost ones asked for again.
+    pub(super) numbering: Numbering,
+    /// Notified when NATS reconnected or dropped a message.
+    pub(super) lost_some: Arc<Notify>,
 }
+
+/// How often an open gap in the router's batches is looked at.
+const GAP_TICK: Duration = Duration::from_millis(100);
 
 impl Receiver {
     pub(super) async fn run(
@@ -43,6 +52,9 @@ impl Receiver {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick
         });
+        let mut gap_tick = tokio::time::interval(GAP_TICK);
+        gap_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut steps = Vec::new();
         loop {
             tokio::select! {
                 message = messages.next() => {
@@ -50,32 +62,96 @@ impl Receiver {
                         return;
                     };
                     match codec::decode_to_gateway(&message.payload) {
-                        Ok(msg) => self.handle(msg),
+                        Ok(msg) => self.handle(msg, &mut steps),
                         Err(e) => tracing::warn!(error = %e, subject = %message.subject, "dropped"),
                     }
                 }
                 _ = tick_or_never(&mut expiry) => self.expire(Instant::now()),
+                _ = self.lost_some.notified() => {
+                    self.numbering.reconnected(Instant::now(), &mut steps);
+                }
+                _ = gap_tick.tick(), if self.numbering.waiting() => {
+                    self.numbering.tick(Instant::now(), &mut steps);
+                }
             }
+            self.take_steps(&mut steps);
         }
     }
 
-    fn handle(&mut self, msg: ToGateway) {
+    /// Does what the numbering decided, in order.
+    fn take_steps(&mut self, steps: &mut Vec<Step>) {
+        for step in steps.drain(..) {
+            match step {
+                Step::Apply(items) => {
+                    for item in items {
+                        match item {
+                            GatewayItem::Reply(r) => self.reply(r),
+                            GatewayItem::Deliver(d) => self.deliver(d),
+                        }
+                    }
+                }
+                Step::Ask {
+                    shard,
+                    stream,
+                    from,
+                } => {
+                    let _ = self.tx.send(Outgoing::Replay {
+                        shard,
+                        stream,
+                        from,
+                    });
+                }
+                Step::TellAll => self.tell_all(),
+            }
+        }
+        let mut shared = self.shared.lock();
+        shared.batch_gaps = self.numbering.gaps;
+        shared.batches_twice = self.numbering.duplicates;
+        shared.gaps_given_up = self.numbering.given_up;
+    }
+
+    /// Batches were lost for good: every connection is told to resume (each
+    /// before anything that follows reaches it).
+    fn tell_all(&self) {
+        let all = self.presence.lock().all();
+        for &(loop_id, token, _) in &all {
+            if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
+                mailbox.push(Inbound::Lost { token }, false);
+            }
+        }
+        self.shared.lock().lost_told += all.len() as u64;
+        tracing::error!(
+            connections = all.len(),
+            "the router no longer had batches this gateway lost: every connection told to resume"
+        );
+    }
+
+    fn handle(&mut self, msg: ToGateway, steps: &mut Vec<Step>) {
         match msg {
             ToGateway::Part(part) => {
                 let whole = self.parts.add(part);
                 match whole.map(|bytes| codec::decode_to_gateway(&bytes)) {
-                    Some(Ok(msg)) => self.handle(msg),
+                    Some(Ok(msg)) => self.handle(msg, steps),
                     Some(Err(e)) => tracing::warn!(error = %e, "dropped a message in parts"),
                     None => {}
                 }
             }
-            ToGateway::Batch(items) => {
-                for item in items {
-                    match item {
-                        GatewayItem::Reply(r) => self.reply(r),
-                        GatewayItem::Deliver(d) => self.deliver(d),
-                    }
-                }
+            ToGateway::Batch {
+                shard,
+                stream,
+                n,
+                items,
+            } => self
+                .numbering
+                .batch(shard, stream, n, items, Instant::now(), steps),
+            ToGateway::Rest { stream, .. } => self.numbering.rest(stream, Instant::now(), steps),
+            ToGateway::Missed { stream, from, to } => {
+                tracing::warn!(
+                    from,
+                    to,
+                    "the router no longer keeps batches this gateway lost"
+                );
+                self.numbering.missed(stream, from, to, steps);
             }
             ToGateway::Resync { router } => {
                 tracing::info!(

@@ -1,6 +1,7 @@
 //! The sender task: everything of this gateway to the router — the calls queued
 //! since its last wake-up as one batch (divided among router shards when there are
-//! several), heartbeats, and the presence it keeps for resyncs.
+//! several), heartbeats, the presence it keeps for resyncs, and requests to send
+//! lost batches again.
 
 use super::presence::Presence;
 use super::{Outgoing, Shared, HEARTBEAT};
@@ -56,6 +57,16 @@ impl Sender {
                             Outgoing::Resync => {
                                 self.send_batch(&mut queued).await;
                                 self.send_presence().await;
+                                continue;
+                            }
+                            Outgoing::Replay { shard, stream, from } => {
+                                let msg = ToRouter::Replay {
+                                    gateway: self.id,
+                                    stream,
+                                    from,
+                                };
+                                self.send_to(&subjects::router(shard, self.shards), &msg)
+                                    .await;
                                 continue;
                             }
                         };

@@ -1,13 +1,15 @@
 //! What the gateways are owed: each handled message's replies and deliveries,
-//! gathered per gateway and sent as ONE [`ToGateway::Batch`] each (sooner when one
+//! gathered per gateway and sent as ONE numbered
+//! [`ToGateway::Batch`](crate::codec::ToGateway::Batch) each (kept for a replay) (sooner when one
 //! weighs [`BATCH_BYTES`]); a publish's recipients on one gateway cross as one
 //! delivery, split only past [`MAX_TARGETS`].
 
 use super::{LoopTargets, PerSlot, RouterRole, BATCH_BYTES, MAX_TARGETS};
-use crate::codec::{self, GatewayId, GatewayItem, ToGateway, WireDelivery};
+use crate::codec::{GatewayId, GatewayItem, WireDelivery};
 use crate::nats_bus::LOOP_BITS;
 use bus::Delivery;
 use std::sync::Arc;
+use std::time::Instant;
 
 impl RouterRole {
     /// Queues what a handled request owes the gateways: one publish (or several,
@@ -81,9 +83,9 @@ impl RouterRole {
         if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
             if !gw.items.is_empty() {
                 gw.bytes = 0;
-                let msg = ToGateway::Batch(std::mem::take(&mut gw.items));
-                self.out
-                    .push((gw.subject.clone(), codec::encode_to_gateway(&msg)));
+                let items = std::mem::take(&mut gw.items);
+                let bytes = self.rings.number(gateway, items, Instant::now());
+                self.out.push((gw.subject.clone(), bytes));
             }
         }
     }

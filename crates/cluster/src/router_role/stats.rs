@@ -7,13 +7,20 @@ use hub::Hub;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Publishes another shard failed (`--router-shards`), since this router started.
+/// What went wrong since this router started: publishes another shard failed
+/// (`--router-shards`), and batches gateways lost on the way (`super::replay`).
 #[derive(Default)]
-pub(super) struct ShardFaults {
+pub(super) struct Faults {
     /// Answered with an error: a shard did not count its followers in time.
     pub(super) forwards_uncounted: AtomicU64,
     /// Ordered batches delivered without some sender's part.
     pub(super) ordered_incomplete: AtomicU64,
+    /// Gateways' requests to send batches again, the batches sent again, and the
+    /// requests that reached past what was kept (the gateway told its connections
+    /// to resume).
+    pub(super) replays: AtomicU64,
+    pub(super) batches_replayed: AtomicU64,
+    pub(super) replays_missed: AtomicU64,
 }
 
 impl RouterRole {
@@ -38,13 +45,20 @@ impl RouterRole {
 
 /// The hub's counters, this process's pid, the gateways known and what other
 /// shards failed.
-fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &ShardFaults) -> serde_json::Value {
+fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &Faults) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
     if let Some(doc) = doc.as_object_mut() {
         let uncounted = faults.forwards_uncounted.load(Ordering::Relaxed);
         let incomplete = faults.ordered_incomplete.load(Ordering::Relaxed);
         doc.insert("shard_forwards_uncounted".into(), uncounted.into());
         doc.insert("ordered_batches_incomplete".into(), incomplete.into());
+        for (key, n) in [
+            ("replays", &faults.replays),
+            ("batches_replayed", &faults.batches_replayed),
+            ("replays_missed", &faults.replays_missed),
+        ] {
+            doc.insert(key.into(), n.load(Ordering::Relaxed).into());
+        }
         doc.insert("router_pid".into(), std::process::id().into());
         doc.insert("router_shard".into(), shard.into());
         doc.insert("gateways".into(), gateways.into());

@@ -1,0 +1,277 @@
+//! What the router keeps of each gateway's batches, to send again: a NATS
+//! connection that drops on the gateway's side only (nats-server cutting off a
+//! gateway that fell behind, a blip on one host) loses what the router sent it
+//! meanwhile, with the router none the wiser. Each router → gateway
+//! [`ToGateway::Batch`] is numbered in a stream per gateway; the gateway asks again
+//! from the first number it missed ([`ToRouter::Replay`](crate::codec::ToRouter::Replay))
+//! when the numbers skip or its connection came back, and gets the batches this
+//! ring still holds, in pieces of [`REPLAY_PIECE`], with a [`ToGateway::Missed`]
+//! for the ones it no longer does.
+//!
+//! A ring holds the encoded batches (the bytes already made for sending, shared,
+//! not copied) for at most [`RING_AGE`] and `--replay-bytes` per gateway. It
+//! outlives a forgotten gateway for [`RING_KEEP`], so a gateway cut off long enough
+//! to be forgotten still gets its batches back when it returns.
+
+use super::RouterRole;
+use crate::codec::{self, GatewayId, ToGateway};
+use crate::subjects;
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// Batches older than this are not kept: a gateway cut off for longer has been
+/// forgotten, and its connections have reconnected elsewhere or will resume.
+pub const RING_AGE: Duration = Duration::from_secs(10);
+/// A forgotten gateway's ring is dropped after this long without a batch.
+pub const RING_KEEP: Duration = Duration::from_secs(60);
+/// Default for `--replay-bytes`: what a ring holds at most per gateway.
+pub const DEFAULT_RING_BYTES: usize = 4 << 20;
+/// A replay sends about this much (at least one batch), then [`ToGateway::Rest`]:
+/// the gateway asks for more once it has these. All at once, a ring's worth could
+/// exceed nats-server's `max_pending` for a gateway just reconnected, and the
+/// gateway would lose it again (measured with a `max_pending` of 64 KiB: a 224 KiB
+/// replay was cut off at every try, one batch getting through each time). A ring
+/// of 4 MiB is 64 round trips of ~1 ms.
+const REPLAY_PIECE: usize = 64 << 10;
+
+/// One gateway's numbered batches.
+struct Ring {
+    /// Random when the ring starts: a gateway that sees another stream knows the
+    /// numbering started over (a router restart, a ring dropped and begun again).
+    stream: u64,
+    /// The number of the next batch.
+    next: u64,
+    /// `(n, when, encoded batch)`, oldest first.
+    kept: VecDeque<(u64, Instant, Bytes)>,
+    bytes: usize,
+    last_sent: Instant,
+}
+
+/// The rings by gateway, and what they did.
+pub(super) struct Rings {
+    /// This router's shard, named in every batch.
+    pub(super) shard: u16,
+    by_gateway: HashMap<GatewayId, Ring>,
+    max_bytes: usize,
+    replays: u64,
+    batches_replayed: u64,
+    missed: u64,
+}
+
+impl Rings {
+    pub(super) fn new(max_bytes: usize) -> Rings {
+        Rings {
+            shard: 0,
+            by_gateway: HashMap::new(),
+            max_bytes,
+            replays: 0,
+            batches_replayed: 0,
+            missed: 0,
+        }
+    }
+
+    /// Requests to send again, batches sent again, requests that reached past the
+    /// ring.
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
+        (self.replays, self.batches_replayed, self.missed)
+    }
+
+    /// Numbers `items` as `gateway`'s next batch, keeps it and returns it encoded.
+    pub(super) fn number(
+        &mut self,
+        gateway: GatewayId,
+        items: Vec<codec::GatewayItem>,
+        now: Instant,
+    ) -> Bytes {
+        let ring = self.by_gateway.entry(gateway).or_insert_with(|| Ring {
+            stream: rand::random(),
+            next: 1,
+            kept: VecDeque::new(),
+            bytes: 0,
+            last_sent: now,
+        });
+        let n = ring.next;
+        ring.next += 1;
+        ring.last_sent = now;
+        let bytes = codec::encode_to_gateway(&ToGateway::Batch {
+            shard: self.shard,
+            stream: ring.stream,
+            n,
+            items,
+        });
+        ring.bytes += bytes.len();
+        ring.kept.push_back((n, now, bytes.clone()));
+        ring.trim(self.max_bytes, now);
+        bytes
+    }
+
+    /// Drops what is too old, and the rings of gateways gone for [`RING_KEEP`].
+    pub(super) fn age(&mut self, known: impl Fn(GatewayId) -> bool, now: Instant) {
+        let max = self.max_bytes;
+        self.by_gateway.retain(|&id, ring| {
+            ring.trim(max, now);
+            known(id) || now.saturating_duration_since(ring.last_sent) < RING_KEEP
+        });
+    }
+
+    /// What answers `gateway`'s request for `stream` from `from` on: a
+    /// [`ToGateway::Missed`] for what is no longer kept, then the kept batches.
+    fn replay(&mut self, gateway: GatewayId, stream: u64, from: u64) -> Vec<Bytes> {
+        self.replays += 1;
+        let Some(ring) = self
+            .by_gateway
+            .get(&gateway)
+            .filter(|ring| ring.stream == stream)
+        else {
+            self.missed += 1;
+            return vec![missed(stream, from, u64::MAX)];
+        };
+        let mut out = Vec::new();
+        let oldest = ring.kept.front().map_or(ring.next, |k| k.0);
+        if from < oldest {
+            self.missed += 1;
+            out.push(missed(stream, from, oldest - 1));
+        }
+        let mut bytes = 0;
+        let mut again = ring.kept.iter().filter(|k| k.0 >= from).peekable();
+        while let Some((_, _, batch)) = again.next_if(|_| bytes < REPLAY_PIECE) {
+            bytes += batch.len();
+            out.push(batch.clone());
+            self.batches_replayed += 1;
+        }
+        if let Some((next, _, _)) = again.peek() {
+            out.push(codec::encode_to_gateway(&ToGateway::Rest {
+                stream,
+                from: *next,
+            }));
+        }
+        out
+    }
+}
+
+impl Ring {
+    fn trim(&mut self, max_bytes: usize, now: Instant) {
+        while let Some((_, when, bytes)) = self.kept.front() {
+            if self.bytes <= max_bytes && now.saturating_duration_since(*when) < RING_AGE {
+                break;
+            }
+            self.bytes -= bytes.len();
+            self.kept.pop_front();
+        }
+    }
+}
+
+fn missed(stream: u64, from: u64, to: u64) -> Bytes {
+    codec::encode_to_gateway(&ToGateway::Missed { stream, from, to })
+}
+
+impl RouterRole {
+    /// A gateway's [`ToRouter::Replay`](crate::codec::ToRouter::Replay): what it
+    /// asked for goes out again, in order, after what is queued for it already.
+    pub(super) fn replay(&mut self, gateway: GatewayId, stream: u64, from: u64) {
+        let again = self.rings.replay(gateway, stream, from);
+        let (replays, replayed, missed) = self.rings.counts();
+        self.faults.replays.store(replays, Relaxed);
+        self.faults.batches_replayed.store(replayed, Relaxed);
+        self.faults.replays_missed.store(missed, Relaxed);
+        tracing::warn!(
+            gateway = format!("{gateway:016x}"),
+            from,
+            batches = again.len(),
+            "a gateway lost batches on the way: sent again"
+        );
+        let subject = subjects::gateway(gateway);
+        self.out
+            .extend(again.into_iter().map(|bytes| (subject.clone(), bytes)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode_to_gateway;
+
+    fn numbers(out: &[Bytes]) -> Vec<String> {
+        out.iter()
+            .map(|b| match decode_to_gateway(b).unwrap() {
+                ToGateway::Batch { n, .. } => format!("{n}"),
+                ToGateway::Missed { from, to, .. } => format!("missed {from}..={to}"),
+                ToGateway::Rest { from, .. } => format!("rest from {from}"),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn stream_of(bytes: &Bytes) -> u64 {
+        match decode_to_gateway(bytes).unwrap() {
+            ToGateway::Batch { stream, .. } => stream,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_ring_sends_again_what_it_keeps_and_says_what_it_does_not() {
+        let t0 = Instant::now();
+        let mut rings = Rings::new(usize::MAX);
+        let first = rings.number(1, Vec::new(), t0);
+        let stream = stream_of(&first);
+        // Room for five batches like the first.
+        rings.max_bytes = 5 * first.len();
+        for _ in 2..=8 {
+            rings.number(1, Vec::new(), t0);
+        }
+        // 8 sent, the last 5 kept.
+        assert_eq!(numbers(&rings.replay(1, stream, 6)), ["6", "7", "8"]);
+        assert_eq!(
+            numbers(&rings.replay(1, stream, 2)),
+            ["missed 2..=3", "4", "5", "6", "7", "8"]
+        );
+        assert!(rings.replay(1, stream, 9).is_empty(), "up to date");
+        // Another stream (this one began after the gateway's), another gateway.
+        assert_eq!(
+            numbers(&rings.replay(1, stream ^ 1, 3)),
+            [format!("missed 3..={}", u64::MAX)]
+        );
+        assert_eq!(
+            numbers(&rings.replay(2, 0, 1))[0],
+            format!("missed 1..={}", u64::MAX)
+        );
+        assert_eq!(rings.counts(), (5, 8, 3));
+
+        // Past RING_AGE nothing is kept; a forgotten gateway's ring goes after
+        // RING_KEEP, a known one's stays and keeps numbering.
+        let later = t0 + RING_AGE;
+        rings.number(2, Vec::new(), t0);
+        rings.age(|id| id == 1, later);
+        assert_eq!(numbers(&rings.replay(1, stream, 8)), ["missed 8..=8"]);
+        rings.age(|id| id == 1, t0 + RING_KEEP);
+        assert!(rings.by_gateway.contains_key(&1));
+        assert!(!rings.by_gateway.contains_key(&2));
+        assert_eq!(numbers(&[rings.number(1, Vec::new(), later)]), ["9"]);
+    }
+
+    #[test]
+    fn a_large_replay_goes_in_pieces() {
+        let t0 = Instant::now();
+        let mut rings = Rings::new(usize::MAX);
+        let item = || {
+            vec![codec::GatewayItem::Reply(codec::WireReply {
+                loop_id: 0,
+                token: 1,
+                part: None,
+                reply: codec::WireAnswer::Stats("x".repeat(REPLAY_PIECE / 3)),
+            })]
+        };
+        let stream = stream_of(&rings.number(1, item(), t0));
+        for _ in 2..=5 {
+            rings.number(1, item(), t0);
+        }
+        assert_eq!(
+            numbers(&rings.replay(1, stream, 1)),
+            ["1", "2", "3", "rest from 4"]
+        );
+        assert_eq!(numbers(&rings.replay(1, stream, 4)), ["4", "5"]);
+    }
+}
