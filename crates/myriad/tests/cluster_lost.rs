@@ -1,13 +1,15 @@
 //! A gateway that nats-server cuts off while the router stays connected loses what
-//! the router sent it meanwhile. Its subscriptions must not miss those messages
-//! silently: the first delivery after the hole skips numbers, the gateway tells the
-//! connection to resume (`event: reconnect`, before that delivery), and the client
-//! resuming from its last id gets everything from history, with no gap.
+//! the router sent it meanwhile. Nothing of it may be missed silently: the gateway
+//! asks the router for the batches it lost and delivers them late, in order; and
+//! what the router no longer keeps (`--replay-bytes`) makes the gateway tell its
+//! connections to resume (`event: reconnect`, before anything after the hole), the
+//! client resuming from its last id getting everything from history, with no gap.
 
 mod common;
 
 use common::cluster::*;
 use common::*;
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// The user whose SSE subscription is checked, and the one whose big messages fill
@@ -15,13 +17,16 @@ use std::time::{Duration, Instant};
 const WATCHED: u64 = 7;
 const BULK: u64 = 8;
 
-#[test]
-fn a_gateway_cut_off_by_nats_tells_its_subscribers_to_resume() {
-    // A nats-server that cuts off a client with more than 64 KB waiting for it (a
-    // message may not be larger than that either).
+/// Two gateways on one router (with `router_flags`), nats-server cutting off a
+/// client with more than 64 KiB waiting for it. Gateway A, holding the watched SSE
+/// subscription, is stopped while 4 MiB for another user pile up for it (its
+/// socket's buffers take most of it), so nats-server cuts it off; m2 comes before
+/// that, m3 after. Returns once A is back
+/// and has seen its NATS connection drop, with the watched stream (m1 read).
+fn cut_off(router_flags: &[&str]) -> CutOff {
     let dir = tempfile::tempdir().unwrap();
     let nats = Nats::start_configured(dir.path(), "max_pending: 65536\nmax_payload: 65536\n");
-    let _router = Router::start(&nats, "memory");
+    let (router, _) = Router::start_with(&nats, "memory", router_flags);
     let (a, b) = (gateway(&nats), gateway(&nats));
     let (mut watched, mut seen) = sse(&a, WATCHED, None);
     let (mut bulk, _) = subscribe_stream(&a, BULK);
@@ -30,8 +35,6 @@ fn a_gateway_cut_off_by_nats_tells_its_subscribers_to_resume() {
     assert_eq!(b.publish(WATCHED, "m1")["connections"], 1);
     read_until(&mut watched, &mut seen, "data: m1\n");
 
-    // Gateway A stops reading; what the router sends it piles up in its socket, then
-    // in nats-server, which cuts it off past 64 KB. m3 comes after the cut.
     assert_eq!(unsafe { libc::kill(a.pid() as i32, libc::SIGSTOP) }, 0);
     b.publish(WATCHED, "m2");
     let big = "x".repeat(32 * 1024);
@@ -43,9 +46,71 @@ fn a_gateway_cut_off_by_nats_tells_its_subscribers_to_resume() {
     a.wait_stats("gateway A cut off by nats-server", |s| {
         s["nats_disconnects"].as_u64() >= Some(1)
     });
+    CutOff {
+        _dir: dir,
+        _nats: nats,
+        _router: router,
+        a,
+        b,
+        watched,
+        seen,
+    }
+}
 
-    // Once A is back, a delivery to the watched user skips m3: the subscription is
-    // told to resume and closed, before that delivery reaches it.
+struct CutOff {
+    _dir: tempfile::TempDir,
+    _nats: Nats,
+    _router: Router,
+    a: Server,
+    b: Server,
+    watched: TcpStream,
+    seen: Vec<u8>,
+}
+
+#[test]
+fn a_gateway_cut_off_by_nats_gets_what_it_lost_again() {
+    // Bound whole: a pattern with `..` would drop nats-server and the router here.
+    let CutOff {
+        a,
+        mut watched,
+        mut seen,
+        _dir,
+        _nats,
+        _router,
+        ..
+    } = cut_off(&["--replay-bytes", "16777216"]);
+    // Nothing else is published: m2 and m3 come back because the gateway asked
+    // for them once its connection was back, not because a later message showed
+    // the hole.
+    read_until(&mut watched, &mut seen, "data: m3\n");
+    let got = sse_events(&seen);
+    assert_eq!(
+        got,
+        [(1, "m1".into()), (2, "m2".into()), (3, "m3".into())],
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
+    assert!(!String::from_utf8_lossy(&seen).contains("event: reconnect"));
+    let stats = a.wait_stats("the router's replay counted", |s| {
+        s["batches_replayed"].as_u64() >= Some(1)
+    });
+    assert_eq!(stats["nats_lost_told"], 0, "{stats}");
+    assert_eq!(stats["replays_missed"], 0, "{stats}");
+}
+
+#[test]
+fn a_gateway_that_lost_more_than_the_router_kept_tells_its_subscribers_to_resume() {
+    // The router keeps 64 KB per gateway: less than the MiBs A lost.
+    let CutOff {
+        a,
+        b,
+        mut watched,
+        mut seen,
+        _dir,
+        _nats,
+        _router,
+    } = cut_off(&["--replay-bytes", "65536"]);
+    // The subscription is told to resume and closed, with nothing after the hole.
     watched
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
@@ -71,7 +136,9 @@ fn a_gateway_cut_off_by_nats_tells_its_subscribers_to_resume() {
         got == ["m1"] || got == ["m1", "m2"],
         "up to the hole, and nothing after it: {got:?}"
     );
-    let stats = a.stats();
+    let stats = a.wait_stats("the router's missed replay counted", |s| {
+        s["replays_missed"].as_u64() >= Some(1)
+    });
     assert!(stats["nats_lost_told"].as_u64() >= Some(1), "{stats}");
 
     // Resuming from the last id gets the rest from history, in order, no gap.
