@@ -28,6 +28,8 @@ pub const RING_AGE: Duration = Duration::from_secs(10);
 pub const RING_KEEP: Duration = Duration::from_secs(60);
 /// Default for `--replay-bytes`: what a ring holds at most per gateway.
 pub const DEFAULT_RING_BYTES: usize = 4 << 20;
+/// Rings that held this much and then half as much give memory back.
+const TRIM_AT: usize = 1 << 20;
 /// A replay sends about this much (at least one batch), then [`ToGateway::Rest`]:
 /// the gateway asks for more once it has these. All at once, a ring's worth could
 /// exceed nats-server's `max_pending` for a gateway just reconnected, and the
@@ -55,6 +57,8 @@ pub(super) struct Rings {
     pub(super) shard: u16,
     by_gateway: HashMap<GatewayId, Ring>,
     max_bytes: usize,
+    /// The most the rings held at a tick since memory was last given back.
+    peak: usize,
     replays: u64,
     batches_replayed: u64,
     missed: u64,
@@ -66,6 +70,7 @@ impl Rings {
             shard: 0,
             by_gateway: HashMap::new(),
             max_bytes,
+            peak: 0,
             replays: 0,
             batches_replayed: 0,
             missed: 0,
@@ -108,12 +113,31 @@ impl Rings {
     }
 
     /// Drops what is too old, and the rings of gateways gone for [`RING_KEEP`].
+    /// Once they hold less than half their peak, the freed memory goes back to the
+    /// kernel: a million logins fill every ring with their replies, and without
+    /// that the router would stay ~4 MiB per gateway larger while holding.
     pub(super) fn age(&mut self, known: impl Fn(GatewayId) -> bool, now: Instant) {
         let max = self.max_bytes;
+        let before = self.bytes();
         self.by_gateway.retain(|&id, ring| {
             ring.trim(max, now);
             known(id) || now.saturating_duration_since(ring.last_sent) < RING_KEEP
         });
+        let after = self.bytes();
+        self.peak = self.peak.max(before);
+        if self.peak >= TRIM_AT && after < self.peak / 2 {
+            self.peak = after;
+            // SAFETY: malloc_trim only returns free heap pages to the kernel.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+
+    /// What the rings hold.
+    fn bytes(&self) -> usize {
+        self.by_gateway.values().map(|r| r.bytes).sum()
     }
 
     /// What answers `gateway`'s request for `stream` from `from` on: a
