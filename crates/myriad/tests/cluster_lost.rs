@@ -18,17 +18,32 @@ use std::time::{Duration, Instant};
 const WATCHED: u64 = 7;
 const BULK: u64 = 8;
 
-/// Two gateways on one router (with `router_flags`), nats-server cutting off a
+/// Two gateways on `shards` routers (with `router_flags`), nats-server cutting off a
 /// client with more than 64 KiB waiting for it. Gateway A, holding the watched SSE
 /// subscription, is stopped while 4 MiB for another user pile up for it (its
 /// socket's buffers take most of it), so nats-server cuts it off; m2 comes before
-/// that, m3 after. Returns once A is back
-/// and has seen its NATS connection drop, with the watched stream (m1 read).
-fn cut_off(router_flags: &[&str]) -> CutOff {
+/// that, m3 after. Returns once A is back and has seen its NATS connection drop,
+/// with the watched stream (m1 read). With two shards, the watched user and the
+/// other one live on different shards: both shards' batches are lost.
+fn cut_off(shards: u16, router_flags: &[&str]) -> CutOff {
     let dir = tempfile::tempdir().unwrap();
     let nats = Nats::start_configured(dir.path(), "max_pending: 65536\nmax_payload: 65536\n");
-    let (router, _) = Router::start_with(&nats, "memory", router_flags);
-    let (a, b) = (gateway(&nats), gateway(&nats));
+    let count = shards.to_string();
+    let routers = (0..shards)
+        .map(|i| {
+            let shard = i.to_string();
+            let mut flags = router_flags.to_vec();
+            if shards > 1 {
+                flags.extend(["--router-shards", &count, "--router-shard", &shard]);
+            }
+            Router::start_with(&nats, "memory", &flags).0
+        })
+        .collect();
+    let gateway_flags = ["--head-timeout", "2", "--router-shards", &count];
+    let (a, b) = (
+        gateway_with(&nats, &gateway_flags),
+        gateway_with(&nats, &gateway_flags),
+    );
     let (mut watched, mut seen) = sse(&a, WATCHED, None);
     let (mut bulk, _) = subscribe_stream(&a, BULK);
     std::thread::spawn(move || read_all(&mut bulk));
@@ -50,7 +65,7 @@ fn cut_off(router_flags: &[&str]) -> CutOff {
     CutOff {
         _dir: dir,
         _nats: nats,
-        _router: router,
+        _routers: routers,
         a,
         b,
         watched,
@@ -61,7 +76,7 @@ fn cut_off(router_flags: &[&str]) -> CutOff {
 struct CutOff {
     _dir: tempfile::TempDir,
     _nats: Nats,
-    _router: Router,
+    _routers: Vec<Router>,
     a: Server,
     b: Server,
     watched: TcpStream,
@@ -70,10 +85,19 @@ struct CutOff {
 
 #[test]
 fn a_gateway_cut_off_by_nats_gets_what_it_lost_again() {
-    // Kept whole: a pattern with `..` would drop nats-server and the router here.
+    gets_what_it_lost_again(1);
+}
+
+#[test]
+fn a_gateway_cut_off_by_nats_gets_what_it_lost_again_from_every_router_shard() {
+    gets_what_it_lost_again(2);
+}
+
+fn gets_what_it_lost_again(shards: u16) {
+    // Kept whole: a pattern with `..` would drop nats-server and the routers here.
     let CutOff {
         a, watched, seen, ..
-    } = &mut cut_off(&["--replay-bytes", "16777216"]);
+    } = &mut cut_off(shards, &["--replay-bytes", "16777216"]);
     // Nothing else is published: m2 and m3 come back because the gateway asked
     // for them once its connection was back, not because a later message showed
     // the hole.
@@ -86,8 +110,9 @@ fn a_gateway_cut_off_by_nats_gets_what_it_lost_again() {
         String::from_utf8_lossy(seen)
     );
     assert!(!String::from_utf8_lossy(seen).contains("event: reconnect"));
-    let stats = a.wait_stats("the router's replay counted", |s| {
-        s["batches_replayed"].as_u64() >= Some(1)
+    // Every shard was asked (its counters summed in the gateway's /stats).
+    let stats = a.wait_stats("the routers' replays counted", |s| {
+        s["batches_replayed"].as_u64() >= Some(1) && s["replays"].as_u64() >= Some(shards.into())
     });
     assert_eq!(stats["nats_lost_told"], 0, "{stats}");
     assert_eq!(stats["replays_missed"], 0, "{stats}");
@@ -102,7 +127,7 @@ fn a_gateway_that_lost_more_than_the_router_kept_tells_its_subscribers_to_resume
         watched,
         seen,
         ..
-    } = &mut cut_off(&["--replay-bytes", "65536"]);
+    } = &mut cut_off(1, &["--replay-bytes", "65536"]);
     // The subscription is told to resume and closed, with nothing after the hole.
     watched
         .set_read_timeout(Some(Duration::from_millis(200)))
