@@ -287,11 +287,15 @@ impl Connection {
     /// Deliveries for this connection were lost on their way to this process: a
     /// stream, SSE or WebSocket subscription is told to reconnect as in a drain, so
     /// that its client resumes from history (SPEC B6) or is told of a gap there,
-    /// and takes no later delivery first. A long-poll finds out itself: a waiting
-    /// one answers `gap` when a delivery skips numbers, the others read history.
+    /// and takes no later delivery first. A waiting long-poll is answered at once
+    /// with nothing, keeping its place: its client polls again from there and reads
+    /// the lost messages from history (rather than waiting for the next delivery
+    /// and being told of a gap it need not have).
     pub fn handle_lost(&mut self, cx: &mut Cx) {
-        if matches!(self.state, State::Stream | State::Sse | State::WebSocket) {
-            drain::handle(self, cx);
+        match self.state {
+            State::Stream | State::Sse | State::WebSocket => drain::handle(self, cx),
+            State::PollWaiting => reply::answer_poll_timeout(self, cx),
+            _ => {}
         }
     }
 
