@@ -95,12 +95,19 @@ impl Numbering {
         }
         out.push(Step::Apply(items));
         s.expect += 1;
-        s.release(out);
+        s.release(now, out);
     }
 
     /// The router no longer keeps batches `from..=to` of `stream` (`to ==
     /// u64::MAX`: it does not know the stream).
-    pub(super) fn missed(&mut self, stream: u64, from: u64, to: u64, out: &mut Vec<Step>) {
+    pub(super) fn missed(
+        &mut self,
+        stream: u64,
+        from: u64,
+        to: u64,
+        now: Instant,
+        out: &mut Vec<Step>,
+    ) {
         let Some(s) = self.by_shard.values_mut().find(|s| s.stream == stream) else {
             return;
         };
@@ -114,7 +121,7 @@ impl Numbering {
             to + 1
         };
         s.held.retain(|&n, _| n >= s.expect);
-        s.release(out);
+        s.release(now, out);
     }
 
     /// The router's replay of `stream` stopped short: ask for the rest.
@@ -152,7 +159,7 @@ impl Numbering {
                 self.given_up += 1;
                 out.push(Step::TellAll);
                 s.expect = s.held.keys().next().copied().unwrap_or(s.expect);
-                s.release(out);
+                s.release(now, out);
             } else if now.saturating_duration_since(s.asked) >= ASK_AGAIN {
                 s.asked = now;
                 out.push(Step::Ask {
@@ -182,15 +189,14 @@ impl Stream {
     }
 
     /// Applies the held batches that now follow on; the gap is closed once none
-    /// is held.
-    fn release(&mut self, out: &mut Vec<Step>) {
+    /// is held. A gap still open counts from now: [`GIVE_UP`] is time without
+    /// progress, so a long replay in pieces is not given up while it comes.
+    fn release(&mut self, now: Instant, out: &mut Vec<Step>) {
         while let Some(items) = self.held.remove(&self.expect) {
             out.push(Step::Apply(items));
             self.expect += 1;
         }
-        if self.held.is_empty() {
-            self.gap_since = None;
-        }
+        self.gap_since = (!self.held.is_empty()).then_some(now);
     }
 }
 
@@ -235,6 +241,17 @@ mod tests {
         // Not answered: asked again, then the replay comes with a copy of 4.
         nb.tick(t0 + ASK_AGAIN, &mut out);
         assert_eq!(show(&mut out), ["ask 3"]);
+        // A gap that makes progress is not given up: 3 s after it opened, but
+        // only 1 s after 3 came, nothing is told.
+        let mut slow = Numbering::default();
+        for n in [1, 4] {
+            slow.batch(0, 9, n, item(n), t0, &mut out);
+        }
+        slow.batch(0, 9, 2, item(2), t0 + GIVE_UP - ASK_AGAIN, &mut out);
+        slow.tick(t0 + GIVE_UP, &mut out);
+        assert_eq!(show(&mut out), ["1", "ask 2", "2", "ask 3"]);
+        slow.tick(t0 + 2 * GIVE_UP, &mut out);
+        assert_eq!(show(&mut out), ["all", "4"]);
         for n in [3, 4, 6] {
             nb.batch(0, 9, n, item(n), t0, &mut out);
         }
@@ -264,15 +281,15 @@ mod tests {
         }
         assert_eq!(show(&mut out), ["1", "ask 2"]);
         // 2..=3 are gone, 4 comes again.
-        nb.missed(9, 2, 3, &mut out);
+        nb.missed(9, 2, 3, t0, &mut out);
         nb.batch(0, 9, 4, item(4), t0, &mut out);
         assert_eq!(show(&mut out), ["all", "4", "5", "6"]);
         // A second answer to the same gap changes nothing.
-        nb.missed(9, 2, 3, &mut out);
+        nb.missed(9, 2, 3, t0, &mut out);
         assert!(out.is_empty());
         // A stream the router does not know: all told, the held ones go on.
         nb.batch(0, 9, 9, item(9), t0, &mut out);
-        nb.missed(9, 7, u64::MAX, &mut out);
+        nb.missed(9, 7, u64::MAX, t0, &mut out);
         assert_eq!(show(&mut out), ["ask 7", "all", "9"]);
         // Never answered: given up after GIVE_UP.
         nb.batch(0, 9, 12, item(12), t0, &mut out);

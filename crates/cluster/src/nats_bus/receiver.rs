@@ -151,7 +151,8 @@ impl Receiver {
                     to,
                     "the router no longer keeps batches this gateway lost"
                 );
-                self.numbering.missed(stream, from, to, steps);
+                self.numbering
+                    .missed(stream, from, to, Instant::now(), steps);
             }
             ToGateway::Resync { router } => {
                 tracing::info!(
