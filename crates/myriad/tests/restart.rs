@@ -95,3 +95,70 @@ fn subscriptions_survive_a_restart_with_postgres() {
         ])
         .status();
 }
+
+/// A PostgreSQL restart under a running server, as the server sees one (its
+/// backends terminated): subscription changes, reads and durable history go on,
+/// each on a new connection, and nothing stored before is lost.
+#[test]
+fn a_server_on_postgres_rides_out_a_lost_connection() {
+    let schema = format!("myriad_pg_lost_{}", std::process::id());
+    let url = format!(
+        "postgres://postgres@127.0.0.1:5432/test?schema={schema}&application_name={schema}"
+    );
+    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
+    }
+    let psql = |sql: &str| {
+        let out = std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "test",
+                "-tAqc",
+                sql,
+            ])
+            .output()
+            .expect("psql");
+        assert!(out.status.success(), "{sql}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let terminate = || {
+        let killed = psql(&format!(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = '{schema}'"
+        ));
+        assert_ne!(
+            killed, "0",
+            "the server's backends were found and terminated"
+        );
+    };
+    let server = Server::start(&["--store", &url, "--history-store", "store"]);
+    assert_eq!(server.request("PUT", "/subscriptions/6/5", b"").0, 200);
+    // User 6 online: its history is kept.
+    let (_online, _) = subscribe_stream(&server, 6);
+    assert_eq!(server.publish(5, "before")["users"], 1);
+
+    // Both connections (the store's, durable history's) gone at once.
+    terminate();
+    assert_eq!(server.request("PUT", "/subscriptions/6/7", b"").0, 200);
+    let (status, body) = server.request("POST", "/pub/7", b"after");
+    assert_eq!(status, 200, "the durable write after the loss: {body}");
+    assert_eq!(server.request("GET", "/subscribers/7", b"").1.trim(), "[6]");
+    // A read from the store after another loss.
+    terminate();
+    assert_eq!(
+        server.request("GET", "/subscriptions/6", b"").1.trim(),
+        "[5,7]"
+    );
+    let (status, body) = server.request("GET", "/poll/6?since=0", b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("before") && body.contains("after") && body.contains(r#""gap":false"#),
+        "{body}"
+    );
+    drop(server);
+    psql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+}

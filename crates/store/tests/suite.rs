@@ -319,6 +319,47 @@ fn postgres_old_layout_is_refused() {
     }
 }
 
+/// The store's backend terminated (a PostgreSQL restart looks the same to it):
+/// the next change, read or count connects again and is made there; nothing
+/// written before is lost.
+#[test]
+fn postgres_store_reopens_a_lost_connection() {
+    let h = postgres();
+    let schema = h.pg_schema.clone().expect("pg");
+    let name = format!("myriad_store_reopen_{}", std::process::id());
+    let url = format!("{PG_BASE}?schema={schema}&application_name={name}");
+    let mut s = store::open(&url).expect("postgres store");
+    let terminate = || {
+        let mut admin = ::postgres::Client::connect(PG_BASE, ::postgres::NoTls).unwrap();
+        let killed: Option<bool> = admin
+            .query_one(
+                "SELECT bool_or(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                &[&name],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            killed,
+            Some(true),
+            "the store's backend was found and terminated"
+        );
+    };
+    assert_eq!(s.add(&[(1, 10), (2, 10)]).unwrap(), 2);
+    terminate();
+    assert_eq!(
+        s.add(&[(3, 10)]).unwrap(),
+        1,
+        "the change after the loss is made"
+    );
+    terminate();
+    assert_eq!(s.subscribers(10).unwrap(), vec![1, 2, 3]);
+    terminate();
+    assert_eq!(s.remove(&[(2, 10)]).unwrap(), 1);
+    terminate();
+    assert_eq!(s.edge_count().unwrap(), 2);
+    assert_eq!(s.subscriptions(3).unwrap(), vec![10]);
+}
+
 #[test]
 fn unknown_urls_are_rejected() {
     assert!(matches!(

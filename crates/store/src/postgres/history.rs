@@ -135,7 +135,10 @@ impl PgHistory {
                             let mut result = apply(&mut client, &sql, &group);
                             // Lost under this write: once more on a new connection
                             // (a group is idempotent: deletes and upserts).
-                            if result.as_ref().is_err_and(|e| lost(e, &client)) {
+                            if result
+                                .as_ref()
+                                .is_err_and(|e| super::connection_lost(e, &client))
+                            {
                                 if let Ok((c, s)) = open() {
                                     tracing::warn!("PostgreSQL history connection reopened");
                                     (client, sql) = (c, s);
@@ -178,19 +181,6 @@ impl PgHistory {
 
 fn gone() -> StoreError {
     StoreError::Io(std::io::Error::other("the PostgreSQL history thread ended"))
-}
-
-/// Whether `e` says the connection is gone. A terminated backend's FATAL notice
-/// (`57P01` admin shutdown; `57P02`/`57P03` a crash or a restart) can arrive as the
-/// answer to the next statement before the client has marked itself closed.
-fn lost(e: &StoreError, client: &Client) -> bool {
-    use postgres::error::SqlState;
-    client.is_closed()
-        || matches!(e, StoreError::Postgres(pg) if pg.is_closed()
-        || pg.code().is_some_and(|c| {
-            [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW]
-                .contains(c)
-        }))
 }
 
 fn apply(client: &mut Client, sql: &Sql, g: &Group) -> Result<(), StoreError> {

@@ -37,12 +37,16 @@ pub const COUNT_SHARDS: i32 = 64;
 /// serialization failure (lock order makes them unexpected; see [`lists`]).
 pub const MAX_ATTEMPTS: u32 = 5;
 
-/// A subscription store in a PostgreSQL schema.
+/// A subscription store in a PostgreSQL schema. A lost connection (PostgreSQL
+/// restarted, the backend terminated) is opened again: before the next call, and
+/// under a call, which is then made once more on the new connection.
 pub struct PgStore {
     client: Client,
     /// Quoted schema name.
     schema: String,
     sql: Sql,
+    /// The URL without `schema=`, to connect again.
+    conn_url: String,
 }
 
 /// Statements prepared once per connection.
@@ -53,6 +57,28 @@ struct Sql {
     count_add: Statement,
     /// → the edge count.
     count: Statement,
+}
+
+impl Sql {
+    /// The statements on `client`, for the tables of schema `s` (quoted).
+    fn prepare(client: &mut Client, s: &str) -> Result<Sql, StoreError> {
+        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+        Ok(Sql {
+            subscribers: SideSql::prepare(client, &format!("{s}.subscriber_lists"), "subject")?,
+            subscriptions: SideSql::prepare(
+                client,
+                &format!("{s}.subscription_lists"),
+                "subscriber",
+            )?,
+            count_add: client.prepare(&format!(
+                "UPDATE {s}.edge_counts SET n = n + $1 WHERE shard = {}",
+                pid.rem_euclid(COUNT_SHARDS)
+            ))?,
+            count: client.prepare(&format!(
+                "SELECT coalesce(sum(n), 0)::bigint FROM {s}.edge_counts"
+            ))?,
+        })
+    }
 }
 
 /// Splits `schema=NAME` out of a connection URL; returns (url without it, schema).
@@ -135,37 +161,58 @@ impl PgStore {
             })?;
         let quoted = format!("\"{schema}\"");
         create_tables(&mut client, &schema, &quoted)?;
-        let s = &quoted;
-        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
-        let sql = Sql {
-            subscribers: SideSql::prepare(
-                &mut client,
-                &format!("{s}.subscriber_lists"),
-                "subject",
-            )?,
-            subscriptions: SideSql::prepare(
-                &mut client,
-                &format!("{s}.subscription_lists"),
-                "subscriber",
-            )?,
-            count_add: client.prepare(&format!(
-                "UPDATE {s}.edge_counts SET n = n + $1 WHERE shard = {}",
-                pid.rem_euclid(COUNT_SHARDS)
-            ))?,
-            count: client.prepare(&format!(
-                "SELECT coalesce(sum(n), 0)::bigint FROM {s}.edge_counts"
-            ))?,
-        };
+        let sql = Sql::prepare(&mut client, &quoted)?;
         Ok(PgStore {
             client,
             schema: quoted,
             sql,
+            conn_url,
         })
+    }
+
+    /// Connects again (the tables exist: they were made at the first connect).
+    fn reopen(&mut self) -> Result<(), StoreError> {
+        let mut client = Client::connect(&self.conn_url, NoTls).map_err(|source| {
+            StoreError::PostgresConnect {
+                url: self.conn_url.clone(),
+                source,
+            }
+        })?;
+        self.sql = Sql::prepare(&mut client, &self.schema)?;
+        self.client = client;
+        tracing::warn!("PostgreSQL store connection reopened");
+        Ok(())
+    }
+
+    /// A connection already known lost is opened again first.
+    fn reopen_if_closed(&mut self) -> Result<(), StoreError> {
+        if self.client.is_closed() {
+            self.reopen()?;
+        }
+        Ok(())
+    }
+
+    /// `op`, and once more on a new connection if the connection was lost under
+    /// it. Only for calls that may run twice: edge changes are set additions and
+    /// removals (a change committed just before the loss is then counted as 0
+    /// changed the second time), reads return the same rows.
+    fn again_if_lost<T>(
+        &mut self,
+        op: impl Fn(&mut PgStore) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.reopen_if_closed()?;
+        match op(self) {
+            Err(e) if connection_lost(&e, &self.client) => {
+                self.reopen()?;
+                op(self)
+            }
+            other => other,
+        }
     }
 
     /// Runs one change in a transaction, again if PostgreSQL aborted it as a
     /// deadlock or serialization failure.
-    fn change(&mut self, edges: &[(u64, u64)], edit: Edit) -> Result<usize, StoreError> {
+    fn change_once(&mut self, edges: &[(u64, u64)], edit: Edit) -> Result<usize, StoreError> {
         if edges.is_empty() {
             return Ok(0);
         }
@@ -188,6 +235,18 @@ impl PgStore {
             }
         }
     }
+}
+
+/// Whether `e` says the connection is gone. A terminated backend's FATAL notice
+/// (`57P01` admin shutdown; `57P02`/`57P03` a crash or a restart) can arrive as the
+/// answer to the next statement before the client has marked itself closed.
+fn connection_lost(e: &StoreError, client: &Client) -> bool {
+    client.is_closed()
+        || matches!(e, StoreError::Postgres(pg) if pg.is_closed()
+        || pg.code().is_some_and(|c| {
+            [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW]
+                .contains(c)
+        }))
 }
 
 /// Whether a failed transaction may simply run again.
@@ -234,22 +293,24 @@ fn read_list(client: &mut Client, st: &Statement, key: u64) -> Result<Vec<u64>, 
 
 impl Store for PgStore {
     fn add(&mut self, edges: &[(u64, u64)]) -> Result<usize, StoreError> {
-        self.change(edges, Edit::Add)
+        self.again_if_lost(|s| s.change_once(edges, Edit::Add))
     }
 
     fn remove(&mut self, edges: &[(u64, u64)]) -> Result<usize, StoreError> {
-        self.change(edges, Edit::Remove)
+        self.again_if_lost(|s| s.change_once(edges, Edit::Remove))
     }
 
     fn subscribers(&mut self, subject: u64) -> Result<Vec<u64>, StoreError> {
-        read_list(&mut self.client, &self.sql.subscribers.read, subject)
+        self.again_if_lost(|s| read_list(&mut s.client, &s.sql.subscribers.read, subject))
     }
 
     fn subscriptions(&mut self, subscriber: u64) -> Result<Vec<u64>, StoreError> {
-        read_list(&mut self.client, &self.sql.subscriptions.read, subscriber)
+        self.again_if_lost(|s| read_list(&mut s.client, &s.sql.subscriptions.read, subscriber))
     }
 
+    /// Not made again under a loss: `f` has seen part of the edges by then.
     fn for_each_edge(&mut self, f: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
+        self.reopen_if_closed()?;
         // One row per subject in key order (the primary key's order; u64 order
         // for ids below 2^63).
         let query = format!(
@@ -268,6 +329,7 @@ impl Store for PgStore {
         edges: &mut dyn Iterator<Item = (u64, u64)>,
         progress: &dyn Fn(u64),
     ) -> Result<u64, StoreError> {
+        self.reopen_if_closed()?;
         let started = std::time::Instant::now();
         let by_subject = SortedEdges::by_subject(edges, progress);
         let sorted_at = started.elapsed();
@@ -333,8 +395,10 @@ impl Store for PgStore {
     }
 
     fn edge_count(&mut self) -> Result<u64, StoreError> {
-        let n: i64 = self.client.query_one(&self.sql.count, &[])?.get(0);
-        Ok(n as u64)
+        self.again_if_lost(|s| {
+            let n: i64 = s.client.query_one(&s.sql.count, &[])?.get(0);
+            Ok(n as u64)
+        })
     }
 }
 
