@@ -7,8 +7,8 @@
 //! connection came back, every stream is asked from its next number, so what was
 //! lost meanwhile comes back even when nothing follows it. What the router no
 //! longer keeps ([`ToGateway::Missed`](crate::codec::ToGateway::Missed)), or does
-//! not send within [`GIVE_UP`], may have held deliveries to any connection: they
-//! are all told to resume, and the held batches go on.
+//! not send within [`GIVE_UP`] of the last progress, may have held deliveries to
+//! any connection: they are all told to resume, and the held batches go on.
 
 use crate::codec::GatewayItem;
 use std::collections::{BTreeMap, HashMap};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// A gap still open this long is asked for again (the request or its answer lost).
 pub(super) const ASK_AGAIN: Duration = Duration::from_millis(500);
-/// A gap still open this long is given up.
+/// A gap that made no progress for this long is given up.
 pub(super) const GIVE_UP: Duration = Duration::from_secs(3);
 
 /// What the receiver does next, in this order.
@@ -37,7 +37,7 @@ struct Stream {
     expect: u64,
     /// Batches after a gap, by number.
     held: BTreeMap<u64, Vec<GatewayItem>>,
-    /// When the current gap was seen, and last asked for.
+    /// When the current gap was seen or last narrowed, and last asked for.
     gap_since: Option<Instant>,
     asked: Instant,
 }

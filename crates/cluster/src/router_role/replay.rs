@@ -34,8 +34,8 @@ const TRIM_AT: usize = 1 << 20;
 /// the gateway asks for more once it has these. All at once, a ring's worth could
 /// exceed nats-server's `max_pending` for a gateway just reconnected, and the
 /// gateway would lose it again (measured with a `max_pending` of 64 KiB: a 224 KiB
-/// replay was cut off at every try, one batch getting through each time). A ring
-/// of 4 MiB is 64 round trips of ~1 ms.
+/// replay was cut off at every try, one batch getting through each time). A full
+/// ring of 4 MiB comes back in 64 round trips.
 const REPLAY_PIECE: usize = 64 << 10;
 
 /// One gateway's numbered batches.
@@ -114,8 +114,9 @@ impl Rings {
 
     /// Drops what is too old, and the rings of gateways gone for [`RING_KEEP`].
     /// Once they hold less than half their peak, the freed memory goes back to the
-    /// kernel: a million logins fill every ring with their replies, and without
-    /// that the router would stay ~4 MiB per gateway larger while holding.
+    /// kernel: a million logins fill the rings with their replies (up to
+    /// `--replay-bytes` per gateway), and the router should not keep that while
+    /// it only holds.
     pub(super) fn age(&mut self, known: impl Fn(GatewayId) -> bool, now: Instant) {
         let max = self.max_bytes;
         let before = self.bytes();
