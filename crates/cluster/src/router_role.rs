@@ -101,7 +101,8 @@ pub struct RouterRole {
     /// How many gateways are known, for [`RouterRole::stats_fn`] (read on the admin
     /// listener's thread; the gateway table itself stays on the router's task).
     known_count: Arc<AtomicUsize>,
-    /// What went wrong between shards, counted for the stats (read there too).
+    /// What went wrong between shards and on the way to gateways, counted for the
+    /// stats (read there too).
     faults: Arc<Faults>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,
@@ -142,9 +143,7 @@ impl RouterRole {
     /// Keeps at most `bytes` of each gateway's recent batches to send again
     /// (`--replay-bytes`).
     pub fn with_replay_bytes(mut self, bytes: usize) -> RouterRole {
-        let shard = self.rings.shard;
-        self.rings = replay::Rings::new(bytes);
-        self.rings.shard = shard;
+        self.rings.max_bytes = bytes;
         self
     }
 

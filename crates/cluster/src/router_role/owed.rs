@@ -1,8 +1,8 @@
 //! What the gateways are owed: each handled message's replies and deliveries,
-//! gathered per gateway and sent as ONE numbered
-//! [`ToGateway::Batch`](crate::codec::ToGateway::Batch) each (kept for a replay) (sooner when one
-//! weighs [`BATCH_BYTES`]); a publish's recipients on one gateway cross as one
-//! delivery, split only past [`MAX_TARGETS`].
+//! gathered per gateway and sent as ONE [`ToGateway::Batch`](crate::codec::ToGateway::Batch)
+//! each (sooner when one weighs [`BATCH_BYTES`]), numbered and kept for a replay
+//! ([`super::replay`]); a publish's recipients on one gateway cross as one delivery,
+//! split only past [`MAX_TARGETS`].
 
 use super::{LoopTargets, PerSlot, RouterRole, BATCH_BYTES, MAX_TARGETS};
 use crate::codec::{GatewayId, GatewayItem, WireDelivery};

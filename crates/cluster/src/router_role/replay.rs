@@ -56,7 +56,8 @@ pub(super) struct Rings {
     /// This router's shard, named in every batch.
     pub(super) shard: u16,
     by_gateway: HashMap<GatewayId, Ring>,
-    max_bytes: usize,
+    /// `--replay-bytes`: what one ring holds at most.
+    pub(super) max_bytes: usize,
     /// The most the rings held at a tick since memory was last given back.
     peak: usize,
     replays: u64,

@@ -43,8 +43,8 @@ impl RouterRole {
     }
 }
 
-/// The hub's counters, this process's pid, the gateways known and what other
-/// shards failed.
+/// The hub's counters, this process's pid, the gateways known and what went
+/// wrong.
 fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &Faults) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
     if let Some(doc) = doc.as_object_mut() {
