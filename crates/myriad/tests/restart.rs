@@ -63,9 +63,7 @@ fn config_file_and_environment_configure_serve() {
 fn subscriptions_survive_a_restart_with_postgres() {
     let schema = format!("myriad_restart_{}", std::process::id());
     let url = format!("postgres://postgres@127.0.0.1:5432/test?schema={schema}");
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
-    }
+    need_postgres();
     {
         let server = Server::start(&["--store", &url]);
         assert_eq!(
@@ -82,18 +80,7 @@ fn subscriptions_survive_a_restart_with_postgres() {
         "[2]"
     );
     drop(server);
-    let _ = std::process::Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "test",
-            "-qc",
-            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-        ])
-        .status();
+    psql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
 }
 
 /// A PostgreSQL restart under a running server, as the server sees one (its
@@ -105,26 +92,7 @@ fn a_server_on_postgres_rides_out_a_lost_connection() {
     let url = format!(
         "postgres://postgres@127.0.0.1:5432/test?schema={schema}&application_name={schema}"
     );
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
-    }
-    let psql = |sql: &str| {
-        let out = std::process::Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "test",
-                "-tAqc",
-                sql,
-            ])
-            .output()
-            .expect("psql");
-        assert!(out.status.success(), "{sql}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    need_postgres();
     let terminate = || {
         let killed = psql(&format!(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
@@ -161,4 +129,30 @@ fn a_server_on_postgres_rides_out_a_lost_connection() {
     );
     drop(server);
     psql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+}
+
+/// Fails with what to start when PostgreSQL is not on 127.0.0.1:5432.
+fn need_postgres() {
+    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
+    }
+}
+
+/// `psql -tAqc SQL` on the test database: its output, trimmed.
+fn psql(sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-tAqc",
+            sql,
+        ])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{sql}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
