@@ -8,6 +8,7 @@
 mod common;
 
 use common::cluster::{gateway, last_sse_id, wait_router_connections, Nats, Router};
+use common::postgres::{psql, PgSchema};
 use common::resume::*;
 use common::*;
 use std::io::Read;
@@ -17,38 +18,6 @@ use std::time::{Duration, Instant};
 
 /// A window larger than anything published before the kills.
 const WINDOW: &str = "30000";
-
-/// A PostgreSQL schema of this test's own, dropped at the end (also on failure).
-struct PgSchema(String);
-
-impl PgSchema {
-    fn new(test: &str) -> PgSchema {
-        if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-            panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
-        }
-        PgSchema(format!("myriad_{test}_{}", std::process::id()))
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/test?schema={}", self.0)
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0);
-        let _ = psql_command(&drop).stderr(Stdio::null()).status();
-    }
-}
-
-/// psql on the test database, running `sql` and stopping at its first error.
-fn psql_command(sql: &str) -> Command {
-    let mut cmd = Command::new("psql");
-    cmd.args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test"])
-        .args(["-v", "ON_ERROR_STOP=1", "-qc", sql])
-        .stdout(Stdio::null());
-    cmd
-}
 
 /// A nats-server with JetStream, storing in a temp dir, on a free port.
 fn jetstream() -> (Nats, tempfile::TempDir) {
@@ -87,14 +56,6 @@ fn postgres_flags(schema: &PgSchema) -> Vec<String> {
         "--history",
         WINDOW,
     ])
-}
-
-/// Runs `sql` in the test database with psql (fails the test when psql does).
-fn psql(sql: &str) {
-    let status = psql_command(sql)
-        .status()
-        .expect("psql runs (Debian's postgresql-client)");
-    assert!(status.success(), "psql failed on {sql}");
 }
 
 /// PostgreSQL refusing history rows (a CHECK constraint added under the running

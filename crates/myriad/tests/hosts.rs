@@ -82,9 +82,7 @@ fn a_publish_crosses_network_namespaces_through_nats() {
     }
 
     // PostgreSQL is the shared store E3 asks for (a schema of this run's own).
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
-    }
+    common::postgres::need_postgres();
     let store = format!(
         "postgres://postgres@127.0.0.1:5432/test?schema=myriad_e3_{}",
         std::process::id()

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::postgres::{psql, PgSchema};
 use common::*;
 
 #[test]
@@ -61,9 +62,8 @@ fn config_file_and_environment_configure_serve() {
 /// The same with PostgreSQL as the shared store (SPEC E3), in a schema of its own.
 #[test]
 fn subscriptions_survive_a_restart_with_postgres() {
-    let schema = format!("myriad_restart_{}", std::process::id());
-    let url = format!("postgres://postgres@127.0.0.1:5432/test?schema={schema}");
-    need_postgres();
+    let schema = PgSchema::new("restart");
+    let url = schema.url();
     {
         let server = Server::start(&["--store", &url]);
         assert_eq!(
@@ -79,8 +79,6 @@ fn subscriptions_survive_a_restart_with_postgres() {
         server.request("GET", "/subscribers/100", b"").1.trim(),
         "[2]"
     );
-    drop(server);
-    psql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
 }
 
 /// A PostgreSQL restart under a running server, as the server sees one (its
@@ -88,15 +86,13 @@ fn subscriptions_survive_a_restart_with_postgres() {
 /// each on a new connection, and nothing stored before is lost.
 #[test]
 fn a_server_on_postgres_rides_out_a_lost_connection() {
-    let schema = format!("myriad_pg_lost_{}", std::process::id());
-    let url = format!(
-        "postgres://postgres@127.0.0.1:5432/test?schema={schema}&application_name={schema}"
-    );
-    need_postgres();
+    let schema = PgSchema::new("pg_lost");
+    let name = &schema.0;
+    let url = format!("{}&application_name={name}", schema.url());
     let terminate = || {
         let killed = psql(&format!(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE application_name = '{schema}'"
+             WHERE application_name = '{name}'"
         ));
         assert_ne!(
             killed, "0",
@@ -127,32 +123,4 @@ fn a_server_on_postgres_rides_out_a_lost_connection() {
         body.contains("before") && body.contains("after") && body.contains(r#""gap":false"#),
         "{body}"
     );
-    drop(server);
-    psql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
-}
-
-/// Fails with what to start when PostgreSQL is not on 127.0.0.1:5432.
-fn need_postgres() {
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        panic!("this test needs PostgreSQL on 127.0.0.1:5432 (trust auth, database test); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start");
-    }
-}
-
-/// `psql -tAqc SQL` on the test database: its output, trimmed.
-fn psql(sql: &str) -> String {
-    let out = std::process::Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "test",
-            "-tAqc",
-            sql,
-        ])
-        .output()
-        .expect("psql");
-    assert!(out.status.success(), "{sql}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

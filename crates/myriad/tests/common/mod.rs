@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod cluster;
 pub mod netns;
+pub mod postgres;
 pub mod resume;
 
 use std::io::{BufRead, BufReader, Read, Write};
