@@ -260,6 +260,7 @@ impl GatewayLink {
             shards: self.shards,
             numbering: numbering::Numbering::default(),
             lost_some: self.lost_some.clone(),
+            counted: (0, 0, 0),
         };
         self.link
             .spawn(receiver.run(futures_util::stream::select(mine, all)));

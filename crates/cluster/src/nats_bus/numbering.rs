@@ -46,9 +46,9 @@ struct Stream {
 #[derive(Default)]
 pub(super) struct Numbering {
     by_shard: HashMap<u16, Stream>,
-    pub(super) gaps: u64,
-    pub(super) duplicates: u64,
-    pub(super) given_up: u64,
+    gaps: u64,
+    duplicates: u64,
+    given_up: u64,
 }
 
 impl Numbering {
@@ -169,6 +169,11 @@ impl Numbering {
                 });
             }
         }
+    }
+
+    /// Gaps seen, batches seen twice, gaps given up.
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
+        (self.gaps, self.duplicates, self.given_up)
     }
 
     /// Whether some gap is open (the receiver's timer runs only then).

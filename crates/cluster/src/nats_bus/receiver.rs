@@ -35,6 +35,8 @@ pub(super) struct Receiver {
     pub(super) numbering: Numbering,
     /// Notified when NATS reconnected or dropped a message.
     pub(super) lost_some: Arc<Notify>,
+    /// The numbering's counts as last copied into `shared`.
+    pub(super) counted: (u64, u64, u64),
 }
 
 /// How often an open gap in the router's batches is looked at.
@@ -104,10 +106,17 @@ impl Receiver {
                 Step::TellAll => self.tell_all(),
             }
         }
-        let mut shared = self.shared.lock();
-        shared.batch_gaps = self.numbering.gaps;
-        shared.batches_twice = self.numbering.duplicates;
-        shared.gaps_given_up = self.numbering.given_up;
+        // Into the shared counters only when they moved: not a lock per message.
+        let counts = self.numbering.counts();
+        if counts != self.counted {
+            self.counted = counts;
+            let mut shared = self.shared.lock();
+            (
+                shared.batch_gaps,
+                shared.batches_twice,
+                shared.gaps_given_up,
+            ) = counts;
+        }
     }
 
     /// Batches were lost for good: every connection is told to resume (each
