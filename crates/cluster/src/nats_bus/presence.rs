@@ -2,10 +2,13 @@
 //! jobs: sending them to the router again (a resync), and checking that each
 //! delivery to a connection follows the one before it. The router numbers every
 //! user's messages and sends a gateway each of them in order, so a delivery that
-//! skips numbers in the same epoch means NATS lost some on the way — this
-//! gateway's connection to it dropped while the router's did not (nats-server cut
-//! it off as a slow consumer), or the client's queue overflowed. The connection is
-//! then told to resume ([`bus::Inbound::Lost`]) instead of silently missing them.
+//! skips numbers in the same epoch means some never reached this gateway. Losses
+//! on the NATS link itself are mostly caught earlier, by the numbered batches
+//! ([`super::numbering`]); what only this check sees is what the router never sent
+//! — it had forgotten this gateway (silent too long, or the router reconnected)
+//! and logged its connections out until their presence came again — and a replay
+//! given up. The connection is then told to resume ([`bus::Inbound::Lost`])
+//! instead of silently missing them.
 //!
 //! 16 B per logged-in connection: the user, and the last (epoch, seq) seen, the
 //! seq's low 32 bits being enough to see a skip.
