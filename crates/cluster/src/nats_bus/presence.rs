@@ -6,9 +6,9 @@
 //! on the NATS link itself are mostly caught earlier, by the numbered batches
 //! ([`super::numbering`]); what only this check sees is what the router never sent
 //! — it had forgotten this gateway (silent too long, or the router reconnected)
-//! and logged its connections out until their presence came again — and a replay
-//! given up. The connection is then told to resume ([`bus::Inbound::Lost`])
-//! instead of silently missing them.
+//! and logged its connections out until their presence came again. The connection
+//! is then told to resume ([`bus::Inbound::Lost`]) instead of silently missing
+//! them.
 //!
 //! 16 B per logged-in connection: the user, and the last (epoch, seq) seen, the
 //! seq's low 32 bits being enough to see a skip.
