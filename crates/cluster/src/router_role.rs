@@ -51,7 +51,7 @@ use gateways::silent;
 use gateways::Gateways;
 use hub::Hub;
 pub use replay::DEFAULT_RING_BYTES;
-use stats::Faults;
+use stats::Counters;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -103,7 +103,7 @@ pub struct RouterRole {
     known_count: Arc<AtomicUsize>,
     /// What went wrong between shards and on the way to gateways, counted for the
     /// stats (read there too).
-    faults: Arc<Faults>,
+    counters: Arc<Counters>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,
     /// Publishes waiting for other shards' counts (`--router-shards`).
@@ -129,7 +129,7 @@ impl RouterRole {
             gateways: Gateways::default(),
             out: Vec::new(),
             known_count: Arc::new(AtomicUsize::new(0)),
-            faults: Arc::default(),
+            counters: Arc::default(),
             reconnected: Arc::default(),
             waiting: waiting::Waiting::default(),
             in_order: in_order::InOrder::new(crate::Shards::default()),

@@ -10,8 +10,7 @@ mod common;
 
 use common::cluster::*;
 use common::*;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -249,31 +248,11 @@ fn msggen_publishes_through_nats() {
     read_until(&mut s, &mut Vec::new(), "ts=");
 }
 
-/// `GET path` on `addr`; returns the body.
-fn get(addr: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let (status, body) = parse_response(&out);
-    assert_eq!(status, 200, "GET {path}: {body}");
-    body
-}
-
 #[test]
 fn the_router_serves_its_own_stats_and_metrics() {
     let nats = Nats::start();
     let (router, line) = Router::start_with(&nats, "memory", &["--admin", "127.0.0.1:0"]);
-    let admin = line
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("admin="))
-        .unwrap_or_else(|| panic!("no admin= in {line:?}"))
-        .to_string();
+    let admin = admin_of(&line);
     let gw = gateway(&nats);
     let (_held, _) = subscribe_stream(&gw, 5);
     wait_router_connections(&gw, 1);

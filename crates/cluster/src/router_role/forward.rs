@@ -226,7 +226,7 @@ impl RouterRole {
     /// Answers calls that waited too long for another shard's counts.
     pub(super) fn expire_waiting(&mut self, now: Instant) {
         for (to, answer) in self.waiting.expire(now) {
-            self.faults.forwards_uncounted.fetch_add(1, Relaxed);
+            self.counters.forwards_uncounted.fetch_add(1, Relaxed);
             self.answer(to, answer);
         }
     }

@@ -290,7 +290,7 @@ impl RouterRole {
             .collect();
         let (counts, stored) = self.publish_and_queue(list, ready.published_ns);
         if !ready.missing.is_empty() {
-            self.faults.ordered_incomplete.fetch_add(1, Relaxed);
+            self.counters.ordered_incomplete.fetch_add(1, Relaxed);
         }
         let Some((to, messages)) = ready.call else {
             return;

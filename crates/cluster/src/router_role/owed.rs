@@ -8,6 +8,7 @@ use super::{LoopTargets, PerSlot, RouterRole, BATCH_BYTES, MAX_TARGETS};
 use crate::codec::{GatewayId, GatewayItem, WireDelivery};
 use crate::nats_bus::LOOP_BITS;
 use bus::Delivery;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -86,6 +87,7 @@ impl RouterRole {
                 let items = std::mem::take(&mut gw.items);
                 let bytes = self.rings.number(gateway, items, Instant::now());
                 self.out.push((gw.subject.clone(), bytes));
+                self.counters.batches_to_gateways.fetch_add(1, Relaxed);
             }
         }
     }

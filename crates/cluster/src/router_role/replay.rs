@@ -203,9 +203,9 @@ impl RouterRole {
     pub(super) fn replay(&mut self, gateway: GatewayId, stream: u64, from: u64) {
         let again = self.rings.replay(gateway, stream, from);
         let (replays, replayed, missed) = self.rings.counts();
-        self.faults.replays.store(replays, Relaxed);
-        self.faults.batches_replayed.store(replayed, Relaxed);
-        self.faults.replays_missed.store(missed, Relaxed);
+        self.counters.replays.store(replays, Relaxed);
+        self.counters.batches_replayed.store(replayed, Relaxed);
+        self.counters.replays_missed.store(missed, Relaxed);
         tracing::warn!(
             gateway = format!("{gateway:016x}"),
             from,

@@ -1,16 +1,21 @@
 //! The router's counters: its `/stats` document (the `myriad.router.stats` request,
-//! gateways' heartbeat answers, the router's own admin listener) and what went
-//! wrong between shards.
+//! gateways' heartbeat answers, the router's own admin listener): what it sent
+//! the gateways, and what went wrong between shards and on the way.
 
 use super::RouterRole;
 use hub::Hub;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// What went wrong since this router started: publishes another shard failed
-/// (`--router-shards`), and batches gateways lost on the way (`super::replay`).
+/// Since this router started: the batches it sent the gateways, publishes another
+/// shard failed (`--router-shards`), and batches gateways lost on the way
+/// (`super::replay`).
 #[derive(Default)]
-pub(super) struct Faults {
+pub(super) struct Counters {
+    /// [`ToGateway::Batch`](crate::codec::ToGateway::Batch)es sent (one NATS
+    /// message each, but for a huge one's parts): against the deliveries the
+    /// gateways received, how many recipients one message carries.
+    pub(super) batches_to_gateways: AtomicU64,
     /// Answered with an error: a shard did not count its followers in time.
     pub(super) forwards_uncounted: AtomicU64,
     /// Ordered batches delivered without some sender's part.
@@ -28,8 +33,8 @@ impl RouterRole {
     /// --admin`): the same counters as the `myriad.router.stats` request.
     pub fn stats_fn(&self) -> Arc<dyn Fn() -> serde_json::Value + Send + Sync> {
         let (hub, known) = (self.hub.clone(), self.known_count.clone());
-        let (shard, faults) = (self.shards.index, self.faults.clone());
-        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard, &faults))
+        let (shard, counters) = (self.shards.index, self.counters.clone());
+        Arc::new(move || stats_doc(&hub, known.load(Ordering::Relaxed), shard, &counters))
     }
 
     /// The router's counters and the gateways it knows.
@@ -38,24 +43,25 @@ impl RouterRole {
             &self.hub,
             self.gateways.by_id.len(),
             self.shards.index,
-            &self.faults,
+            &self.counters,
         )
     }
 }
 
 /// The hub's counters, this process's pid, the gateways known and what went
 /// wrong.
-fn stats_doc(hub: &Hub, gateways: usize, shard: u16, faults: &Faults) -> serde_json::Value {
+fn stats_doc(hub: &Hub, gateways: usize, shard: u16, counters: &Counters) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
     if let Some(doc) = doc.as_object_mut() {
-        let uncounted = faults.forwards_uncounted.load(Ordering::Relaxed);
-        let incomplete = faults.ordered_incomplete.load(Ordering::Relaxed);
+        let uncounted = counters.forwards_uncounted.load(Ordering::Relaxed);
+        let incomplete = counters.ordered_incomplete.load(Ordering::Relaxed);
         doc.insert("shard_forwards_uncounted".into(), uncounted.into());
         doc.insert("ordered_batches_incomplete".into(), incomplete.into());
         for (key, n) in [
-            ("replays", &faults.replays),
-            ("batches_replayed", &faults.batches_replayed),
-            ("replays_missed", &faults.replays_missed),
+            ("batches_to_gateways", &counters.batches_to_gateways),
+            ("replays", &counters.replays),
+            ("batches_replayed", &counters.batches_replayed),
+            ("replays_missed", &counters.replays_missed),
         ] {
             doc.insert(key.into(), n.load(Ordering::Relaxed).into());
         }

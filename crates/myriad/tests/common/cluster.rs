@@ -117,6 +117,32 @@ impl Drop for Router {
     }
 }
 
+/// `admin=ADDR` in a router's start line (`--admin`).
+#[allow(dead_code)] // not every test binary reads the router's admin
+pub fn admin_of(line: &str) -> String {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("admin="))
+        .unwrap_or_else(|| panic!("no admin= in {line:?}"))
+        .to_string()
+}
+
+#[allow(dead_code)]
+/// `GET path` on `addr`; returns the body.
+pub fn get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut s, &mut out).unwrap();
+    let (status, body) = super::parse_response(&out);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
 /// `publish_port=ADDR` in a router's start line (`--publish-listen`).
 #[allow(dead_code)] // not every test binary publishes to the port
 pub fn publish_port_of(line: &str) -> std::net::SocketAddr {
