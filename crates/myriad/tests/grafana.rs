@@ -1,13 +1,13 @@
 //! `deploy/grafana/myriad.json` parses as a Grafana dashboard and every metric its
 //! queries name is one a real server's `/metrics` exports (a renamed metric would
-//! leave a panel silently empty).
+//! leave a panel silently empty): a single-process server's, and a router's and a
+//! gateway's linked by a real nats-server (the cluster's counters exist only there).
 
 mod common;
 
-use common::{parse_response, Server};
+use common::cluster::{admin_of, gateway_with, get, Nats, Router};
+use common::Server;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 
 const DASHBOARD: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -98,15 +98,24 @@ fn the_grafana_dashboard_names_only_exported_metrics() {
     }
 
     let server = Server::start(&["--admin", "127.0.0.1:0"]);
-    let admin = server.admin.expect("the admin address in the start line");
-    let mut s = TcpStream::connect(admin).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let (status, body) = parse_response(&raw);
-    assert_eq!(status, 200);
-    let exported = exported(&body);
+    let nats = Nats::start();
+    let (_router, line) = Router::start_with(&nats, "memory", &["--admin", "127.0.0.1:0"]);
+    let gateway = gateway_with(&nats, &["--admin", "127.0.0.1:0"]);
+    let admins = [
+        server
+            .admin
+            .expect("the admin address in the start line")
+            .to_string(),
+        admin_of(&line),
+        gateway
+            .admin
+            .expect("the gateway's admin address")
+            .to_string(),
+    ];
+    let exported: BTreeSet<String> = admins
+        .iter()
+        .flat_map(|admin| exported(&get(admin, "/metrics")))
+        .collect();
 
     let mut all = Vec::new();
     exprs(&dashboard, &mut all);
