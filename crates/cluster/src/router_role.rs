@@ -101,8 +101,8 @@ pub struct RouterRole {
     /// How many gateways are known, for [`RouterRole::stats_fn`] (read on the admin
     /// listener's thread; the gateway table itself stays on the router's task).
     known_count: Arc<AtomicUsize>,
-    /// What went wrong between shards and on the way to gateways, counted for the
-    /// stats (read there too).
+    /// What it sent the gateways and what went wrong between shards and on the way
+    /// to gateways, counted for the stats (read there too).
     counters: Arc<Counters>,
     /// Signalled by the NATS link on every (re)connect ([`RouterRole::nats_events`]).
     reconnected: Arc<tokio::sync::Notify>,

@@ -48,8 +48,8 @@ impl RouterRole {
     }
 }
 
-/// The hub's counters, this process's pid, the gateways known and what went
-/// wrong.
+/// The hub's counters, this process's pid, the gateways known, what was sent them
+/// and what went wrong.
 fn stats_doc(hub: &Hub, gateways: usize, shard: u16, counters: &Counters) -> serde_json::Value {
     let mut doc = hub::stats_json(&hub.stats());
     if let Some(doc) = doc.as_object_mut() {

@@ -126,8 +126,8 @@ pub fn admin_of(line: &str) -> String {
         .to_string()
 }
 
-#[allow(dead_code)]
 /// `GET path` on `addr`; returns the body.
+#[allow(dead_code)] // not every test binary reads an admin listener
 pub fn get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
