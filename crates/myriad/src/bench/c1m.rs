@@ -125,7 +125,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     watch.next();
     // What holding costs, the base that the phases' CPU per publish is taken above.
     let held_cpu = cpu_percent(hold_cpu0, watch.cpu_seconds());
-    let (held_wait, held_groups) = hold_window.finish();
+    let held_stretch = hold_window.finish();
     let open_before_publish = floods.open();
 
     // 4. Graph publishes, then unicast, each with its own latency histogram.
@@ -161,7 +161,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         floods.wait_quiet(Duration::from_secs(15));
         watch.next();
         let cpu1 = watch.cpu_seconds();
-        let cpu_wait = window.finish();
+        let stretch = window.finish();
         // Over the samples' own times: the phase's quiet tail is in the CPU read,
         // so it must be in the time divided by too (not only the sending seconds).
         let (cpu, window_s) = (cpu_percent(cpu0, cpu1), cpu1.0 - cpu0.0);
@@ -171,7 +171,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             lag_max: watch.take_lag(),
             cpu,
             window_s,
-            cpu_wait,
+            stretch,
             sent,
         })
     };
@@ -235,8 +235,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             kernel_held,
             lag: held_lag,
             cpu: held_cpu,
-            wait: held_wait,
-            groups: held_groups,
+            stretch: held_stretch,
             gateways,
             routers,
         },

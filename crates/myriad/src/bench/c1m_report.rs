@@ -5,6 +5,7 @@
 use super::c1m_graph::{Graph, GRAPH_EXPONENT, GRAPH_M, INBOX_FACTOR};
 use super::c1m_setup::{tick_groups, PER_FLOOD_PROCESS, PUBLISHERS};
 use super::c1m_watch::Seen;
+use super::cpu_wait::Stretch;
 use super::ladder::{MIN_ACHIEVED, MIN_STEP_SECS};
 use super::report::{bytes, count, memory_verdict, met, ms, Report};
 use super::{BenchArgs, PublishVia};
@@ -27,9 +28,9 @@ pub(super) struct Phase {
     pub cpu: f64,
     /// ...over this many seconds (the sending and the quiet tail after it).
     pub window_s: f64,
-    /// Server and load threads' wait for a CPU over the phase, and the CPU of
-    /// server, load and the rest of the machine ([`super::cpu_wait`]).
-    pub cpu_wait: (String, String),
+    /// Server and load threads' wait for a CPU over the phase, the CPU of server,
+    /// load and the rest of the machine, and the whole machine's busy share.
+    pub stretch: Stretch,
 }
 
 impl Phase {
@@ -40,16 +41,17 @@ impl Phase {
 }
 
 /// The report rows of one publishing phase: deliveries, latency against its target
-/// (µs, as text), CPU, and the CPU per publish above `held_cpu` (holding's, percent
-/// of a core): what a message costs, comparable between runs at different rates.
-pub(super) fn phase_rows(
+/// (µs, as text), CPU, and the CPU per publish above holding's (`held`): what a
+/// message costs, comparable between runs at different rates, and what the `asked`
+/// rate needs of the whole box.
+fn phase_rows(
     report: &mut Report,
-    what: &str,
-    plural: &str,
+    (what, plural): (&str, &str),
     p: &Phase,
-    held_cpu: f64,
+    (held, asked): (&Held, f64),
     (target_us, target): (u64, &str),
 ) {
+    let held_cpu = held.cpu;
     let q = |x: f64| p.latency_at(x);
     let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
     report.row(
@@ -89,12 +91,38 @@ pub(super) fn phase_rows(
     );
     report.fact(
         &format!("{plural}: wait for a CPU, server / load threads"),
-        p.cpu_wait.0.clone(),
+        p.stretch.wait.clone(),
     );
     report.fact(
         &format!("{plural}: CPU of server (with nats-server) / load / rest of the machine"),
-        p.cpu_wait.1.clone(),
+        p.stretch.groups.clone(),
     );
+    let Some((box_held, box_now)) = held.stretch.machine.zip(p.stretch.machine) else {
+        return;
+    };
+    if let Some((needs, per_publish)) = needs(box_held, box_now, p.stretch.secs, p.sent.sent, asked)
+    {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64 * 100.0;
+        report.fact(
+            &format!("{plural}: the whole box's CPU / what the asked rate needs of it"),
+            format!(
+                "{box_now:.0} % of {cores:.0} % / ≈ {needs:.0} % (holding {box_held:.0} % + {} /s × {per_publish:.0} µs per publish above holding){}",
+                count(asked),
+                if needs > cores { ": more than this box has" } else { "" }
+            ),
+        );
+    }
+}
+
+/// What the `asked` rate needs of the whole box (clients, server, kernel, monitor:
+/// everything on it), percent of a core, and the CPU-µs one publish added: from
+/// holding's share `held` and a phase's `now` (percent of a core) over `secs` with
+/// `sent` publishes, holding plus the asked rate times one publish. Where that is
+/// more than the box's cores, the phase's latency is a queue for a CPU whatever the
+/// server does. None without publishes.
+fn needs(held: f64, now: f64, secs: f64, sent: u64, asked: f64) -> Option<(f64, f64)> {
+    let per_publish = per_publish_us(now, held, secs, sent)?;
+    Some((held + asked * per_publish / 1e6 * 100.0, per_publish))
 }
 
 /// Whether a unicast step at `rate` met the target: ≥ 90 % of the rate published,
@@ -211,9 +239,8 @@ pub(super) struct Held {
     /// Worst loop lag and the server's CPU (percent of a core) while holding...
     pub lag: u64,
     pub cpu: f64,
-    /// ...and threads' wait for a CPU, and CPU per group ([`super::cpu_wait`]).
-    pub wait: String,
-    pub groups: String,
+    /// ...and threads' wait for a CPU, CPU per group and the whole machine's.
+    pub stretch: Stretch,
     pub gateways: usize,
     pub routers: usize,
 }
@@ -325,26 +352,27 @@ pub(super) fn write(
     );
     report.fact(
         "wait for a CPU while holding: server / load threads",
-        held.wait.clone(),
+        held.stretch.wait.clone(),
     );
     report.fact(
         "CPU while holding: server (with nats-server) / load / rest of the machine",
-        held.groups.clone(),
+        held.stretch.groups.clone(),
     );
+    if let Some(machine) = held.stretch.machine {
+        report.fact("the whole box's CPU while holding", format!("{machine:.0} % of a core"));
+    }
     phase_rows(
         report,
-        "graph publish",
-        "graph publishes",
+        ("graph publish", "graph publishes"),
         graph_phase,
-        held.cpu,
+        (held, args.graph_rate),
         (GRAPH_P99_US, "≤ 50 ms"),
     );
     phase_rows(
         report,
-        "unicast",
-        "unicast publishes",
+        ("unicast", "unicast publishes"),
         unicast_phase,
-        held.cpu,
+        (held, args.unicast_rate),
         (UNICAST_P99_US, "≤ 5 ms"),
     );
     report.fact(
@@ -453,7 +481,16 @@ fn process_table(seen: &Seen) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::per_publish_us;
+    use super::{needs, per_publish_us};
+
+    #[test]
+    fn the_asked_rate_needs_holding_plus_what_each_publish_added() {
+        // 5,000 publishes in 10 s took the box from 150 % to 190 %: 800 µs each, so
+        // 1,000/s needs 150 % + 80 %.
+        let (needs_pct, us) = needs(150.0, 190.0, 10.0, 5_000, 1_000.0).unwrap();
+        assert_eq!((needs_pct.round(), us.round()), (230.0, 800.0));
+        assert_eq!(needs(150.0, 190.0, 10.0, 0, 1_000.0), None);
+    }
 
     #[test]
     fn cpu_per_publish_is_what_the_phase_added_to_holding() {

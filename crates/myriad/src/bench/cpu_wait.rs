@@ -7,6 +7,7 @@
 //! myriad, with the CPU each group ran — and the rest of the machine's, which on this
 //! box includes its own monitor (busier as open files grow).
 
+use observe::procfs::CpuTimes;
 use std::collections::HashMap;
 
 /// CPU time, run-queue wait and runs summed over the threads of one group of
@@ -78,7 +79,21 @@ impl Wait {
 pub struct Window {
     server_root: u32,
     start: Waits,
+    machine: Option<CpuTimes>,
     at: std::time::Instant,
+}
+
+/// What a finished [`Window`] saw.
+pub struct Stretch {
+    /// Threads' wait for a CPU, server / load ([`describe`]).
+    pub wait: String,
+    /// CPU of server / load / the rest of the machine ([`cpu`]).
+    pub groups: String,
+    /// The whole machine's busy time (user, system, interrupts; not idle, not
+    /// steal), percent of one core: what every group and the kernel's softirqs
+    /// took together. None where `/proc/stat` was not readable.
+    pub machine: Option<f64>,
+    pub secs: f64,
 }
 
 impl Window {
@@ -86,18 +101,29 @@ impl Window {
         Window {
             server_root,
             start: read(server_root),
+            machine: observe::procfs::read_cpu_times().ok(),
             at: std::time::Instant::now(),
         }
     }
 
-    /// The report's two texts for the stretch: [`describe`] and [`cpu`].
-    pub fn finish(self) -> (String, String) {
+    pub fn finish(self) -> Stretch {
         let (end, secs) = (read(self.server_root), self.at.elapsed().as_secs_f64());
-        (
-            describe(&self.start, &end, secs),
-            cpu(&self.start, &end, secs),
-        )
+        let machine_end = observe::procfs::read_cpu_times().ok();
+        Stretch {
+            wait: describe(&self.start, &end, secs),
+            groups: cpu(&self.start, &end, secs),
+            machine: self.machine.zip(machine_end).and_then(|(a, b)| busy(&a, &b)),
+            secs,
+        }
     }
+}
+
+/// The machine's busy share between two `/proc/stat` reads, percent of one core
+/// (up to 100 × CPUs); None when no time passed.
+fn busy(before: &CpuTimes, after: &CpuTimes) -> Option<f64> {
+    let total = after.total.checked_sub(before.total).filter(|&t| t > 0)?;
+    let busy = (after.user + after.sys).saturating_sub(before.user + before.sys);
+    Some(busy as f64 / total as f64 * after.cpus.max(1) as f64 * 100.0)
 }
 
 /// The CPU each group ran between `before` and `after`, `secs` apart, percent of
@@ -213,6 +239,20 @@ mod tests {
             },
         );
         assert_eq!(cpu(&b, &a, 2.0), "0 % / 25 % / 0 % of a core");
+    }
+
+    #[test]
+    fn the_machine_is_busy_for_what_was_not_idle_over_every_cpu() {
+        let at = |busy: u64, idle: u64| CpuTimes {
+            user: busy / 2,
+            sys: busy - busy / 2,
+            idle,
+            total: busy + idle,
+            cpus: 2,
+        };
+        // 150 of 200 ticks busy on two CPUs: one and a half cores.
+        assert_eq!(busy(&at(100, 100), &at(250, 150)), Some(150.0));
+        assert_eq!(busy(&at(100, 100), &at(100, 100)), None);
     }
 
     /// A child that spins is this process's descendant, counted as load, with
