@@ -100,19 +100,49 @@ fn phase_rows(
     let Some((box_held, box_now)) = held.stretch.machine.zip(p.stretch.machine) else {
         return;
     };
-    if let Some((needs, per_publish)) = needs(box_held, box_now, p.stretch.secs, p.sent.sent, asked)
-    {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64 * 100.0;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64 * 100.0;
+    let window = (p.stretch.secs, p.sent.sent);
+    if let Some(text) = box_budget((box_held, box_now), window, asked, cores) {
         report.fact(
             &format!("{plural}: the whole box's CPU / what the asked rate needs of it"),
-            format!(
-                "{box_now:.0} % of {cores:.0} % / ≈ {needs:.0} % (holding {box_held:.0} % + {} /s × {per_publish:.0} µs per publish above holding){}",
-                count(asked),
-                if needs > cores { ": more than this box has" } else { "" }
-            ),
+            text,
         );
     }
 }
+
+/// The report's text for a phase's whole-box CPU (`now`, percent of a core, out of
+/// `cores` percent) and what the `asked` rate needs of it, from holding's share
+/// `held` and the phase's `sent` publishes over `secs`: a saturated holding leaves
+/// nothing to read a publish's cost above. None without publishes.
+fn box_budget(
+    (held, now): (f64, f64),
+    (secs, sent): (f64, u64),
+    asked: f64,
+    cores: f64,
+) -> Option<String> {
+    let (needs, per_publish) = needs(held, now, secs, sent, asked)?;
+    Some(if held >= SATURATED * cores {
+        format!(
+            "{now:.0} % of {cores:.0} % / more than this box has: holding alone took {held:.0} %, \
+             so a publish's cost cannot be read above it"
+        )
+    } else {
+        format!(
+            "{now:.0} % of {cores:.0} % / ≈ {needs:.0} % (holding {held:.0} % + {} /s × \
+             {per_publish:.0} µs per publish above holding){}",
+            count(asked),
+            if needs > cores {
+                ": more than this box has"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
+/// The share of the box's cores past which holding is taken to leave nothing to
+/// publish with (the rest is the box's own bursts and the sampling's noise).
+const SATURATED: f64 = 0.9;
 
 /// What the `asked` rate needs of the whole box (clients, server, kernel, monitor:
 /// everything on it), percent of a core, and the CPU-µs one publish added: from
@@ -359,7 +389,10 @@ pub(super) fn write(
         held.stretch.groups.clone(),
     );
     if let Some(machine) = held.stretch.machine {
-        report.fact("the whole box's CPU while holding", format!("{machine:.0} % of a core"));
+        report.fact(
+            "the whole box's CPU while holding",
+            format!("{machine:.0} % of a core"),
+        );
     }
     phase_rows(
         report,
@@ -481,7 +514,23 @@ fn process_table(seen: &Seen) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{needs, per_publish_us};
+    use super::{box_budget, needs, per_publish_us};
+
+    #[test]
+    fn the_box_budget_says_when_the_asked_rate_does_not_fit() {
+        let row = |held, now, asked| box_budget((held, now), (10.0, 5_000), asked, 200.0);
+        let fits = row(20.0, 60.0, 1_000.0).unwrap();
+        assert!(fits.starts_with("60 % of 200 % / ≈ 100 %"), "{fits}");
+        assert!(!fits.contains("more than"), "{fits}");
+        let over = row(150.0, 190.0, 1_000.0).unwrap();
+        assert!(over.ends_with(": more than this box has"), "{over}");
+        let saturated = row(196.0, 195.0, 1_000.0).unwrap();
+        assert!(
+            saturated.contains("holding alone took 196 %"),
+            "{saturated}"
+        );
+        assert_eq!(box_budget((20.0, 60.0), (10.0, 0), 1_000.0, 200.0), None);
+    }
 
     #[test]
     fn the_asked_rate_needs_holding_plus_what_each_publish_added() {

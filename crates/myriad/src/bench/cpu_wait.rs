@@ -112,7 +112,10 @@ impl Window {
         Stretch {
             wait: describe(&self.start, &end, secs),
             groups: cpu(&self.start, &end, secs),
-            machine: self.machine.zip(machine_end).and_then(|(a, b)| busy(&a, &b)),
+            machine: self
+                .machine
+                .zip(machine_end)
+                .and_then(|(a, b)| busy(&a, &b)),
             secs,
         }
     }
