@@ -193,6 +193,17 @@ pub fn parse_response(raw: &[u8]) -> (u16, String) {
 
 /// Reads from `s` until `needle` has been seen (or panics after the read timeout).
 pub fn read_until(s: &mut TcpStream, buf: &mut Vec<u8>, needle: &str) {
+    if !read_until_or_closed(s, buf, needle) {
+        panic!(
+            "closed before {needle:?}; got {:?}",
+            String::from_utf8_lossy(buf)
+        );
+    }
+}
+
+/// Reads from `s` until `needle` has been seen (true) or the server closed the
+/// connection (false); panics after the read timeout.
+pub fn read_until_or_closed(s: &mut TcpStream, buf: &mut Vec<u8>, needle: &str) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !String::from_utf8_lossy(buf).contains(needle) {
         assert!(
@@ -202,10 +213,7 @@ pub fn read_until(s: &mut TcpStream, buf: &mut Vec<u8>, needle: &str) {
         );
         let mut chunk = [0u8; 4096];
         match s.read(&mut chunk) {
-            Ok(0) => panic!(
-                "closed before {needle:?}; got {:?}",
-                String::from_utf8_lossy(buf)
-            ),
+            Ok(0) => return false,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
@@ -213,6 +221,7 @@ pub fn read_until(s: &mut TcpStream, buf: &mut Vec<u8>, needle: &str) {
             Err(e) => panic!("read error {e}"),
         }
     }
+    true
 }
 
 /// Opens a raw streaming subscription and waits for its welcome chunk.
