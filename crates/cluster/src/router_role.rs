@@ -245,7 +245,7 @@ impl RouterRole {
                     self.expire_waiting(now);
                     self.expire_in_order(now);
                 }
-                _ = self.reconnected.notified() => self.forget_all_and_resync(Instant::now()),
+                _ = self.reconnected.notified() => self.resync_all(Instant::now()),
                 else => return Ok(()),
             }
             self.flush_forwards();

@@ -213,11 +213,12 @@ fn everything_reconnects_after_a_nats_restart() {
         assert!(Instant::now() < deadline, "presence not back: {reply}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // A "two" published while the router was learning a gateway's presence again
-    // (after its own reconnect) reached the user's other connection only; the
-    // retry above published it once more, and the gateway that missed the first
-    // sees its numbers skip and tells the stream to resume (the last chunk). It
-    // then resumes from history: the first "two" is there, no gap.
+    // A stream may be told to resume (the last chunk) where a delivery missed its
+    // connection: the retry above published "two" again, so a first "two" that
+    // reached only the other connection shows as a skip in numbers. (It did, one
+    // run in five to ten, while the router forgot every gateway on its own
+    // reconnect; it keeps their presence since.) Resumed from history, the first
+    // "two" is there, with no gap.
     for (s, gw) in [(&mut s1, &a), (&mut s2, &b)] {
         let mut buf = Vec::new();
         if read_until_or_closed(s, &mut buf, "two") {

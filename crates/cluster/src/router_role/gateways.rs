@@ -1,6 +1,6 @@
 //! The router's table of gateways: joining (a slot each, presence asked for), silence,
-//! a restart in a dead gateway's place, the router's own reconnect, and forgetting
-//! (every connection of the gateway logged out).
+//! a restart in a dead gateway's place, the router's own reconnect (presence asked
+//! again), and forgetting (every connection of the gateway logged out).
 
 use super::{loops_of, RouterRole, GATEWAY_TIMEOUT, GATEWAY_TIMEOUT_ALONE, MAX_GATEWAYS};
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway};
@@ -92,15 +92,23 @@ impl RouterRole {
         }
     }
 
-    /// After the router's own reconnect to NATS: a gateway not reconnected yet has no
-    /// subscription, so what the router sent it would vanish while the publisher was
-    /// told it was delivered. Every gateway is forgotten and asked for its presence
-    /// again; each is counted (and delivered to) again once it answers.
-    pub(super) fn forget_all_and_resync(&mut self, now: Instant) {
-        let all: Vec<GatewayId> = self.gateways.by_id.keys().copied().collect();
-        for id in all {
-            self.forget(id, now, "router reconnected to NATS: gateway asked again");
+    /// After the router's own reconnect to NATS: every gateway is asked for its
+    /// presence again (logins and logouts sent while the router was away are lost),
+    /// and keeps the one it had until the fresh one replaces it. What the router
+    /// sends a gateway not back on NATS yet is numbered and kept
+    /// ([`super::replay`]), and the gateway asks for it once it is back; a gateway
+    /// that does not come back is forgotten when silent. (Forgetting them all at
+    /// once, as before, made every publish until their answers miss their
+    /// connections, which were then told to resume.) Their silence counts from now:
+    /// the router heard nothing while it was away.
+    pub(super) fn resync_all(&mut self, now: Instant) {
+        for gw in self.gateways.by_id.values_mut() {
+            gw.last_seen = now;
         }
+        tracing::warn!(
+            gateways = self.gateways.by_id.len(),
+            "router reconnected to NATS: every gateway asked for its presence again"
+        );
         let resync = ToGateway::Resync {
             router: self.instance,
         };
