@@ -78,6 +78,16 @@ pub struct CpuTimes {
     pub cpus: u64,
 }
 
+impl CpuTimes {
+    /// Cores busy (not idle; steal counts as busy: time the box did not have)
+    /// between `before` and this reading; None when no time passed.
+    pub fn cores_busy_since(&self, before: &CpuTimes) -> Option<f64> {
+        let total = self.total.checked_sub(before.total).filter(|&t| t > 0)?;
+        let busy = (self.total - self.idle).saturating_sub(before.total - before.idle);
+        Some(busy as f64 / total as f64 * self.cpus.max(1) as f64)
+    }
+}
+
 /// Parse `/proc/stat`.
 pub fn parse_cpu_times(text: &str) -> Option<CpuTimes> {
     let mut out = CpuTimes::default();
@@ -359,6 +369,17 @@ mod tests {
                 cpus: 2
             }
         );
+
+        // 150 of 200 ticks not idle on two CPUs: one and a half cores.
+        let at = |busy: u64, idle: u64| CpuTimes {
+            user: busy,
+            sys: 0,
+            idle,
+            total: busy + idle,
+            cpus: 2,
+        };
+        assert_eq!(at(250, 150).cores_busy_since(&at(100, 100)), Some(1.5));
+        assert_eq!(at(100, 100).cores_busy_since(&at(100, 100)), None);
 
         let mem = parse_meminfo(
             "MemTotal:       1000 kB\nMemFree:         400 kB\nMemAvailable:    700 kB\n\

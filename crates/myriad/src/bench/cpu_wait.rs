@@ -89,11 +89,19 @@ pub struct Stretch {
     pub wait: String,
     /// CPU of server / load / the rest of the machine ([`cpu`]).
     pub groups: String,
-    /// The whole machine's busy time (user, system, interrupts; not idle, not
-    /// steal), percent of one core: what every group and the kernel's softirqs
-    /// took together. None where `/proc/stat` was not readable.
-    pub machine: Option<f64>,
+    /// The whole machine's busy time, every group and the kernel's softirqs
+    /// together. None where `/proc/stat` was not readable.
+    pub machine: Option<Machine>,
     pub secs: f64,
+}
+
+/// The whole machine over a stretch, percent of one core.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Machine {
+    /// Not idle (steal counts: time the box did not have).
+    pub busy: f64,
+    /// What the box has: 100 × CPUs.
+    pub of: f64,
 }
 
 impl Window {
@@ -112,21 +120,15 @@ impl Window {
         Stretch {
             wait: describe(&self.start, &end, secs),
             groups: cpu(&self.start, &end, secs),
-            machine: self
-                .machine
-                .zip(machine_end)
-                .and_then(|(a, b)| busy(&a, &b)),
+            machine: self.machine.zip(machine_end).and_then(|(a, b)| {
+                Some(Machine {
+                    busy: b.cores_busy_since(&a)? * 100.0,
+                    of: b.cpus.max(1) as f64 * 100.0,
+                })
+            }),
             secs,
         }
     }
-}
-
-/// The machine's busy share between two `/proc/stat` reads, percent of one core
-/// (up to 100 × CPUs); None when no time passed.
-fn busy(before: &CpuTimes, after: &CpuTimes) -> Option<f64> {
-    let total = after.total.checked_sub(before.total).filter(|&t| t > 0)?;
-    let busy = (after.user + after.sys).saturating_sub(before.user + before.sys);
-    Some(busy as f64 / total as f64 * after.cpus.max(1) as f64 * 100.0)
 }
 
 /// The CPU each group ran between `before` and `after`, `secs` apart, percent of
@@ -242,20 +244,6 @@ mod tests {
             },
         );
         assert_eq!(cpu(&b, &a, 2.0), "0 % / 25 % / 0 % of a core");
-    }
-
-    #[test]
-    fn the_machine_is_busy_for_what_was_not_idle_over_every_cpu() {
-        let at = |busy: u64, idle: u64| CpuTimes {
-            user: busy / 2,
-            sys: busy - busy / 2,
-            idle,
-            total: busy + idle,
-            cpus: 2,
-        };
-        // 150 of 200 ticks busy on two CPUs: one and a half cores.
-        assert_eq!(busy(&at(100, 100), &at(250, 150)), Some(150.0));
-        assert_eq!(busy(&at(100, 100), &at(100, 100)), None);
     }
 
     /// A child that spins is this process's descendant, counted as load, with

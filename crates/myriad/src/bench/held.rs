@@ -8,6 +8,7 @@ use crate::server_process::ServerProcess;
 use hdrhistogram::Histogram;
 use load::flood::stats::{hist_add, new_hist};
 use load::flood::{FloodArgs, FloodSummary, FloodTick};
+use observe::procfs::CpuTimes;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -101,13 +102,11 @@ const MIN_RATE_WINDOW_S: f64 = 0.25;
 pub struct Probe {
     pub servers: Vec<Arc<ServerProcess>>,
     last: Option<(Instant, f64, ServerSample)>,
-    last_machine: (u64, u64),
+    last_machine: CpuTimes,
 }
 
-/// (busy, total) jiffies of all cores from /proc/stat.
-fn machine_jiffies() -> (u64, u64) {
-    let cpu = observe::procfs::read_cpu_times().unwrap_or_default();
-    (cpu.total.saturating_sub(cpu.idle), cpu.total)
+fn machine_times() -> CpuTimes {
+    observe::procfs::read_cpu_times().unwrap_or_default()
 }
 
 impl Probe {
@@ -115,7 +114,7 @@ impl Probe {
         Probe {
             servers,
             last: None,
-            last_machine: machine_jiffies(),
+            last_machine: machine_times(),
         }
     }
 
@@ -159,12 +158,9 @@ impl Probe {
             s.connects_per_s = s.connects.saturating_sub(prev.connects) as f64 / dt;
             s.closes_per_s = s.closes.saturating_sub(prev.closes) as f64 / dt;
         }
-        let m = machine_jiffies();
-        let (busy, total) = (
-            m.0 - self.last_machine.0.min(m.0),
-            m.1 - self.last_machine.1.min(m.1),
-        );
-        s.machine_pct = busy as f64 * 100.0 / total.max(1) as f64;
+        let m = machine_times();
+        let cores = m.cores_busy_since(&self.last_machine).unwrap_or(0.0);
+        s.machine_pct = cores * 100.0 / m.cpus.max(1) as f64;
         self.last_machine = m;
         self.last = Some((now, cpu, s.clone()));
         s

@@ -28,6 +28,7 @@ mod abuse_cases;
 mod broadcast;
 mod c100k;
 mod c1m;
+mod c1m_cost;
 mod c1m_graph;
 mod c1m_netns;
 mod c1m_report;
