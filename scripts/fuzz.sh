@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
 # targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
-# streams, HTTP/2 frames, batch and edge lists, resume positions, JWTs), the gateway's
-# connection core (crates/gateway/fuzz, target `core`: scripts of bytes, bus
-# replies, deliveries and time) and the cluster codec (crates/cluster/fuzz, target
+# streams, HTTP/2 frames, HPACK blocks, batch and edge lists, resume positions, JWTs),
+# the gateway's connection core (crates/gateway/fuzz, target `core`: scripts of bytes,
+# bus replies, deliveries and time) and one HTTP/2 connection's frame handling
+# (target `h2_conn`: frames, HPACK, budgets, flow control), and the cluster codec (crates/cluster/fuzz, target
 # `cluster_codec`: what crosses NATS, parts put together included), each started
 # from its seed corpus in <fuzz dir>/seeds/<target>/.
 #
@@ -23,11 +24,11 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames core cluster_codec)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack core h2_conn cluster_codec)
 # Which fuzz crate holds a target.
 dir_of() {
   case "$1" in
-    core) echo crates/gateway/fuzz ;;
+    core|h2_conn) echo crates/gateway/fuzz ;;
     cluster_codec) echo crates/cluster/fuzz ;;
     *) echo "$fuzz_dir" ;;
   esac

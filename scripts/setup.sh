@@ -19,7 +19,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-python3 -c 'import websockets' 2>/dev/null || {
+python3 -c 'import websockets, h2' 2>/dev/null || {
   echo "setup: pip install -r tests/requirements.txt"
   python3 -m pip install -q -r tests/requirements.txt
 }

@@ -9,7 +9,7 @@
 //! - tokio: the usual way, a current-thread runtime, a task per connection over a
 //!   loopback `TcpStream`.
 //!
-//! - HPACK alone (`fluke-hpack`), what a hand-written frame layer would keep per
+//! - HPACK alone (`wire::h2::hpack`), what the hand-written frame layer keeps per
 //!   connection: a decoder after a browser-like first request that fills the dynamic
 //!   table (4 KB allowed), then after the client obeys SETTINGS_HEADER_TABLE_SIZE = 0.
 //!
@@ -306,18 +306,20 @@ fn browser_block(size_update_to_zero: bool) -> Vec<u8> {
 
 fn hpack() {
     let base = live();
-    let mut d = Box::new(fluke_hpack::Decoder::new());
+    let caps = wire::h2::hpack::Caps {
+        fields: 100,
+        list_size: 32 * 1024,
+    };
+    let mut d = Box::new(wire::h2::hpack::Decoder::new());
     let inline = live() - base;
-    let headers = d.decode(&browser_block(false)).unwrap();
-    assert_eq!(headers.len(), 8);
-    drop(headers);
+    let done = d.decode(&browser_block(false), caps, |_, _| {}).unwrap();
+    assert_eq!(done.fields, 8);
     let with_table = live() - base;
-    d.set_max_table_size(0); // what our SETTINGS_HEADER_TABLE_SIZE = 0 allows
-    let headers = d.decode(&browser_block(true)).unwrap();
-    drop(headers);
+    d.set_limit(0); // the client acknowledged our SETTINGS_HEADER_TABLE_SIZE = 0
+    d.decode(&browser_block(true), caps, |_, _| {}).unwrap();
     let without = live() - base;
     println!(
-        "HPACK decoder (fluke-hpack): {inline} B inline, {with_table} B after a browser's first request, {without} B once the table size is 0"
+        "HPACK decoder (wire::h2::hpack): {inline} B inline, {with_table} B after a browser's first request, {without} B once the table size is 0"
     );
     drop(d);
 }

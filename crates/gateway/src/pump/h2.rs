@@ -12,22 +12,40 @@
 //!
 //! Budget: an HTTP/1.1 connection pays nothing for this (the tables below are only
 //! made on a TLS listener and are indexed like `gens`); an HTTP/2 connection adds a
-//! boxed [`H2Conn`] (~200 B with its HPACK decoder, which holds a dynamic table only
+//! boxed [`H2Conn`] (~250 B with its HPACK decoder, which holds a dynamic table only
 //! until the client obeys our `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
-//! (40 B), its core's state and an [`h2_stream::H2Stream`] entry (~40 B).
+//! (40 B), its core's state and an [`h2_stream::H2Stream`] entry (~100 B).
+//!
+//! What a peer can make a connection cost is bounded (issue 39): a header block at
+//! most [`MAX_BLOCK`] compressed and [`MAX_FIELDS`] / [`MAX_DECODED`] decoded (past
+//! either the stream is answered 431, the block still decoded to keep the table in
+//! step; decoding costs the same per byte whatever the block holds); frames that carry
+//! no request and streams that end unanswered (rapid reset) within `budget`'s buckets,
+//! then GOAWAY ENHANCE_YOUR_CALM; request bodies reach their core as they arrive, after
+//! the core judged the head (key, token, route, stated size), with the stream's credit
+//! returned only then, and the bodies of a connection's incomplete requests together
+//! at most `max(--max-batch, --max-message)`; a connection without streams closes
+//! after `--keepalive-timeout` (GOAWAY NO_ERROR), one that does not answer a PING
+//! within a heartbeat is closed.
 //!
 //! Layout: this file holds the per-loop tables and what the loop does for a
-//! connection (start, input, PING timer, writes); `conn` what the peer's frames do to
-//! one connection's state.
+//! connection (start, input, PING and keep-alive timer, writes); `conn` what the
+//! peer's frames do to one connection's state; `budget` the leaky buckets; `script`
+//! the sans-IO driver the fuzz target `h2_conn` runs.
 //!
 //! Not done: server push, RFC 8441 WebSocket over HTTP/2 (WebSocket stays on
 //! HTTP/1.1: ALPN offers both), trailers on requests, PRIORITY (ignored).
 
+mod budget;
 mod conn;
+pub(super) mod script;
 
 use super::h2_stream::H2Stream;
 use super::EventLoop;
-use fluke_hpack::Decoder;
+use crate::core::Tick;
+use budget::Bucket;
+use conn::Limits;
+use wire::h2::hpack::Decoder;
 use wire::h2::{self as frames, code, setting};
 
 /// No stream or connection at this slab index.
@@ -35,11 +53,11 @@ pub(super) const NONE: u32 = u32::MAX;
 /// A request's header block (HEADERS + CONTINUATION) at most, compressed: the peer
 /// cannot make a connection hold more while a block is incomplete.
 const MAX_BLOCK: usize = 16 * 1024;
-/// A request's decoded headers at most (what the core's head limit allows anyway).
+/// A request's decoded headers at most (what the core's head limit allows anyway),
+/// in SETTINGS_MAX_HEADER_LIST_SIZE's measure; more is answered 431.
 const MAX_DECODED: usize = 32 * 1024;
-/// The dynamic table a client may use before it has seen our SETTINGS (RFC 7541's
-/// default); our SETTINGS then asks for 0.
-const CLIENT_TABLE: usize = 4096;
+/// A request's header fields at most (a browser sends about 20); more is answered 431.
+const MAX_FIELDS: usize = 100;
 
 /// One loop's HTTP/2 state: per-connection boxes and the stream → connection map.
 pub(super) struct H2Layer {
@@ -62,13 +80,15 @@ pub(super) struct H2Conn {
     /// An incomplete frame (or preface) carried to the next read; empty otherwise.
     input: Vec<u8>,
     preface_done: bool,
-    decoder: Decoder<'static>,
+    decoder: Decoder,
     /// A header block waiting for its CONTINUATION frames: stream, END_STREAM, bytes.
     block: Option<Box<(u32, bool, Vec<u8>)>>,
     /// The highest client stream id seen.
     pub(super) last_stream: u32,
     /// Our connection-level send window (the peer's receive window).
     pub(super) window: i64,
+    /// Our connection-level receive window (what the peer may still send).
+    recv_window: i64,
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
     pub(super) initial_window: u32,
     pub(super) max_frame: u32,
@@ -81,13 +101,24 @@ pub(super) struct H2Conn {
     pub(super) peer_goaway: bool,
     /// The peer is on loopback (the API's rule for keyless calls, given to streams).
     pub(super) loopback: bool,
+    /// Frames that carry no request (`budget`).
+    idle_frames: Bucket,
+    /// Streams that ended unanswered (`budget`).
+    unanswered: Bucket,
+    /// When our next PING is due.
+    next_ping: Tick,
+    /// Since when the connection has had no stream (it closes after the keep-alive
+    /// timeout, like an idle HTTP/1.1 connection); `None` while it has one.
+    idle_since: Option<Tick>,
 }
 
 /// What frame handling asks the loop to do once the connection's box is back in its
 /// table (the work creates and closes slots, which needs the table).
 pub(super) enum Action {
-    /// A stream's request is complete: give it a core.
+    /// A stream's header block is complete: give it a core and the request's head.
     Request(u32),
+    /// A stream has staged body bytes or its request ended: hand them to its core.
+    Body(u32),
     /// The peer reset a stream: close its virtual connection.
     Reset(u32),
     /// Windows opened: move queued data.
@@ -153,7 +184,7 @@ impl EventLoop {
         if h2.conns.len() <= index {
             h2.conns.resize_with(index + 1, || None);
         }
-        h2.conns[index] = Some(Box::new(H2Conn::new(loopback)));
+        h2.conns[index] = Some(Box::new(H2Conn::new(loopback, self.now)));
         let mut out = std::mem::take(&mut h2.out);
         out.clear();
         frames::write_settings(
@@ -169,7 +200,32 @@ impl EventLoop {
         if let Some(h2) = self.h2.as_mut() {
             h2.out = out;
         }
-        self.h2_arm(index, self.config.heartbeat);
+        let next_ping = self.now.wrapping_add(self.config.heartbeat);
+        if let Some(conn) = self.h2_conn(index) {
+            conn.next_ping = next_ping;
+        }
+        self.h2_rearm(index);
+    }
+
+    fn h2_conn(&mut self, index: usize) -> Option<&mut H2Conn> {
+        self.h2.as_mut()?.conns.get_mut(index)?.as_deref_mut()
+    }
+
+    /// Arms connection `index`'s timer for its next PING or, with no stream, the end
+    /// of its keep-alive, whichever comes first.
+    fn h2_rearm(&mut self, index: usize) {
+        let (now, keepalive) = (self.now, self.config.keepalive_timeout);
+        let Some(conn) = self.h2_conn(index) else {
+            return;
+        };
+        let mut at = conn.next_ping;
+        if let Some(since) = conn.idle_since {
+            let idle_end = since.wrapping_add(keepalive);
+            if idle_end.wrapping_sub(now) < at.wrapping_sub(now) {
+                at = idle_end;
+            }
+        }
+        self.h2_arm(index, at.wrapping_sub(now));
     }
 
     /// Sets connection `index`'s one timer `after` ticks from now.
@@ -198,7 +254,12 @@ impl EventLoop {
         let mut out = std::mem::take(&mut h2.out);
         out.clear();
         let mut actions = Vec::new();
-        if let Err(e) = conn.handle_bytes(input, h2.max_streams, &mut out, &mut actions) {
+        let limits = Limits {
+            max_streams: h2.max_streams,
+            receiving: self.config.max_batch.max(self.config.max_message),
+            now: self.now,
+        };
+        if let Err(e) = conn.handle_bytes(input, &limits, &mut out, &mut actions) {
             tracing::debug!(error = %e, "http/2 connection error");
             frames::write_goaway(&mut out, conn.last_stream, e.code);
             conn.gone = true;
@@ -220,6 +281,7 @@ impl EventLoop {
             }
             match action {
                 Action::Request(id) => self.h2_request(index, id),
+                Action::Body(id) => self.h2_body(index, id),
                 Action::Reset(id) => self.h2_reset(index, id),
                 Action::Pump => self.h2_pump(index),
                 Action::Close => return self.close(index),
@@ -269,21 +331,47 @@ impl EventLoop {
     }
 
     /// The timer of HTTP/2 connection `index`: the PING heartbeat (a connection that
-    /// did not answer the last one within a heartbeat is closed), or the end of the
-    /// linger after GOAWAY.
+    /// did not answer the last one within a heartbeat is closed), the keep-alive of a
+    /// connection without streams (GOAWAY NO_ERROR), or the end of the linger after
+    /// GOAWAY.
     pub(super) fn h2_timeout(&mut self, index: usize) {
-        let Some(conn) = self.h2.as_mut().and_then(|h| h.conns[index].as_mut()) else {
+        let (now, keepalive, heartbeat) = (
+            self.now,
+            self.config.keepalive_timeout,
+            self.config.heartbeat,
+        );
+        let Some(conn) = self.h2_conn(index) else {
             return;
         };
-        if conn.gone || conn.ping_out {
+        if conn.gone {
             return self.close(index);
         }
-        conn.ping_out = true;
-        let mut ping = Vec::with_capacity(17);
-        frames::write_ping(&mut ping, false, *b"myriadhb");
-        if self.h2_write(index, &ping, false) {
-            self.h2_arm(index, self.config.heartbeat);
+        let idle_over = conn.streams.is_empty()
+            && conn
+                .idle_since
+                .is_some_and(|since| now.wrapping_sub(since) >= keepalive);
+        if idle_over {
+            conn.gone = true;
+            let mut out = Vec::with_capacity(17);
+            frames::write_goaway(&mut out, conn.last_stream, code::NO_ERROR);
+            if self.h2_write(index, &out, false) {
+                self.h2_goaway_sent(index);
+            }
+            return;
         }
+        if crate::wheel::reached(conn.next_ping, now) {
+            if conn.ping_out {
+                return self.close(index);
+            }
+            conn.ping_out = true;
+            conn.next_ping = now.wrapping_add(heartbeat);
+            let mut ping = Vec::with_capacity(17);
+            frames::write_ping(&mut ping, false, *b"myriadhb");
+            if !self.h2_write(index, &ping, false) {
+                return;
+            }
+        }
+        self.h2_rearm(index);
     }
 
     /// Seals `bytes` for HTTP/2 connection `index` and writes or queues them. False

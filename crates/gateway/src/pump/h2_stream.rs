@@ -20,11 +20,7 @@ use crate::config::SlowPolicy;
 use crate::core::Connection;
 use bytes::Bytes;
 use std::io;
-use wire::h2::{self as frames, code, Part, ResponseReader};
-
-/// A request body collected from DATA frames at most (the core then applies
-/// `--max-message` / `--max-batch`); bounds what a stream holds before its core runs.
-pub(super) const MAX_BODY: usize = 1 << 20;
+use wire::h2::{self as frames, code, Framing, Part, ResponseReader};
 
 /// One open stream of an HTTP/2 connection.
 pub(super) struct H2Stream {
@@ -38,17 +34,25 @@ pub(super) struct H2Stream {
     end_queued: bool,
     /// The client ended its side (END_STREAM): further DATA or HEADERS are errors.
     pub(super) remote_closed: bool,
-    /// The request until it is complete (headers, body so far).
-    pub(super) request: Option<Box<Request>>,
-}
-
-pub(super) struct Request {
-    headers: Vec<(Vec<u8>, Vec<u8>)>,
-    pub(super) body: Vec<u8>,
+    /// The request's HTTP/1.1 head until its core takes it.
+    pub(super) head: Vec<u8>,
+    /// How the body follows the head; `Length` counts down what is still to come.
+    pub(super) framing: Framing,
+    /// Our receive window for this stream (what the peer may still send on it).
+    pub(super) recv_window: i64,
+    /// Body bytes received so far (they count against the connection's bound on
+    /// incomplete requests until the request is complete).
+    pub(super) received: usize,
+    /// Body bytes read this round, not yet handed to the core, and their flow-control
+    /// length (padding included), credited back when the core has them.
+    pub(super) staged: Vec<u8>,
+    pub(super) staged_flow: u32,
+    /// The end of the body went to the core.
+    end_fed: bool,
 }
 
 impl H2Stream {
-    pub(super) fn new(id: u32, headers: Vec<(Vec<u8>, Vec<u8>)>, window: u32) -> H2Stream {
+    pub(super) fn new(id: u32, head: Vec<u8>, framing: Framing, window: u32) -> H2Stream {
         H2Stream {
             id,
             slot: NONE,
@@ -56,10 +60,13 @@ impl H2Stream {
             reader: ResponseReader::default(),
             end_queued: false,
             remote_closed: false,
-            request: Some(Box::new(Request {
-                headers,
-                body: Vec::new(),
-            })),
+            head,
+            framing,
+            recv_window: i64::from(frames::DEFAULT_WINDOW),
+            received: 0,
+            staged: Vec::new(),
+            staged_flow: 0,
+            end_fed: framing == Framing::None,
         }
     }
 }
@@ -96,8 +103,9 @@ impl EventLoop {
             .expect("an HTTP/2 stream on a loop without HTTP/2")
     }
 
-    /// Stream `id` of connection `parent` has its whole request: a virtual slot and a
-    /// core for it, which reads the request as an HTTP/1.1 head.
+    /// Stream `id` of connection `parent` has its header block: a virtual slot and a
+    /// core for it, which reads the request as an HTTP/1.1 head and answers what it
+    /// refuses (a key, a token, a route, a stated size) before any body is held.
     pub(super) fn h2_request(&mut self, parent: usize, id: u32) {
         let h2 = self.h2_layer();
         let Some(conn) = h2.conns[parent].as_deref_mut() else {
@@ -107,21 +115,11 @@ impl EventLoop {
         let Some(stream) = conn.stream_by_id(id) else {
             return;
         };
-        let Some(request) = stream.request.take() else {
-            return;
-        };
-        let mut bytes = Vec::with_capacity(256 + request.body.len());
-        let body = (!request.body.is_empty()).then_some(request.body.len());
-        let head = request.headers.iter().map(|(n, v)| (&n[..], &v[..]));
+        let head = std::mem::take(&mut stream.head);
         let index = self.slots.vacant_entry().key();
-        if let Err(e) = wire::h2::write_request_head(&mut bytes, head, body) {
-            tracing::debug!(error = %e, stream = id, "http/2 request refused");
-            return self.h2_refuse(parent, id, code::PROTOCOL_ERROR);
-        }
         if index >= MAX_SLOTS_PER_LOOP {
             return self.h2_refuse(parent, id, code::REFUSED_STREAM);
         }
-        bytes.extend_from_slice(&request.body);
         if self.gens.len() <= index {
             self.gens.resize(index + 1, 0);
         }
@@ -147,6 +145,49 @@ impl EventLoop {
         });
         self.with_core(index, |conn, cx| conn.handle_open(cx));
         if self.slots.contains(index) && self.h2_layer().parent_of(index) == Some(parent) {
+            self.with_core(index, |conn, cx| conn.handle_bytes(cx, &head));
+        }
+    }
+
+    /// Stream `id` of connection `parent` staged body bytes, or its request ended:
+    /// they go to its core in the head's framing, and the stream's credit goes back
+    /// to the peer now that the core has them.
+    pub(super) fn h2_body(&mut self, parent: usize, id: u32) {
+        let Some(conn) = self.h2_layer().conns[parent].as_deref_mut() else {
+            return;
+        };
+        let Some(stream) = conn.stream_by_id(id) else {
+            return;
+        };
+        if stream.slot == NONE {
+            return;
+        }
+        let index = stream.slot as usize;
+        let staged = std::mem::take(&mut stream.staged);
+        let flow = std::mem::take(&mut stream.staged_flow);
+        let end = stream.remote_closed && !stream.end_fed;
+        stream.end_fed |= end;
+        let chunked = stream.framing == Framing::Chunked;
+        stream.recv_window += i64::from(flow);
+        let mut bytes = Vec::with_capacity(staged.len() + 16);
+        if chunked && !staged.is_empty() {
+            bytes.extend_from_slice(format!("{:x}\r\n", staged.len()).as_bytes());
+            bytes.extend_from_slice(&staged);
+            bytes.extend_from_slice(b"\r\n");
+        } else {
+            bytes.extend_from_slice(&staged);
+        }
+        if end && chunked {
+            bytes.extend_from_slice(b"0\r\n\r\n");
+        }
+        if flow > 0 && !end {
+            let mut credit = Vec::with_capacity(13);
+            frames::write_window_update(&mut credit, id, flow);
+            if !self.h2_write(parent, &credit, false) {
+                return;
+            }
+        }
+        if !bytes.is_empty() && self.slots.contains(index) {
             self.with_core(index, |conn, cx| conn.handle_bytes(cx, &bytes));
         }
     }
@@ -340,6 +381,11 @@ impl EventLoop {
             }
             if ended {
                 if self.slots[index].out.is_none() {
+                    if !stream.remote_closed {
+                        // Answered before the request's end (a refusal): the client
+                        // may stop sending (RFC 9113 8.1).
+                        frames::write_rst_stream(&mut out, id, code::NO_ERROR);
+                    }
                     conn.streams.swap_remove(pos);
                     finished = true;
                 } else {
@@ -428,6 +474,9 @@ impl EventLoop {
         if queue.is_empty() {
             if stream.end_queued {
                 frames::write_data(&mut out, stream.id, true, &[]);
+                if !stream.remote_closed {
+                    frames::write_rst_stream(&mut out, stream.id, code::NO_ERROR);
+                }
                 conn.streams.swap_remove(pos);
                 finished = true;
             }
@@ -438,8 +487,12 @@ impl EventLoop {
         if let Some(h2) = self.h2.as_mut() {
             h2.out = out;
         }
-        if finished && alive {
+        // A finished stream's slot goes even when its last write failed (that closed
+        // the connection, which no longer lists this stream).
+        if finished && self.slots.contains(index) {
             self.close(index);
+        }
+        if finished && alive {
             self.h2_finish_if_idle(parent);
         }
     }

@@ -32,6 +32,11 @@ mod send_batch;
 pub mod slot;
 mod tls;
 
+/// One HTTP/2 connection's frame handling on a script of bytes and time (fuzz target
+/// `h2_conn`).
+#[doc(hidden)]
+pub use h2::script::run as h2_script;
+
 use crate::core::{self, Outbox, Tick};
 use crate::gateway::Gateway;
 use crate::wheel::{self, Wheel, TICK_MS};

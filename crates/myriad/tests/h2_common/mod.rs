@@ -33,8 +33,17 @@ pub async fn h2_connect(
     ca_file: &Path,
     conn_window: u32,
 ) -> h2::client::SendRequest<Bytes> {
+    h2_connect_to(server.addr, ca_file, conn_window).await
+}
+
+/// [`h2_connect`] by address (from a thread that does not hold the `Server`).
+pub async fn h2_connect_to(
+    addr: std::net::SocketAddr,
+    ca_file: &Path,
+    conn_window: u32,
+) -> h2::client::SendRequest<Bytes> {
     let connector = tokio_rustls::TlsConnector::from(client_config(ca_file));
-    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = tls::server_name("localhost").unwrap();
     let stream = connector.connect(name, tcp).await.expect("tls handshake");
     assert_eq!(

@@ -1,12 +1,13 @@
 //! HTTP/2 (RFC 9113) for the gateway, sans-IO: the frame codec, the few response
-//! headers the gateway sends (encoded by hand, no HPACK state), and the bridge between
-//! an HTTP/2 stream and the HTTP/1.1 bytes the connection core speaks.
+//! headers the gateway sends (encoded by hand, no HPACK state), HPACK decoding of
+//! requests, and the bridge between an HTTP/2 stream and the HTTP/1.1 bytes the
+//! connection core speaks.
 //!
 //! Why hand-written (crates/tls/README.md, "HTTP/2 for the gateway"): the `h2` crate
 //! keeps ~33 KB of buffers per connection whatever the traffic; this layer keeps none
-//! of its own (the caller holds a partial frame only while one is incomplete). HPACK
-//! *decoding* is not here: it needs a dynamic table and comes from a well-kept crate
-//! in the gateway; responses use only the static table and literals.
+//! of its own (the caller holds a partial frame only while one is incomplete). The
+//! HPACK decoder is ours too (`hpack` says why); responses use only the static table
+//! and literals.
 //!
 //! Not here: connection and stream state, flow-control accounting, sockets (the
 //! gateway's `pump::h2`).
@@ -15,11 +16,15 @@
 //! |---|---|
 //! | `frame` | [`parse_frame`]: one frame from a buffer, or "not yet", or a connection error |
 //! | `encode` | frame writers and the response HEADERS block |
-//! | `request` | [`write_request_head`]: decoded request headers → an HTTP/1.1 head |
+//! | `hpack` | [`hpack::Decoder`]: request header blocks (RFC 7541), caps enforced while decoding |
+//! | `huffman` | HPACK's Huffman code, decoded by a 4-bit state machine |
+//! | `request` | [`write_request_head`]: decoded request headers → an HTTP/1.1 head and its body's [`Framing`] |
 //! | `response` | [`ResponseReader`]: the core's HTTP/1.1 response bytes → head, body, end |
 
 mod encode;
 mod frame;
+pub mod hpack;
+mod huffman;
 mod request;
 mod response;
 
@@ -28,7 +33,7 @@ pub use encode::{
     write_settings_ack, write_window_update,
 };
 pub use frame::{parse_frame, parse_settings, Frame, FrameError, Setting};
-pub use request::{write_request_head, RequestError};
+pub use request::{write_request_head, Framing, RequestError};
 pub use response::{Part, ResponseError, ResponseReader};
 
 /// What a client sends first (RFC 9113 3.4).

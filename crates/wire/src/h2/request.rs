@@ -4,9 +4,14 @@
 //! HPACK carries any bytes, so everything that would change the meaning of an
 //! HTTP/1.1 head is refused here (RFC 9113 8.2 calls such requests malformed: a stream
 //! error): CR, LF or NUL in a name or value, uppercase names, connection-specific
-//! headers, pseudo-headers after regular ones or unknown ones, a `content-length` that
-//! differs from the DATA received. The head's `Content-Length` is the length of the
-//! body the caller collected.
+//! headers, pseudo-headers after regular ones or unknown ones, a `content-length` on a
+//! request without DATA, or one that is not a number.
+//!
+//! The head is written as soon as the HEADERS arrive, before any DATA, so the core
+//! judges the request (routes, keys, tokens, limits) before its body is read. The body
+//! then follows as the head says: `Content-Length` when the request stated one (the
+//! caller holds the DATA to it), else `Transfer-Encoding: chunked` (the caller frames
+//! each DATA payload as a chunk and END_STREAM as the last one).
 
 /// Why a request's headers were refused (RST_STREAM PROTOCOL_ERROR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -22,13 +27,25 @@ const CONNECTION_SPECIFIC: &[&[u8]] = &[
     b"upgrade",
 ];
 
-/// Writes `METHOD path HTTP/1.1`, `Host`, the regular headers and `Content-Length`
-/// (when the request has a body) into `out`.
+/// How the body of a request follows its head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (END_STREAM came with the HEADERS).
+    None,
+    /// Exactly this many bytes of DATA (the request's `content-length`).
+    Length(u64),
+    /// DATA payloads as chunks, END_STREAM as the last chunk.
+    Chunked,
+}
+
+/// Writes `METHOD path HTTP/1.1`, `Host`, the regular headers and the body's framing
+/// into `out`; `has_body`: DATA may follow (no END_STREAM on the HEADERS).
 pub fn write_request_head<'a>(
     out: &mut Vec<u8>,
     headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-    body_len: Option<usize>,
-) -> Result<(), RequestError> {
+    has_body: bool,
+) -> Result<Framing, RequestError> {
+    let mut stated: Option<u64> = None;
     let mut method: Option<&[u8]> = None;
     let mut path: Option<&[u8]> = None;
     let mut authority: Option<&[u8]> = None;
@@ -61,12 +78,14 @@ pub fn write_request_head<'a>(
         }
         if name == b"content-length" {
             // RFC 9113 8.1.1: a length that differs from the DATA received is
-            // malformed. The head gets the collected length below.
+            // malformed; the caller holds the DATA to the length stated here.
             let len = std::str::from_utf8(value)
                 .ok()
-                .and_then(|v| v.parse::<usize>().ok());
-            if len != Some(body_len.unwrap_or(0)) {
-                return Err(RequestError("content-length differs from the DATA"));
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or(RequestError("content-length is not a number"))?;
+            if stated.replace(len).is_some_and(|before| before != len) {
+                return Err(RequestError("two different content-lengths"));
             }
             continue;
         }
@@ -99,11 +118,24 @@ pub fn write_request_head<'a>(
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
-    if let Some(len) = body_len {
-        out.extend_from_slice(format!("content-length: {len}\r\n").as_bytes());
+    // A GET or HEAD without a stated length has no body even when its HEADERS did not
+    // end the stream (some clients end it with an empty DATA frame).
+    let has_body = has_body && (stated.is_some() || !matches!(method, b"GET" | b"HEAD"));
+    let framing = match (has_body, stated) {
+        (false, None | Some(0)) => Framing::None,
+        (false, Some(_)) => return Err(RequestError("content-length differs from the DATA")),
+        (true, Some(len)) => Framing::Length(len),
+        (true, None) => Framing::Chunked,
+    };
+    match framing {
+        Framing::None => {}
+        Framing::Length(len) => {
+            out.extend_from_slice(format!("content-length: {len}\r\n").as_bytes())
+        }
+        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
     out.extend_from_slice(b"\r\n");
-    Ok(())
+    Ok(framing)
 }
 
 /// An RFC 9110 token character.
@@ -115,12 +147,12 @@ fn is_token(b: u8) -> bool {
 mod tests {
     use super::*;
 
-    fn head(h: &[(&str, &str)], body: Option<usize>) -> Result<String, RequestError> {
+    fn head(h: &[(&str, &str)], has_body: bool) -> Result<String, RequestError> {
         let mut out = Vec::new();
         write_request_head(
             &mut out,
             h.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
-            body,
+            has_body,
         )?;
         Ok(String::from_utf8(out).unwrap())
     }
@@ -136,22 +168,50 @@ mod tests {
                 ("accept", "text/event-stream"),
                 ("content-length", "0"),
             ],
-            None,
+            false,
         );
         assert_eq!(
             h.unwrap(),
             "GET /sse/7?since=3 HTTP/1.1\r\nhost: localhost:8443\r\naccept: text/event-stream\r\n\r\n"
         );
-        let post = head(&[(":method", "POST"), (":path", "/pub/1")], Some(5)).unwrap();
-        assert!(post.ends_with("content-length: 5\r\n\r\n"), "{post}");
+        let post = head(&[(":method", "POST"), (":path", "/pub/1")], true).unwrap();
+        assert!(
+            post.ends_with("transfer-encoding: chunked\r\n\r\n"),
+            "{post}"
+        );
         let stated = [
             (":method", "POST"),
             (":path", "/pub/1"),
             ("content-length", "5"),
         ];
-        assert_eq!(head(&stated, Some(5)).unwrap(), post);
-        assert!(head(&stated, Some(4)).is_err(), "a length that differs");
-        assert!(head(&stated, None).is_err(), "a length without DATA");
+        let post = head(&stated, true).unwrap();
+        assert!(post.ends_with("content-length: 5\r\n\r\n"), "{post}");
+        assert!(head(&stated, false).is_err(), "a length without DATA");
+        let empty = [
+            (":method", "POST"),
+            (":path", "/pub/1"),
+            ("content-length", "0"),
+        ];
+        assert!(!head(&empty, false).unwrap().contains("content-length"));
+        for bad in ["-1", "5x", "", "+5", "99999999999999999999999"] {
+            let h = [
+                (":method", "POST"),
+                (":path", "/pub/1"),
+                ("content-length", bad),
+            ];
+            assert!(head(&h, true).is_err(), "content-length {bad:?}");
+        }
+        let twice = [
+            (":method", "POST"),
+            (":path", "/pub/1"),
+            ("content-length", "5"),
+            ("content-length", "6"),
+        ];
+        assert!(head(&twice, true).is_err());
+        let get = [(":method", "GET"), (":path", "/sse/1")];
+        assert!(head(&get, true)
+            .unwrap()
+            .ends_with("/sse/1 HTTP/1.1\r\n\r\n"));
     }
 
     #[test]
@@ -172,8 +232,8 @@ mod tests {
             &[base[0], base[1], ("bad name", "1")],
         ];
         for h in bad {
-            assert!(head(h, None).is_err(), "{h:?} accepted");
+            assert!(head(h, false).is_err(), "{h:?} accepted");
         }
-        assert!(head(&[base[0], base[1], ("te", "trailers")], None).is_ok());
+        assert!(head(&[base[0], base[1], ("te", "trailers")], false).is_ok());
     }
 }

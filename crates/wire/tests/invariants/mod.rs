@@ -473,3 +473,30 @@ pub fn check_h2_frames(buf: &[u8], max_frame: u32, cut: usize) -> Outcome {
     }
     outcome
 }
+
+/// One HPACK block: never a panic; fields are handed out only within the caps, and
+/// what was handed out is what `Decoded` counts up to the cap; the dynamic table holds
+/// at most what 4,096 bytes allow. False on a decoding error (the connection ends).
+pub fn check_hpack_block(
+    decoder: &mut wire::h2::hpack::Decoder,
+    block: &[u8],
+    caps: wire::h2::hpack::Caps,
+) -> bool {
+    let (mut handed, mut size) = (0usize, 0usize);
+    let result = decoder.decode(block, caps, |name, value| {
+        handed += 1;
+        size += name.len() + value.len() + 32;
+    });
+    assert!(decoder.table_len() <= wire::h2::hpack::DEFAULT_TABLE / 32);
+    match result {
+        Ok(done) => {
+            assert!(handed <= caps.fields && size <= caps.list_size);
+            assert!(handed <= done.fields);
+            if !done.capped {
+                assert_eq!((handed, size), (done.fields, done.list_size));
+            }
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -104,6 +104,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("route", route),
     ("since", since),
     ("h2_frames", h2_frames),
+    ("hpack", hpack),
 ];
 
 /// HTTP/2 frames: byte 0 picks the largest frame (16,384 or 2^24-1) and the split
@@ -114,4 +115,30 @@ pub fn h2_frames(data: &[u8]) {
     };
     let max_frame = if sel & 1 == 0 { 16_384 } else { (1 << 24) - 1 };
     super::check_h2_frames(input, max_frame, usize::from(sel >> 1));
+}
+
+/// HPACK: byte 0 picks the caps and whether our SETTINGS (table size 0) was
+/// acknowledged before a block; the rest is header blocks, each preceded by its
+/// length byte, decoded in turn on one decoder.
+pub fn hpack(data: &[u8]) {
+    let Some((&sel, mut rest)) = data.split_first() else {
+        return;
+    };
+    let caps = wire::h2::hpack::Caps {
+        fields: usize::from(sel & 0x1f),
+        list_size: 64 << (sel >> 5),
+    };
+    let mut decoder = wire::h2::hpack::Decoder::new();
+    let mut blocks = 0;
+    while let Some((&len, tail)) = rest.split_first() {
+        let block = &tail[..usize::from(len).min(tail.len())];
+        rest = &tail[block.len()..];
+        blocks += 1;
+        if blocks == 2 && sel & 0x10 != 0 {
+            decoder.set_limit(0);
+        }
+        if !super::check_hpack_block(&mut decoder, block, caps) {
+            return;
+        }
+    }
 }

