@@ -1,7 +1,10 @@
-//! The README stays true: its flag table against `myriad serve --help`, its command table
-//! against `myriad --help`, the byte sizes it quotes against `size_of` (release layout:
-//! the workspace builds mio without debug assertions), and the systemd
-//! unit's flags against a real `myriad serve`. Failures say which line to change.
+//! The docs stay true where a machine can check them: README starts with the two
+//! commands; docs/operations.md's flag table against `myriad serve --help` and its
+//! command table against `myriad --help`; the byte sizes docs/architecture.md quotes
+//! against `size_of` (release layout: the workspace builds mio without debug
+//! assertions); the systemd unit's flags against a real `myriad serve`. Endpoints are
+//! checked by `docs_endpoints.rs`, links by `docs_links.rs`. Failures say which line
+//! to change.
 
 mod common;
 
@@ -9,9 +12,42 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 const README: &str = include_str!("../../../README.md");
+const OPERATIONS: &str = include_str!("../../../docs/operations.md");
+const ARCHITECTURE: &str = include_str!("../../../docs/architecture.md");
 const UNIT: &str = include_str!("../../../deploy/myriad.service");
-/// The README section whose table lists every flag of `serve`.
-const FLAG_SECTION: &str = "### Flags of `myriad serve`";
+/// The docs/operations.md section whose table lists every flag of `serve`.
+const FLAG_SECTION: &str = "## Flags of `myriad serve`";
+/// The docs/operations.md section whose table lists every subcommand.
+const COMMAND_SECTION: &str = "## Commands";
+
+#[test]
+fn the_readme_starts_with_the_demo_and_the_test_command() {
+    let block: Vec<&str> = README
+        .lines()
+        .skip_while(|l| !l.starts_with("```"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .collect();
+    let commands: Vec<&str> = block
+        .iter()
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .collect();
+    assert_eq!(
+        commands,
+        ["cargo run --release -p myriad -- demo", "./scripts/test.sh"],
+        "README.md's first code block must be the two commands, in this order"
+    );
+    let before: Vec<&str> = README
+        .lines()
+        .take_while(|l| !l.starts_with("```"))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        before,
+        ["# myriad"],
+        "nothing but the title before the two commands"
+    );
+}
 
 /// `myriad ARGS` with no MYRIAD_* variable around, so help shows the built-in defaults.
 fn myriad(args: &[&str]) -> String {
@@ -81,12 +117,12 @@ fn help_flags(help: &str) -> BTreeMap<String, HelpFlag> {
     flags
 }
 
-/// The rows of the first Markdown table after `heading`: cells without backticks' ends trimmed.
-fn table_after(heading: &str) -> Vec<Vec<String>> {
-    let start = README
+/// The rows of the first Markdown table after `heading` in `doc` (named `name`), cells trimmed.
+fn table_after(doc: &str, name: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = doc
         .find(heading)
-        .unwrap_or_else(|| panic!("README.md has no section {heading:?}"));
-    README[start..]
+        .unwrap_or_else(|| panic!("{name} has no section {heading:?}"));
+    doc[start..]
         .lines()
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
@@ -105,14 +141,14 @@ fn unquote(cell: &str) -> Option<&str> {
 }
 
 #[test]
-fn every_serve_flag_is_in_the_readme_table_with_its_variable_and_default() {
+fn every_serve_flag_is_in_the_operations_table_with_its_variable_and_default() {
     let help = help_flags(&myriad(&["serve", "--help"]));
     let own: BTreeMap<&String, &HelpFlag> = help
         .iter()
         .filter(|(name, f)| f.heading == "Options" && *name != "help")
         .collect();
     assert!(own.len() >= 10, "could not read `serve --help`: {help:?}");
-    let rows = table_after(FLAG_SECTION);
+    let rows = table_after(OPERATIONS, "docs/operations.md", FLAG_SECTION);
     let mut problems = Vec::new();
     let mut listed = BTreeMap::new();
     for row in &rows {
@@ -122,7 +158,7 @@ fn every_serve_flag_is_in_the_readme_table_with_its_variable_and_default() {
                 listed.insert(f.to_string(), row);
             }
             _ => problems.push(format!(
-                "README.md {FLAG_SECTION}: row {row:?} is not | `--flag` | `MYRIAD_X` | default | what |"
+                "docs/operations.md {FLAG_SECTION}: row {row:?} is not | `--flag` | `MYRIAD_X` | default | what |"
             )),
         }
     }
@@ -134,27 +170,27 @@ fn every_serve_flag_is_in_the_readme_table_with_its_variable_and_default() {
             .map_or("none".into(), |d| format!("`{d}`"));
         let Some(row) = listed.get(name.as_str()) else {
             problems.push(format!(
-                "--{name} is a flag of `myriad serve --help` but has no row in README.md's table \
-                 \"{FLAG_SECTION}\"; add:\n  | `--{name}` | `{env}` | {default} | {} |",
+                "--{name} is a flag of `myriad serve --help` but has no row in docs/operations.md's \
+                 table \"{FLAG_SECTION}\"; add:\n  | `--{name}` | `{env}` | {default} | {} |",
                 f.text.trim().trim_end_matches('.').to_lowercase()
             ));
             continue;
         };
         if f.env.is_none() {
             problems.push(format!(
-                "--{name} has no MYRIAD_* variable, but README.md promises one for every serve flag: add `env = \"MYRIAD_...\"`"
+                "--{name} has no MYRIAD_* variable, but docs/operations.md promises one for every serve flag: add `env = \"MYRIAD_...\"`"
             ));
         }
         if unquote(&row[1]) != f.env.as_deref() {
             problems.push(format!(
-                "--{name}: README.md's variable is {}, `serve --help` says {env}",
+                "--{name}: docs/operations.md's variable is {}, `serve --help` says {env}",
                 row[1]
             ));
         }
         // A default the binary prints is quoted in backticks; none is free text.
         if unquote(&row[2]) != f.default.as_deref() {
             problems.push(format!(
-                "--{name}: README.md's default is {}, `serve --help` says {default}",
+                "--{name}: docs/operations.md's default is {}, `serve --help` says {default}",
                 row[2]
             ));
         }
@@ -162,7 +198,7 @@ fn every_serve_flag_is_in_the_readme_table_with_its_variable_and_default() {
     for name in listed.keys() {
         if !own.contains_key(name) {
             problems.push(format!(
-                "README.md's table \"{FLAG_SECTION}\" lists --{name}, which `myriad serve --help` does not have: remove the row"
+                "docs/operations.md's table \"{FLAG_SECTION}\" lists --{name}, which `myriad serve --help` does not have: remove the row"
             ));
         }
     }
@@ -189,7 +225,7 @@ fn the_command_table_lists_every_subcommand() {
     let real = commands(&myriad(&["--help"]));
     assert!(real.contains(&"serve".to_string()), "{real:?}");
     let mut in_readme = Vec::new();
-    for row in table_after("## Commands") {
+    for row in table_after(OPERATIONS, "docs/operations.md", COMMAND_SECTION) {
         for part in row[0].split("`myriad ").skip(1) {
             let name: String = part
                 .chars()
@@ -202,7 +238,7 @@ fn the_command_table_lists_every_subcommand() {
     let extra: Vec<&String> = in_readme.iter().filter(|c| !real.contains(c)).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "README.md's \"## Commands\" table: missing {missing:?} (in `myriad --help`), unknown {extra:?}"
+        "docs/operations.md's \"{COMMAND_SECTION}\" table: missing {missing:?} (in `myriad --help`), unknown {extra:?}"
     );
 }
 
@@ -239,7 +275,10 @@ fn every_subcommand_puts_the_global_flags_under_their_own_heading() {
 
 /// The number in front of `what` (`a 40-byte slab entry`), spaces and line breaks folded.
 fn quoted_bytes(what: &str) -> Option<usize> {
-    let text = README.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = ARCHITECTURE
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let at = text.find(&format!("-byte {what}"))?;
     let digits: String = text[..at]
         .chars()
@@ -275,7 +314,7 @@ fn the_byte_sizes_quoted_are_the_code_s() {
     for (what, size) in real {
         match quoted_bytes(what) {
             Some(quoted) if quoted != size => problems.push(format!(
-                "README.md says a {quoted}-byte {what}; the code's is {size} bytes"
+                "docs/architecture.md says a {quoted}-byte {what}; the code's is {size} bytes"
             )),
             Some(_) => quoted_any = true,
             None => {}
@@ -284,7 +323,7 @@ fn the_byte_sizes_quoted_are_the_code_s() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(
         quoted_any,
-        "README.md quotes none of {real:?}: update this test"
+        "docs/architecture.md quotes none of {real:?}: update this test"
     );
 }
 
