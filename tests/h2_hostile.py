@@ -10,12 +10,17 @@ Python `h2` package is made of); the honest handshake comes from h2 itself.
     h2_hostile.py --addr 127.0.0.1:8443 --ca ca.pem [--host localhost] CASE...
 
 prints one JSON object per case: {"case", "goaway" (code or null), "rst" ({stream:
-code}), "status" ({stream: :status}), "closed" (bool), "sent" (bytes), "seconds"}.
+code}), "status" ({stream: :status}), "closed" (bool), "sent" (bytes), "seconds"},
+and with --server-pid the server's CPU time over the case ("server_cpu_ms"):
+
+    h2_hostile.py --addr A --ca CA --server-pid PID --frames 200 --repeat 5 \
+        huffman_bomb plain_block      # what a 16 KB header block costs the server
 Every loop is bounded in count and time.
 """
 
 import argparse
 import json
+import os
 import socket
 import ssl
 import sys
@@ -23,6 +28,8 @@ import time
 
 import h2.config
 import h2.connection
+import h2.events
+import h2.exceptions
 import hpack
 from hyperframe.frame import (
     ContinuationFrame,
@@ -52,6 +59,7 @@ class Conn:
         self.status = {}
         self.closed = False
         self.acked = False
+        self.extra = {}
         self.decoder = hpack.Decoder()
         # The honest handshake: preface and SETTINGS from the h2 library.
         h2c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
@@ -124,6 +132,7 @@ class Conn:
             "closed": self.closed,
             "sent": self.sent,
             "seconds": round(time.monotonic() - started, 3),
+            **self.extra,
         }
 
 
@@ -156,11 +165,28 @@ def truncated_size_update(c, args):
 
 
 def huffman_bomb(c, args):
-    # 16 KB of empty Huffman-coded names and values (00 80 80), five times.
+    # 16 KB of empty Huffman-coded names and values (00 80 80), `--frames` times.
     block = b"\x20" + b"\x00\x80\x80" * 5460
-    for i in range(5):
+    return blocks(c, block, args.frames)
+
+
+def plain_block(c, args):
+    # What huffman_bomb is measured against: a 16 KB block of the same size, one
+    # plain (not Huffman-coded) header, `--frames` times.
+    # GET / (static table) and one plain header: a request the server answers 431.
+    value = b"p" * 16_356
+    block = b"\x20\x82\x87\x84\x00\x07x-plain" + encode_int(len(value), 7, 0) + value
+    return blocks(c, block, args.frames)
+
+
+def blocks(c, block, n):
+    for i in range(n):
         c.send_frames([headers(1 + 2 * i, block)])
-    return c.read_until(lambda c: len(c.status) >= 5 or gone(c))
+        if c.closed:
+            break
+        if i % 50 == 49:
+            c.read_until(lambda c: len(c.status) >= i - 50 or gone(c), 5)
+    return c.read_until(lambda c: len(c.status) >= n or gone(c))
 
 
 def hpack_bomb(c, args):
@@ -277,17 +303,107 @@ def many_unauthenticated_bodies(c, args):
     return c.read_until(lambda c: len(c.status) >= 100 or gone(c))
 
 
+def fill_bodies(c, args):
+    # The most request body one connection can make the server hold: 100 batch
+    # publishes (`POST /pub`, up to --max-batch),
+    # each announcing 1 MiB and sending all but its last byte, within the flow-control
+    # windows the server grants (the h2 library keeps them). With --api-key the
+    # requests carry the key (an authorized back-end); without, they do not.
+    h2c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    h2c.initiate_connection()
+    h2c.data_to_send()  # the preface and SETTINGS already went (Conn)
+    h2c.local_settings.acknowledge()
+    # The server's SETTINGS (read and acknowledged by Conn) asked for no HPACK table.
+    h2c.encoder.header_table_size = 0
+    extra = [("authorization", f"Bearer {args.api_key}")] if args.api_key else []
+    want = (1 << 20) - 1
+    left = {}
+    for i in range(100):
+        s = 1 + 2 * i
+        fields = [(":method", "POST"), (":scheme", "https"), (":authority", "localhost"),
+                  (":path", "/pub"), ("content-length", str(1 << 20))] + extra
+        h2c.send_headers(s, fields)
+        left[s] = want
+    c.send(h2c.data_to_send())
+    deadline = time.monotonic() + 30
+    quiet_since = time.monotonic()
+    body_sent = 0
+    peak = 0
+    while left and time.monotonic() < deadline and not gone(c):
+        moved = False
+        for s in list(left):
+            try:
+                room = min(h2c.local_flow_control_window(s), left[s], 16384)
+            except h2.exceptions.StreamClosedError:
+                left.pop(s)
+                continue
+            if room > 0:
+                h2c.send_data(s, b"b" * room)
+                body_sent += room
+                left[s] -= room
+                moved = True
+                if left[s] == 0:
+                    left.pop(s)
+        c.send(h2c.data_to_send())
+        if args.server_pid:
+            peak = max(peak, rss_kb(args.server_pid))
+        if moved:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 2:
+            break
+        # Take what the server said (windows, answers, resets) into the h2 state.
+        c.sock.settimeout(0.05)
+        try:
+            data = c.sock.recv(65536)
+        except (socket.timeout, ssl.SSLError, OSError):
+            data = b""
+        if data:
+            c.buf += data
+            while True:
+                frame = c.read_frame(time.monotonic())
+                if frame is None:
+                    break
+            try:
+                for event in h2c.receive_data(data):
+                    if isinstance(event, (h2.events.StreamReset, h2.events.StreamEnded)):
+                        left.pop(event.stream_id, None)
+            except h2.exceptions.ProtocolError:
+                break
+            c.send(h2c.data_to_send())
+    if args.server_pid:
+        # The server's memory at its highest while it held what this connection sent.
+        c.extra["held_rss_kb"] = peak
+    c.extra["body_bytes_sent"] = body_sent
+    c.extra["streams_stalled"] = len(left)
+    return c
+
+
 def idle_without_streams(c, args):
     # Nothing after the handshake: the keep-alive timeout closes it with GOAWAY.
     return c.read_until(gone, 20)
 
 
 CASES = {f.__name__: f for f in [
-    truncated_size_update, huffman_bomb, hpack_bomb, continuation_flood,
+    truncated_size_update, huffman_bomb, plain_block, hpack_bomb, continuation_flood,
     empty_continuation_flood, rapid_reset, settings_flood, ping_flood,
     empty_data_flood, oversized_frame, malformed_ping, unauthenticated_body,
-    many_unauthenticated_bodies, idle_without_streams,
+    many_unauthenticated_bodies, fill_bodies, idle_without_streams,
 ]}
+
+
+def cpu_ms(pid):
+    """A process's user + system CPU time in ms (/proc/PID/stat), all its threads."""
+    if not pid:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kb(pid):
+    """A process's resident memory in KB (VmRSS), while the case's connection is open."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 
 
 def main():
@@ -297,6 +413,8 @@ def main():
     p.add_argument("--host", default="localhost")
     p.add_argument("--api-key", default="")
     p.add_argument("--repeat", type=int, default=1, help="run each case this many times")
+    p.add_argument("--server-pid", type=int, help="report this process's CPU time over each case (server_cpu_ms)")
+    p.add_argument("--frames", type=int, default=5, help="header blocks per connection (huffman_bomb, plain_block)")
     p.add_argument("cases", nargs="+", help=" ".join(CASES))
     args = p.parse_args()
     host, port = args.addr.rsplit(":", 1)
@@ -304,13 +422,18 @@ def main():
         if name not in CASES:
             sys.exit(f"unknown case {name}; known: {' '.join(CASES)}")
         for _ in range(args.repeat):
+            cpu0 = cpu_ms(args.server_pid)
             started = time.monotonic()
             c = Conn((host, int(port)), args.ca, args.host)
             # These two strike before reading anything, as an attacker would.
             if name not in ("truncated_size_update", "hpack_bomb"):
                 c.handshake()
             CASES[name](c, args)
-            print(json.dumps(c.result(name, started)), flush=True)
+            result = c.result(name, started)
+            if args.server_pid:
+                result["server_cpu_ms"] = round(cpu_ms(args.server_pid) - cpu0, 1)
+                result["server_rss_kb"] = rss_kb(args.server_pid)
+            print(json.dumps(result), flush=True)
             try:
                 c.sock.close()
             except OSError:

@@ -41,6 +41,10 @@ const CASES: &[(&str, Expect)] = &[
         "huffman_bomb",
         Expect::Status(&[(1, 431), (3, 431), (5, 431), (7, 431), (9, 431)]),
     ),
+    (
+        "plain_block",
+        Expect::Status(&[(1, 431), (3, 431), (5, 431), (7, 431), (9, 431)]),
+    ),
     ("hpack_bomb", Expect::Status(&[(1, 431)])),
     ("continuation_flood", Expect::GoAway(ENHANCE_YOUR_CALM)),
     (
