@@ -121,6 +121,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             ca.display()
         );
     }
+    // A supervised gateway leaves this to its supervisor, which says it once.
+    if args.cluster.supervised_place.is_none() {
+        if let Some(warning) = config.access.open_api_warning(server.local_addr()) {
+            tracing::warn!("{warning}");
+        }
+    }
     let ktls = match config.tls.as_ref().map(|t| &t.ktls) {
         None | Some(Ktls::Off) => off(),
         Some(Ktls::Tx) => "tx".to_string(),
@@ -188,8 +194,14 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
             max_message: args.gateway.max_message,
             max_batch: args.gateway.max_batch,
         };
+        let has_key = !config.api_keys.is_empty();
         let port = cluster::PublishPort::bind(addr, config, shards.count > 1)?;
-        publish_port = Some(port.local_addr()?);
+        let bound = port.local_addr()?;
+        if let Some(warning) = gateway::core::open_api_warning(bound, has_key, "--publish-listen")
+        {
+            tracing::warn!("{warning}");
+        }
+        publish_port = Some(bound);
         role = role.with_publish_port(port);
     }
     let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;

@@ -41,7 +41,7 @@ mod tests;
 #[cfg(test)]
 mod websocket_tests;
 
-pub use access::{Access, LOOPBACK_ONLY};
+pub use access::{open_api_warning, Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
 pub use hosts::Hosts;

@@ -46,6 +46,11 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
     let template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    // Said once here, not by each gateway (the routers say it of their publish port).
+    let has_key = !args.gateway.api_keys.is_empty();
+    if let Some(warning) = gateway::core::open_api_warning(listen, has_key, "--listen") {
+        tracing::warn!("{warning}");
+    }
 
     let shards = args.cluster.shards()?.count;
     let roles = (0..shards)
