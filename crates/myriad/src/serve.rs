@@ -180,13 +180,28 @@ fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways
 /// and back-ends over NATS (and HTTP on `--publish-listen`); no client listener.
+/// SIGTERM drains it (within `--drain` seconds) and it exits 0.
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(open_hub(args)?);
     Hub::start_ticking(&hub)?;
     let shards = args.cluster.shards()?;
+    let drain = std::time::Duration::try_from_secs_f64(args.gateway.drain)
+        .map_err(|e| anyhow::anyhow!("--drain {}: {e}", args.gateway.drain))?;
     let mut role = RouterRole::new(hub)
         .with_shards(shards)
-        .with_replay_bytes(args.cluster.replay_bytes);
+        .with_replay_bytes(args.cluster.replay_bytes)
+        .with_drain(drain);
+    // SIGTERM drains the router as it drains a gateway (`cluster::router_role::drain`).
+    let stop = role.stop_handle();
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM])?;
+    std::thread::Builder::new()
+        .name("myriad-sigterm".into())
+        .spawn(move || {
+            // Kept listening: a second SIGTERM must not fall to the default action.
+            for _ in signals.forever() {
+                stop.notify_one();
+            }
+        })?;
     let mut publish_port = None;
     if let Some(addr) = args.cluster.publish_listen {
         let config = cluster::PortConfig {
@@ -197,8 +212,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
         let has_key = !config.api_keys.is_empty();
         let port = cluster::PublishPort::bind(addr, config, shards.count > 1)?;
         let bound = port.local_addr()?;
-        if let Some(warning) = gateway::core::open_api_warning(bound, has_key, "--publish-listen")
-        {
+        if let Some(warning) = gateway::core::open_api_warning(bound, has_key, "--publish-listen") {
             tracing::warn!("{warning}");
         }
         publish_port = Some(bound);

@@ -31,7 +31,8 @@ const MIN_LIFETIME: Duration = Duration::from_secs(1);
 /// How long a child may take to announce that it serves: the router builds the
 /// follower index from the store first (30 M subscriptions of a million-user graph).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
-/// How long a child may take to exit after SIGTERM before it is killed.
+/// How long a child may take to exit after SIGTERM before it is killed, beyond
+/// its `--drain` time (gateways and routers drain within it, then exit).
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
@@ -101,8 +102,11 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     {
         signal(&member.child, libc::SIGTERM);
     }
+    // The gateways drain first (their clients reconnect elsewhere or later), the
+    // routers after them: they answer the gateways' goodbyes until then.
+    let drain = Duration::try_from_secs_f64(args.gateway.drain).unwrap_or_default();
     for member in members.iter_mut().rev() {
-        stop(&mut member.child, &member.role.name());
+        stop(&mut member.child, &member.role.name(), drain + STOP_TIMEOUT);
     }
     drop(nats);
     drop(port);
@@ -167,13 +171,13 @@ fn signal(child: &Child, sig: libc::c_int) {
     }
 }
 
-/// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; reaps the child.
-pub(crate) fn stop(child: &mut Child, name: &str) {
+/// SIGTERM, then SIGKILL after `timeout`; reaps the child.
+pub(crate) fn stop(child: &mut Child, name: &str, timeout: Duration) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
     signal(child, libc::SIGTERM);
-    let deadline = Instant::now() + STOP_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return;
