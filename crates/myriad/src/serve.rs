@@ -63,6 +63,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let term = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     let mut config = args.gateway.server_config()?;
+    if let (Some(fd), true) = (args.gateway.peer_table_fd, args.gateway.max_per_ip > 0) {
+        let place = args.cluster.supervised_place.unwrap_or(0);
+        config.peers = Some(Arc::new(gateway::peers::PeerTable::open(fd, place)?));
+    }
     config.tick_offset =
         gateway::config::tick_offset(args.gateway.tick_groups, args.cluster.supervised_place);
     let (server, link) = match role {

@@ -46,7 +46,20 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     // connections) and resolves port 0 to the one every gateway joins.
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
-    let template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    let mut template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    // `--max-per-ip` for the server as a whole: one table of counts every gateway
+    // shares (`gateway::peers`); a dead gateway's counts are reclaimed before its
+    // place starts again.
+    let peers = match args.gateway.max_per_ip {
+        0 => None,
+        _ => {
+            let capacity = gateway::peers::capacity_for(args.gateway.max_connections);
+            let places = u32::try_from(plan.gateways)?;
+            let (table, fd) = gateway::peers::PeerTable::shared(capacity, places)?;
+            template.peer_table = Some(fd);
+            Some(table)
+        }
+    };
     // Said once here, not by each gateway (the routers say it of their publish port).
     let has_key = !args.gateway.api_keys.is_empty();
     if let Some(warning) = gateway::core::open_api_warning(listen, has_key, "--listen") {
@@ -90,7 +103,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
         std::thread::sleep(CHECK_EVERY);
         let mut members = lock(&members);
         for member in members.iter_mut() {
-            restart_if_dead(&template, member)?;
+            restart_if_dead(&template, member, peers.as_ref())?;
         }
     }
     tracing::info!("stopping: gateways, then the router");
@@ -143,11 +156,19 @@ fn wait_ready(members: &Mutex<Vec<Member>>) -> anyhow::Result<()> {
     }
 }
 
-/// Restarts `member` if it exited.
-fn restart_if_dead(template: &Template, member: &mut Member) -> anyhow::Result<()> {
+/// Restarts `member` if it exited; a gateway's per-address counts are given back
+/// first (it died holding them, perhaps even the table's lock).
+fn restart_if_dead(
+    template: &Template,
+    member: &mut Member,
+    peers: Option<&gateway::peers::PeerTable>,
+) -> anyhow::Result<()> {
     let Some(status) = member.child.try_wait()? else {
         return Ok(());
     };
+    if let (Role::Gateway(place), Some(peers)) = (member.role, peers) {
+        peers.reclaim(place as u32, member.pid());
+    }
     let lived = member.started.elapsed();
     tracing::warn!(
         role = %member.role.name(),
