@@ -1,9 +1,11 @@
 //! Resume replay counts against `--max-queued`: clients that resume against a full
 //! history and never read make the server hold at most their budget each (the
 //! newest messages that fit are sent, the older ones reported as a gap), and a
-//! client that reads gets the kept messages in order after a documented gap.
+//! client that reads gets the kept messages in order after a documented gap — over
+//! HTTP/1.1 and on an SSE stream over HTTP/2 (curl).
 
 mod common;
+mod tls_common;
 
 use common::resume::poll;
 use common::*;
@@ -167,4 +169,55 @@ fn replay_stays_within_max_queued_and_a_reader_gets_the_newest_after_a_gap() {
     let position = format!(r#"{{"position":"{epoch}-{}","gap":true}}"#, first - 1);
     assert!(text.contains(&position), "{}", &text[..text.len().min(400)]);
     assert_eq!(numbers(&text), (first..=MESSAGES).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_sse_resume_over_http2_gets_the_newest_that_fit_after_a_gap() {
+    let pki = tls_common::Pki::new();
+    let server = pki.serve(&["--max-queued", &MAX_QUEUED.to_string()]);
+    let client = pki.client();
+    let ca = pki.ca_file.to_str().unwrap();
+    let url = |path: &str| format!("https://localhost:{}{path}", server.addr.port());
+    // User 61's history: one message while online, 63 while offline.
+    let online = Curl::start(&["--http2", "--cacert", ca, &url("/sse/61")]);
+    online.until("retry:");
+    tls_common::wait_stats(&server, &client, "login", |s| {
+        s["connections_logged_in"] == 1
+    });
+    tls_common::publish(&server, &client, 61, &payload(1));
+    online.until("m001-");
+    drop(online);
+    tls_common::wait_stats(&server, &client, "logout", |s| {
+        s["connections_logged_in"] == 0
+    });
+    for i in 2..=MESSAGES {
+        tls_common::publish(&server, &client, 61, &payload(i));
+    }
+    let (_, body) = tls_common::request(&server, &client, "GET", "/poll/61?since=0", b"");
+    let answer: serde_json::Value = serde_json::from_str(body.trim()).unwrap();
+    let epoch = answer["epoch"].as_u64().expect("an epoch");
+
+    let last_event = format!("Last-Event-ID: {epoch}-0");
+    let sse = Curl::start(&[
+        "--http2",
+        "--cacert",
+        ca,
+        "-H",
+        &last_event,
+        &url("/sse/61"),
+    ]);
+    let mut lines = sse.until(&format!("id: {epoch}-{MESSAGES}"));
+    lines.extend(sse.until(&format!("m{MESSAGES:03}-")));
+    let text = lines.join("\n");
+    let gap = text.find("event: gap").expect("a gap event");
+    let got = numbers(&text[gap..]);
+    let first = *got.first().expect("messages after the gap");
+    assert!(first > 1, "the oldest were cut: {got:?}");
+    assert!(
+        text[gap..].contains(&format!("data: {{\"first\":{first},\"epoch\":{epoch}}}")),
+        "{}",
+        &text[gap..gap + 200]
+    );
+    assert_eq!(got, (first..=MESSAGES).collect::<Vec<_>>());
+    assert!((MESSAGES - first + 1) as usize * SIZE <= MAX_QUEUED);
 }
