@@ -46,6 +46,8 @@ const MAGIC: u64 = u64::from_le_bytes(*b"myrpeer1");
 pub const MAX_CAPACITY: u32 = 1 << 22;
 /// Fewest entries a table has.
 const MIN_CAPACITY: u32 = 1024;
+/// Most gateway places a shared table has (a supervisor's gateways).
+const MAX_PLACES: u32 = 1 << 16;
 
 /// Why a connection was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -139,6 +141,7 @@ fn sizes(capacity: u32, places: u32) -> (u32, usize) {
 impl PeerTable {
     /// A table of this process alone.
     pub fn private(capacity: u32) -> Result<PeerTable, TableError> {
+        let capacity = capacity.clamp(MIN_CAPACITY, MAX_CAPACITY);
         let (index_len, len) = sizes(capacity, 1);
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         let base = map(len, flags, -1)?;
@@ -151,6 +154,8 @@ impl PeerTable {
     /// descriptor is left open across exec on purpose); the supervisor's own view
     /// has no place and only [`PeerTable::reclaim`]s.
     pub fn shared(capacity: u32, places: u32) -> Result<(PeerTable, i32), TableError> {
+        let capacity = capacity.clamp(MIN_CAPACITY, MAX_CAPACITY);
+        let places = places.clamp(1, MAX_PLACES);
         let (index_len, len) = sizes(capacity, places);
         // SAFETY: a NUL-terminated name; no flags: no close-on-exec.
         let fd = unsafe { libc::memfd_create(c"myriad-peers".as_ptr(), 0) };
@@ -188,10 +193,19 @@ impl PeerTable {
             header.capacity.load(Ordering::Acquire),
             header.places.load(Ordering::Acquire),
         );
-        let (index_len, want) = sizes(capacity, places);
-        let fits = header.magic.load(Ordering::Acquire) == MAGIC && want == len;
+        // Sizes only from a header this version wrote (within its bounds): no
+        // arithmetic on what another file holds.
+        let ours = header.magic.load(Ordering::Acquire) == MAGIC
+            && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)
+            && (1..=MAX_PLACES).contains(&places);
+        let (index_len, want) = if ours {
+            sizes(capacity, places)
+        } else {
+            (0, 0)
+        };
+        // Dropped on refusal: unmaps what was mapped.
         let table = PeerTable::at(base, len, capacity, index_len, places, place);
-        if !fits {
+        if !ours || want != len {
             return Err(TableError::NotATable { fd });
         }
         if place >= places {
