@@ -26,7 +26,8 @@
 //! counted ([`forward`], [`waiting`]). With one router none of that exists: no
 //! forward path, no waiting.
 //!
-//! Layout: [`drain`] (SIGTERM: stop taking publishes, finish, exit), [`gateways`] (the gateway table), [`publishes`] (a run of publishes with
+//! Layout: [`drain`] (SIGTERM: stop taking publishes, finish, exit), [`gateways`]
+//! (the gateway table), [`publishes`] (a run of publishes with
 //! durable history), [`forward`] and [`waiting`] (publishing across shards),
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;

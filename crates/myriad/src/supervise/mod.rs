@@ -3,8 +3,10 @@
 //! (`serve --role gateway --leave-when-full`) on the same listen port (SO_REUSEPORT),
 //! linked through NATS; restarts a child that dies (at once, or 1 s after its start
 //! when it dies young, so a child that cannot start does not spin); serves the admin
-//! listener for all of them; and on SIGTERM or SIGINT stops the gateways, then the
-//! router, then a NATS server it started, and exits 0.
+//! listener for all of them; holds the per-address table its gateways share
+//! (`--max-per-ip` for the whole server; a dead gateway's counts are reclaimed
+//! before its place restarts); and on SIGTERM or SIGINT stops the gateways, then
+//! the router (each drains first), then a NATS server it started, and exits 0.
 //!
 //! Layout: [`plan`] counts gateways; [`child`] starts one child; [`nats`] finds or
 //! starts NATS; [`processes`] gathers every child's figures for `/stats` and
