@@ -20,8 +20,9 @@
 //! twice the capacity so it is never full); and one column of counts per gateway
 //! place (`held[place][entry]`), the source of truth the totals are rebuilt from.
 //! Every word is an atomic; the entries, the index and the totals change only under
-//! a spin lock in the header that holds the locker's pid — a few hundred
-//! nanoseconds per accept or close of a counted connection, no system call.
+//! a spin lock in the header that holds the locker's pid, taken once per accept
+//! and once per close of a counted connection for a hash probe and two counters
+//! (no system call; loopback peers never take it).
 //!
 //! A gateway that dies holding counts (or even the lock): the supervisor, before it
 //! starts the place again, calls [`PeerTable::reclaim`], which takes the lock (from
