@@ -16,7 +16,8 @@
 //! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
 //! - [`shard_calls`]: the gateway's calls divided among router shards, and their
 //!   replies gathered.
-//! - [`router_role`]: the router side ([`RouterRole`]).
+//! - [`router_role`]: the router side ([`RouterRole`]), drained on SIGTERM like a
+//!   gateway (new publishes refused, what it took finished, NATS flushed).
 //! - [`publish_port`]: `--publish-listen`, back-ends' HTTP publishes straight to the
 //!   router.
 //! - [`role`]: `--role` and `--nats`, the flags of `myriad serve` that pick the side.

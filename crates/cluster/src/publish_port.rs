@@ -11,6 +11,10 @@
 //! only); any request carrying `Origin` (a browser page) is refused, so a page
 //! cannot publish through a loopback-only port. `GET /healthz` answers without a key.
 //!
+//! Drain (the router's SIGTERM, [`PortDrain`]): the port keeps listening and answers
+//! every new connection and request 503 + `Retry-After: 1`, closes idle connections,
+//! and finishes the requests it had read.
+//!
 //! One router: a request goes to the router task over a channel and is answered in
 //! the task's same turn. Several shards (`--router-shards`, each binding the port
 //! with SO_REUSEPORT): every publish is a NATS request to `myriad.pub.<subject>`,
@@ -28,7 +32,7 @@ use bus::Reply;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 /// Connections served at once; one more is told 503 and closed.
 const MAX_CONNECTIONS: usize = 1024;
@@ -70,6 +74,35 @@ enum Publisher {
 pub struct PublishPort {
     listener: std::net::TcpListener,
     config: Arc<PortConfig>,
+    drain: PortDrain,
+}
+
+/// The router's hold on a served port's drain: once started, new connections and
+/// new requests are answered 503 + `Retry-After` and closed, idle connections are
+/// closed, and a request already read is finished.
+#[derive(Clone)]
+pub struct PortDrain {
+    draining: Arc<watch::Sender<bool>>,
+    /// One permit per connection served at once (all back: none open).
+    room: Arc<Semaphore>,
+}
+
+impl PortDrain {
+    fn new() -> PortDrain {
+        PortDrain {
+            draining: Arc::new(watch::channel(false).0),
+            room: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        }
+    }
+
+    pub fn start(&self) {
+        self.draining.send_replace(true);
+    }
+
+    /// Connections still open (a request in flight, or one not yet told to close).
+    pub fn open_connections(&self) -> usize {
+        MAX_CONNECTIONS - self.room.available_permits()
+    }
 }
 
 impl PublishPort {
@@ -89,11 +122,17 @@ impl PublishPort {
         Ok(PublishPort {
             listener: socket.into(),
             config: Arc::new(config),
+            drain: PortDrain::new(),
         })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The handle that drains this port once it is served.
+    pub fn drain(&self) -> PortDrain {
+        self.drain.clone()
     }
 
     /// Serves on the current runtime, handing publishes to the router task: the
@@ -112,8 +151,9 @@ impl PublishPort {
     fn serve(self, publisher: Publisher) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         let config = self.config;
+        let drain = self.drain;
         tokio::spawn(async move {
-            let room = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+            let room = drain.room.clone();
             loop {
                 let (stream, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,
@@ -125,14 +165,21 @@ impl PublishPort {
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                // Still listening while draining: a clear 503 rather than a refused
+                // connect, until the process exits.
+                if *drain.draining.borrow() {
+                    tokio::spawn(connection::refuse_draining(stream));
+                    continue;
+                }
                 let Ok(permit) = room.clone().try_acquire_owned() else {
                     tokio::spawn(connection::refuse_busy(stream));
                     continue;
                 };
                 let (config, publisher) = (config.clone(), publisher.clone());
+                let draining = drain.draining.subscribe();
                 tokio::spawn(async move {
                     let loopback = peer.ip().is_loopback();
-                    connection::serve(stream, loopback, &config, &publisher).await;
+                    connection::serve(stream, loopback, &config, &publisher, draining).await;
                     drop(permit);
                 });
             }

@@ -26,7 +26,8 @@
 //! counted ([`forward`], [`waiting`]). With one router none of that exists: no
 //! forward path, no waiting.
 //!
-//! Layout: [`gateways`] (the gateway table), [`publishes`] (a run of publishes with
+//! Layout: [`drain`] (SIGTERM: stop taking publishes, finish, exit), [`gateways`]
+//! (the gateway table), [`publishes`] (a run of publishes with
 //! durable history), [`forward`] and [`waiting`] (publishing across shards),
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
@@ -118,6 +119,14 @@ pub struct RouterRole {
     publish_port: Option<PublishPort>,
     /// Each gateway's recent batches, for a gateway that lost some ([`replay`]).
     rings: replay::Rings,
+    /// Notified on SIGTERM: start the drain ([`drain`]).
+    stop: Arc<tokio::sync::Notify>,
+    /// How long a drain may take at most (`--drain`).
+    drain: Duration,
+    /// While draining: when the drain ends at the latest.
+    draining: Option<Instant>,
+    /// The publish port's drain, once the port is served.
+    port_drain: Option<publish_port::PortDrain>,
 }
 
 impl RouterRole {
@@ -137,6 +146,10 @@ impl RouterRole {
             shard_parts: fragment::Reassembly::default(),
             publish_port: None,
             rings: replay::Rings::new(replay::DEFAULT_RING_BYTES),
+            stop: Arc::default(),
+            drain: Duration::from_secs(5),
+            draining: None,
+            port_drain: None,
         }
     }
 
@@ -149,6 +162,7 @@ impl RouterRole {
 
     /// This router also answers back-ends' HTTP publishes on `port`.
     pub fn with_publish_port(mut self, port: PublishPort) -> RouterRole {
+        self.port_drain = Some(port.drain());
         self.publish_port = Some(port);
         self
     }
@@ -174,7 +188,8 @@ impl RouterRole {
         }
     }
 
-    /// Serves until the NATS subscriptions end (the process is killed).
+    /// Serves until the NATS subscriptions end, or until a drain
+    /// ([`RouterRole::stop_handle`]) is done.
     pub fn run(self, link: &Link) -> anyhow::Result<()> {
         let client = link.client.clone();
         link.block_on(async move { self.serve(client).await })
@@ -246,6 +261,8 @@ impl RouterRole {
                     self.expire_in_order(now);
                 }
                 _ = self.reconnected.notified() => self.resync_all(Instant::now()),
+                _ = self.stop.notified(), if !self.is_draining() => self.start_drain(Instant::now()),
+                _ = tokio::time::sleep(drain::DRAIN_CHECK), if self.is_draining() => {}
                 else => return Ok(()),
             }
             self.flush_forwards();
@@ -271,15 +288,23 @@ impl RouterRole {
             for (to, reply) in answers.drain(..) {
                 let _ = to.send(reply);
             }
+            if self.drained(Instant::now()) {
+                client.flush().await?;
+                tracing::info!("drained: NATS flushed, stopping");
+                return Ok(());
+            }
         }
     }
 
     fn handle(&mut self, msg: ToRouter) {
         match msg {
-            ToRouter::Batch { gateway, calls } => {
+            ToRouter::Batch { gateway, mut calls } => {
                 let Some(slot) = self.known(gateway, true) else {
                     return;
                 };
+                if self.is_draining() {
+                    calls = self.refuse_publishes(gateway, calls);
+                }
                 let mut calls = calls.into_iter().peekable();
                 while let Some(call) = calls.next() {
                     // A shard's part of a batch over several shards, in order.
@@ -433,6 +458,7 @@ fn loops_of(slot: u16) -> std::ops::Range<u16> {
 }
 
 mod backend;
+mod drain;
 mod forward;
 mod gateways;
 mod in_order;

@@ -81,6 +81,8 @@ pub struct ServerConfig {
     /// How far this process's loops tick ahead of the machine's shared 10-ms marks
     /// (`--tick-groups`; zero unless supervised): see [`tick_offset`].
     pub tick_offset: Duration,
+    /// The counts `max_per_ip` is checked against (`None`: nobody is counted).
+    pub peers: Option<Arc<crate::peers::PeerTable>>,
 }
 
 impl ServerConfig {
@@ -125,6 +127,7 @@ impl Default for ServerConfig {
             max_streams_per_connection: DEFAULT_MAX_STREAMS,
             io_uring: true,
             tick_offset: Duration::ZERO,
+            peers: None,
         }
     }
 }
@@ -281,10 +284,14 @@ pub struct GatewayArgs {
     /// Connections this process holds at most; beyond it new ones get 503 + Retry-After.
     #[arg(long, env = "MYRIAD_MAX_CONNECTIONS", default_value_t = 1_000_000)]
     pub max_connections: usize,
-    /// Connections per client address at most (0 = no limit); loopback peers are not
-    /// counted.
+    /// Connections per client address (an IPv4 address, an IPv6 /64) at most, for
+    /// the whole server (0 = no limit); loopback peers are not counted.
     #[arg(long, env = "MYRIAD_MAX_PER_IP", default_value_t = DEFAULT_MAX_PER_IP)]
     pub max_per_ip: usize,
+    /// Set by `serve --processes` on each gateway: the inherited descriptor of the
+    /// per-address table every gateway shares (`peers`).
+    #[arg(long, hide = true)]
+    pub peer_table_fd: Option<i32>,
     /// Output bytes queued per connection before the slow-consumer policy applies.
     #[arg(long, env = "MYRIAD_MAX_QUEUED", default_value_t = 256 * 1024)]
     pub max_queued: usize,
@@ -395,6 +402,13 @@ impl GatewayArgs {
             leave_when_full: self.leave_when_full,
             max_streams_per_connection: self.max_streams_per_connection,
             io_uring: self.io_uring,
+            // A supervised gateway is given the supervisor's table instead (`serve`).
+            peers: match (self.max_per_ip, self.peer_table_fd) {
+                (0, _) | (_, Some(_)) => None,
+                _ => Some(Arc::new(crate::peers::PeerTable::private(
+                    crate::peers::capacity_for(self.max_connections),
+                )?)),
+            },
             ..ServerConfig::default()
         })
     }

@@ -2,16 +2,17 @@
 //! mailboxes, the connection limits, the counters and the `/stats` document.
 
 use crate::config::ServerConfig;
+use crate::peers::{PeerTable, Prefix};
 use crate::pump::{LoopCell, RUN_ELSEWHERE_MAX};
 use bus::{Bus, Mailbox};
 use observe::metrics::ProcessMetrics;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// The per-address key of connections no per-address limit applies to (loopback
-/// peers; an IPv6 address whose folded key is 0 shares this exemption).
+/// The per-address handle of connections no per-address limit applies to (loopback
+/// peers, or no `--max-per-ip`): decided from the address ([`Prefix::of`]), never
+/// from a key's value.
 pub const NOT_COUNTED: u32 = 0;
 
 /// The `/stats` document of this process (gateway counters and the router's).
@@ -34,8 +35,9 @@ pub struct Gateway {
     pub drain_until: Mutex<Option<std::time::Instant>>,
     /// Open client connections of this process, for `max_connections`.
     connections: AtomicUsize,
-    /// Connections per source address, only when `max_per_ip` is set.
-    per_ip: Mutex<HashMap<u32, u32>>,
+    /// Connections per client prefix, only when `max_per_ip` is set: this
+    /// process's own table, or the one a supervisor shares among its gateways.
+    peers: Option<Arc<PeerTable>>,
 }
 
 impl Gateway {
@@ -47,7 +49,6 @@ impl Gateway {
         stats: StatsFn,
     ) -> Gateway {
         Gateway {
-            config,
             bus,
             loops: mailboxes.iter().map(|_| LoopCell::new(None)).collect(),
             mailboxes,
@@ -57,7 +58,8 @@ impl Gateway {
             draining: AtomicBool::new(false),
             drain_until: Mutex::new(None),
             connections: AtomicUsize::new(0),
-            per_ip: Mutex::new(HashMap::new()),
+            peers: config.peers.clone().filter(|_| config.max_per_ip > 0),
+            config,
         }
     }
 
@@ -87,13 +89,13 @@ impl Gateway {
         self.connections.load(Ordering::Relaxed)
     }
 
-    /// Reserves a connection slot for a client at `ip_key`; `Err` says which limit
-    /// refused it.
-    pub fn admit(&self, ip_key: u32) -> Result<(), &'static str> {
+    /// Reserves a connection slot for a client of `peer` (`None`: not counted);
+    /// returns the connection's per-address handle, or which limit refused it.
+    pub fn admit(&self, peer: Option<Prefix>) -> Result<u32, &'static str> {
         if !self.reserve() {
             return Err("too many connections");
         }
-        self.admit_reserved(ip_key)
+        self.admit_reserved(peer)
     }
 
     /// Takes one place under `max_connections`, before a socket is even accepted
@@ -115,44 +117,25 @@ impl Gateway {
 
     /// The per-address check for a client whose place is reserved; on `Err` the place
     /// is given back.
-    pub fn admit_reserved(&self, ip_key: u32) -> Result<(), &'static str> {
-        if self.config.max_per_ip > 0 && ip_key != NOT_COUNTED {
-            let mut map = self.per_ip.lock();
-            let n = map.entry(ip_key).or_insert(0);
-            if *n as usize >= self.config.max_per_ip {
-                drop(map);
-                self.unreserve();
-                return Err("too many connections from this address");
+    pub fn admit_reserved(&self, peer: Option<Prefix>) -> Result<u32, &'static str> {
+        let (Some(table), Some(peer)) = (&self.peers, peer) else {
+            return Ok(NOT_COUNTED);
+        };
+        let limit = self.config.max_per_ip.min(u32::MAX as usize) as u32;
+        table.admit(peer, limit).map_err(|why| {
+            self.unreserve();
+            match why {
+                crate::peers::Refused::PerAddress => "too many connections from this address",
+                crate::peers::Refused::TableFull => "too many client addresses at once",
             }
-            *n += 1;
-        }
-        Ok(())
+        })
     }
 
     /// Gives back what [`Gateway::admit`] reserved.
-    pub fn release(&self, ip_key: u32) {
+    pub fn release(&self, handle: u32) {
         self.connections.fetch_sub(1, Ordering::AcqRel);
-        if self.config.max_per_ip > 0 && ip_key != NOT_COUNTED {
-            let mut map = self.per_ip.lock();
-            if let Some(n) = map.get_mut(&ip_key) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(&ip_key);
-                }
-            }
-        }
-    }
-}
-
-/// A 32-bit key for a peer address (IPv4 as is, IPv6 folded), for per-address limits.
-pub fn ip_key(addr: std::net::IpAddr) -> u32 {
-    match addr {
-        std::net::IpAddr::V4(v4) => u32::from(v4),
-        std::net::IpAddr::V6(v6) => {
-            let o = v6.octets();
-            o.chunks(4).fold(0u32, |acc, c| {
-                acc ^ u32::from_be_bytes([c[0], c[1], c[2], c[3]])
-            })
+        if let (Some(table), true) = (&self.peers, handle != NOT_COUNTED) {
+            table.release(handle);
         }
     }
 }
@@ -171,8 +154,10 @@ mod tests {
 
     #[test]
     fn the_per_address_limit_counts_remote_peers_only() {
+        let table = PeerTable::private(crate::peers::capacity_for(100)).unwrap();
         let config = ServerConfig {
             max_per_ip: 2,
+            peers: Some(Arc::new(table)),
             ..Default::default()
         };
         let gateway = Gateway::new(
@@ -182,16 +167,18 @@ mod tests {
             ProcessMetrics::new(1),
             Arc::new(|| serde_json::json!({})),
         );
-        let remote = ip_key("192.0.2.7".parse().unwrap());
-        assert_eq!(gateway.admit(remote), Ok(()));
-        assert_eq!(gateway.admit(remote), Ok(()));
+        let remote = Prefix::of("192.0.2.7".parse().unwrap());
+        let first = gateway.admit(remote).unwrap();
+        assert_ne!(first, NOT_COUNTED);
+        assert_eq!(gateway.admit(remote), Ok(first), "one handle per prefix");
         assert!(gateway.admit(remote).is_err(), "the third is refused");
-        gateway.release(remote);
-        assert_eq!(gateway.admit(remote), Ok(()), "room again after a close");
+        gateway.release(first);
+        assert_eq!(gateway.admit(remote), Ok(first), "room again after a close");
+        let loopback = Prefix::of("127.0.0.1".parse().unwrap());
         for _ in 0..10 {
             assert_eq!(
-                gateway.admit(NOT_COUNTED),
-                Ok(()),
+                gateway.admit(loopback),
+                Ok(NOT_COUNTED),
                 "loopback is not counted"
             );
         }

@@ -27,11 +27,12 @@
 //! crate; the *bus* is the seam to the router, the *hub* its in-process other side.
 //!
 //! Layout: [`config`] flags and settings; [`server`] start/stop; [`gateway`] what the
-//! loops share; [`core`] the protocol; [`pump`] the loops; [`wheel`] the timers.
+//! loops share; [`peers`] connections per client address; [`core`] the protocol; [`pump`] the loops; [`wheel`] the timers.
 
 pub mod config;
 pub mod core;
 pub mod gateway;
+pub mod peers;
 pub mod pump;
 pub mod server;
 pub mod wheel;

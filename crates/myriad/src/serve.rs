@@ -63,6 +63,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let term = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     let mut config = args.gateway.server_config()?;
+    if let (Some(fd), true) = (args.gateway.peer_table_fd, args.gateway.max_per_ip > 0) {
+        let place = args.cluster.supervised_place.unwrap_or(0);
+        config.peers = Some(Arc::new(gateway::peers::PeerTable::open(fd, place)?));
+    }
     config.tick_offset =
         gateway::config::tick_offset(args.gateway.tick_groups, args.cluster.supervised_place);
     let (server, link) = match role {
@@ -121,6 +125,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             ca.display()
         );
     }
+    // A supervised gateway leaves this to its supervisor, which says it once.
+    if args.cluster.supervised_place.is_none() {
+        if let Some(warning) = config.access.open_api_warning(server.local_addr()) {
+            tracing::warn!("{warning}");
+        }
+    }
     let ktls = match config.tls.as_ref().map(|t| &t.ktls) {
         None | Some(Ktls::Off) => off(),
         Some(Ktls::Tx) => "tx".to_string(),
@@ -174,13 +184,28 @@ fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways
 /// and back-ends over NATS (and HTTP on `--publish-listen`); no client listener.
+/// SIGTERM drains it (within `--drain` seconds) and it exits 0.
 fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(open_hub(args)?);
     Hub::start_ticking(&hub)?;
     let shards = args.cluster.shards()?;
+    let drain = std::time::Duration::try_from_secs_f64(args.gateway.drain)
+        .map_err(|e| anyhow::anyhow!("--drain {}: {e}", args.gateway.drain))?;
     let mut role = RouterRole::new(hub)
         .with_shards(shards)
-        .with_replay_bytes(args.cluster.replay_bytes);
+        .with_replay_bytes(args.cluster.replay_bytes)
+        .with_drain(drain);
+    // SIGTERM drains the router as it drains a gateway (`cluster::router_role::drain`).
+    let stop = role.stop_handle();
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM])?;
+    std::thread::Builder::new()
+        .name("myriad-sigterm".into())
+        .spawn(move || {
+            // Kept listening: a second SIGTERM must not fall to the default action.
+            for _ in signals.forever() {
+                stop.notify_one();
+            }
+        })?;
     let mut publish_port = None;
     if let Some(addr) = args.cluster.publish_listen {
         let config = cluster::PortConfig {
@@ -188,8 +213,13 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
             max_message: args.gateway.max_message,
             max_batch: args.gateway.max_batch,
         };
+        let has_key = !config.api_keys.is_empty();
         let port = cluster::PublishPort::bind(addr, config, shards.count > 1)?;
-        publish_port = Some(port.local_addr()?);
+        let bound = port.local_addr()?;
+        if let Some(warning) = gateway::core::open_api_warning(bound, has_key, "--publish-listen") {
+            tracing::warn!("{warning}");
+        }
+        publish_port = Some(bound);
         role = role.with_publish_port(port);
     }
     let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;

@@ -320,6 +320,26 @@ fn a_supervised_router_serves_the_publish_port() {
     };
     assert_eq!(reply, "{\"connections\":1,\"users\":1}\n");
     read_until(&mut stream, &mut buf, "via-port");
+
+    // SIGTERM: the gateways drain, then the router (which now drains too) exits
+    // when it has nothing in flight, and the supervisor exits 0 with no child left.
+    let children: Vec<u32> = table(&server)["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap() as u32)
+        .collect();
+    let mut server = server;
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "supervisor exit: {status}");
+    for pid in children {
+        assert!(!alive(pid), "child {pid} outlived the supervisor");
+    }
 }
 
 /// `--tick-groups 3` under a supervisor: each gateway ticks (and beats) 10/3 ms after

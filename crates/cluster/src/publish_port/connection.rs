@@ -6,7 +6,7 @@ use crate::subjects;
 use bus::{PublishAnswer, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use wire::{BodyKind, Route};
 
 /// Bytes read per call.
@@ -24,13 +24,27 @@ pub(super) async fn refuse_busy(mut stream: TcpStream) {
     let _ = stream.write_all(&out).await;
 }
 
-/// Serves requests until the peer closes, stays silent for [`IDLE`], or sends
-/// something that ends the connection (a malformed head, a refused body).
+/// Why a draining router refuses a publish (with `Retry-After`: another router, or
+/// this one restarted, takes it).
+pub(super) const DRAINING: &str = "the router is draining (SIGTERM); retry";
+
+/// Answers a connection that arrives while the router drains, and closes it.
+pub(super) async fn refuse_draining(mut stream: TcpStream) {
+    let mut out = Vec::new();
+    wire::write_error_response(&mut out, 503, DRAINING, false, &[("Retry-After", "1")]);
+    let _ = stream.write_all(&out).await;
+}
+
+/// Serves requests until the peer closes, stays silent for [`IDLE`], sends
+/// something that ends the connection (a malformed head, a refused body), or the
+/// router drains: then a connection between requests is closed, and a request
+/// whose head arrives is answered 503 + `Retry-After` and the connection closed.
 pub(super) async fn serve(
     mut stream: TcpStream,
     loopback: bool,
     config: &PortConfig,
     publisher: &Publisher,
+    mut draining: watch::Receiver<bool>,
 ) {
     let mut buf = Vec::with_capacity(READ_CHUNK);
     let mut out = Vec::new();
@@ -48,11 +62,22 @@ pub(super) async fn serve(
                     return;
                 }
             }
-            if !read_more(&mut stream, &mut buf).await {
+            if buf.is_empty() {
+                // Between requests: a drain closes the idle connection at once.
+                tokio::select! {
+                    more = read_more(&mut stream, &mut buf) => if !more { return },
+                    _ = draining.wait_for(|d| *d) => return,
+                }
+            } else if !read_more(&mut stream, &mut buf).await {
                 return;
             }
         };
         buf.drain(..used);
+        if *draining.borrow() {
+            wire::write_error_response(&mut out, 503, DRAINING, false, &[("Retry-After", "1")]);
+            let _ = stream.write_all(&out).await;
+            return;
+        }
         let keep = match handle(
             &mut stream,
             &mut buf,

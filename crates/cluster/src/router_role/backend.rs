@@ -33,6 +33,9 @@ impl RouterRole {
             }
             return;
         };
+        if self.is_draining() {
+            return self.refuse_backend(id, reply_to(reply));
+        }
         if self.shards.count > 1 {
             if self.shards.owns(id) {
                 let call = PublishCall {

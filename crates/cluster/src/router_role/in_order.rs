@@ -95,6 +95,11 @@ impl InOrder {
     /// This shard's own part of batch `key` (the gateway's call: the answer goes
     /// `to`, `messages` of the batch are this shard's, `senders` send parts); the
     /// batch when it is complete.
+    /// No batch waits for another shard's parts.
+    pub(super) fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
     pub(super) fn own(
         &mut self,
         key: Key,

@@ -51,6 +51,11 @@ pub struct Waiting {
 }
 
 impl Waiting {
+    /// No publish waits for another shard's counts.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
     /// Registers a call that reached `own` = (shard, connections, users) on this
     /// shard and forwarded `owed` = [(shard, items)]; returns its number for the items.
     pub fn start(

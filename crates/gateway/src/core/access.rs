@@ -49,6 +49,14 @@ impl Access {
         self.hosts.describe()
     }
 
+    /// The start-up warning for a server without `--api-key` whose listener reaches
+    /// beyond loopback (`None` when it does not): the loopback rule trusts the peer's
+    /// address, and whatever relays from this host — a reverse proxy or a tunnel on
+    /// the same machine — makes every remote client look like 127.0.0.1.
+    pub fn open_api_warning(&self, listen: std::net::SocketAddr) -> Option<String> {
+        open_api_warning(listen, !self.api_keys.is_empty(), "--listen")
+    }
+
     /// How API calls are let in, for the start line.
     pub fn describe_api(&self) -> String {
         if self.api_keys.is_empty() {
@@ -57,6 +65,21 @@ impl Access {
             "API key".into()
         }
     }
+}
+
+/// [`Access::open_api_warning`] for any listener `flag` names (the router's publish
+/// port too): `None` with a key, or when `listen` is a loopback address.
+pub fn open_api_warning(listen: std::net::SocketAddr, has_key: bool, flag: &str) -> Option<String> {
+    if has_key || listen.ip().to_canonical().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "no --api-key while {flag} {listen} reaches beyond loopback: the API (publish, \
+         subscription changes, /stats) answers any peer that looks like loopback, so \
+         anything relaying from this host (a reverse proxy on the same host, an SSH \
+         tunnel) lets every client it relays publish and change subscriptions; set \
+         --api-key (README, \"Running in production\")"
+    ))
 }
 
 /// Why the API refused a peer without keys configured: 403, not 401, because no

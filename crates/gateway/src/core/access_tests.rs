@@ -69,3 +69,30 @@ fn a_token_is_checked_against_the_clock_of_the_ticks() {
     assert!(step.text().contains("token expired"));
     assert!(step.requests.is_empty());
 }
+
+#[test]
+fn only_a_keyless_listener_beyond_loopback_is_warned_about() {
+    let at = |a: &str| a.parse::<std::net::SocketAddr>().unwrap();
+    let warned = |listen: &str, key: bool| open_api_warning(at(listen), key, "--listen");
+    for open in [
+        "0.0.0.0:8000",
+        "192.0.2.1:80",
+        "[::]:8000",
+        "[2001:db8::1]:80",
+    ] {
+        let text = warned(open, false).unwrap_or_else(|| panic!("{open}: no warning"));
+        assert!(
+            text.contains("reverse proxy") && text.contains("--api-key"),
+            "{text}"
+        );
+    }
+    for local in [
+        "127.0.0.1:8000",
+        "127.0.0.9:1",
+        "[::1]:8000",
+        "[::ffff:127.0.0.1]:8000",
+    ] {
+        assert_eq!(warned(local, false), None, "{local}");
+    }
+    assert_eq!(warned("0.0.0.0:8000", true), None, "a key closes the API");
+}

@@ -15,7 +15,8 @@
 //! head or frame, a body, pipelined requests behind a waiting call).
 //!
 //! Layout: [`request`] turns heads and bodies into subscriptions, polls and API
-//! calls; [`reply`] turns bus replies into responses; [`delivery`] writes messages
+//! calls; [`reply`] turns bus replies into responses ([`replay`]: a resume's history
+//! within the output budget); [`delivery`] writes messages
 //! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
 
 mod access;
@@ -25,6 +26,7 @@ mod drain;
 mod hosts;
 mod origin;
 mod outbox;
+mod replay;
 mod reply;
 mod request;
 mod state;
@@ -41,7 +43,7 @@ mod tests;
 #[cfg(test)]
 mod websocket_tests;
 
-pub use access::{Access, LOOPBACK_ONLY};
+pub use access::{open_api_warning, Access, LOOPBACK_ONLY};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
 pub use hosts::Hosts;

@@ -2,6 +2,7 @@
 //! login reply becomes the transport's head (and resumed history), a long-poll's
 //! becomes an answer or a wait.
 
+use super::replay::{self, Framing};
 use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::http::not_stored_text;
 use bus::{Call, HistoryRead, PublishAnswer, Reply};
@@ -110,7 +111,9 @@ fn publish_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply
 }
 
 /// The login of a subscription is done: the transport's head goes out, then what
-/// history holds after the client's resume point, then deliveries as they come.
+/// history holds after the client's resume point — as much of it as the output
+/// budget takes, the newest first kept ([`replay`](super::replay)) — then
+/// deliveries as they come.
 fn start_subscription(
     conn: &mut Connection,
     cx: &mut Cx,
@@ -119,28 +122,37 @@ fn start_subscription(
 ) {
     let ws_key = conn.pending.as_mut().and_then(|p| p.ws_key.take());
     let user = conn.user;
+    let resume = conn.has(RESUME);
+    let framing = Framing {
+        transport,
+        http10: conn.has(HTTP10),
+        epoch: history.epoch,
+    };
+    // Streams and WebSockets replay only when asked to resume; SSE whenever the
+    // router sent history (it does for a `Last-Event-ID`).
+    let (messages, cut) = match transport {
+        Transport::Sse => replay::fit(cx, &history, framing),
+        _ if resume => replay::fit(cx, &history, framing),
+        _ => (&history.messages[..0], false),
+    };
+    let gap = history.gap || cut;
     // Where a resuming stream or WebSocket client stands before the replayed
     // messages; each later message is the next number (SPEC B6).
     let position = wire::Since {
         epoch: history.epoch,
-        seq: history.messages.first().map_or(history.last, |m| m.0 - 1),
+        seq: messages.first().map_or(history.last, |m| m.0 - 1),
     };
-    let resume = conn.has(RESUME);
     match transport {
-        Transport::Stream if conn.has(HTTP10) => {
+        Transport::Stream if framing.http10 => {
             cx.out.write(|out| {
                 wire::write_stream_head_http10(out);
                 wire::write_stream_line(out, &[format!("welcome {user}").as_bytes()]);
             });
             if resume {
-                let gap = if history.gap { " gap" } else { "" };
+                let gap = if gap { " gap" } else { "" };
                 let line = format!("position {position}{gap}");
                 cx.out
                     .write(|out| wire::write_stream_line(out, &[line.as_bytes()]));
-                for (_, msg) in &history.messages {
-                    cx.out
-                        .write(|out| wire::write_stream_line(out, &[&msg.payload]));
-                }
             }
             conn.state = State::Stream;
             conn.pending = None;
@@ -152,11 +164,7 @@ fn start_subscription(
             });
             if resume {
                 cx.out
-                    .write(|out| wire::write_stream_position(out, position, history.gap));
-                for (_, msg) in &history.messages {
-                    cx.out
-                        .write(|out| wire::write_stream_message(out, &msg.payload));
-                }
+                    .write(|out| wire::write_stream_position(out, position, gap));
             }
             conn.state = State::Stream;
             // Streams never go back to requests: pipelined input is dropped.
@@ -165,20 +173,10 @@ fn start_subscription(
         Transport::Sse => {
             let retry = cx.config.sse_retry_ms;
             cx.out.write(|out| wire::write_sse_head(out, retry));
-            if history.gap {
-                let first = history.messages.first().map_or(history.last + 1, |m| m.0);
+            if gap {
+                let first = messages.first().map_or(history.last + 1, |m| m.0);
                 cx.out
                     .write(|out| wire::write_sse_gap(out, first, history.epoch));
-            }
-            for (seq, msg) in &history.messages {
-                let id = wire::Since {
-                    epoch: history.epoch,
-                    seq: *seq,
-                };
-                cx.out.write(|out| {
-                    wire::write_sse_id(out, id);
-                    wire::write_sse_data(out, &msg.payload);
-                });
             }
             conn.state = State::Sse;
             conn.pending = None;
@@ -188,23 +186,19 @@ fn start_subscription(
             cx.out.write(|out| wire::write_ws_handshake(out, &key));
             if resume {
                 cx.out
-                    .write(|out| wire::write_ws_position(out, position, history.gap));
-                for (_, msg) in &history.messages {
-                    cx.out.write(|out| {
-                        wire::write_ws_frame(
-                            out,
-                            wire::ws_message_opcode(&msg.payload),
-                            &msg.payload,
-                        )
-                    });
-                }
+                    .write(|out| wire::write_ws_position(out, position, gap));
             }
             conn.state = State::WebSocket;
-            // Client frames may already be waiting behind the upgrade request.
-            if conn.pending.as_ref().is_some_and(|p| !p.input.is_empty()) {
-                cx.out.resume_input();
-            }
         }
+    }
+    for (seq, msg) in messages {
+        cx.out.write(|out| framing.write(out, *seq, &msg.payload));
+    }
+    // Client frames may already be waiting behind the upgrade request.
+    if transport == Transport::WebSocket
+        && conn.pending.as_ref().is_some_and(|p| !p.input.is_empty())
+    {
+        cx.out.resume_input();
     }
     conn.tidy();
     conn.arm_heartbeat(cx);

@@ -16,7 +16,7 @@
 use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
 use super::{EventLoop, LISTENER};
 use crate::core::{Connection, Cx};
-use crate::gateway::ip_key;
+use crate::peers::Prefix;
 use mio::net::TcpStream;
 use mio::{Interest, Token};
 use std::io;
@@ -136,26 +136,25 @@ impl EventLoop {
 
     /// Admits an accepted socket (its process place already taken when `reserved`).
     fn on_accept(&mut self, mut stream: TcpStream, addr: std::net::SocketAddr, reserved: bool) {
-        // Loopback peers are not counted (key 0): local load generators and a reverse
-        // proxy on the same host, for which one address is every client.
-        let ip = addr.ip().to_canonical();
-        let ip_key = if self.gateway.config.max_per_ip > 0 && !ip.is_loopback() {
-            ip_key(ip)
-        } else {
-            0
-        };
+        // Loopback peers are not counted (`Prefix::of` is `None`): local load
+        // generators and a reverse proxy on the same host, for which one address is
+        // every client.
+        let peer = Prefix::of(addr.ip());
         let admitted = if reserved {
-            self.gateway.admit_reserved(ip_key)
+            self.gateway.admit_reserved(peer)
         } else {
-            self.gateway.admit(ip_key)
+            self.gateway.admit(peer)
         };
-        if let Err(why) = admitted {
-            // A TLS client cannot read a plain 503: it only sees the close.
-            if self.tls.is_none() {
-                reject(&mut stream, why);
+        let ip_key = match admitted {
+            Ok(handle) => handle,
+            Err(why) => {
+                // A TLS client cannot read a plain 503: it only sees the close.
+                if self.tls.is_none() {
+                    reject(&mut stream, why);
+                }
+                return;
             }
-            return;
-        }
+        };
         // The listener has TCP_NODELAY and Linux copies it to accepted sockets; the
         // first accept checks that once, so the storm path saves a setsockopt each.
         if self.gateway.config.tcp_nodelay && !self.nodelay_inherited {

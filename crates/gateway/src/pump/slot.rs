@@ -13,7 +13,7 @@ pub struct Slot {
     /// `None` for an HTTP/2 stream's virtual connection (see `h2`); the same 4 bytes
     /// (the descriptor's niche holds the `None`).
     pub stream: Option<TcpStream>,
-    /// Per-source-address accounting key (0 when the per-IP limit is off).
+    /// The connection's handle in the per-address table (`peers`; 0: not counted).
     pub ip_key: u32,
 }
 

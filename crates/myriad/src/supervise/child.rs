@@ -63,6 +63,8 @@ pub struct Template {
     /// `--tls self-signed`: the certificate and key the supervisor generated, given to
     /// every gateway, so clients trust one certificate whichever gateway they reach.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The per-address table's descriptor every gateway inherits (`--max-per-ip`).
+    pub peer_table: Option<i32>,
 }
 
 /// A running child and what it announced.
@@ -95,6 +97,7 @@ impl Template {
             listen,
             per_gateway,
             tls,
+            peer_table: None,
         })
     }
 
@@ -126,6 +129,9 @@ impl Template {
                 .arg(n.to_string());
                 if let Some((cert, key)) = &self.tls {
                     cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+                }
+                if let Some(fd) = self.peer_table {
+                    cmd.arg("--peer-table-fd").arg(fd.to_string());
                 }
             }
         }

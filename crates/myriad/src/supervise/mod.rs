@@ -3,8 +3,10 @@
 //! (`serve --role gateway --leave-when-full`) on the same listen port (SO_REUSEPORT),
 //! linked through NATS; restarts a child that dies (at once, or 1 s after its start
 //! when it dies young, so a child that cannot start does not spin); serves the admin
-//! listener for all of them; and on SIGTERM or SIGINT stops the gateways, then the
-//! router, then a NATS server it started, and exits 0.
+//! listener for all of them; holds the per-address table its gateways share
+//! (`--max-per-ip` for the whole server; a dead gateway's counts are reclaimed
+//! before its place restarts); and on SIGTERM or SIGINT stops the gateways, then
+//! the router (each drains first), then a NATS server it started, and exits 0.
 //!
 //! Layout: [`plan`] counts gateways; [`child`] starts one child; [`nats`] finds or
 //! starts NATS; [`processes`] gathers every child's figures for `/stats` and
@@ -31,7 +33,8 @@ const MIN_LIFETIME: Duration = Duration::from_secs(1);
 /// How long a child may take to announce that it serves: the router builds the
 /// follower index from the store first (30 M subscriptions of a million-user graph).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
-/// How long a child may take to exit after SIGTERM before it is killed.
+/// How long a child may take to exit after SIGTERM before it is killed, beyond
+/// its `--drain` time (gateways and routers drain within it, then exit).
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
@@ -45,7 +48,25 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     // connections) and resolves port 0 to the one every gateway joins.
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
-    let template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    let mut template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    // `--max-per-ip` for the server as a whole: one table of counts every gateway
+    // shares (`gateway::peers`); a dead gateway's counts are reclaimed before its
+    // place starts again.
+    let peers = match args.gateway.max_per_ip {
+        0 => None,
+        _ => {
+            let capacity = gateway::peers::capacity_for(args.gateway.max_connections);
+            let places = u32::try_from(plan.gateways)?;
+            let (table, fd) = gateway::peers::PeerTable::shared(capacity, places)?;
+            template.peer_table = Some(fd);
+            Some(table)
+        }
+    };
+    // Said once here, not by each gateway (the routers say it of their publish port).
+    let has_key = !args.gateway.api_keys.is_empty();
+    if let Some(warning) = gateway::core::open_api_warning(listen, has_key, "--listen") {
+        tracing::warn!("{warning}");
+    }
 
     let shards = args.cluster.shards()?.count;
     let roles = (0..shards)
@@ -84,7 +105,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
         std::thread::sleep(CHECK_EVERY);
         let mut members = lock(&members);
         for member in members.iter_mut() {
-            restart_if_dead(&template, member)?;
+            restart_if_dead(&template, member, peers.as_ref())?;
         }
     }
     tracing::info!("stopping: gateways, then the router");
@@ -96,8 +117,11 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     {
         signal(&member.child, libc::SIGTERM);
     }
+    // The gateways drain first (their clients reconnect elsewhere or later), the
+    // routers after them: they answer the gateways' goodbyes until then.
+    let drain = Duration::try_from_secs_f64(args.gateway.drain).unwrap_or_default();
     for member in members.iter_mut().rev() {
-        stop(&mut member.child, &member.role.name());
+        stop(&mut member.child, &member.role.name(), drain + STOP_TIMEOUT);
     }
     drop(nats);
     drop(port);
@@ -134,11 +158,19 @@ fn wait_ready(members: &Mutex<Vec<Member>>) -> anyhow::Result<()> {
     }
 }
 
-/// Restarts `member` if it exited.
-fn restart_if_dead(template: &Template, member: &mut Member) -> anyhow::Result<()> {
+/// Restarts `member` if it exited; a gateway's per-address counts are given back
+/// first (it died holding them, perhaps even the table's lock).
+fn restart_if_dead(
+    template: &Template,
+    member: &mut Member,
+    peers: Option<&gateway::peers::PeerTable>,
+) -> anyhow::Result<()> {
     let Some(status) = member.child.try_wait()? else {
         return Ok(());
     };
+    if let (Role::Gateway(place), Some(peers)) = (member.role, peers) {
+        peers.reclaim(place as u32, member.pid());
+    }
     let lived = member.started.elapsed();
     tracing::warn!(
         role = %member.role.name(),
@@ -162,13 +194,13 @@ fn signal(child: &Child, sig: libc::c_int) {
     }
 }
 
-/// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; reaps the child.
-pub(crate) fn stop(child: &mut Child, name: &str) {
+/// SIGTERM, then SIGKILL after `timeout`; reaps the child.
+pub(crate) fn stop(child: &mut Child, name: &str, timeout: Duration) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
     signal(child, libc::SIGTERM);
-    let deadline = Instant::now() + STOP_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return;

@@ -26,7 +26,7 @@ impl NatsChild {
 
 impl Drop for NatsChild {
     fn drop(&mut self) {
-        super::stop(&mut self.child, "nats-server");
+        super::stop(&mut self.child, "nats-server", super::STOP_TIMEOUT);
     }
 }
 

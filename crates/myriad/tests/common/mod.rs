@@ -47,10 +47,15 @@ impl Server {
     /// `myriad` with `args` inside network namespace `ns` (`ip netns exec` execs it:
     /// the child is the server itself).
     pub fn start_in_netns(ns: &str, args: &[&str]) -> Server {
+        Server::start_in_netns_marked(ns, args, "listen=")
+    }
+
+    /// [`Server::start_in_netns`] waiting for the line with `marker` (a supervisor's).
+    pub fn start_in_netns_marked(ns: &str, args: &[&str], marker: &str) -> Server {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_myriad")])
             .args(args);
-        Server::start_command(cmd, "listen=")
+        Server::start_command(cmd, marker)
     }
 
     fn start_command(mut cmd: Command, marker: &str) -> Server {
