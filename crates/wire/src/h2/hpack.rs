@@ -255,8 +255,13 @@ fn integer(buf: &[u8], n: u8) -> Result<(usize, usize), HpackError> {
     if value < max_prefix {
         return Ok((value, 1));
     }
-    let mut shift = 0;
+    let mut shift = 0u32;
     for (i, &b) in buf.iter().enumerate().skip(1) {
+        // Continuation bytes that add nothing (0x80) still count: past four of them
+        // the integer is over MAX_INTEGER or padded without end.
+        if shift > 21 {
+            return Err(HpackError::Integer);
+        }
         value += usize::from(b & 0x7f) << shift;
         if value > MAX_INTEGER {
             return Err(HpackError::Integer);
