@@ -1,7 +1,8 @@
 //! The README stays true: its flag table against `myriad serve --help`, its command table
 //! against `myriad --help`, the byte sizes it quotes against `size_of` (release layout:
 //! the workspace builds mio without debug assertions), and the systemd
-//! unit's flags against a real `myriad serve`. Failures say which line to change.
+//! unit's flags against a real `myriad serve`, and its NATS permissions block against
+//! `deploy/nats-authorization.conf`. Failures say which line to change.
 
 mod common;
 
@@ -10,6 +11,8 @@ use std::process::Command;
 
 const README: &str = include_str!("../../../README.md");
 const UNIT: &str = include_str!("../../../deploy/myriad.service");
+/// The NATS permissions README's "NATS trust boundary" shows (tests/nats_trust.rs runs them).
+const NATS_AUTHORIZATION: &str = include_str!("../../../deploy/nats-authorization.conf");
 /// The README section whose table lists every flag of `serve`.
 const FLAG_SECTION: &str = "### Flags of `myriad serve`";
 
@@ -326,5 +329,15 @@ fn the_systemd_unit_s_flags_start_a_server() {
     assert!(
         limit <= nr_open.max(1 << 20),
         "LimitNOFILE={limit} exceeds fs.nr_open's default"
+    );
+}
+
+#[test]
+fn the_nats_permissions_shown_are_those_of_deploy() {
+    let block = format!("```conf\n{NATS_AUTHORIZATION}```");
+    assert!(
+        README.contains(&block),
+        "README.md's \"NATS trust boundary\" must show deploy/nats-authorization.conf as it is, \
+         in a ```conf block: copy the file there"
     );
 }

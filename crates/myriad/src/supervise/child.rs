@@ -28,6 +28,11 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--tls", "MYRIAD_TLS", true),
     ("--supervised-place", "MYRIAD_SUPERVISED_PLACE", true),
     ("--router-shard", "MYRIAD_ROUTER_SHARD", true),
+    // It may carry a password (`nats://user:pass@host`): each child gets it in its
+    // environment ([`Template::nats`]), never in its arguments, which any local user
+    // reads in /proc/<pid>/cmdline. The other `--nats-*` flags name files, and the
+    // secret variables (`MYRIAD_NATS_PASSWORD`…) are inherited.
+    ("--nats", "MYRIAD_NATS", true),
 ];
 
 /// The log target of the start lines the supervisor waits for; kept at `info` in
@@ -63,6 +68,8 @@ pub struct Template {
     /// `--tls self-signed`: the certificate and key the supervisor generated, given to
     /// every gateway, so clients trust one certificate whichever gateway they reach.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// `--nats` as the supervisor was given it, for the children's `MYRIAD_NATS`.
+    pub nats: String,
 }
 
 /// A running child and what it announced.
@@ -82,6 +89,7 @@ impl Template {
         listen: SocketAddr,
         per_gateway: usize,
         tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+        nats: String,
     ) -> anyhow::Result<Template> {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         let mut forwarded = vec![
@@ -95,6 +103,7 @@ impl Template {
             listen,
             per_gateway,
             tls,
+            nats,
         })
     }
 
@@ -132,6 +141,7 @@ impl Template {
         for (_, var, _) in OWN_FLAGS {
             cmd.env_remove(var);
         }
+        cmd.env("MYRIAD_NATS", &self.nats);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -273,6 +283,9 @@ mod tests {
             "5",
             "--max-connections",
             "9",
+            "--nats",
+            "nats://router:secret@127.0.0.1:4222",
+            "--nats-password-file=/run/pw",
         ]
         .iter()
         .map(OsString::from)
@@ -281,7 +294,16 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(kept, ["serve", "--store=memory", "--heartbeat", "5"]);
+        assert_eq!(
+            kept,
+            [
+                "serve",
+                "--store=memory",
+                "--heartbeat",
+                "5",
+                "--nats-password-file=/run/pw"
+            ]
+        );
         assert_eq!(log_filter(&args), "debug");
     }
 

@@ -38,14 +38,19 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     load::sys::catch_interrupt();
     let nofile = load::sys::raise_nofile().max(load::sys::nofile().1);
     let plan = plan::plan(processes, args.gateway.max_connections, nofile)?;
-    let nats_url = args.cluster.nats.clone();
-    let nats = nats::ensure(&nats_url)?;
+    let nats_config = args.cluster.nats_config()?;
+    let nats = nats::ensure(&nats_config)?;
     raise_migrate_req();
     // Holds the port between gateway restarts (bound, never listening: it takes no
     // connections) and resolves port 0 to the one every gateway joins.
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
-    let template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    let template = Template::new(
+        listen,
+        plan.per_gateway,
+        self_signed(args)?,
+        args.cluster.nats.clone(),
+    )?;
 
     let shards = args.cluster.shards()?.count;
     let roles = (0..shards)
@@ -74,7 +79,9 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         gateways = plan.gateways,
         per_gateway = plan.per_gateway,
-        nats = %nats_url,
+        nats = %nats_config.shown(),
+        nats_auth = %nats_config.describe_auth(),
+        nats_tls = %nats_config.describe_tls(),
         nats_started = nats.is_some(),
         "myriad supervisor serving: {shards} router and {} gateway processes on one port",
         plan.gateways
