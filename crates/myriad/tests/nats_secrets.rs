@@ -1,8 +1,8 @@
 //! NATS credentials given by file, environment variable or URL work against a
 //! nats-server that requires them, and the secret shows nowhere: not in any log line,
 //! not in `/stats` or `/metrics`, not in a process's arguments (`/proc/<pid>/cmdline`,
-//! which every local user reads) — the supervisor's children get `--nats` in their
-//! environment. A refused credential stops the process with an error that names no
+//! which every local user reads) — the supervisor's children get `--nats` (and
+//! `--api-key`, `--jwt-secret`) in their environment. A refused credential stops the process with an error that names no
 //! secret. Also TLS to NATS with a test CA and a client certificate (`verify: true`).
 
 mod common;
@@ -174,9 +174,30 @@ fn an_nkey_seed_by_file_or_variable_works_and_shows_nowhere() {
     );
 }
 
+/// `method path` on `server` with `Authorization: Bearer key` (when given).
+fn keyed(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: &str,
+    key: Option<&str>,
+) -> (u16, String) {
+    let mut s = server.connect();
+    let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(&mut s, request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut s, &mut out).unwrap();
+    common::parse_response(&out)
+}
+
 #[test]
 fn a_password_in_the_url_reaches_the_supervisor_s_children_through_their_environment() {
     const PASSWORD: &str = "url-Pw-c41d7e";
+    const API_KEY: &str = "api-key-5e0d2b";
     let dir = tempfile::tempdir().unwrap();
     let conf = "authorization { users = [ { user: myriad, password: $NATS_PASSWORD } ] }\n";
     let nats = start_nats(dir.path(), conf, &[("NATS_PASSWORD", PASSWORD)]);
@@ -195,12 +216,37 @@ fn a_password_in_the_url_reaches_the_supervisor_s_children_through_their_environ
             "memory",
             "--nats",
             &url,
+            "--api-key",
+            API_KEY,
         ],
         &[],
         "myriad supervisor serving",
     );
-    serves(&supervisor);
-    let stats = supervisor.stats();
+    // The children have the key (from their environment): without it, 401.
+    let (status, _) = keyed(&supervisor, "GET", "/stats", "", None);
+    assert_eq!(status, 401);
+    let (mut stream, mut got) = sse(&supervisor, USER, None);
+    let deadline = std::time::Instant::now() + common::secured::WAIT;
+    loop {
+        let (status, body) = keyed(
+            &supervisor,
+            "POST",
+            &format!("/pub/{USER}"),
+            "keyed",
+            Some(API_KEY),
+        );
+        assert_eq!(status, 200, "{body}");
+        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if reply["connections"] == 1 {
+            break;
+        }
+        // The router has not heard of the subscriber yet.
+        assert!(std::time::Instant::now() < deadline, "{reply}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    read_until(&mut stream, &mut got, "keyed");
+    let (_, stats) = keyed(&supervisor, "GET", "/stats", "", Some(API_KEY));
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
     let shown = nats.url.replace("nats://", "nats://myriad:***@");
     assert_eq!(stats["nats"], shown.as_str(), "{stats}");
     let admin = supervisor.admin.unwrap().to_string();
@@ -220,6 +266,7 @@ fn a_password_in_the_url_reaches_the_supervisor_s_children_through_their_environ
         places.push(("a child's arguments", cmdline(pid)));
     }
     nowhere(PASSWORD, &places);
+    nowhere(API_KEY, &places);
 }
 
 #[test]

@@ -28,11 +28,14 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--tls", "MYRIAD_TLS", true),
     ("--supervised-place", "MYRIAD_SUPERVISED_PLACE", true),
     ("--router-shard", "MYRIAD_ROUTER_SHARD", true),
-    // It may carry a password (`nats://user:pass@host`): each child gets it in its
-    // environment ([`Template::nats`]), never in its arguments, which any local user
-    // reads in /proc/<pid>/cmdline. The other `--nats-*` flags name files, and the
-    // secret variables (`MYRIAD_NATS_PASSWORD`…) are inherited.
+    // Flags that may carry a secret (`--nats nats://user:pass@host`): each child gets
+    // their values in its environment ([`Template::secrets`]), never in its
+    // arguments, which any local user reads in /proc/<pid>/cmdline. The `--nats-*`
+    // flags name files, and the secret variables (`MYRIAD_NATS_PASSWORD`…) are
+    // inherited.
     ("--nats", "MYRIAD_NATS", true),
+    ("--api-key", "MYRIAD_API_KEY", true),
+    ("--jwt-secret", "MYRIAD_JWT_SECRET", true),
 ];
 
 /// The log target of the start lines the supervisor waits for; kept at `info` in
@@ -68,8 +71,9 @@ pub struct Template {
     /// `--tls self-signed`: the certificate and key the supervisor generated, given to
     /// every gateway, so clients trust one certificate whichever gateway they reach.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    /// `--nats` as the supervisor was given it, for the children's `MYRIAD_NATS`.
-    pub nats: String,
+    /// The values of the flags that may carry a secret, as `(variable, value)`: set
+    /// in every child's environment.
+    pub secrets: Vec<(&'static str, String)>,
 }
 
 /// A running child and what it announced.
@@ -89,7 +93,7 @@ impl Template {
         listen: SocketAddr,
         per_gateway: usize,
         tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
-        nats: String,
+        secrets: Vec<(&'static str, String)>,
     ) -> anyhow::Result<Template> {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         let mut forwarded = vec![
@@ -103,7 +107,7 @@ impl Template {
             listen,
             per_gateway,
             tls,
-            nats,
+            secrets,
         })
     }
 
@@ -141,7 +145,7 @@ impl Template {
         for (_, var, _) in OWN_FLAGS {
             cmd.env_remove(var);
         }
-        cmd.env("MYRIAD_NATS", &self.nats);
+        cmd.envs(self.secrets.iter().map(|(var, value)| (var, value)));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -286,6 +290,11 @@ mod tests {
             "--nats",
             "nats://router:secret@127.0.0.1:4222",
             "--nats-password-file=/run/pw",
+            "--api-key",
+            "k1",
+            "--api-key=k2",
+            "--jwt-secret",
+            "0123456789abcdef0123456789abcdef",
         ]
         .iter()
         .map(OsString::from)

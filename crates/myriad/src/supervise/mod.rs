@@ -45,12 +45,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     // connections) and resolves port 0 to the one every gateway joins.
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
-    let template = Template::new(
-        listen,
-        plan.per_gateway,
-        self_signed(args)?,
-        args.cluster.nats.clone(),
-    )?;
+    let template = Template::new(listen, plan.per_gateway, self_signed(args)?, secrets(args))?;
 
     let shards = args.cluster.shards()?.count;
     let roles = (0..shards)
@@ -189,6 +184,19 @@ pub(crate) fn stop(child: &mut Child, name: &str) {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// What the children get in their environment instead of their arguments: the
+/// values of `--nats` (it may hold a password), `--api-key` and `--jwt-secret`.
+fn secrets(args: &ServeArgs) -> Vec<(&'static str, String)> {
+    let mut env = vec![("MYRIAD_NATS", args.cluster.nats.clone())];
+    if !args.gateway.api_keys.is_empty() {
+        env.push(("MYRIAD_API_KEY", args.gateway.api_keys.join(",")));
+    }
+    if let Some(secret) = &args.gateway.jwt_secret {
+        env.push(("MYRIAD_JWT_SECRET", secret.clone()));
+    }
+    env
 }
 
 /// `--tls self-signed`: one certificate for the whole server, made here and passed to
