@@ -7,11 +7,13 @@
 //! intruder and an anonymous client can neither inject a publish, forge a gateway's
 //! batch or presence or a router's message, nor read deliveries — each refusal is the
 //! NATS server's own permission error, and the subscriber receives only the honest
-//! messages. Started without the authorization block, every part of it fails.
+//! messages. Started without the authorization block, every part of it fails. Two
+//! router shards serve within the router user's permissions too (forwarding
+//! followers, and the publish port's NATS requests to the subject's shard).
 
 mod common;
 
-use common::cluster::{sse, wait_router_connections};
+use common::cluster::{publish_at, publish_port_of, sse, wait_router_connections};
 use common::read_until;
 use common::secured::{serve, spawn_logged, start_nats, NatsClient, AUTHORIZATION};
 use futures_util::{FutureExt, StreamExt};
@@ -71,17 +73,7 @@ fn forged_batch(payload: &'static str) -> bytes::Bytes {
 #[test]
 fn only_myriad_s_users_reach_myriad_s_subjects() {
     let dir = tempfile::tempdir().unwrap();
-    let nats = start_nats(
-        dir.path(),
-        &conf(dir.path()),
-        &[
-            ("NATS_MYRIAD_ROUTER_PASSWORD", ROUTER_PASSWORD),
-            ("NATS_MYRIAD_GATEWAY_PASSWORD", GATEWAY_PASSWORD),
-            ("NATS_MYRIAD_PASSWORD", "supervised-Pw"),
-            ("NATS_MYRIAD_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD),
-            ("NATS_INTRUDER_PASSWORD", INTRUDER_PASSWORD),
-        ],
-    );
+    let nats = start_nats(dir.path(), &conf(dir.path()), &PASSWORDS);
     let mut router = Command::new(env!("CARGO_BIN_EXE_myriad"));
     router
         .args(["serve", "--role", "router", "--store", "memory"])
@@ -272,4 +264,72 @@ fn only_myriad_s_users_reach_myriad_s_subjects() {
     assert!(read_back.contains("messages=3"), "{read_back}");
     let _ = again.kill();
     let _ = again.wait();
+}
+
+/// `deploy/`'s passwords for nats-server's environment.
+const PASSWORDS: [(&str, &str); 5] = [
+    ("NATS_MYRIAD_ROUTER_PASSWORD", ROUTER_PASSWORD),
+    ("NATS_MYRIAD_GATEWAY_PASSWORD", GATEWAY_PASSWORD),
+    ("NATS_MYRIAD_PASSWORD", "supervised-Pw"),
+    ("NATS_MYRIAD_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD),
+    ("NATS_INTRUDER_PASSWORD", INTRUDER_PASSWORD),
+];
+
+#[test]
+fn router_shards_serve_within_the_router_s_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = start_nats(dir.path(), &conf(dir.path()), &PASSWORDS);
+    let shard = |index: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
+        cmd.args([
+            "serve", "--role", "router", "--store", "memory", "--nats", &nats.url,
+        ])
+        .args(["--router-shards", "2", "--router-shard", index])
+        .args([
+            "--publish-listen",
+            "127.0.0.1:0",
+            "--nats-user",
+            "myriad-router",
+        ])
+        .env("MYRIAD_NATS_PASSWORD", ROUTER_PASSWORD);
+        spawn_logged(&mut cmd, "myriad router serving")
+    };
+    let (mut first, line, _) = shard("0");
+    let (mut second, _, _) = shard("1");
+    let password_file = dir.path().join("gateway.password");
+    std::fs::write(&password_file, GATEWAY_PASSWORD).unwrap();
+    let (gw, _) = serve(
+        &[
+            "--role",
+            "gateway",
+            "--listen",
+            "127.0.0.1:0",
+            "--router-shards",
+            "2",
+            "--nats",
+            &nats.url,
+            "--nats-user",
+            "myriad-gateway",
+            "--nats-password-file",
+            password_file.to_str().unwrap(),
+        ],
+        &[],
+        "listen=",
+    );
+    // User 2 (shard 0) follows 7 (shard 1): shard 1 forwards to shard 0.
+    let (status, body) = gw.request("POST", "/subscriptions", b"2 7\n");
+    assert_eq!(status, 200, "{body}");
+    let (mut stream, mut got) = sse(&gw, 2, None);
+    wait_router_connections(&gw, 1);
+    assert_eq!(gw.publish(7, "forwarded")["connections"], 1);
+    read_until(&mut stream, &mut got, "forwarded");
+    // Shard 0's publish port asks shard 1 over NATS (`myriad.pub.7`, answered on
+    // myriad.inbox.>).
+    let reply = publish_at(publish_port_of(&line), 7, "through-the-port");
+    assert_eq!(reply["connections"], 1, "{reply}");
+    read_until(&mut stream, &mut got, "through-the-port");
+    for router in [&mut first, &mut second] {
+        let _ = router.kill();
+        let _ = router.wait();
+    }
 }
