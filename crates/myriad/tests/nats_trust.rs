@@ -9,7 +9,8 @@
 //! NATS server's own permission error, and the subscriber receives only the honest
 //! messages. Started without the authorization block, every part of it fails. Two
 //! router shards serve within the router user's permissions too (forwarding
-//! followers, and the publish port's NATS requests to the subject's shard).
+//! followers, and the publish port's NATS requests to the subject's shard), and a
+//! supervised server within the user `myriad`'s.
 
 mod common;
 
@@ -23,6 +24,7 @@ const ROUTER_PASSWORD: &str = "router-Pw-7f3a";
 const GATEWAY_PASSWORD: &str = "gateway-Pw-91c2";
 const PUBLISHER_PASSWORD: &str = "publisher-Pw-4d8e";
 const INTRUDER_PASSWORD: &str = "intruder-Pw-00aa";
+const SUPERVISED_PASSWORD: &str = "supervised-Pw-6b17";
 /// The subscriber's user, and the subject published to.
 const USER: u64 = 7;
 
@@ -270,7 +272,7 @@ fn only_myriad_s_users_reach_myriad_s_subjects() {
 const PASSWORDS: [(&str, &str); 5] = [
     ("NATS_MYRIAD_ROUTER_PASSWORD", ROUTER_PASSWORD),
     ("NATS_MYRIAD_GATEWAY_PASSWORD", GATEWAY_PASSWORD),
-    ("NATS_MYRIAD_PASSWORD", "supervised-Pw"),
+    ("NATS_MYRIAD_PASSWORD", SUPERVISED_PASSWORD),
     ("NATS_MYRIAD_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD),
     ("NATS_INTRUDER_PASSWORD", INTRUDER_PASSWORD),
 ];
@@ -332,4 +334,32 @@ fn router_shards_serve_within_the_router_s_permissions() {
         let _ = router.kill();
         let _ = router.wait();
     }
+}
+
+#[test]
+fn a_supervised_server_serves_as_the_user_myriad() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = start_nats(dir.path(), &conf(dir.path()), &PASSWORDS);
+    let (server, _) = serve(
+        &[
+            "--processes",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--history-store",
+            "jetstream",
+            "--nats",
+            &nats.url,
+            "--nats-user",
+            "myriad",
+        ],
+        &[("MYRIAD_NATS_PASSWORD", SUPERVISED_PASSWORD)],
+        "myriad supervisor serving",
+    );
+    let (mut stream, mut got) = sse(&server, USER, None);
+    wait_router_connections(&server, 1);
+    assert_eq!(server.publish(USER, "supervised")["connections"], 1);
+    read_until(&mut stream, &mut got, "supervised");
 }
