@@ -3,7 +3,7 @@
 //! myriad), JetStream on. A router (`--history-store jetstream`, its password in
 //! `MYRIAD_NATS_PASSWORD`) and a gateway (`--nats-password-file`) serve a subscriber
 //! through it; a back-end user (and `msggen --nats` as that user) publishes through
-//! NATS but reads no delivery; the
+//! NATS but reads no delivery; the monitor user reads the router's counters; the
 //! intruder and an anonymous client can neither inject a publish, forge a gateway's
 //! batch or presence or a router's message, nor read deliveries — each refusal is the
 //! NATS server's own permission error, and the subscriber receives only the honest
@@ -25,6 +25,7 @@ const GATEWAY_PASSWORD: &str = "gateway-Pw-91c2";
 const PUBLISHER_PASSWORD: &str = "publisher-Pw-4d8e";
 const INTRUDER_PASSWORD: &str = "intruder-Pw-00aa";
 const SUPERVISED_PASSWORD: &str = "supervised-Pw-6b17";
+const MONITOR_PASSWORD: &str = "monitor-Pw-2c5a";
 /// The subscriber's user, and the subject published to.
 const USER: u64 = 7;
 
@@ -187,6 +188,28 @@ fn only_myriad_s_users_reach_myriad_s_subjects() {
         "{summary}"
     );
 
+    // The monitor user reads the router's counters, and publishes nothing.
+    let monitor = rt
+        .block_on(NatsClient::connect(
+            &nats.url,
+            user("myriad-monitor", MONITOR_PASSWORD),
+        ))
+        .unwrap();
+    let stats = rt
+        .block_on(monitor.client.request(cluster::subjects::STATS, "".into()))
+        .unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&stats.payload).unwrap();
+    assert_eq!(stats["gateways"], 1, "{stats}");
+    rt.block_on(async {
+        let publish = cluster::subjects::publish(USER);
+        monitor
+            .client
+            .publish(publish.clone(), "monitor".into())
+            .await
+            .unwrap();
+        monitor.wait_refused("publish", &publish).await;
+    });
+
     // The intruder: every myriad subject refused, in both directions.
     let intruder = rt
         .block_on(NatsClient::connect(
@@ -269,8 +292,9 @@ fn only_myriad_s_users_reach_myriad_s_subjects() {
 }
 
 /// `deploy/`'s passwords for nats-server's environment.
-const PASSWORDS: [(&str, &str); 5] = [
+const PASSWORDS: [(&str, &str); 6] = [
     ("NATS_MYRIAD_ROUTER_PASSWORD", ROUTER_PASSWORD),
+    ("NATS_MYRIAD_MONITOR_PASSWORD", MONITOR_PASSWORD),
     ("NATS_MYRIAD_GATEWAY_PASSWORD", GATEWAY_PASSWORD),
     ("NATS_MYRIAD_PASSWORD", SUPERVISED_PASSWORD),
     ("NATS_MYRIAD_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD),
