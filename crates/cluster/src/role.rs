@@ -29,9 +29,15 @@ pub struct ClusterArgs {
     #[arg(long, env = "MYRIAD_ROLE", value_enum, default_value = "all")]
     pub role: Role,
     /// NATS server linking gateways and the router (roles `router` and `gateway`).
-    /// Credentials (user and password, token, NKey or `.creds`) may be written as
-    /// `nats://user:pass@host`; the URL is then shown as `nats://user:***@host`.
-    #[arg(long, env = "MYRIAD_NATS", default_value = crate::DEFAULT_NATS)]
+    /// A user and password (`nats://user:pass@host`) or a token (`nats://token@host`)
+    /// written in it work but are in argv: prefer the `--nats-*` flags. It is shown
+    /// as `nats://user:***@host` (and `--help` hides the variable's value).
+    #[arg(
+        long,
+        env = "MYRIAD_NATS",
+        hide_env_values = true,
+        default_value = crate::DEFAULT_NATS
+    )]
     pub nats: String,
     /// Boxed: eight paths most servers leave unset (clippy's large_enum_variant on
     /// the command enum holding `serve`'s flags).

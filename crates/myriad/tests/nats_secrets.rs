@@ -265,6 +265,15 @@ fn a_password_in_the_url_reaches_the_supervisor_s_children_through_their_environ
     for pid in myriads {
         places.push(("a child's arguments", cmdline(pid)));
     }
+    let help = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["serve", "--help"])
+        .env("MYRIAD_NATS", &url)
+        .output()
+        .unwrap();
+    places.push((
+        "`serve --help`",
+        String::from_utf8_lossy(&help.stdout).into(),
+    ));
     nowhere(PASSWORD, &places);
     nowhere(API_KEY, &places);
 }
