@@ -65,11 +65,12 @@ fn remote(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl JetHistory {
-    /// Connects to the NATS server at `url` and opens (or creates) the stream with
+    /// Connects to the NATS server `nats` names and opens (or creates) the stream with
     /// `keep` messages per user. A server without JetStream is refused with advice.
-    pub fn open(url: &str, keep: usize) -> anyhow::Result<JetHistory> {
+    pub fn open(nats: &crate::NatsConfig, keep: usize) -> anyhow::Result<JetHistory> {
+        let url = nats.shown();
         let link = Link::connect(
-            url,
+            nats,
             "myriad history",
             |event| tracing::info!(%event, "NATS (history)"),
         )?;
@@ -102,9 +103,9 @@ impl JetHistory {
         Ok(JetHistory { link, js, stream })
     }
 
-    /// Deletes the stream at `url` (a benchmark's fresh start); no stream is fine.
-    pub fn delete(url: &str) -> anyhow::Result<()> {
-        let link = Link::connect(url, "myriad history delete", |_| {})?;
+    /// Deletes the stream on `nats` (a benchmark's fresh start); no stream is fine.
+    pub fn delete(nats: &crate::NatsConfig) -> anyhow::Result<()> {
+        let link = Link::connect(nats, "myriad history delete", |_| {})?;
         let client = link.client.clone();
         link.block_on(async move {
             let js = jetstream::new(client);

@@ -4,7 +4,11 @@
 //! single-threaded tokio runtime on a thread of its own (one thread, not one per
 //! core: what crosses NATS is batched, so one thread keeps up and leaves the cores
 //! to the loops). Everything async of this crate runs as tasks on it.
+//!
+//! It connects with a [`NatsConfig`]: the servers, credentials and TLS of the
+//! `--nats*` flags. What it shows of the URL ([`Link::url`], errors) is redacted.
 
+use crate::nats_config::NatsConfig;
 use anyhow::Context;
 use async_nats::{Client, ConnectOptions, Event};
 use std::future::Future;
@@ -23,15 +27,16 @@ const SUBSCRIPTION_CAPACITY: usize = 1 << 18;
 
 pub struct Link {
     pub client: Client,
+    /// The servers as shown ([`NatsConfig::shown`]): never a secret.
     pub url: String,
     handle: Handle,
 }
 
 impl Link {
-    /// Starts the runtime thread and connects to `url` (`name` is what NATS
+    /// Starts the runtime thread and connects as `config` says (`name` is what NATS
     /// monitoring shows for this connection). `on_event` hears reconnects.
     pub fn connect(
-        url: &str,
+        config: &NatsConfig,
         name: &str,
         on_event: impl Fn(Event) + Send + Sync + 'static,
     ) -> anyhow::Result<Link> {
@@ -45,6 +50,7 @@ impl Link {
             .spawn(move || runtime.block_on(std::future::pending::<()>()))
             .context("cannot start the NATS thread")?;
         let on_event = std::sync::Arc::new(on_event);
+        let url = config.shown();
         let options = ConnectOptions::new()
             .name(name)
             .connection_timeout(CONNECT_TIMEOUT)
@@ -53,13 +59,22 @@ impl Link {
                 let on_event = on_event.clone();
                 async move { on_event(event) }
             });
-        let target = url.to_string();
+        let options = config
+            .apply(options)
+            .with_context(|| format!("NATS credentials for {url}"))?;
+        // The servers without user information: credentials go in `options`.
+        let target: Vec<async_nats::ServerAddr> = config
+            .servers()
+            .iter()
+            .map(|s| s.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--nats {url}: {e}"))?;
         let client = run_blocking(&handle, async move {
             tokio::time::timeout(CONNECT_TIMEOUT, options.connect(target)).await
         });
         let client = match client {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => anyhow::bail!("{}", no_nats(url, &e.to_string())),
+            Ok(Err(e)) => anyhow::bail!("{}", refused(config, &e)),
             Err(_) => anyhow::bail!("{}", no_nats(url, "no answer in 3 s")),
         };
         Ok(Link {
@@ -91,6 +106,24 @@ fn run_blocking<T: Send + 'static>(
     });
     // The runtime thread runs until the process ends, so the task always finishes.
     rx.recv().expect("the NATS runtime thread is gone")
+}
+
+/// The error text when the connection fails: credentials or TLS refused, or no NATS.
+fn refused(config: &NatsConfig, e: &async_nats::ConnectError) -> String {
+    use async_nats::ConnectErrorKind as Kind;
+    let url = config.shown();
+    match e.kind() {
+        Kind::AuthorizationViolation | Kind::Authentication => format!(
+            "the NATS server at {url} refused this process's credentials ({e}; credentials: {}): \
+             see --nats-user, --nats-password-file, --nats-token-file, --nats-nkey-file, --nats-creds",
+            config.describe_auth()
+        ),
+        Kind::Tls => format!(
+            "TLS to the NATS server at {url} failed ({e}; TLS: {}): see --nats-ca, --nats-cert, --nats-key",
+            config.describe_tls()
+        ),
+        _ => no_nats(url, &e.to_string()),
+    }
 }
 
 /// The error text when no NATS answers: what to start, and how.

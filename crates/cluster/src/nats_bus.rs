@@ -132,9 +132,13 @@ struct Parts {
 }
 
 impl GatewayLink {
-    /// Connects to NATS at `url` as a new gateway, in the supervisor's `place` if any,
-    /// talking to `shards` routers.
-    pub fn connect(url: &str, place: Option<u32>, shards: u16) -> anyhow::Result<GatewayLink> {
+    /// Connects to NATS as `nats` says, as a new gateway, in the supervisor's `place`
+    /// if any, talking to `shards` routers.
+    pub fn connect(
+        nats: &crate::NatsConfig,
+        place: Option<u32>,
+        shards: u16,
+    ) -> anyhow::Result<GatewayLink> {
         let id: GatewayId = rand::random();
         let (tx, rx) = mpsc::unbounded_channel();
         let events = tx.clone();
@@ -142,7 +146,7 @@ impl GatewayLink {
         let counts = shared.clone();
         let lost_some: Arc<tokio::sync::Notify> = Arc::default();
         let ask = lost_some.clone();
-        let link = Link::connect(url, &format!("myriad gateway {id:016x}"), move |event| {
+        let link = Link::connect(nats, &format!("myriad gateway {id:016x}"), move |event| {
             match event {
                 // A reconnect: what crossed meanwhile may be lost; tell the router
                 // everything again.
@@ -193,6 +197,7 @@ impl GatewayLink {
         })
     }
 
+    /// The NATS servers, redacted ([`crate::NatsConfig::shown`]).
     pub fn url(&self) -> &str {
         &self.link.url
     }

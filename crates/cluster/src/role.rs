@@ -29,8 +29,20 @@ pub struct ClusterArgs {
     #[arg(long, env = "MYRIAD_ROLE", value_enum, default_value = "all")]
     pub role: Role,
     /// NATS server linking gateways and the router (roles `router` and `gateway`).
-    #[arg(long, env = "MYRIAD_NATS", default_value = crate::DEFAULT_NATS)]
+    /// A user and password (`nats://user:pass@host`) or a token (`nats://token@host`)
+    /// written in it work but are in argv: prefer the `--nats-*` flags. It is shown
+    /// as `nats://user:***@host` (and `--help` hides the variable's value).
+    #[arg(
+        long,
+        env = "MYRIAD_NATS",
+        hide_env_values = true,
+        default_value = crate::DEFAULT_NATS
+    )]
     pub nats: String,
+    /// Boxed: eight paths most servers leave unset (clippy's large_enum_variant on
+    /// the command enum holding `serve`'s flags).
+    #[command(flatten)]
+    pub nats_auth: Box<crate::NatsAuthArgs>,
     /// Set by `serve --processes` on each gateway: its place (0, 1, …). A gateway
     /// restarted in the same place tells the router that its predecessor died, so
     /// the router forgets it at once instead of after 3 s of silence.
@@ -59,6 +71,11 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
+    /// `--nats` and its credential and TLS flags, resolved (secret files read).
+    pub fn nats_config(&self) -> anyhow::Result<crate::NatsConfig> {
+        Ok(crate::NatsConfig::from_flags(&self.nats, &self.nats_auth)?)
+    }
+
     /// The shard settings, checked.
     pub fn shards(&self) -> anyhow::Result<crate::Shards> {
         anyhow::ensure!(

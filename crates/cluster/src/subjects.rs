@@ -9,6 +9,10 @@
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (from the subject's router shard, every shard's counts summed) |
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
 //! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Part`]s |
+//! | `myriad.history.<user>` | the router (`--history-store jetstream`) | a user's kept messages in the stream `MYRIAD_HISTORY` ([`crate::jet_history`]), through the `$JS.API` requests |
+//! | `myriad.inbox.<id>` | NATS (replies) | answers to myriad's own requests (JetStream, a router shard's publishes): [`crate::nats_config::MYRIAD_INBOX`], apart from back-ends' `_INBOX.>` |
+//!
+//! Which NATS user may publish or subscribe to which: `deploy/nats-authorization.conf`.
 
 use crate::codec::GatewayId;
 

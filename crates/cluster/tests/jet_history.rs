@@ -55,15 +55,20 @@ impl Drop for Nats {
     }
 }
 
+/// The test's server, no credentials.
+fn at(url: &str) -> cluster::NatsConfig {
+    cluster::NatsConfig::resolve(url, &Default::default(), |_| None).unwrap()
+}
+
 fn open(url: &str, keep: usize) -> Box<dyn HistoryLog> {
-    Box::new(JetHistory::open(url, keep).unwrap())
+    Box::new(JetHistory::open(&at(url), keep).unwrap())
 }
 
 #[test]
 fn jetstream_history_conforms() {
     let nats = Nats::start(true);
     conformance::all(&mut || {
-        JetHistory::delete(&nats.url).unwrap();
+        JetHistory::delete(&at(&nats.url)).unwrap();
         let url = nats.url.clone();
         Box::new(move || open(&url, conformance::KEEP))
     });
@@ -114,7 +119,7 @@ fn jetstream_history_reads_back_every_ring() {
 #[test]
 fn a_nats_server_without_jetstream_is_refused_with_advice() {
     let nats = Nats::start(false);
-    let err = JetHistory::open(&nats.url, 64)
+    let err = JetHistory::open(&at(&nats.url), 64)
         .err()
         .expect("no JetStream there");
     let text = format!("{err:#}");

@@ -77,9 +77,14 @@ pub struct MsggenArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Publish through this NATS server (`myriad.pub.<subject>` requests to a
-    /// `serve --role router`) instead of HTTP to --url.
+    /// `serve --role router`) instead of HTTP to --url; as a back-end would, with
+    /// replies on `_INBOX.>` (the publisher's permissions in
+    /// deploy/nats-authorization.conf).
     #[arg(long)]
     pub nats: Option<String>,
+    /// With --nats: its credentials and TLS, as `serve` takes them.
+    #[command(flatten)]
+    pub nats_auth: cluster::NatsAuthArgs,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -109,6 +114,7 @@ impl Default for MsggenArgs {
             size: 0,
             seed: None,
             nats: None,
+            nats_auth: cluster::NatsAuthArgs::default(),
             json: false,
             quiet: false,
             ca: None,
@@ -172,11 +178,15 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
         bail!("--max and --publishers must be at least 1");
     }
     let target = match &args.nats {
-        Some(url) => Target::Nats(Arc::new(cluster::Link::connect(
-            url,
-            "myriad msggen",
-            |_| {},
-        )?)),
+        Some(url) => {
+            let config =
+                cluster::NatsConfig::from_flags(url, &args.nats_auth)?.with_inbox("_INBOX");
+            Target::Nats(Arc::new(cluster::Link::connect(
+                &config,
+                "myriad msggen",
+                |_| {},
+            )?))
+        }
         None => {
             let dialer = Dialer::new(&args.url, &crate::dial::roots(&args.ca, args.insecure)?)?;
             dialer.connect(Duration::from_secs(3)).with_context(|| {

@@ -76,8 +76,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 "a gateway runs at most {} loops over NATS",
                 cluster::nats_bus::MAX_LOOPS
             );
+            let nats = args.cluster.nats_config()?;
             let link = Arc::new(GatewayLink::connect(
-                &args.cluster.nats,
+                &nats,
                 args.cluster.supervised_place,
                 args.cluster.shards()?.count,
             )?);
@@ -88,7 +89,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 Arc::new(move || stats.stats()),
                 move |mailboxes| starter.start(mailboxes),
             )?;
-            (server, Some(link.url().to_string()))
+            let shown = format!(
+                "the router over {} (auth: {}, TLS: {})",
+                link.url(),
+                nats.describe_auth(),
+                nats.describe_tls()
+            );
+            (server, Some(shown))
         }
         _ => {
             let hub = Arc::new(open_hub(&args)?);
@@ -149,7 +156,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tick_offset_us = config.tick_offset.as_micros(),
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         csv = %args.csv.as_ref().map_or_else(off, |p| p.display().to_string()),
-        store = %link.map_or_else(|| args.hub.store.clone(), |url| format!("the router over {url}")),
+        store = %link.unwrap_or_else(|| args.hub.store.clone()),
         subscriptions = %config.access.describe_subscriptions(),
         api = %config.access.describe_api(),
         origins = %config.access.describe_origins(),
@@ -175,7 +182,7 @@ fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
                 .with_context(|| format!("cannot open durable history in {}", args.hub.store))?
         }
         HistoryStore::Jetstream => Box::new(cluster::jet_history::JetHistory::open(
-            &args.cluster.nats,
+            &args.cluster.nats_config()?,
             args.hub.history,
         )?),
     };
@@ -222,7 +229,8 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
         publish_port = Some(bound);
         role = role.with_publish_port(port);
     }
-    let link = cluster::Link::connect(&args.cluster.nats, "myriad router", role.nats_events())?;
+    let nats = args.cluster.nats_config()?;
+    let link = cluster::Link::connect(&nats, "myriad router", role.nats_events())?;
     // `--admin` / `--csv`: the router's own /stats (its counters under `extra`), /metrics.
     let monitor = observe::monitor::Monitor::start(
         observe::metrics::ProcessMetrics::new(0),
@@ -235,6 +243,8 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     )?;
     tracing::info!(
         nats = %link.url,
+        nats_auth = %nats.describe_auth(),
+        nats_tls = %nats.describe_tls(),
         store = %args.hub.store,
         history = %args.hub.history_store.describe(),
         admin = %monitor.admin_addr().map_or_else(|| "off".to_string(), |a| a.to_string()),

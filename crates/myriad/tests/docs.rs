@@ -2,7 +2,8 @@
 //! commands; docs/operations.md's flag table against `myriad serve --help` and its
 //! command table against `myriad --help`; the byte sizes docs/architecture.md quotes
 //! against `size_of` (release layout: the workspace builds mio without debug
-//! assertions); the systemd unit's flags against a real `myriad serve`. Endpoints are
+//! assertions); the systemd unit's flags against a real `myriad serve`; the NATS
+//! permissions docs/security.md shows against `deploy/nats-authorization.conf`. Endpoints are
 //! checked by `docs_endpoints.rs`, links by `docs_links.rs`. Failures say which line
 //! to change.
 
@@ -15,6 +16,10 @@ const README: &str = include_str!("../../../README.md");
 const OPERATIONS: &str = include_str!("../../../docs/operations.md");
 const ARCHITECTURE: &str = include_str!("../../../docs/architecture.md");
 const UNIT: &str = include_str!("../../../deploy/myriad.service");
+const SECURITY: &str = include_str!("../../../docs/security.md");
+/// The NATS permissions docs/security.md's "NATS trust boundary" shows (tests/nats_trust.rs
+/// runs them).
+const NATS_AUTHORIZATION: &str = include_str!("../../../deploy/nats-authorization.conf");
 /// The docs/operations.md section whose table lists every flag of `serve`.
 const FLAG_SECTION: &str = "## Flags of `myriad serve`";
 /// The docs/operations.md section whose table lists every subcommand.
@@ -365,5 +370,15 @@ fn the_systemd_unit_s_flags_start_a_server() {
     assert!(
         limit <= nr_open.max(1 << 20),
         "LimitNOFILE={limit} exceeds fs.nr_open's default"
+    );
+}
+
+#[test]
+fn the_nats_permissions_shown_are_those_of_deploy() {
+    let block = format!("```conf\n{NATS_AUTHORIZATION}```");
+    assert!(
+        SECURITY.contains(&block),
+        "docs/security.md's \"NATS trust boundary\" must show deploy/nats-authorization.conf as it is, \
+         in a ```conf block: copy the file there"
     );
 }

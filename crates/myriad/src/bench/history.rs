@@ -39,7 +39,8 @@ pub fn server_store(
             (postgres.to_string(), store_flags())
         }
         Some(DurableHistory::Jetstream) => {
-            cluster::jet_history::JetHistory::delete(nats)?;
+            let config = cluster::NatsConfig::from_flags(nats, &Default::default())?;
+            cluster::jet_history::JetHistory::delete(&config)?;
             let flags = ["--history-store", "jetstream", "--nats", nats];
             (
                 "memory".into(),

@@ -28,6 +28,14 @@ const OWN_FLAGS: &[(&str, &str, bool)] = &[
     ("--tls", "MYRIAD_TLS", true),
     ("--supervised-place", "MYRIAD_SUPERVISED_PLACE", true),
     ("--router-shard", "MYRIAD_ROUTER_SHARD", true),
+    // Flags that may carry a secret (`--nats nats://user:pass@host`): each child gets
+    // their values in its environment ([`Template::secrets`]), never in its
+    // arguments, which any local user reads in /proc/<pid>/cmdline. The `--nats-*`
+    // flags name files, and the secret variables (`MYRIAD_NATS_PASSWORD`…) are
+    // inherited.
+    ("--nats", "MYRIAD_NATS", true),
+    ("--api-key", "MYRIAD_API_KEY", true),
+    ("--jwt-secret", "MYRIAD_JWT_SECRET", true),
 ];
 
 /// The log target of the start lines the supervisor waits for; kept at `info` in
@@ -65,6 +73,9 @@ pub struct Template {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The per-address table's descriptor every gateway inherits (`--max-per-ip`).
     pub peer_table: Option<i32>,
+    /// The values of the flags that may carry a secret, as `(variable, value)`: set
+    /// in every child's environment.
+    pub secrets: Vec<(&'static str, String)>,
 }
 
 /// A running child and what it announced.
@@ -84,6 +95,7 @@ impl Template {
         listen: SocketAddr,
         per_gateway: usize,
         tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+        secrets: Vec<(&'static str, String)>,
     ) -> anyhow::Result<Template> {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         let mut forwarded = vec![
@@ -98,6 +110,7 @@ impl Template {
             per_gateway,
             tls,
             peer_table: None,
+            secrets,
         })
     }
 
@@ -138,6 +151,7 @@ impl Template {
         for (_, var, _) in OWN_FLAGS {
             cmd.env_remove(var);
         }
+        cmd.envs(self.secrets.iter().map(|(var, value)| (var, value)));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -279,6 +293,14 @@ mod tests {
             "5",
             "--max-connections",
             "9",
+            "--nats",
+            "nats://router:secret@127.0.0.1:4222",
+            "--nats-password-file=/run/pw",
+            "--api-key",
+            "k1",
+            "--api-key=k2",
+            "--jwt-secret",
+            "0123456789abcdef0123456789abcdef",
         ]
         .iter()
         .map(OsString::from)
@@ -287,7 +309,16 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(kept, ["serve", "--store=memory", "--heartbeat", "5"]);
+        assert_eq!(
+            kept,
+            [
+                "serve",
+                "--store=memory",
+                "--heartbeat",
+                "5",
+                "--nats-password-file=/run/pw"
+            ]
+        );
         assert_eq!(log_filter(&args), "debug");
     }
 

@@ -41,14 +41,14 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     load::sys::catch_interrupt();
     let nofile = load::sys::raise_nofile().max(load::sys::nofile().1);
     let plan = plan::plan(processes, args.gateway.max_connections, nofile)?;
-    let nats_url = args.cluster.nats.clone();
-    let nats = nats::ensure(&nats_url)?;
+    let nats_config = args.cluster.nats_config()?;
+    let nats = nats::ensure(&nats_config)?;
     raise_migrate_req();
     // Holds the port between gateway restarts (bound, never listening: it takes no
     // connections) and resolves port 0 to the one every gateway joins.
     let port = reserve_port(args.gateway.listen)?;
     let listen = port.local_addr()?.as_socket().expect("an inet socket");
-    let mut template = Template::new(listen, plan.per_gateway, self_signed(args)?)?;
+    let mut template = Template::new(listen, plan.per_gateway, self_signed(args)?, secrets(args))?;
     // `--max-per-ip` for the server as a whole: one table of counts every gateway
     // shares (`gateway::peers`); a dead gateway's counts are reclaimed before its
     // place starts again.
@@ -95,7 +95,9 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
         admin = %monitor.admin_addr().map_or_else(off, |a| a.to_string()),
         gateways = plan.gateways,
         per_gateway = plan.per_gateway,
-        nats = %nats_url,
+        nats = %nats_config.shown(),
+        nats_auth = %nats_config.describe_auth(),
+        nats_tls = %nats_config.describe_tls(),
         nats_started = nats.is_some(),
         "myriad supervisor serving: {shards} router and {} gateway processes on one port",
         plan.gateways
@@ -214,6 +216,19 @@ pub(crate) fn stop(child: &mut Child, name: &str, timeout: Duration) {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// What the children get in their environment instead of their arguments: the
+/// values of `--nats` (it may hold a password), `--api-key` and `--jwt-secret`.
+fn secrets(args: &ServeArgs) -> Vec<(&'static str, String)> {
+    let mut env = vec![("MYRIAD_NATS", args.cluster.nats.clone())];
+    if !args.gateway.api_keys.is_empty() {
+        env.push(("MYRIAD_API_KEY", args.gateway.api_keys.join(",")));
+    }
+    if let Some(secret) = &args.gateway.jwt_secret {
+        env.push(("MYRIAD_JWT_SECRET", secret.clone()));
+    }
+    env
 }
 
 /// `--tls self-signed`: one certificate for the whole server, made here and passed to

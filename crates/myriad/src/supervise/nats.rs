@@ -1,7 +1,8 @@
 //! The NATS server a supervised server links its processes through: found answering
 //! at `--nats`, or — when none answers on this host and Debian's `nats-server` is
 //! installed — started as a child (JetStream on, its store in a temporary directory)
-//! and stopped with the server. Otherwise the error says how to start one.
+//! and stopped with the server. Otherwise the error says how to start one. A NATS
+//! with credentials or TLS is one the operator runs: never started here.
 
 use anyhow::Context;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -30,12 +31,18 @@ impl Drop for NatsChild {
     }
 }
 
-/// Makes sure a NATS server answers at `url` (the first of a comma-separated list).
-pub fn ensure(url: &str) -> anyhow::Result<Option<NatsChild>> {
-    let addr = first_address(url)?;
+/// Makes sure a NATS server answers at the first of `config`'s servers.
+pub fn ensure(config: &cluster::NatsConfig) -> anyhow::Result<Option<NatsChild>> {
+    let url = config.shown();
+    let addr = first_address(&config.servers()[0])?;
     if answers(addr, Duration::from_secs(1)) {
         return Ok(None);
     }
+    anyhow::ensure!(
+        !config.is_secured(),
+        "no NATS server answers at {url}; with NATS credentials or TLS the supervisor \
+         does not start one of its own: start the nats-server they are for"
+    );
     let Some(binary) = installed().filter(|_| addr.ip().is_loopback()) else {
         anyhow::bail!(
             "no NATS server answers at {url}; start one (`apt-get install nats-server`, then \
@@ -91,10 +98,10 @@ pub fn ensure(url: &str) -> anyhow::Result<Option<NatsChild>> {
     Ok(Some(nats))
 }
 
+/// The socket address of one server URL (without user information).
 fn first_address(url: &str) -> anyhow::Result<SocketAddr> {
-    let first = url.split(',').next().unwrap_or(url).trim();
-    let hostport = first.strip_prefix("nats://").unwrap_or(first);
-    let hostport = hostport.rsplit('@').next().unwrap_or(hostport);
+    let hostport = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let hostport = hostport.split('/').next().unwrap_or(hostport);
     let with_port = if hostport.contains(':') {
         hostport.to_string()
     } else {
@@ -126,9 +133,9 @@ mod tests {
 
     #[test]
     fn the_first_address_of_a_nats_url() {
-        let a = first_address("nats://127.0.0.1:4333,nats://127.0.0.2:4222").unwrap();
+        let a = first_address("nats://127.0.0.1:4333").unwrap();
         assert_eq!(a, "127.0.0.1:4333".parse().unwrap());
-        let a = first_address("nats://user:pw@127.0.0.1").unwrap();
+        let a = first_address("tls://127.0.0.1").unwrap();
         assert_eq!(a, "127.0.0.1:4222".parse().unwrap());
     }
 }

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod netns;
 pub mod postgres;
 pub mod resume;
+pub mod secured;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
