@@ -2,7 +2,7 @@
 //! caps, the table's life, and random bytes.
 
 use super::*;
-use crate::h2::huffman::tests::encode as huffman;
+use crate::h2::huffman::encode as huffman;
 
 const OPEN: Caps = Caps {
     fields: usize::MAX,

@@ -1,4 +1,5 @@
-//! HPACK's static Huffman code (RFC 7541 5.2, Appendix B): decoding only.
+//! HPACK's static Huffman code (RFC 7541 5.2, Appendix B): decoding (and an encoder for
+//! tests and measurements).
 //!
 //! Decoding walks a 4-bit state machine built once per process from the code table:
 //! 256 states (the code tree's inner nodes) × 16 nibbles, each entry naming the next
@@ -57,6 +58,27 @@ pub fn decode(input: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     } else {
         Err(HuffmanError::Padding)
     }
+}
+
+/// Huffman-codes `input` as a client's encoder does (codes concatenated, the last
+/// byte padded with ones): the decoder never needs it; its tests and the
+/// `hpack_cost` example do.
+#[doc(hidden)]
+pub fn encode(input: &[u8]) -> Vec<u8> {
+    let (mut acc, mut bits, mut out) = (0u64, 0u32, Vec::new());
+    for &b in input {
+        let (code, len) = CODES[usize::from(b)];
+        acc = (acc << len) | u64::from(code);
+        bits += u32::from(len);
+        while bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    if bits > 0 {
+        out.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
+    }
+    out
 }
 
 fn machine() -> &'static Machine {
@@ -390,26 +412,8 @@ pub(crate) const CODES: [(u32, u8); 257] = [
 ];
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// The encoder a client uses: codes concatenated, padded with ones.
-    pub(crate) fn encode(input: &[u8]) -> Vec<u8> {
-        let (mut acc, mut bits, mut out) = (0u64, 0u32, Vec::new());
-        for &b in input {
-            let (code, len) = CODES[usize::from(b)];
-            acc = (acc << len) | u64::from(code);
-            bits += u32::from(len);
-            while bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        if bits > 0 {
-            out.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
-        }
-        out
-    }
 
     fn decoded(input: &[u8]) -> Result<Vec<u8>, HuffmanError> {
         let mut out = Vec::new();

@@ -24,7 +24,7 @@
 mod encode;
 mod frame;
 pub mod hpack;
-mod huffman;
+pub mod huffman;
 mod request;
 mod response;
 
