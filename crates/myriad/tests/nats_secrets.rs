@@ -123,21 +123,9 @@ fn a_token_by_file_or_variable_works_and_shows_nowhere() {
     // A wrong token: refused at start, saying so, without the token.
     let wrong = dir.path().join("wrong");
     std::fs::write(&wrong, "not-the-tok-9d").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_myriad"))
-        .args(["serve", "--role", "gateway", "--listen", "127.0.0.1:0"])
-        .args([
-            "--nats",
-            &nats.url,
-            "--nats-token-file",
-            wrong.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a wrong token started: {stderr}");
-    assert!(
-        stderr.contains("refused this process's credentials"),
-        "{stderr}"
+    let stderr = common::secured::gateway_refused_by_nats(
+        &nats.url,
+        &["--nats-token-file", wrong.to_str().unwrap()],
     );
     assert!(!stderr.contains("not-the-tok-9d"), "{stderr}");
 }

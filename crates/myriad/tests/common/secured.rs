@@ -169,3 +169,22 @@ impl NatsClient {
         }
     }
 }
+
+/// `myriad serve --role gateway` against the NATS server at `nats_url` with `auth` (the
+/// credential flags), expected to refuse to start because the server refused those
+/// credentials: its stderr.
+pub fn gateway_refused_by_nats(nats_url: &str, auth: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_myriad"))
+        .args(["serve", "--role", "gateway", "--listen", "127.0.0.1:0"])
+        .args(["--nats", nats_url])
+        .args(auth)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started with {auth:?}: {stderr}");
+    assert!(
+        stderr.contains("refused this process's credentials"),
+        "{stderr}"
+    );
+    stderr
+}
