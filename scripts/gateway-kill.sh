@@ -1,7 +1,7 @@
 #!/bin/bash
 # Gateway kill under flood --reconnect: serve --processes 3, SSE + WebSocket floods
 # (5,000 each, users 1-5000), msggen 1,000 msg/s to users 1-5000, kill -9 the fullest
-# gateway 10 s into publishing. Usage: flock /work/bench.lock scripts/gateway-kill.sh OUTDIR
+# gateway 10 s into publishing. Usage: scripts/gateway-kill.sh OUTDIR (nothing else running)
 # (release build; ports 7300, 19800, 14222).
 set -u
 M=${MYRIAD:-$(dirname "$0")/../target/release/myriad}; M=$(realpath "$M")

@@ -5,11 +5,11 @@
 # a nats-server of its own (port 14222). The router's and nats-server's CPU seconds
 # over each bench come from /proc; the bench reports the gateway's own.
 #
-#   flock /work/bench.lock scripts/nats-hop.sh [OUT]     # default /tmp/nats-hop
+#   scripts/nats-hop.sh [OUT]     # nothing else running; default: a new temporary directory
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/target/release/myriad
-OUT=${1:-/tmp/nats-hop}
+OUT=${1:-$(mktemp -d)}
 URL=nats://127.0.0.1:14222
 mkdir -p "$OUT"
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }

@@ -8,7 +8,7 @@
 # (flood), publish round trip and deliveries reported (msggen), deliveries received,
 # and each router's follower-index edges and bytes (its `myriad.router.stats`
 # answer) and RSS (the supervisor's /stats).
-# Usage: flock /work/bench.lock scripts/shards-graph-latency.sh OUTDIR
+# Usage: scripts/shards-graph-latency.sh OUTDIR (nothing else running)
 # (release build; ports 7400, 7401, 14223).
 set -u
 M=${MYRIAD:-$(dirname "$0")/../target/release/myriad}; M=$(realpath "$M")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Unicast latency, router shards 1 vs 2, interleaved: serve --processes 2
 # --router-shards K, 10,000 stream connections (users 1-10000), msggen 2,000 msg/s to
-# uniform users for 10 s. Usage: flock /work/bench.lock scripts/shards-latency.sh OUTDIR
+# uniform users for 10 s. Usage: scripts/shards-latency.sh OUTDIR (nothing else running)
 # (release build; ports 7400, 14223).
 set -u
 M=${MYRIAD:-$(dirname "$0")/../target/release/myriad}; M=$(realpath "$M")

@@ -1,4 +1,4 @@
-//! A publish over HTTP (`POST /pub/<subject>`, `POST /pub`; the README's API and
+//! A publish over HTTP (`POST /pub/<subject>`, `POST /pub`; docs/protocol.md's endpoint and
 //! error tables), the same whether a gateway's API or the router's publish port
 //! takes it: the [`Request`] its route and body make, and what its [`Reply`] is
 //! answered with.

@@ -3,7 +3,7 @@
 //! and answers. Why: through a gateway, a publish crosses that gateway's loop, its
 //! NATS link thread and nats-server before the router sees it, and its answer comes
 //! back the same way — at 300 k connections that was 35–90 µs of server CPU per
-//! publish (NOTES, issue 9 part M). Here the router's own runtime thread reads the
+//! publish (docs/decisions/publish-port.md). Here the router's own runtime thread reads the
 //! request and hands it to the router task.
 //!
 //! A port for back-ends, like Pushpin's publish port: plain HTTP/1.1, no TLS;

@@ -20,8 +20,8 @@ pub enum WsHeartbeat {
     /// An unsolicited pong (RFC 6455 5.5.3), a one-way heartbeat: the client owes no
     /// answer. It keeps proxies and NAT mappings open and finds a dead peer through TCP
     /// exactly as a ping does, since the server does nothing with pongs. Measured: a
-    /// WebSocket beat costs the machine about half what a ping costs (NOTES, issue 9
-    /// part S), the client's pong and the server's read of it gone.
+    /// WebSocket beat costs the machine about half what a ping costs
+    /// (docs/decisions/websocket-heartbeat-pong.md), the client's pong and the server's read of it gone.
     Pong,
     /// A ping (RFC 6455 5.5.2): every client answers with a pong the server reads and drops.
     Ping,
@@ -133,7 +133,7 @@ impl Default for ServerConfig {
 }
 
 /// Heartbeat grid by default (see `--heartbeat-grid`). Measured with `bench c1m` (1 M
-/// connections, 53 gateways, 50,000 beats/s; NOTES issue 9 part H): 100 ms made each
+/// connections, 53 gateways, 50,000 beats/s; docs/decisions/heartbeat-grid-and-tick-groups.md): 100 ms made each
 /// instant's burst long enough to put unicast p99 at 40–43 ms, 50 ms halved that at
 /// the same CPU, 10–20 ms cut it to 9–14 ms for a tenth more of the machine. Since
 /// each client address beats on its own tick of the grid (part I), a 50-ms grid's
@@ -145,7 +145,7 @@ pub const DEFAULT_HEARTBEAT_GRID: Duration = Duration::from_millis(50);
 /// server's whole capacity, while a large NAT (10,000 users behind one address) still
 /// fits.
 /// Tick groups of a supervised server by default (`--tick-groups`). Measured with
-/// `bench c1m` (1 M, 53 gateways, 50,000 beats/s; NOTES issue 9 part R): with every
+/// `bench c1m` (1 M, 53 gateways, 50,000 beats/s; docs/decisions/heartbeat-grid-and-tick-groups.md): with every
 /// gateway on the same marks 17–19 server threads waited for a CPU on average and a
 /// 100/s unicast trickle had a p99 of 5.4–31 ms (median 9.0); with 5 groups 3–6
 /// threads and 4.0–6.2 ms (median 5.2), for the same server CPU (2 and 10 groups:

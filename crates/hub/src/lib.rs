@@ -339,7 +339,7 @@ impl Hub {
         if emptied || history_gone {
             // The loops trim after accept bursts; what closed connections freed
             // (in every loop's arena: malloc_trim walks them all) is given back
-            // here, and what expired rings freed (NOTES, issue 10, round five).
+            // here, and what expired rings freed (docs/decisions/connection-budget.md).
             // SAFETY: malloc_trim only returns free heap pages to the kernel.
             #[cfg(target_os = "linux")]
             unsafe {

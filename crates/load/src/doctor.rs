@@ -202,7 +202,7 @@ pub fn checks(n: u64) -> Vec<Check> {
     }
     // Several gateway processes share a port (`serve --processes`) once N exceeds one
     // process's file limit; a full one closes its listener, and without migration the
-    // connections still queued in it are reset (measured in NOTES.md, issue 9).
+    // connections still queued in it are reset (docs/decisions/supervisor-and-listening-group.md).
     if let Some(v) = read_sysctl_number(MIGRATE_SYSCTL) {
         out.push(if v == 1 {
             check(Level::Ok, "tcp_migrate_req", "1".into(), vec![])
@@ -346,7 +346,7 @@ pub fn ehash_enough(buckets: u64, sockets: u64) -> bool {
 /// fixed at boot from RAM (262,144 buckets on a 24 GB machine), and with 2 M sockets
 /// (both ends of 1 M loopback connections) each lookup walks a chain of ~8:
 /// measured at 1 M, `__inet_lookup_established` was 16.5 % of the gateways' CPU
-/// (5.6 % with 4 M buckets, NOTES issue 9 part H).
+/// (5.6 % with 4 M buckets; docs/decisions/supervisor-and-listening-group.md).
 fn ehash_check(buckets: u64, sockets: u64) -> Check {
     let chain = sockets as f64 / buckets.max(1) as f64;
     if ehash_enough(buckets, sockets) {

@@ -7,7 +7,7 @@
 //! paces itself to rate / P, publisher i starting i / rate after the others' start so
 //! that the P streams interleave into one evenly spaced stream (in phase, they
 //! published in bursts of P: a server that merges what arrives during a fan-out was
-//! flattered and one that does not was penalised; NOTES issue 11, sixth round). With
+//! flattered and one that does not was penalised; docs/decisions/writes-coalescing-and-io-uring.md). With
 //! `--nats URL` the publishers publish through the broker instead (SPEC C4): a NATS request to `myriad.pub.<subject>`, whose answer
 //! is the same JSON as `POST /pub/<subject>`'s.
 

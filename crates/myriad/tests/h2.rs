@@ -375,7 +375,7 @@ fn a_connection_whose_socket_stops_draining_is_closed() {
     drop(raw);
 }
 
-/// NOTES issue 13: `bench broadcast --h2 --streams-per-connection 50` lost most
+/// `bench broadcast --h2 --streams-per-connection 50` once lost most
 /// subscriptions at 10 msg/s. The flood client (the `h2` crate) closed its connections
 /// with GOAWAY ENHANCE_YOUR_CALM: 50 streams × a few messages of small DATA frames
 /// waiting for their stream tasks spent the crate's default budget for small frames.

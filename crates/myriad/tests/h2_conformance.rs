@@ -349,7 +349,7 @@ fn the_clients_goaway_lets_open_streams_finish_then_the_connection_closes() {
     raw.until_eof();
 }
 
-/// NOTES issue 13 "not done": HEADERS for streams 3 and 5 right after a lone stream 1,
+/// Once a known gap (docs/decisions/tls-and-http2-in-process.md): HEADERS for streams 3 and 5 right after a lone stream 1,
 /// with `--max-streams-per-connection 2`, each in a write (a TLS record) of its own.
 #[test]
 fn a_stream_over_the_limit_is_refused_whatever_the_writes() {

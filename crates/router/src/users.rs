@@ -2,7 +2,7 @@
 //!
 //! Why not a `HashMap`: hashbrown keeps a power-of-two bucket array at most 7/8
 //! full, so at 15,000 users it holds 32,768 buckets of 25 B — 55 B per user, the
-//! largest share of an idle connection (NOTES, issue 11). This table is one array
+//! largest share of an idle connection (docs/decisions/connection-budget.md). This table is one array
 //! of 16-byte buckets of any length, grown by 9/8 at 92 % load, so kept 82–92 %
 //! full: 17.4–19.6 B per user (at least 128 KiB: see `MIN_BUCKETS`).
 //!

@@ -35,7 +35,7 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("store: postgres: {}", postgres_text(.0))]
     Postgres(#[from] ::postgres::Error),
-    #[error("store: postgres: cannot connect to {url} (is PostgreSQL running there? see README)")]
+    #[error("store: postgres: cannot connect to {url} (is PostgreSQL running there? see docs/operations.md, \"Stores\")")]
     PostgresConnect {
         url: String,
         source: ::postgres::Error,

@@ -38,7 +38,7 @@ fn pg_url(schemas: &mut Schemas) -> String {
 fn open(url: &str) -> Box<dyn HistoryLog> {
     open_history(url, &StoreOptions::default()).unwrap_or_else(|e| {
         panic!(
-            "{url}: {e}; PostgreSQL must run on 127.0.0.1:5432 (trust, database test; see README)"
+            "{url}: {e}; PostgreSQL must run on 127.0.0.1:5432 (trust, database test; ./scripts/setup.sh creates it)"
         )
     })
 }

@@ -53,9 +53,11 @@ fn postgres() -> Harness {
     let store = match store::open(&format!("{PG_BASE}?schema={schema}")) {
         Ok(s) => s,
         Err(StoreError::PostgresConnect { url, source }) => {
-            panic!("cannot connect to {url}: {source}; start PostgreSQL on 127.0.0.1:5432 (see README)")
+            panic!("cannot connect to {url}: {source}; start PostgreSQL on 127.0.0.1:5432 (./scripts/setup.sh does)")
         }
-        Err(e) => panic!("postgres store: {e}; start PostgreSQL on 127.0.0.1:5432 (see README)"),
+        Err(e) => panic!(
+            "postgres store: {e}; start PostgreSQL on 127.0.0.1:5432 (./scripts/setup.sh does)"
+        ),
     };
     Harness {
         store,

@@ -1,7 +1,7 @@
 //! Server-side TLS handshakes per second per core, ECDSA P-256 and RSA-2048:
 //!
 //! ```sh
-//! flock /work/bench.lock cargo run --release -p tls --example handshakes [SECONDS] [RUNS]
+//! cargo run --release -p tls --example handshakes [SECONDS] [RUNS]
 //! ```
 //!
 //! Two setups, each run RUNS times (default 3) for SECONDS (default 3), medians printed:

@@ -78,7 +78,7 @@ pub fn open_api_warning(listen: std::net::SocketAddr, has_key: bool, flag: &str)
          subscription changes, /stats) answers any peer that looks like loopback, so \
          anything relaying from this host (a reverse proxy on the same host, an SSH \
          tunnel) lets every client it relays publish and change subscriptions; set \
-         --api-key (README, \"Running in production\")"
+         --api-key (docs/operations.md, \"Running in production\")"
     ))
 }
 

@@ -50,7 +50,7 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
     }
 }
 
-/// Formats an API reply: JSON for success, text for errors (see README's API table).
+/// Formats an API reply: JSON for success, text for errors (docs/protocol.md, Endpoints).
 fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
     if let Call::Publish | Call::PublishBatch = call {
         return publish_response(conn, cx, call, reply);

@@ -11,7 +11,7 @@
 //! group when `net.ipv4.tcp_migrate_req = 1` (Linux 5.14; `myriad doctor` names it),
 //! else reset by the kernel. A steering eBPF program would avoid the close, at the
 //! price of a BPF map shared by processes; the close is simpler and was enough
-//! (figures in NOTES.md, issue 9).
+//! (figures in docs/decisions/supervisor-and-listening-group.md).
 
 use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
 use super::{EventLoop, LISTENER};
@@ -195,7 +195,7 @@ impl EventLoop {
         // accept returns (the client sends it with the handshake's last ACK), so it
         // is answered now rather than after the next epoll_wait, and the client's
         // next connect starts sooner (the C floor with this change: median storm
-        // +3 to +24 % in 3 interleaved pairs; NOTES issue 11, sixth round). Nothing
+        // +3 to +24 % in 3 interleaved pairs; docs/decisions/wake-ups.md). Nothing
         // is lost by registering afterwards: EPOLL_CTL_ADD reports what is ready at
         // that moment, edge-triggered included. A read that finds nothing costs one
         // recv.
@@ -269,7 +269,7 @@ impl EventLoop {
     /// A burst of connections leaves freed but resident chunks in the malloc heaps
     /// (what grew during the burst and was outgrown or dropped): measured at
     /// 15,000 idle SSE connections, `malloc_trim` gave back ~100 KB, ~7 B per
-    /// connection (NOTES issue 11, fourth round). Once per second (the loop's
+    /// connection (docs/decisions/connection-budget.md). Once per second (the loop's
     /// give-back tick), after at least [`TRIM_EVERY`] accepts, those pages go back
     /// to the kernel.
     pub(super) fn trim_after_accepts(&mut self) {

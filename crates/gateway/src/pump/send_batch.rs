@@ -2,8 +2,8 @@
 //! slice of connections are gathered, then one `io_uring_enter` issues every send.
 //! Two kinds of batch, never mixed: a fan-out's fresh output to idle connections
 //! (the outbox's bytes, kept here) and a slice of connections' queued output (their
-//! [`OutQueue`]s, read in place). Measured in isolation (NOTES, issue 11 third
-//! round): 19–30 % less CPU per send than one `writev` each, the syscall's entry
+//! [`OutQueue`]s, read in place). Measured in isolation
+//! (docs/decisions/writes-coalescing-and-io-uring.md): 19–30 % less CPU per send than one `writev` each, the syscall's entry
 //! and exit being paid once per batch rather than once per connection.
 //!
 //! The sends are non-blocking (`MSG_DONTWAIT`), so each one completes while the
@@ -24,7 +24,7 @@ use std::os::fd::RawFd;
 const ENTRIES: u32 = 256;
 /// Fewer sends than this go one `writev` each (a unicast's lone delivery, a
 /// handful merged): too few syscalls to save. Unicast measured the same either
-/// way (NOTES, issue 11 seventh round).
+/// way (docs/decisions/writes-coalescing-and-io-uring.md).
 pub const MIN_BATCH: usize = 4;
 
 pub(super) struct SendBatch {

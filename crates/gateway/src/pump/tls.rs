@@ -44,7 +44,7 @@ pub(super) struct TlsLayer {
     /// Inline, not boxed: boxed 240-byte sessions were allocated between the ~4 KB of
     /// rustls state every handshake frees, and that interleaving kept the freed pages
     /// resident (measured: 1,076 B per idle TLS connection at 15,000 with boxes and a
-    /// heap trim; see NOTES issue 13). In one array, the handshake garbage lies on
+    /// heap trim; docs/decisions/tls-and-http2-in-process.md). In one array, the handshake garbage lies on
     /// pages of its own, which the trim below returns.
     sessions: Vec<ServerSession>,
     /// Slab index of `sessions[i]`, to fix `by_slot` when a removal moves the last one.

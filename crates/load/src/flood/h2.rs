@@ -351,7 +351,7 @@ impl Connection {
             // default half the connection window, at least 25,600 B: ~200 SSE events
             // waiting for their stream tasks. A broadcast to 50 streams of a
             // connection puts 50 small frames per message on it, so a burst of a few
-            // messages closed connections whose client was reading (NOTES, issue 13).
+            // messages closed connections whose client was reading (docs/protocol.md, Transports).
             // Flow control already bounds what a connection buffers; the budget guards
             // servers against small-frame floods, which a load generator does not need.
             .data_frame_budget(usize::MAX);

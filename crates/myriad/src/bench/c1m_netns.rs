@@ -4,7 +4,7 @@
 //! The kernel finds the socket of every received segment in one hash table, sized at
 //! boot from RAM and never resized (262,144 buckets on this 24 GB box). At 1 M
 //! loopback connections it holds 2 M sockets, chains of ~8, and the lookup was
-//! 16.5 % of the gateways' CPU (NOTES, issue 9 part H). The main table cannot grow
+//! 16.5 % of the gateways' CPU (docs/decisions/supervisor-and-listening-group.md). The main table cannot grow
 //! without a reboot (`thash_entries=`), but a namespace created after
 //! `net.ipv4.tcp_child_ehash_entries` is set gets a table of that size. So, as root,
 //! c1m makes such a namespace (loopback only, as the whole run is), runs itself in it

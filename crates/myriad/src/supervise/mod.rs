@@ -253,7 +253,7 @@ fn self_signed(
 }
 
 /// Gateways leave the listening group when full; without `tcp_migrate_req` the
-/// clients still queued at a leaving gateway are reset (NOTES.md, issue 9). Raised
+/// clients still queued at a leaving gateway are reset (docs/decisions/supervisor-and-listening-group.md). Raised
 /// when this process may (root), saying so; otherwise a warning says what to set.
 fn raise_migrate_req() {
     let key = load::doctor::MIGRATE_SYSCTL;
