@@ -34,7 +34,10 @@ impl Access {
             None => "open (no --jwt-secret / --jwt-key)".into(),
             Some(v) => {
                 let algs: Vec<&str> = v.keys().describe().iter().map(|k| k.1).collect();
-                format!("JWT {}", algs.join(","))
+                match v.describe_claims() {
+                    Some(claims) => format!("JWT {} {claims}", algs.join(",")),
+                    None => format!("JWT {}", algs.join(",")),
+                }
             }
         }
     }
