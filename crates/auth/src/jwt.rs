@@ -89,7 +89,11 @@ impl JwtVerifier {
             [] => "any".to_string(),
             v => v.join(","),
         };
-        Some(format!("aud={} iss={}", list(&self.audiences), list(&self.issuers)))
+        Some(format!(
+            "aud={} iss={}",
+            list(&self.audiences),
+            list(&self.issuers)
+        ))
     }
 
     /// Replaces the clock-skew leeway (seconds) applied to `exp` and `nbf`.

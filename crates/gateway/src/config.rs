@@ -303,7 +303,11 @@ pub struct GatewayArgs {
     pub jwt_key: Option<PathBuf>,
     /// Audience a subscription token's `aud` must name (repeatable; the variable
     /// takes a comma-separated list); none: `aud` is not checked.
-    #[arg(long = "jwt-audience", env = "MYRIAD_JWT_AUDIENCE", value_delimiter = ',')]
+    #[arg(
+        long = "jwt-audience",
+        env = "MYRIAD_JWT_AUDIENCE",
+        value_delimiter = ','
+    )]
     pub jwt_audiences: Vec<String>,
     /// Issuer a subscription token's `iss` must be (repeatable; the variable takes a
     /// comma-separated list); none: `iss` is not checked.

@@ -9,8 +9,7 @@
 //!   server that forgot its keys is not an open relay;
 //! - `/healthz` never needs a credential (load balancers probe it).
 
-use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, PEER_LOOPBACK};
-use crate::wheel::TICK_MS;
+use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, MAX_AUTH_FAILURES, PEER_LOOPBACK};
 use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
 use wire::{BodyKind, RequestHead};
 
@@ -66,11 +65,6 @@ impl Access {
 /// credential would help.
 pub const LOOPBACK_ONLY: &str = "the API answers loopback peers only (the server has no --api-key)";
 
-/// The Unix time (whole seconds) at the core's current tick.
-fn unix_now(cx: &Cx) -> u64 {
-    (cx.config.unix_start_ms + u64::from(cx.now) * TICK_MS) / 1000
-}
-
 /// A subscription or long-poll to `user`: the page's origin, then the token from `?token=` (EventSource
 /// cannot set headers) or `Authorization: Bearer`. `Ok(None)` when no JWT is
 /// configured.
@@ -93,7 +87,7 @@ pub(super) fn check_subscribe(
         None => head.authorization.as_deref().and_then(bearer_token),
     };
     verifier
-        .authorize_subscribe(token, user, unix_now(cx))
+        .authorize_subscribe(token, user, cx.unix_now())
         .map(Some)
         .map_err(Refusal::Auth)
 }
@@ -144,7 +138,10 @@ pub(super) enum Refusal {
 
 /// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
 /// on when the request had no body (the framing is intact); otherwise the
-/// connection closes rather than reading a body nobody will use.
+/// connection closes rather than reading a body nobody will use. A refused
+/// credential is a failed authentication: the [`MAX_AUTH_FAILURES`]th on one
+/// connection is answered with `Connection: close` and closes it, so a client
+/// cannot try token after token (each a signature check) on one connection.
 pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why: Refusal) {
     let (status, message, challenge) = match &why {
         Refusal::Auth(e) => (e.status(), e.to_string(), e.challenge()),
@@ -153,7 +150,11 @@ pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why
         Refusal::Host => (421, "host not served here".to_string(), None),
         Refusal::NoHost => (400, "a Host header is required".to_string(), None),
     };
-    let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None;
+    let failures_left = match why {
+        Refusal::Auth(_) => cx.credentials.fail(cx.key) < MAX_AUTH_FAILURES,
+        _ => true,
+    };
+    let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None && failures_left;
     conn.set(KEEP_ALIVE, keep);
     let headers: &[(&str, &str)] = match challenge {
         Some(c) => &[("WWW-Authenticate", c)],

@@ -4,27 +4,46 @@
 //! A [`Connection`] is driven by inputs — [`Connection::handle_bytes`] (what the
 //! socket read), [`Connection::handle_reply`] (the bus answered),
 //! [`Connection::handle_delivery`] (a message for this connection),
-//! [`Connection::handle_timeout`] (its timer fired) and [`Connection::handle_close`]
-//! (the socket is gone) — and writes its outputs into the caller's [`Outbox`]: bytes
+//! [`Connection::handle_timeout`] (its timer fired), [`Connection::handle_expired`]
+//! (its token's time is up) and [`Connection::handle_close`] (the socket is gone) — and writes its outputs into the caller's [`Outbox`]: bytes
 //! to send, bus requests, its next timer, whether to close. It knows no socket, no
 //! lock and no clock: the time comes in [`Cx::now`] as wheel ticks, so tests drive it
 //! with a virtual clock.
 //!
 //! Budget (DESIGN "the budget per connection"): an idle subscribed connection is
 //! 24 bytes and owns no buffer; `pending` exists only while input waits (a partial
-//! head or frame, a body, pipelined requests behind a waiting call).
+//! head or frame, a body, pipelined requests behind a waiting call). What only a few
+//! connections have — a token's expiry, failed authentications — lives in the
+//! loop's [`Credentials`] side table, keyed by [`Cx::key`].
 //!
 //! Layout: [`request`] turns heads and bodies into subscriptions, polls and API
 //! calls; [`reply`] turns bus replies into responses; [`delivery`] writes messages
-//! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
+//! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output;
+//! [`access`] decides who is let in; [`expiry`] ends a connection whose token
+//! expired and [`refresh`] replaces a WebSocket's token in place; [`credentials`]
+//! is the side table both keep their state in.
+//!
+//! # Token lifetime and failed authentications
+//!
+//! A connection let in with a token that has an `exp` ends when the token does
+//! (`exp` + 30 s of leeway): a stream with a last line `token expired`, SSE with
+//! `event: expired`, a WebSocket with close code [`WS_TOKEN_EXPIRED`] (4001), a
+//! waiting long-poll with a 401 (table in [`expiry`]). A WebSocket client may send
+//! `{"refresh":"<jwt>"}` before that ([`refresh`]). After
+//! [`MAX_AUTH_FAILURES`] refused credentials on one connection (tokens, API keys,
+//! refreshes) it is closed: the HTTP answer to the last carries `Connection: close`,
+//! a WebSocket gets close code [`WS_AUTH_FAILURES`] (4003).
 
 mod access;
 mod client_publish;
+mod credentials;
 mod delivery;
 mod drain;
+mod expiry;
 mod hosts;
 mod origin;
 mod outbox;
+mod refresh;
 mod reply;
 mod request;
 mod state;
@@ -32,6 +51,8 @@ mod websocket;
 
 #[cfg(test)]
 mod access_tests;
+#[cfg(test)]
+mod expiry_tests;
 #[cfg(test)]
 mod harness;
 #[cfg(test)]
@@ -42,11 +63,14 @@ mod tests;
 mod websocket_tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
+pub use credentials::{Credentials, MAX_AUTH_FAILURES};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
+pub use expiry::WS_TOKEN_EXPIRED;
 pub use hosts::Hosts;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
+pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 
 use crate::config::{SlowPolicy, WsHeartbeat};
@@ -92,6 +116,17 @@ pub struct Cx<'a> {
     /// Output bytes of this connection the socket has not taken yet.
     pub queued: usize,
     pub out: &'a mut Outbox,
+    /// The loop's side table of token expiries and failed authentications.
+    pub credentials: &'a mut Credentials,
+    /// This connection's key in `credentials` (the loop's connection token).
+    pub key: u32,
+}
+
+impl Cx<'_> {
+    /// The Unix time (whole seconds) at the current tick.
+    fn unix_now(&self) -> u64 {
+        (self.config.unix_start_ms + u64::from(self.now) * crate::wheel::TICK_MS) / 1000
+    }
 }
 
 /// Pipelined input held at most behind a call or a waiting long-poll.
@@ -272,6 +307,12 @@ impl Connection {
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
         }
+    }
+
+    /// The connection's token has expired (the caller's [`Credentials`] said so):
+    /// the connection ends in its transport's words (see `expiry`).
+    pub fn handle_expired(&mut self, cx: &mut Cx) {
+        expiry::handle(self, cx);
     }
 
     /// The server drains: tell the client to reconnect elsewhere and close (see
