@@ -289,6 +289,22 @@ impl Curl {
     }
 }
 
+impl Curl {
+    /// The lines left until curl exits (the server ended the response).
+    pub fn until_end(&self) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => got.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return got,
+                Err(_) => panic!("curl: the response did not end; got {got:?}"),
+            }
+        }
+    }
+}
+
 impl Drop for Curl {
     fn drop(&mut self) {
         let _ = self.child.kill();
