@@ -202,6 +202,15 @@ mod tests {
         assert_eq!(c.fail(7), 1, "a new connection with the key starts again");
     }
 
+    /// The side table's share of a token connection's memory (README "The
+    /// per-connection budget"): 12 bytes a hash-table slot, 8 a heap item.
+    #[test]
+    fn an_entry_is_12_bytes_and_an_expiry_8() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<(u32, Entry)>(), 12);
+        assert_eq!(size_of::<Reverse<(u32, u32)>>(), 8);
+    }
+
     #[test]
     fn the_heap_forgets_closed_connections() {
         let mut c = Credentials::default();

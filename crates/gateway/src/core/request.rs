@@ -61,11 +61,9 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 Ok(grant) => grant,
                 Err(e) => return access::refuse(conn, cx, &head, e),
             };
-            if let Some(grant) = &grant {
-                // Only a token with `exp` takes an entry in the side table.
-                if grant.valid_until.is_some() {
-                    cx.credentials.set_expiry(cx.key, grant.valid_until);
-                }
+            // Only a token with `exp` takes an entry in the side table (`expiry`).
+            if let Some(until) = grant.as_ref().and_then(|g| g.valid_until) {
+                cx.credentials.set_expiry(cx.key, Some(until));
             }
             if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
                 if let Some(p) = client_publish::Publisher::new(grant.publish, cx.now) {
