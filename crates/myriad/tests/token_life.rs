@@ -5,9 +5,9 @@
 //! refused, `--jwt-audience` / `--jwt-issuer` refuse other services' tokens, and
 //! the last allowed bad token on a keep-alive connection closes it.
 //!
-//! Tokens are made to expire about 3 s after the test starts: the server accepts
-//! a token until `exp` + 30 s of leeway (`auth::DEFAULT_LEEWAY`), so their `exp` is
-//! 27 s in the past. Closes are waited for with bounded deadlines.
+//! Tokens are made to expire 3 to 4 s after they are made (whole seconds): the
+//! server accepts a token until `exp` + 30 s of leeway (`auth::DEFAULT_LEEWAY`), so
+//! their `exp` is 26 s in the past. Closes are waited for with bounded deadlines.
 
 mod common;
 
@@ -23,8 +23,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 /// `auth::DEFAULT_LEEWAY`: seconds a token is accepted after its `exp`.
 const LEEWAY: u64 = 30;
-/// Seconds the short-lived tokens of these tests stay valid.
-const LIFE: u64 = 3;
+/// Seconds the short-lived tokens of these tests stay valid, at most (a Python
+/// client must start and connect within the first 3).
+const LIFE: u64 = 4;
 
 fn now() -> u64 {
     SystemTime::now()
@@ -39,7 +40,7 @@ fn hs(claims: serde_json::Value) -> String {
 }
 
 /// A token for `user` that the server stops accepting at the returned Unix second
-/// (about [`LIFE`] s from now), with `extra` claims.
+/// (at most [`LIFE`] s from now), with `extra` claims.
 fn short(user: u64, extra: serde_json::Value) -> (String, u64) {
     let exp = now() + LIFE - LEEWAY;
     let mut claims = json!({"sub": user.to_string(), "exp": exp});
@@ -69,7 +70,7 @@ fn python(script: &str, args: &[&str]) -> Vec<String> {
     lines
 }
 
-/// Two WebSockets of user 42 open with tokens that end in ~3 s: A is left alone and
+/// Two WebSockets of user 42 open with tokens that end in 3 to 4 s: A is left alone and
 /// is closed with 4001; B first tries user 43's token (refused), then refreshes
 /// with a long-lived token of its own user, and still gets a delivery after A's end.
 const WS_SCRIPT: &str = r#"
@@ -401,7 +402,12 @@ fn tokens_for_another_audience_or_issuer_are_refused() {
 
 #[test]
 fn the_last_allowed_bad_token_on_a_keep_alive_connection_closes_it() {
-    let server = Server::start(&["--jwt-key", key("rsa_a.pub.pem").to_str().unwrap()]);
+    let server = Server::start(&[
+        "--jwt-key",
+        key("rsa_a.pub.pem").to_str().unwrap(),
+        "--admin",
+        "127.0.0.1:0",
+    ]);
     // Signed with another key: each costs the server an RSA signature check.
     let forged = rs("rsa_b.key.pem", json!({"sub": "1"}));
     let mut s = server.connect();
@@ -423,4 +429,8 @@ fn the_last_allowed_bad_token_on_a_keep_alive_connection_closes_it() {
     server.wait_stats("auth_failures", |s| {
         s["auth_failures"] == u64::from(MAX_AUTH_FAILURES)
     });
+    let admin = server.admin.expect("--admin").to_string();
+    let metrics = common::cluster::get(&admin, "/metrics");
+    let line = format!("myriad_auth_failures_total {MAX_AUTH_FAILURES}");
+    assert!(metrics.lines().any(|l| l == line), "{metrics}");
 }
