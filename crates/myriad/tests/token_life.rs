@@ -1,6 +1,7 @@
 //! Token lifetime and failed authentications over real sockets, against the real
 //! binary: every transport ends when its token expires (WebSocket close 4001, SSE
-//! `event: expired`, a stream's last line, a waiting long-poll's 401), a WebSocket
+//! `event: expired`, a stream's last line, a waiting long-poll's 401; SSE and a
+//! stream over HTTP/2 the same way, with curl `--http2`), a WebSocket
 //! refreshed in place outlives its first token, a publish sent after `exp` is
 //! refused, `--jwt-audience` / `--jwt-issuer` refuse other services' tokens, and
 //! the last allowed bad token on a keep-alive connection closes it.
@@ -10,6 +11,7 @@
 //! their `exp` is 26 s in the past. Closes are waited for with bounded deadlines.
 
 mod common;
+mod tls_common;
 
 use common::*;
 use gateway::core::{MAX_AUTH_FAILURES, WS_TOKEN_EXPIRED};
@@ -165,6 +167,30 @@ fn sse_ends_with_an_expired_event() {
     );
     // Then the stream ends: curl has nothing more and exits.
     curl.until_end();
+}
+
+#[test]
+fn http2_streams_end_like_their_http1_transports() {
+    let pki = tls_common::Pki::new();
+    let server = pki.serve(&["--jwt-secret", SECRET]);
+    let ca = pki.ca_file.to_str().unwrap();
+    let (token, _) = short(6, json!({}));
+    let url = |path: &str| {
+        format!(
+            "https://localhost:{}{path}?token={token}",
+            server.addr.port()
+        )
+    };
+    let sse = Curl::start(&["--http2", "--cacert", ca, &url("/sse/6")]);
+    let stream = Curl::start(&["--http2", "--cacert", ca, &url("/sub/6")]);
+    stream.until("welcome 6");
+    sse.until("retry:");
+    sse.until("event: expired");
+    assert_eq!(sse.until("data: "), [r#"data: {"reason":"token expired"}"#]);
+    assert_eq!(stream.until("token expired"), ["token expired"]);
+    // Each stream then ends (END_STREAM, or a reset once the SSE stream lingered).
+    sse.until_end();
+    stream.until_end();
 }
 
 #[test]
