@@ -8,6 +8,10 @@
 //! - no `--api-key`: the API answers loopback peers only (403 to anyone else), so a
 //!   server that forgot its keys is not an open relay;
 //! - `/healthz` never needs a credential (load balancers probe it).
+//!
+//! A refused credential (token or API key) is a failed authentication, counted per
+//! connection in the loop's `credentials` table: the answer to the
+//! [`MAX_AUTH_FAILURES`]th closes the connection.
 
 use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, MAX_AUTH_FAILURES, PEER_LOOPBACK};
 use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
