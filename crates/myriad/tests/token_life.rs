@@ -427,6 +427,27 @@ fn tokens_for_another_audience_or_issuer_are_refused() {
 }
 
 #[test]
+fn the_variables_take_comma_separated_lists() {
+    let server = Server::start_env(
+        &["--jwt-secret", SECRET],
+        &[
+            ("MYRIAD_JWT_AUDIENCE", "billing,push"),
+            ("MYRIAD_JWT_ISSUER", "idp-a,idp-b"),
+        ],
+    );
+    for (iss, aud, want) in [
+        ("idp-b", "push", 200),
+        ("idp-a", "billing", 200),
+        ("idp-c", "push", 401),
+        ("idp-a", "billing,push", 401),
+    ] {
+        let token = hs(json!({"sub": "1", "iss": iss, "aud": aud}));
+        let (status, text) = answer(&server, &format!("/sse/1?token={token}"));
+        assert_eq!(status, want, "iss {iss} aud {aud}: {text}");
+    }
+}
+
+#[test]
 fn the_last_allowed_bad_token_on_a_keep_alive_connection_closes_it() {
     let server = Server::start(&[
         "--jwt-key",

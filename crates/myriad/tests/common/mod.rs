@@ -44,6 +44,15 @@ impl Server {
         Server::start_command(cmd, marker)
     }
 
+    /// [`Server::start`] with `env` set for the server (its `MYRIAD_*` variables).
+    pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--store", "memory"])
+            .args(extra)
+            .envs(env.iter().copied());
+        Server::start_command(cmd, "listen=")
+    }
+
     /// `myriad` with `args` inside network namespace `ns` (`ip netns exec` execs it:
     /// the child is the server itself).
     pub fn start_in_netns(ns: &str, args: &[&str]) -> Server {
