@@ -3,6 +3,7 @@
 //! out. Shared by the core's test modules.
 
 use super::*;
+use crate::config::{SlowPolicy, WsHeartbeat};
 use bus::HistoryRead;
 use bytes::Bytes;
 use router::Message;

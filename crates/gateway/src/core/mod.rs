@@ -5,8 +5,9 @@
 //! socket read), [`Connection::handle_reply`] (the bus answered),
 //! [`Connection::handle_delivery`] (a message for this connection),
 //! [`Connection::handle_timeout`] (its timer fired), [`Connection::handle_expired`]
-//! (its token's time is up) and [`Connection::handle_close`] (the socket is gone) — and writes its outputs into the caller's [`Outbox`]: bytes
-//! to send, bus requests, its next timer, whether to close. It knows no socket, no
+//! (its token's time is up) and [`Connection::handle_close`] (the socket is gone) —
+//! and writes its outputs into the caller's [`Outbox`]: bytes to send, bus
+//! requests, its next timer, whether to close. It knows no socket, no
 //! lock and no clock: the time comes in [`Cx::now`] as wheel ticks, so tests drive it
 //! with a virtual clock.
 //!
@@ -19,23 +20,18 @@
 //! Layout: [`request`] turns heads and bodies into subscriptions, polls and API
 //! calls; [`reply`] turns bus replies into responses; [`delivery`] writes messages
 //! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output;
-//! [`access`] decides who is let in; [`expiry`] ends a connection whose token
+//! [`context`] is what a call reads; [`access`] decides who is let in; [`expiry`] ends a connection whose token
 //! expired and [`refresh`] replaces a WebSocket's token in place; [`credentials`]
 //! is the side table both keep their state in.
 //!
-//! # Token lifetime and failed authentications
-//!
-//! A connection let in with a token that has an `exp` ends when the token does
-//! (`exp` + 30 s of leeway): a stream with a last line `token expired`, SSE with
-//! `event: expired`, a WebSocket with close code [`WS_TOKEN_EXPIRED`] (4001), a
-//! waiting long-poll with a 401 (table in [`expiry`]). A WebSocket client may send
-//! `{"refresh":"<jwt>"}` before that ([`refresh`]). After
-//! [`MAX_AUTH_FAILURES`] refused credentials on one connection (tokens, API keys,
-//! refreshes) it is closed: the HTTP answer to the last carries `Connection: close`,
-//! a WebSocket gets close code [`WS_AUTH_FAILURES`] (4003).
+//! Token lifetime: a connection let in with a token that has an `exp` ends when the
+//! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
+//! unless a WebSocket refreshes it ([`refresh`]); [`MAX_AUTH_FAILURES`] refused
+//! credentials close a connection ([`access`], [`WS_AUTH_FAILURES`]).
 
 mod access;
 mod client_publish;
+mod context;
 mod credentials;
 mod delivery;
 mod drain;
@@ -63,6 +59,7 @@ mod tests;
 mod websocket_tests;
 
 pub use access::{Access, LOOPBACK_ONLY};
+pub use context::{Config, Cx, Tick};
 pub use credentials::{Credentials, MAX_AUTH_FAILURES};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
@@ -73,61 +70,8 @@ pub use outbox::{Outbox, Piece};
 pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 
-use crate::config::{SlowPolicy, WsHeartbeat};
 use bus::{Reply, Request};
-use std::sync::Arc;
 use wire::{BodyDecoder, Route, WsMessageState};
-
-/// Time in timing-wheel ticks since the event loop started (see `wheel::TICK_MS`).
-pub type Tick = u32;
-
-/// Settings every connection of a loop reads, with durations in ticks (≥ 1).
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub heartbeat: Tick,
-    pub ws_heartbeat: WsHeartbeat,
-    /// Heartbeats fall due on multiples of this many ticks (`--heartbeat-grid`).
-    pub heartbeat_grid: Tick,
-    pub head_timeout: Tick,
-    pub keepalive_timeout: Tick,
-    pub poll_timeout: Tick,
-    /// How long a closing connection may take to read our last bytes.
-    pub linger: Tick,
-    pub max_message: usize,
-    pub max_batch: usize,
-    pub max_queued: usize,
-    pub slow_policy: SlowPolicy,
-    /// SSE `retry:` advice to clients, in milliseconds.
-    pub sse_retry_ms: u32,
-    pub limits: wire::Limits,
-    /// Tokens and keys accepted (C5).
-    pub access: Arc<Access>,
-    /// Unix time (milliseconds) at tick 0 (of the current wrap of the tick counter,
-    /// kept by the loop), so token `exp`/`nbf` are checked against the
-    /// wall clock while the core still only reads ticks.
-    pub unix_start_ms: u64,
-}
-
-/// What one core call reads besides the connection, and where its output goes.
-pub struct Cx<'a> {
-    /// The current time, in ticks.
-    pub now: Tick,
-    pub config: &'a Config,
-    /// Output bytes of this connection the socket has not taken yet.
-    pub queued: usize,
-    pub out: &'a mut Outbox,
-    /// The loop's side table of token expiries and failed authentications.
-    pub credentials: &'a mut Credentials,
-    /// This connection's key in `credentials` (the loop's connection token).
-    pub key: u32,
-}
-
-impl Cx<'_> {
-    /// The Unix time (whole seconds) at the current tick.
-    fn unix_now(&self) -> u64 {
-        (self.config.unix_start_ms + u64::from(self.now) * crate::wheel::TICK_MS) / 1000
-    }
-}
 
 /// Pipelined input held at most behind a call or a waiting long-poll.
 const MAX_HELD_INPUT: usize = 64 * 1024;
