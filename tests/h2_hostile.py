@@ -293,7 +293,9 @@ def unauthenticated_body(c, args):
 
 
 def many_unauthenticated_bodies(c, args):
-    # 100 streams, each announcing 1 MiB and sending its first 48 KB without the key.
+    # 100 streams, each announcing 1 MiB and sending its first 48 KB without the key:
+    # each is answered 401 at its head, and the third refusal ends the connection (as
+    # on an HTTP/1.1 keep-alive connection: no trying credentials without limit).
     block = lambda: request_block("POST", "/pub/1", [("content-length", str(1 << 20))])
     for i in range(100):
         s = 1 + 2 * i
@@ -378,6 +380,13 @@ def fill_bodies(c, args):
     return c
 
 
+def idle_after_a_stream(c, args):
+    # One request answered, then nothing: the keep-alive timeout closes it too.
+    c.send_frames([headers(1, request_block("GET", "/healthz"))])
+    c.read_until(lambda c: 1 in c.status, 5)
+    return c.read_until(gone, 20)
+
+
 def idle_without_streams(c, args):
     # Nothing after the handshake: the keep-alive timeout closes it with GOAWAY.
     return c.read_until(gone, 20)
@@ -387,7 +396,7 @@ CASES = {f.__name__: f for f in [
     truncated_size_update, huffman_bomb, plain_block, hpack_bomb, continuation_flood,
     empty_continuation_flood, rapid_reset, settings_flood, ping_flood,
     empty_data_flood, oversized_frame, malformed_ping, unauthenticated_body,
-    many_unauthenticated_bodies, fill_bodies, idle_without_streams,
+    many_unauthenticated_bodies, fill_bodies, idle_after_a_stream, idle_without_streams,
 ]}
 
 

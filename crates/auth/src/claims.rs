@@ -1,6 +1,7 @@
 //! The claims myriad reads from a token's payload, parsed into a typed struct (no
-//! `serde_json::Value`): `sub` (the user id), `exp`, `nbf` and `pub` (the subjects
-//! a client may publish to, SPEC C7). Unknown claims are ignored; a claim that is
+//! `serde_json::Value`): `sub` (the user id), `exp`, `nbf`, `iss`, `aud` (a string or
+//! an array of strings, RFC 7519 4.1.3) and `pub` (the subjects a client may publish
+//! to, SPEC C7). Unknown claims are ignored; a claim that is
 //! present twice, or present with the wrong type, refuses the token.
 //!
 //! Not here: signatures and time checks (`jwt`).
@@ -22,6 +23,10 @@ pub struct Claims {
     pub exp: Option<f64>,
     /// `nbf` in Unix seconds.
     pub nbf: Option<f64>,
+    /// `iss`: who issued the token.
+    pub iss: Option<String>,
+    /// `aud`: whom the token is for; a single string is a list of one, absent is empty.
+    pub aud: Vec<String>,
     /// Parsed `pub` claim.
     pub publish: PublishGrant,
 }
@@ -110,6 +115,14 @@ enum IdOrText {
     Text(String),
 }
 
+/// RFC 7519 4.1.3: `aud` is one string or an array of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
 /// RFC 7519 NumericDate: any JSON number.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -132,6 +145,8 @@ struct RawClaims {
     sub: Option<IdOrText>,
     exp: Option<NumericDate>,
     nbf: Option<NumericDate>,
+    iss: Option<String>,
+    aud: Option<Audience>,
     #[serde(rename = "pub")]
     publish: Option<Vec<IdOrText>>,
 }
@@ -150,6 +165,12 @@ pub fn parse_claims(json: &[u8]) -> Result<Claims, AuthError> {
         sub,
         exp: raw.exp.map(NumericDate::seconds),
         nbf: raw.nbf.map(NumericDate::seconds),
+        iss: raw.iss,
+        aud: match raw.aud {
+            None => Vec::new(),
+            Some(Audience::One(a)) => vec![a],
+            Some(Audience::Many(list)) => list,
+        },
         publish: match raw.publish {
             None => PublishGrant::Nothing,
             Some(entries) => PublishGrant::from_entries(entries)?,
@@ -189,6 +210,28 @@ mod tests {
         assert_eq!((c.exp, c.nbf), (Some(1.7e9), Some(1.5e9)));
         assert!(parse_claims(br#"{"exp":"1700000000"}"#).is_err());
         assert_eq!(parse_claims(br#"{"exp":-5}"#).unwrap().exp, Some(-5.0));
+    }
+
+    #[test]
+    fn issuer_and_audience_as_string_or_array() {
+        let c = parse_claims(br#"{"iss":"https://id.example","aud":"push"}"#).unwrap();
+        assert_eq!(
+            (c.iss.as_deref(), c.aud),
+            (Some("https://id.example"), vec!["push".into()])
+        );
+        let c = parse_claims(br#"{"aud":["a","push"]}"#).unwrap();
+        assert_eq!((c.iss, c.aud), (None, vec!["a".to_string(), "push".into()]));
+        assert!(parse_claims(b"{}").unwrap().aud.is_empty());
+        assert!(parse_claims(br#"{"aud":[]}"#).unwrap().aud.is_empty());
+        // Wrong types refuse the token rather than read as "no audience".
+        for bad in [
+            r#"{"aud":7}"#,
+            r#"{"aud":["a",7]}"#,
+            r#"{"iss":["a"]}"#,
+            r#"{"iss":1}"#,
+        ] {
+            assert!(parse_claims(bad.as_bytes()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -28,9 +28,10 @@ pub struct Grant {
     pub user: u64,
     /// Subjects the connection may publish to over WebSocket (C7).
     pub publish: PublishGrant,
-    /// `exp` in whole Unix seconds, if the token has one: the gateway may close the
-    /// connection then (the token stops being valid; clients reconnect with a new one).
-    pub expires_at: Option<u64>,
+    /// The first whole Unix second at which the token is no longer accepted (`exp`
+    /// plus the leeway, rounded up), if it has an `exp`: the gateway ends the
+    /// connection then, unless the client refreshed its token in place.
+    pub valid_until: Option<u64>,
 }
 
 /// Verifies subscription tokens against the configured keys.
@@ -38,6 +39,10 @@ pub struct Grant {
 pub struct JwtVerifier {
     keys: JwtKeys,
     leeway: u64,
+    /// `--jwt-audience`: when not empty, a token's `aud` must name one of these.
+    audiences: Vec<String>,
+    /// `--jwt-issuer`: when not empty, a token's `iss` must be one of these.
+    issuers: Vec<String>,
 }
 
 /// The JOSE header fields myriad reads.
@@ -55,7 +60,40 @@ impl JwtVerifier {
         JwtVerifier {
             keys,
             leeway: DEFAULT_LEEWAY,
+            audiences: Vec::new(),
+            issuers: Vec::new(),
         }
+    }
+
+    /// Accepts only tokens whose `aud` names one of `audiences` (none: `aud` is
+    /// not checked). RFC 7519 4.1.3: the token is for whoever it names.
+    pub fn with_audiences(mut self, audiences: Vec<String>) -> JwtVerifier {
+        self.audiences = audiences;
+        self
+    }
+
+    /// Accepts only tokens whose `iss` is one of `issuers` (none: `iss` is not
+    /// checked).
+    pub fn with_issuers(mut self, issuers: Vec<String>) -> JwtVerifier {
+        self.issuers = issuers;
+        self
+    }
+
+    /// The audiences and issuers a token must match, for the start line; `None`
+    /// when neither is checked.
+    pub fn describe_claims(&self) -> Option<String> {
+        if self.audiences.is_empty() && self.issuers.is_empty() {
+            return None;
+        }
+        let list = |v: &[String]| match v {
+            [] => "any".to_string(),
+            v => v.join(","),
+        };
+        Some(format!(
+            "aud={} iss={}",
+            list(&self.audiences),
+            list(&self.issuers)
+        ))
     }
 
     /// Replaces the clock-skew leeway (seconds) applied to `exp` and `nbf`.
@@ -110,6 +148,19 @@ impl JwtVerifier {
         if claims.nbf.is_some_and(|nbf| now + leeway < nbf) {
             return Err(AuthError::NotYetValid);
         }
+        // A token the same key signed for another service or by another issuer is
+        // not ours: with the flags set, a missing claim is refused like a wrong one.
+        if !self.issuers.is_empty()
+            && !claims
+                .iss
+                .as_ref()
+                .is_some_and(|i| self.issuers.contains(i))
+        {
+            return Err(AuthError::Issuer);
+        }
+        if !self.audiences.is_empty() && !claims.aud.iter().any(|a| self.audiences.contains(a)) {
+            return Err(AuthError::Audience);
+        }
         Ok(claims)
     }
 
@@ -132,8 +183,12 @@ impl JwtVerifier {
         Ok(Grant {
             user,
             publish: claims.publish,
-            // Saturating float → int: a negative or huge exp stays ordered.
-            expires_at: claims.exp.map(|e| e.max(0.0) as u64),
+            // `verify` refuses at `now >= exp + leeway`; for whole seconds that is
+            // `now >= ceil(exp + leeway)`. Saturating float → int: a negative or huge
+            // exp stays ordered.
+            valid_until: claims
+                .exp
+                .map(|e| (e + self.leeway as f64).ceil().max(0.0) as u64),
         })
     }
 }

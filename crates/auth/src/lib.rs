@@ -13,8 +13,8 @@
 //! | module | concept |
 //! |---|---|
 //! | `keys` | [`JwtKeys`]: the configured key (HS256 secret, RS256/ES256 PEM, JWKS) fixing the algorithm |
-//! | `jwt` | [`JwtVerifier`]: signature, algorithm, `kid`, `exp`/`nbf` against `now`, then [`Grant`] |
-//! | `claims` | the claims myriad reads (`sub`, `exp`, `nbf`, `pub`) and [`PublishGrant`] |
+//! | `jwt` | [`JwtVerifier`]: signature, algorithm, `kid`, `exp`/`nbf` against `now`, `iss`/`aud`, then [`Grant`] |
+//! | `claims` | the claims myriad reads (`sub`, `exp`, `nbf`, `iss`, `aud`, `pub`) and [`PublishGrant`] |
 //! | `api_key` | [`ApiKeys`]: `--api-key`, compared in constant time |
 //! | `bearer` | [`bearer_token`]: `Authorization: Bearer <token>` |
 //!
@@ -29,8 +29,22 @@
 //! `alg: none`, a header algorithm other than the key's, and an HS256 token against an
 //! RSA/EC key (the "public key as HMAC secret" confusion) are refused before any
 //! signature check. `exp` and `nbf` are optional; when present they are checked
-//! against `now` with [`DEFAULT_LEEWAY`] seconds of leeway for clock skew. `aud` and
-//! `iss` are not checked.
+//! against `now` with [`DEFAULT_LEEWAY`] seconds of leeway for clock skew.
+//!
+//! `iss` and `aud` are checked when the server names what it accepts
+//! ([`JwtVerifier::with_issuers`], [`JwtVerifier::with_audiences`]: `--jwt-issuer`,
+//! `--jwt-audience`): `iss` must be one of the issuers, `aud` (a string or an array)
+//! must name one of the audiences, and a token without the claim is refused. So a
+//! token the same key signed for another service is not let in. Unset, the claims
+//! are not read.
+//!
+//! # Token lifetime
+//!
+//! A token is checked when a connection presents it, and [`Grant::valid_until`] says
+//! when it stops being valid (`exp` + leeway): the gateway ends the connection then
+//! (each transport in its own words, see the gateway's `core`), and a WebSocket
+//! client may present a new token for the same user before that (a refresh, checked
+//! by [`JwtVerifier::authorize_subscribe`] like the first).
 //!
 //! # Client publish (C7): the `pub` claim
 //!
@@ -50,6 +64,8 @@
 //! | [`AuthError::UnknownKey`] | 401 | `kid` not in the JWKS |
 //! | [`AuthError::Signature`] | 401 | signature does not verify |
 //! | [`AuthError::Expired`], [`AuthError::NotYetValid`] | 401 | `exp` passed / `nbf` in the future |
+//! | [`AuthError::Issuer`] | 401 | `iss` missing or not one of `--jwt-issuer` |
+//! | [`AuthError::Audience`] | 401 | `aud` missing or naming none of `--jwt-audience` |
 //! | [`AuthError::NoSubject`] | 401 | no usable `sub` |
 //! | [`AuthError::BadApiKey`] | 401 | API key not configured |
 //! | [`AuthError::WrongUser`] | 403 | `sub` is another user than the path's id |
@@ -87,6 +103,10 @@ pub enum AuthError {
     Expired,
     #[error("token not yet valid")]
     NotYetValid,
+    #[error("token issuer (iss) missing or not accepted here")]
+    Issuer,
+    #[error("token audience (aud) missing or not this server")]
+    Audience,
     #[error("token has no valid sub (want a u64 user id)")]
     NoSubject,
     #[error("invalid API key")]

@@ -84,7 +84,7 @@ fn good_tokens_for_every_key_kind() {
         .authorize_subscribe(Some(&hs(&claims)), 42, NOW)
         .unwrap();
     assert_eq!(g.user, 42);
-    assert_eq!(g.expires_at, Some(NOW + 60));
+    assert_eq!(g.valid_until, Some(NOW + 60 + auth::DEFAULT_LEEWAY));
     assert_eq!(
         g.publish,
         PublishGrant::Ranges(vec![(42, 42), (100, 199)].into())
@@ -169,6 +169,88 @@ fn expiry_and_not_before_with_leeway() {
     assert!(v.verify(&nbf, NOW + 95).is_ok(), "inside the leeway");
     // No exp at all: valid forever (documented).
     assert!(v.verify(&hs(&json!({"sub": 1})), u64::MAX / 2).is_ok());
+}
+
+#[test]
+fn valid_until_is_the_first_second_the_token_is_refused() {
+    let v = hs_verifier().with_leeway(5);
+    for exp in [NOW as f64, NOW as f64 + 0.5, NOW as f64 - 0.25] {
+        let token = hs(&json!({"sub": 1, "exp": exp}));
+        let until = v
+            .authorize_subscribe(Some(&token), 1, NOW - 10)
+            .unwrap()
+            .valid_until
+            .unwrap();
+        assert!(
+            v.verify(&token, until - 1).is_ok(),
+            "{exp}: one second before"
+        );
+        assert_eq!(v.verify(&token, until), Err(AuthError::Expired), "{exp}");
+    }
+    let forever = hs(&json!({"sub": 1}));
+    assert_eq!(
+        v.authorize_subscribe(Some(&forever), 1, NOW)
+            .unwrap()
+            .valid_until,
+        None
+    );
+}
+
+#[test]
+fn issuer_and_audience_when_configured() {
+    let v = hs_verifier()
+        .with_issuers(vec!["https://id.example".into(), "other-idp".into()])
+        .with_audiences(vec!["push".into()]);
+    let ok = |claims| v.verify(&hs(&claims), NOW).map(|_| ());
+    assert_eq!(
+        ok(json!({"sub": 1, "iss": "other-idp", "aud": "push"})),
+        Ok(())
+    );
+    assert_eq!(
+        ok(json!({"sub": 1, "iss": "https://id.example", "aud": ["billing", "push"]})),
+        Ok(()),
+        "an array naming us among others"
+    );
+    for (claims, want) in [
+        (json!({"sub": 1, "aud": "push"}), AuthError::Issuer),
+        (
+            json!({"sub": 1, "iss": "evil", "aud": "push"}),
+            AuthError::Issuer,
+        ),
+        (json!({"sub": 1, "iss": "other-idp"}), AuthError::Audience),
+        (
+            json!({"sub": 1, "iss": "other-idp", "aud": "billing"}),
+            AuthError::Audience,
+        ),
+        (
+            json!({"sub": 1, "iss": "other-idp", "aud": []}),
+            AuthError::Audience,
+        ),
+        (
+            json!({"sub": 1, "iss": "other-idp", "aud": ["Push"]}),
+            AuthError::Audience,
+        ),
+    ] {
+        assert_eq!(ok(claims.clone()), Err(want.clone()), "{claims}");
+        assert_eq!(
+            (want.status(), want.challenge()),
+            (401, Some("Bearer error=\"invalid_token\""))
+        );
+    }
+    // Not configured: the claims are not read (the RS256 verifier has neither).
+    let rs_token = rs(
+        "rsa_a.key.pem",
+        None,
+        &json!({"sub": 1, "iss": "x", "aud": "y"}),
+    );
+    assert!(rs_verifier().verify(&rs_token, NOW).is_ok());
+    // The signature is checked first: a forged aud is a bad signature, not an audience.
+    let forged = with_parts(
+        &hs(&json!({"sub": 1, "iss": "other-idp", "aud": "billing"})),
+        None,
+        Some(r#"{"sub":1,"iss":"other-idp","aud":"push"}"#),
+    );
+    assert_eq!(v.verify(&forged, NOW), Err(AuthError::Signature));
 }
 
 #[test]

@@ -308,6 +308,18 @@ pub struct GatewayArgs {
     /// Public key file for subscription tokens: PEM (RS256 / ES256) or a JWKS.
     #[arg(long, env = "MYRIAD_JWT_KEY", conflicts_with = "jwt_secret")]
     pub jwt_key: Option<PathBuf>,
+    /// Audience a subscription token's `aud` must name (repeatable; the variable
+    /// takes a comma-separated list); none: `aud` is not checked.
+    #[arg(
+        long = "jwt-audience",
+        env = "MYRIAD_JWT_AUDIENCE",
+        value_delimiter = ','
+    )]
+    pub jwt_audiences: Vec<String>,
+    /// Issuer a subscription token's `iss` must be (repeatable; the variable takes a
+    /// comma-separated list); none: `iss` is not checked.
+    #[arg(long = "jwt-issuer", env = "MYRIAD_JWT_ISSUER", value_delimiter = ',')]
+    pub jwt_issuers: Vec<String>,
     /// API key for publish, subscriptions, subscribers and stats (repeatable; the
     /// variable takes a comma-separated list); none: the API answers loopback only.
     #[arg(
@@ -449,8 +461,17 @@ impl GatewayArgs {
             ),
             (None, None) => None,
         };
+        anyhow::ensure!(
+            keys.is_some() || (self.jwt_audiences.is_empty() && self.jwt_issuers.is_empty()),
+            "--jwt-audience and --jwt-issuer need --jwt-secret or --jwt-key"
+        );
+        let verifier = keys.map(|keys| {
+            auth::JwtVerifier::new(keys)
+                .with_audiences(self.jwt_audiences.clone())
+                .with_issuers(self.jwt_issuers.clone())
+        });
         Ok(Access {
-            jwt: keys.map(auth::JwtVerifier::new),
+            jwt: verifier,
             api_keys: auth::ApiKeys::new(&self.api_keys).context("--api-key")?,
             origins: core::Origins::parse(&self.allowed_origins).map_err(anyhow::Error::msg)?,
             hosts: core::Hosts::parse(&self.allowed_hosts).map_err(anyhow::Error::msg)?,

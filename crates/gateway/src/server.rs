@@ -158,6 +158,7 @@ fn process_stats(metrics: Arc<ProcessMetrics>, loops: usize, router_stats: Stats
             "closes": m.sum(|l| &l.closes),
             "queued_bytes": m.sum(|l| &l.queued_bytes),
             "slow_drops": m.sum(|l| &l.slow_drops),
+            "auth_failures": m.sum(|l| &l.auth_failures),
             "batched_sends": m.sum(|l| &l.batched_sends),
             "listening": m.sum(|l| &l.listening),
         });

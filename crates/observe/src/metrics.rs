@@ -192,6 +192,8 @@ pub struct LoopMetrics {
     pub queued_bytes: AtomicU64,
     /// Counter: deliveries dropped or connections cut by the slow-consumer policy.
     pub slow_drops: AtomicU64,
+    /// Counter: refused credentials (tokens, API keys, WebSocket token refreshes).
+    pub auth_failures: AtomicU64,
     /// Counter: sends submitted through io_uring (`--io-uring`), one per connection
     /// per batch.
     pub batched_sends: AtomicU64,

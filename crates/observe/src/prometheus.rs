@@ -250,6 +250,12 @@ pub fn render(s: &Sample, m: &ProcessMetrics, extra: &serde_json::Value) -> Stri
         "Deliveries dropped or connections cut by the slow-consumer policy.",
         &[("", total(|l| &l.slow_drops))],
     );
+    o.metric(
+        "myriad_auth_failures_total",
+        Counter,
+        "Refused credentials: tokens, API keys and WebSocket token refreshes.",
+        &[("", total(|l| &l.auth_failures))],
+    );
     let lag = m.lag_snapshot();
     o.summary(
         "myriad_loop_lag_seconds",

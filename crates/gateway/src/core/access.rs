@@ -8,9 +8,12 @@
 //! - no `--api-key`: the API answers loopback peers only (403 to anyone else), so a
 //!   server that forgot its keys is not an open relay;
 //! - `/healthz` never needs a credential (load balancers probe it).
+//!
+//! A refused credential (token or API key) is a failed authentication, counted per
+//! connection in the loop's `credentials` table: the answer to the
+//! [`MAX_AUTH_FAILURES`]th closes the connection.
 
-use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, PEER_LOOPBACK};
-use crate::wheel::TICK_MS;
+use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, MAX_AUTH_FAILURES, PEER_LOOPBACK};
 use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
 use wire::{BodyKind, RequestHead};
 
@@ -34,7 +37,10 @@ impl Access {
             None => "open (no --jwt-secret / --jwt-key)".into(),
             Some(v) => {
                 let algs: Vec<&str> = v.keys().describe().iter().map(|k| k.1).collect();
-                format!("JWT {}", algs.join(","))
+                match v.describe_claims() {
+                    Some(claims) => format!("JWT {} {claims}", algs.join(",")),
+                    None => format!("JWT {}", algs.join(",")),
+                }
             }
         }
     }
@@ -86,11 +92,6 @@ pub fn open_api_warning(listen: std::net::SocketAddr, has_key: bool, flag: &str)
 /// credential would help.
 pub const LOOPBACK_ONLY: &str = "the API answers loopback peers only (the server has no --api-key)";
 
-/// The Unix time (whole seconds) at the core's current tick.
-fn unix_now(cx: &Cx) -> u64 {
-    (cx.config.unix_start_ms + u64::from(cx.now) * TICK_MS) / 1000
-}
-
 /// A subscription or long-poll to `user`: the page's origin, then the token from `?token=` (EventSource
 /// cannot set headers) or `Authorization: Bearer`. `Ok(None)` when no JWT is
 /// configured.
@@ -113,7 +114,7 @@ pub(super) fn check_subscribe(
         None => head.authorization.as_deref().and_then(bearer_token),
     };
     verifier
-        .authorize_subscribe(token, user, unix_now(cx))
+        .authorize_subscribe(token, user, cx.unix_now())
         .map(Some)
         .map_err(Refusal::Auth)
 }
@@ -164,7 +165,10 @@ pub(super) enum Refusal {
 
 /// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
 /// on when the request had no body (the framing is intact); otherwise the
-/// connection closes rather than reading a body nobody will use.
+/// connection closes rather than reading a body nobody will use. A refused
+/// credential is a failed authentication: the [`MAX_AUTH_FAILURES`]th on one
+/// connection is answered with `Connection: close` and closes it, so a client
+/// cannot try token after token (each a signature check) on one connection.
 pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why: Refusal) {
     let (status, message, challenge) = match &why {
         Refusal::Auth(e) => (e.status(), e.to_string(), e.challenge()),
@@ -173,7 +177,11 @@ pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why
         Refusal::Host => (421, "host not served here".to_string(), None),
         Refusal::NoHost => (400, "a Host header is required".to_string(), None),
     };
-    let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None;
+    let failures_left = match why {
+        Refusal::Auth(_) => cx.credentials.fail(cx.key) < MAX_AUTH_FAILURES,
+        _ => true,
+    };
+    let keep = conn.has(KEEP_ALIVE) && head.body == BodyKind::None && failures_left;
     conn.set(KEEP_ALIVE, keep);
     let headers: &[(&str, &str)] = match challenge {
         Some(c) => &[("WWW-Authenticate", c)],

@@ -5,6 +5,7 @@ use super::harness::Harness;
 use super::*;
 use crate::wheel::TICK_MS;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use std::sync::Arc;
 
 const SECRET: &[u8] = b"a-test-secret-of-at-least-32-bytes!!";
 /// The virtual Unix time at tick 0.

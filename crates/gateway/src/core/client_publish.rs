@@ -7,6 +7,10 @@
 //! `{"error":"<why>"}` — never a silent drop. Text frames that are not a publish
 //! request (no `"publish"` key) are ignored as before.
 //!
+//! The token's lifetime bounds the grant: once it has expired nothing is published
+//! (`websocket` checks before this module is asked), and a refreshed token's `pub`
+//! claim replaces it (`refresh`).
+//!
 //! Budget: only a connection whose token has a non-empty `pub` claim keeps state (a
 //! boxed [`Publisher`] in its pending box); every other connection stays 24 bytes
 //! with no box.
@@ -41,6 +45,23 @@ impl Publisher {
                 refilled: now,
             })
         })
+    }
+
+    /// A refreshed token's grant (`refresh`): it replaces `old`'s, whose rate bucket
+    /// is kept (a refresh does not refill it); an empty grant drops the publisher.
+    pub(super) fn regrant(
+        old: Option<Box<Publisher>>,
+        grant: PublishGrant,
+        now: Tick,
+    ) -> Option<Box<Publisher>> {
+        match (old, grant) {
+            (_, PublishGrant::Nothing) => None,
+            (Some(mut old), grant) => {
+                old.grant = grant;
+                Some(old)
+            }
+            (None, grant) => Publisher::new(grant, now),
+        }
     }
 
     fn take_token(&mut self, now: Tick) -> bool {

@@ -3,6 +3,7 @@
 //! out. Shared by the core's test modules.
 
 use super::*;
+use crate::config::{SlowPolicy, WsHeartbeat};
 use bus::HistoryRead;
 use bytes::Bytes;
 use router::Message;
@@ -16,7 +17,12 @@ pub(super) struct Harness {
     pub(super) now: Tick,
     /// Bytes "the socket has not taken" for the next call.
     pub(super) queued: usize,
+    /// The loop's side table, holding this one connection (key [`KEY`]).
+    pub(super) credentials: Credentials,
 }
+
+/// The harness connection's key in its [`Credentials`].
+pub(super) const KEY: u32 = 0x0101;
 
 /// What one call produced.
 #[derive(Debug, Default)]
@@ -62,6 +68,7 @@ impl Harness {
             out: Outbox::new(42),
             now: 1000,
             queued: 0,
+            credentials: Credentials::default(),
         };
         h.conn.set_peer_loopback(true);
         let step = h.step(|c, cx| c.handle_open(cx));
@@ -75,6 +82,8 @@ impl Harness {
             config: &self.config,
             queued: self.queued,
             out: &mut self.out,
+            credentials: &mut self.credentials,
+            key: KEY,
         };
         call(&mut self.conn, &mut cx);
         let mut step = Step {

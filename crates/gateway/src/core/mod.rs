@@ -4,28 +4,43 @@
 //! A [`Connection`] is driven by inputs — [`Connection::handle_bytes`] (what the
 //! socket read), [`Connection::handle_reply`] (the bus answered),
 //! [`Connection::handle_delivery`] (a message for this connection),
-//! [`Connection::handle_timeout`] (its timer fired) and [`Connection::handle_close`]
-//! (the socket is gone) — and writes its outputs into the caller's [`Outbox`]: bytes
-//! to send, bus requests, its next timer, whether to close. It knows no socket, no
+//! [`Connection::handle_timeout`] (its timer fired), [`Connection::handle_expired`]
+//! (its token's time is up) and [`Connection::handle_close`] (the socket is gone) —
+//! and writes its outputs into the caller's [`Outbox`]: bytes to send, bus
+//! requests, its next timer, whether to close. It knows no socket, no
 //! lock and no clock: the time comes in [`Cx::now`] as wheel ticks, so tests drive it
 //! with a virtual clock.
 //!
 //! Budget (DESIGN "the budget per connection"): an idle subscribed connection is
 //! 24 bytes and owns no buffer; `pending` exists only while input waits (a partial
-//! head or frame, a body, pipelined requests behind a waiting call).
+//! head or frame, a body, pipelined requests behind a waiting call). What only a few
+//! connections have — a token's expiry, failed authentications — lives in the
+//! loop's [`Credentials`] side table, keyed by [`Cx::key`].
 //!
 //! Layout: [`request`] turns heads and bodies into subscriptions, polls and API
 //! calls; [`reply`] turns bus replies into responses ([`replay`]: a resume's history
-//! within the output budget); [`delivery`] writes messages
-//! and heartbeats; [`websocket`] handles client frames; [`outbox`] is the output.
+//! within the output budget); [`delivery`] writes messages and heartbeats;
+//! [`websocket`] handles client frames; [`outbox`] is the output; [`context`] is what
+//! a call reads; [`access`] decides who is let in; [`expiry`] ends a connection whose
+//! token expired and [`refresh`] replaces a WebSocket's token in place;
+//! [`credentials`] is the side table both keep their state in.
+//!
+//! Token lifetime: a connection let in with a token that has an `exp` ends when the
+//! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
+//! unless a WebSocket refreshes it ([`refresh`]); [`MAX_AUTH_FAILURES`] refused
+//! credentials close a connection ([`access`], [`WS_AUTH_FAILURES`]).
 
 mod access;
 mod client_publish;
+mod context;
+mod credentials;
 mod delivery;
 mod drain;
+mod expiry;
 mod hosts;
 mod origin;
 mod outbox;
+mod refresh;
 mod replay;
 mod reply;
 mod request;
@@ -34,6 +49,8 @@ mod websocket;
 
 #[cfg(test)]
 mod access_tests;
+#[cfg(test)]
+mod expiry_tests;
 #[cfg(test)]
 mod harness;
 #[cfg(test)]
@@ -44,57 +61,19 @@ mod tests;
 mod websocket_tests;
 
 pub use access::{open_api_warning, Access, LOOPBACK_ONLY};
+pub use context::{Config, Cx, Tick};
+pub use credentials::{Credentials, MAX_AUTH_FAILURES};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
+pub use expiry::WS_TOKEN_EXPIRED;
 pub use hosts::Hosts;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
+pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 
-use crate::config::{SlowPolicy, WsHeartbeat};
 use bus::{Reply, Request};
-use std::sync::Arc;
 use wire::{BodyDecoder, Route, WsMessageState};
-
-/// Time in timing-wheel ticks since the event loop started (see `wheel::TICK_MS`).
-pub type Tick = u32;
-
-/// Settings every connection of a loop reads, with durations in ticks (≥ 1).
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub heartbeat: Tick,
-    pub ws_heartbeat: WsHeartbeat,
-    /// Heartbeats fall due on multiples of this many ticks (`--heartbeat-grid`).
-    pub heartbeat_grid: Tick,
-    pub head_timeout: Tick,
-    pub keepalive_timeout: Tick,
-    pub poll_timeout: Tick,
-    /// How long a closing connection may take to read our last bytes.
-    pub linger: Tick,
-    pub max_message: usize,
-    pub max_batch: usize,
-    pub max_queued: usize,
-    pub slow_policy: SlowPolicy,
-    /// SSE `retry:` advice to clients, in milliseconds.
-    pub sse_retry_ms: u32,
-    pub limits: wire::Limits,
-    /// Tokens and keys accepted (C5).
-    pub access: Arc<Access>,
-    /// Unix time (milliseconds) at tick 0 (of the current wrap of the tick counter,
-    /// kept by the loop), so token `exp`/`nbf` are checked against the
-    /// wall clock while the core still only reads ticks.
-    pub unix_start_ms: u64,
-}
-
-/// What one core call reads besides the connection, and where its output goes.
-pub struct Cx<'a> {
-    /// The current time, in ticks.
-    pub now: Tick,
-    pub config: &'a Config,
-    /// Output bytes of this connection the socket has not taken yet.
-    pub queued: usize,
-    pub out: &'a mut Outbox,
-}
 
 /// Pipelined input held at most behind a call or a waiting long-poll.
 const MAX_HELD_INPUT: usize = 64 * 1024;
@@ -274,6 +253,12 @@ impl Connection {
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
         }
+    }
+
+    /// The connection's token has expired (the caller's [`Credentials`] said so):
+    /// the connection ends in its transport's words (see `expiry`).
+    pub fn handle_expired(&mut self, cx: &mut Cx) {
+        expiry::handle(self, cx);
     }
 
     /// The server drains: tell the client to reconnect elsewhere and close (see

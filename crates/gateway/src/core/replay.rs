@@ -105,11 +105,14 @@ mod tests {
         }
         .core();
         let mut out = Outbox::default();
+        let mut credentials = crate::core::Credentials::default();
         let cx = Cx {
             now: 0,
             config: &config,
             queued: 0,
             out: &mut out,
+            credentials: &mut credentials,
+            key: 0,
         };
         for transport in [Transport::Stream, Transport::Sse, Transport::WebSocket] {
             let framing = Framing {

@@ -276,6 +276,8 @@ pub(super) fn answer_poll(
         p.poll_since = None;
         p.poll_epoch = None;
     }
+    // The poll's token served this one answer; the next request brings its own.
+    cx.credentials.set_expiry(cx.key, None);
     let keep = conn.has(KEEP_ALIVE);
     let mut body = Vec::with_capacity(64 + messages.iter().map(|m| m.1.len() + 24).sum::<usize>());
     wire::write_poll_body(&mut body, messages, last, gap, epoch);

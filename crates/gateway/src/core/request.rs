@@ -61,6 +61,10 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 Ok(grant) => grant,
                 Err(e) => return access::refuse(conn, cx, &head, e),
             };
+            // Only a token with `exp` takes an entry in the side table (`expiry`).
+            if let Some(until) = grant.as_ref().and_then(|g| g.valid_until) {
+                cx.credentials.set_expiry(cx.key, Some(until));
+            }
             if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
                 if let Some(p) = client_publish::Publisher::new(grant.publish, cx.now) {
                     conn.pending().publisher = Some(p);
@@ -73,11 +77,16 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             since,
             ref token,
         } => {
-            if let Err(e) = access::check_subscribe(cx, user, token.as_deref(), &head) {
-                return access::refuse(conn, cx, &head, e);
-            }
+            let grant = match access::check_subscribe(cx, user, token.as_deref(), &head) {
+                Ok(grant) => grant,
+                Err(e) => return access::refuse(conn, cx, &head, e),
+            };
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a poll request has no body");
+            }
+            // A waiting poll is answered 401 when its token expires (`expiry`).
+            if let Some(until) = grant.and_then(|g| g.valid_until) {
+                cx.credentials.set_expiry(cx.key, Some(until));
             }
             if let Some(since) = since {
                 let p = conn.pending();

@@ -1,8 +1,11 @@
 //! Client frames on a WebSocket subscription (A4): pings are answered, a close is
-//! echoed, a text frame may be a client publish (C7, `client_publish`), other data
-//! frames are validated and ignored; protocol errors close with the RFC 6455 code.
+//! echoed, a text frame may be a token refresh (`refresh`) or a client publish (C7,
+//! `client_publish`), other data frames are validated and ignored; protocol errors
+//! close with the RFC 6455 code. After the token has expired a text message is
+//! answered `{"error":"token expired"}` and the connection ends (`expiry`), even if
+//! the loop's timer has not ended it yet.
 
-use super::{client_publish, Connection, Consumed, Cx, WS_CLOSE_SENT};
+use super::{client_publish, expiry, refresh, Connection, Consumed, Cx, WS_CLOSE_SENT};
 use wire::{Opcode, WsFrame};
 
 pub(super) fn handle_frame_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) -> Consumed {
@@ -42,9 +45,16 @@ fn handle_frame(conn: &mut Connection, cx: &mut Cx, frame: WsFrame) {
             cx.out.write(|out| wire::write_ws_close(out, code, ""));
             conn.start_closing(cx);
         }
-        // An unfragmented text message may be a client publish (C7).
+        // The token's rights end on its second, not when the timer gets round.
+        Opcode::Text if frame.fin && expiry::expired(cx) => {
+            client_publish::error(cx, "token expired");
+            expiry::handle(conn, cx);
+        }
+        // An unfragmented text message may be a refresh or a client publish (C7).
         Opcode::Text if frame.fin => {
-            client_publish::handle_text(conn, cx, &frame.payload);
+            if !refresh::handle_text(conn, cx, &frame.payload) {
+                client_publish::handle_text(conn, cx, &frame.payload);
+            }
         }
         // Other client messages are accepted and ignored; pongs need nothing.
         Opcode::Text | Opcode::Binary | Opcode::Continuation | Opcode::Pong => {}

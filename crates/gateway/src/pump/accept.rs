@@ -227,14 +227,16 @@ impl EventLoop {
     /// schedules the ones still waiting on the next tick.
     fn open_core(&mut self, index: usize) {
         let slot = &mut self.slots[index];
+        let token = slot::token(index, self.gens[index]);
         let mut cx = Cx {
             now: self.now,
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
+            credentials: &mut self.credentials,
+            key: token,
         };
         slot.conn.handle_open(&mut cx);
-        let token = slot::token(index, self.gens[index]);
         if let Some(tick) = self.outbox.take_timer() {
             self.fresh.push((token, tick));
         }

@@ -110,6 +110,16 @@ pub(super) struct H2Conn {
     /// Since when the connection has had no stream (it closes after the keep-alive
     /// timeout, like an idle HTTP/1.1 connection); `None` while it has one.
     idle_since: Option<Tick>,
+    /// Streams answered 401: at `core::MAX_AUTH_FAILURES` the connection goes.
+    auth_failures: u8,
+}
+
+impl H2Conn {
+    /// A stream was answered 401: true once the connection has had too many.
+    pub(super) fn auth_failed(&mut self) -> bool {
+        self.auth_failures = self.auth_failures.saturating_add(1);
+        self.auth_failures >= crate::core::MAX_AUTH_FAILURES
+    }
 }
 
 /// What frame handling asks the loop to do once the connection's box is back in its
@@ -295,6 +305,22 @@ impl EventLoop {
         self.slots.contains(index).then_some(())
     }
 
+    /// GOAWAY with `code` on connection `index`, then its close (streams first).
+    pub(super) fn h2_goaway(&mut self, index: usize, code: u32) {
+        let Some(conn) = self.h2_conn(index) else {
+            return;
+        };
+        if conn.gone {
+            return;
+        }
+        conn.gone = true;
+        let mut out = Vec::with_capacity(17);
+        frames::write_goaway(&mut out, conn.last_stream, code);
+        if self.h2_write(index, &out, false) {
+            self.h2_goaway_sent(index);
+        }
+    }
+
     /// After our GOAWAY: the streams are closed now, the socket after our last bytes
     /// (FIN at once, the close at the linger timeout), so the client reads the code.
     fn h2_goaway_sent(&mut self, index: usize) {
@@ -309,24 +335,22 @@ impl EventLoop {
         self.h2_arm(index, self.config.linger);
     }
 
-    /// After the peer's GOAWAY (NO_ERROR): once connection `index` has no stream
-    /// left, our GOAWAY (NO_ERROR) and the close.
+    /// A stream of connection `index` ended. With none left the keep-alive clock
+    /// starts; after the peer's GOAWAY (NO_ERROR), our GOAWAY (NO_ERROR) and the close.
     pub(super) fn h2_finish_if_idle(&mut self, index: usize) {
-        let Some(conn) = self
-            .h2
-            .as_mut()
-            .and_then(|h| h.conns.get_mut(index)?.as_mut())
-        else {
+        let now = self.now;
+        let Some(conn) = self.h2_conn(index) else {
             return;
         };
-        if !conn.peer_goaway || !conn.streams.is_empty() || conn.gone {
+        if !conn.streams.is_empty() || conn.gone {
             return;
         }
-        conn.gone = true;
-        let mut out = Vec::with_capacity(17);
-        frames::write_goaway(&mut out, conn.last_stream, code::NO_ERROR);
-        if self.h2_write(index, &out, false) {
-            self.h2_goaway_sent(index);
+        if conn.peer_goaway {
+            return self.h2_goaway(index, code::NO_ERROR);
+        }
+        if conn.idle_since.is_none() {
+            conn.idle_since = Some(now);
+            self.h2_rearm(index);
         }
     }
 
@@ -351,13 +375,7 @@ impl EventLoop {
                 .idle_since
                 .is_some_and(|since| now.wrapping_sub(since) >= keepalive);
         if idle_over {
-            conn.gone = true;
-            let mut out = Vec::with_capacity(17);
-            frames::write_goaway(&mut out, conn.last_stream, code::NO_ERROR);
-            if self.h2_write(index, &out, false) {
-                self.h2_goaway_sent(index);
-            }
-            return;
+            return self.h2_goaway(index, code::NO_ERROR);
         }
         if crate::wheel::reached(conn.next_ping, now) {
             if conn.ping_out {

@@ -337,8 +337,10 @@ impl EventLoop {
             .expect("an open stream slot is in its connection");
         let id = conn.streams[pos].id;
         let mut ended = false;
+        let mut refused = false;
         let read = conn.streams[pos].reader.feed(gathered, |part| match part {
             Part::Head { status, headers } => {
+                refused = status == 401;
                 let list: Vec<(&[u8], &[u8])> = headers.iter().map(|(n, v)| (&n[..], *v)).collect();
                 frames::write_headers(&mut out, id, status, &list, false);
             }
@@ -400,8 +402,15 @@ impl EventLoop {
                 return false;
             }
         }
+        // Refused credentials count for the whole connection, as on HTTP/1.1: each
+        // stream is a new try at a signature check.
+        let too_many = refused && conn.auth_failed();
         let alive = out.is_empty() || self.h2_write(parent, &out, coalesce);
         self.h2_restore(out, body);
+        if too_many && alive {
+            self.h2_goaway(parent, code::ENHANCE_YOUR_CALM);
+            return false;
+        }
         if finished || !alive {
             if self.slots.contains(index) {
                 self.close(index);

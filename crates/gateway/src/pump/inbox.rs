@@ -101,6 +101,8 @@ impl EventLoop {
                 config: &self.config,
                 queued: slot.queued_bytes(),
                 out: &mut self.outbox,
+                credentials: &mut self.credentials,
+                key: token,
             };
             match slot
                 .conn

@@ -70,6 +70,8 @@ impl EventLoop {
             config: &self.config,
             queued: slot.queued_bytes(),
             out: &mut self.outbox,
+            credentials: &mut self.credentials,
+            key: slot::token(index, self.gens[index]),
         };
         call(&mut slot.conn, &mut cx);
         self.settle(index, false);
@@ -107,6 +109,8 @@ impl EventLoop {
                         config: &self.config,
                         queued: slot.queued_bytes(),
                         out: &mut self.outbox,
+                        credentials: &mut self.credentials,
+                        key: token,
                     };
                     slot.conn.handle_reply(&mut cx, reply);
                 }
@@ -417,13 +421,17 @@ impl EventLoop {
         let Some(slot) = self.slots.get_mut(index) else {
             return;
         };
+        let key = slot::token(index, self.gens[index]);
         let mut cx = Cx {
             now: self.now,
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
+            credentials: &mut self.credentials,
+            key,
         };
         slot.conn.handle_close(&mut cx);
+        self.credentials.forget(key);
         self.outbox.clear_bytes();
         self.outbox.take_timer();
         self.outbox.take_resume();

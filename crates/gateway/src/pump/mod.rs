@@ -91,6 +91,9 @@ pub struct EventLoop {
     /// Generation per slab slot, bumped on close (1 byte per slot ever used).
     gens: Vec<u8>,
     wheel: Wheel,
+    /// Token expiries and failed authentications of the few connections that have
+    /// any (a side table: the slot stays 40 bytes); expiries fire with the timers.
+    credentials: core::Credentials,
     /// Tick 0 of the wheel and of the cores' clock.
     epoch: Instant,
     /// `epoch` as wall-clock milliseconds since 1970.
@@ -192,6 +195,7 @@ impl EventLoop {
             slots: Slab::with_capacity(FIRST_SLOTS),
             gens: Vec::with_capacity(FIRST_SLOTS),
             wheel: Wheel::new(0),
+            credentials: core::Credentials::default(),
             epoch,
             epoch_unix_ms,
             now: 0,
@@ -341,7 +345,25 @@ impl EventLoop {
         self.submit_sends();
         self.batching = false;
         self.due = due;
+        self.run_expiries();
         self.run_resumes();
+    }
+
+    /// Ends the connections whose token has expired by now (`core::expiry`), and
+    /// counts the loop's failed authentications into its metrics.
+    fn run_expiries(&mut self) {
+        let unix_now = (self.config.unix_start_ms + u64::from(self.now) * TICK_MS) / 1000;
+        while let Some(token) = self.credentials.pop_expired(unix_now) {
+            if let Some(index) = self.live(token) {
+                self.with_core(index, |conn, cx| conn.handle_expired(cx));
+            }
+        }
+        let failed = self.credentials.take_failed();
+        if failed > 0 {
+            self.metrics
+                .auth_failures
+                .fetch_add(failed, Ordering::Relaxed);
+        }
     }
 
     /// The slab index of `token` if that connection is still open.

@@ -14,7 +14,7 @@
 
 use bus::{HistoryRead, Message, Reply, Request};
 use bytes::Bytes;
-use gateway::core::{Config, Connection, Cx, Frames, Outbox, State};
+use gateway::core::{Config, Connection, Credentials, Cx, Frames, Outbox, State};
 use gateway::{SlowPolicy, WsHeartbeat};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -179,6 +179,8 @@ pub fn run(script: &[u8]) -> Seen {
     let mut outstanding: VecDeque<Request> = VecDeque::new();
     let mut closed = false;
     let mut requests = Vec::new();
+    // Empty unless a script ends a token's life (op 6 with bit 6 set).
+    let mut credentials = Credentials::default();
     let mut step = |conn: &mut Connection,
                     now: u32,
                     queued: usize,
@@ -190,6 +192,8 @@ pub fn run(script: &[u8]) -> Seen {
             config: &config,
             queued,
             out: &mut out,
+            credentials: &mut credentials,
+            key: 1,
         };
         call(conn, &mut cx);
         let bytes = out.len();
@@ -299,6 +303,15 @@ pub fn run(script: &[u8]) -> Seen {
                     &mut |c, cx| c.handle_timeout(cx),
                 )
             }
+            // The loop's credentials table says the token expired, in any state.
+            6 if op & 0x40 != 0 => step(
+                &mut conn,
+                now,
+                queued,
+                &mut closed,
+                &mut outstanding,
+                &mut |c, cx| c.handle_expired(cx),
+            ),
             6 => {
                 queued = usize::from(s.byte().unwrap_or(0)) * 4;
                 false

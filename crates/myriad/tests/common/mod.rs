@@ -45,6 +45,15 @@ impl Server {
         Server::start_command(cmd, marker)
     }
 
+    /// [`Server::start`] with `env` set for the server (its `MYRIAD_*` variables).
+    pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--store", "memory"])
+            .args(extra)
+            .envs(env.iter().copied());
+        Server::start_command(cmd, "listen=")
+    }
+
     /// `myriad` with `args` inside network namespace `ns` (`ip netns exec` execs it:
     /// the child is the server itself).
     pub fn start_in_netns(ns: &str, args: &[&str]) -> Server {
@@ -290,6 +299,22 @@ impl Curl {
             got.push(line);
             if done {
                 return got;
+            }
+        }
+    }
+}
+
+impl Curl {
+    /// The lines left until curl exits (the server ended the response).
+    pub fn until_end(&self) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => got.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return got,
+                Err(_) => panic!("curl: the response did not end; got {got:?}"),
             }
         }
     }

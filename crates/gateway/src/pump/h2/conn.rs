@@ -54,6 +54,7 @@ impl H2Conn {
             unanswered: Bucket::new(now),
             next_ping: now,
             idle_since: Some(now),
+            auth_failures: 0,
         }
     }
 
