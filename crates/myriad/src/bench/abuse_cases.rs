@@ -49,7 +49,7 @@ pub enum Case {
     HalfHandshakes,
     /// Subscriptions dropped right after the request, before any answer is read.
     AbruptDisconnects,
-    /// HTTP/2 (TLS only): 16 KB header blocks of empty Huffman strings, 20 a connection.
+    /// HTTP/2 (TLS only): 16 KB header blocks of empty Huffman strings, 200 a connection.
     H2HuffmanBomb,
     /// HTTP/2 (TLS only): subscriptions opened and reset at once, 1,000 a connection.
     H2RapidReset,
@@ -397,7 +397,7 @@ mod h2 {
             Case::H2HuffmanBomb => {
                 let mut bomb = vec![0x20];
                 bomb.extend_from_slice(&b"\x00\x80\x80".repeat(5460));
-                for i in 0..20 {
+                for i in 0..200 {
                     frame(&mut out, 1, 0x5, 1 + 2 * i, &bomb);
                 }
             }
