@@ -408,6 +408,10 @@ impl EventLoop {
         let alive = out.is_empty() || self.h2_write(parent, &out, coalesce);
         self.h2_restore(out, body);
         if too_many && alive {
+            // The goaway closes the streams it still lists; a finished one is not.
+            if finished && self.slots.contains(index) {
+                self.close(index);
+            }
             self.h2_goaway(parent, code::ENHANCE_YOUR_CALM);
             return false;
         }
