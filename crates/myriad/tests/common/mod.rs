@@ -262,6 +262,10 @@ pub fn read_all(s: &mut TcpStream) -> Vec<u8> {
 }
 
 /// A running `curl -N` whose stdout lines are collected on a thread.
+/// How long a curl client's next line may take (a token that ends ~10 s after it was
+/// made, on a loaded machine, must fit).
+const CURL_LINE: Duration = Duration::from_secs(20);
+
 pub struct Curl {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
@@ -287,13 +291,13 @@ impl Curl {
         Curl { child, lines }
     }
 
-    /// Lines until one contains `needle` (inclusive).
+    /// Lines until one contains `needle` (inclusive), each within [`CURL_LINE`].
     pub fn until(&self, needle: &str) -> Vec<String> {
         let mut got = Vec::new();
         loop {
             let line = self
                 .lines
-                .recv_timeout(Duration::from_secs(10))
+                .recv_timeout(CURL_LINE)
                 .unwrap_or_else(|_| panic!("curl: no line with {needle:?}; got {got:?}"));
             let done = line.contains(needle);
             got.push(line);
@@ -307,7 +311,7 @@ impl Curl {
 impl Curl {
     /// The lines left until curl exits (the server ended the response).
     pub fn until_end(&self) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + CURL_LINE;
         let mut got = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
