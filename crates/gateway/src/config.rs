@@ -11,30 +11,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+mod policy_flags;
 mod tls_setup;
 pub use tls_setup::{Ktls, TlsMode, TlsSetup};
 
-/// What a WebSocket heartbeat is (SPEC A5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum WsHeartbeat {
-    /// An unsolicited pong (RFC 6455 5.5.3), a one-way heartbeat: the client owes no
-    /// answer. It keeps proxies and NAT mappings open and finds a dead peer through TCP
-    /// exactly as a ping does, since the server does nothing with pongs. Measured: a
-    /// WebSocket beat costs the machine about half what a ping costs
-    /// (docs/decisions/websocket-heartbeat-pong.md), the client's pong and the server's read of it gone.
-    Pong,
-    /// A ping (RFC 6455 5.5.2): every client answers with a pong the server reads and drops.
-    Ping,
-}
-
-/// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SlowPolicy {
-    /// Close the connection: the client reconnects and resumes from history.
-    Disconnect,
-    /// Skip deliveries until the socket drains; the sequence gap shows the loss.
-    Drop,
-}
+/// The core's policies, named by the flags `--ws-heartbeat` and `--slow-policy`.
+pub use crate::core::{SlowPolicy, WsHeartbeat};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {

@@ -3,7 +3,6 @@
 
 use crate::config::ServerConfig;
 use crate::peers::{PeerTable, Prefix};
-use crate::pump::{LoopCell, RUN_ELSEWHERE_MAX};
 use bus::{Bus, Mailbox};
 use observe::metrics::ProcessMetrics;
 use parking_lot::Mutex;
@@ -23,8 +22,6 @@ pub struct Gateway {
     pub bus: Arc<dyn Bus>,
     /// Indexed by loop id.
     pub mailboxes: Vec<Arc<Mailbox>>,
-    /// The loops' states, indexed by loop id (filled by `Server::start`).
-    pub(crate) loops: Box<[LoopCell]>,
     pub metrics: Arc<ProcessMetrics>,
     pub stats: StatsFn,
     /// Set by `Server::shutdown`: every loop closes its connections and ends.
@@ -50,7 +47,6 @@ impl Gateway {
     ) -> Gateway {
         Gateway {
             bus,
-            loops: mailboxes.iter().map(|_| LoopCell::new(None)).collect(),
             mailboxes,
             metrics,
             stats,
@@ -60,28 +56,6 @@ impl Gateway {
             connections: AtomicUsize::new(0),
             peers: config.peers.clone().filter(|_| config.max_per_ip > 0),
             config,
-        }
-    }
-
-    /// After a bus call on a loop's thread: each mailbox the call left unwoken
-    /// ([`bus::mailbox`]) is run here and now when its loop sleeps and the mail
-    /// is small — the message is written without waking that loop — else its loop
-    /// is woken as before. Only `try_lock`: a loop never waits for another here.
-    pub fn settle_wakes(&self) {
-        if !bus::mailbox::take_deferred() {
-            return;
-        }
-        for (id, mailbox) in self.mailboxes.iter().enumerate() {
-            if !mailbox.take_unwoken() {
-                continue;
-            }
-            let ran = mailbox.weight() <= RUN_ELSEWHERE_MAX
-                && self.loops[id]
-                    .try_lock()
-                    .is_some_and(|mut cell| cell.as_mut().map(|l| l.drain_for_another()).is_some());
-            if !ran {
-                mailbox.wake();
-            }
         }
     }
 

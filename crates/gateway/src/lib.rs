@@ -13,7 +13,7 @@
 //! 3. `pump::io::settle` sends it with `Bus::call`; the router side (`hub`) plans
 //!    the fan-out and pushes one `Delivery` batch into each loop's `Mailbox`. A
 //!    small batch for a loop asleep in `epoll_wait` is run at once by this loop
-//!    (`Gateway::settle_wakes`); other loops are woken.
+//!    (`pump::handoff`); other loops are woken.
 //! 4. The reply goes back to the core (`core::reply`), which writes the 200.
 //! 5. Each loop's `pump::inbox` takes its batch; for every target
 //!    `core::delivery` writes the message in its transport's framing (encoded once
@@ -26,8 +26,13 @@
 //! a *subject*, *subscription*, *publish* and *delivery* are as in the `router`
 //! crate; the *bus* is the seam to the router, the *hub* its in-process other side.
 //!
-//! Layout: [`config`] flags and settings; [`server`] start/stop; [`gateway`] what the
-//! loops share; [`peers`] connections per client address; [`core`] the protocol; [`pump`] the loops; [`wheel`] the timers.
+//! Layout: [`config`] flags and settings (it builds the core's `core::Config`; the
+//! core names no flag); [`server`] start/stop; [`gateway`] what the loops share;
+//! [`peers`] connections per client address; [`core`] the protocol, with its own
+//! settings and policies ([`WsHeartbeat`], [`SlowPolicy`]); [`pump`] the loops, their
+//! listener (`pump::accept`) and the hand-off between them (`pump::handoff`);
+//! [`wheel`] the timers. Imports run one way: `server` → `pump` → `gateway` →
+//! `config` → `core`.
 
 pub mod config;
 pub mod core;

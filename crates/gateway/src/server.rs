@@ -1,22 +1,18 @@
 //! Starting and stopping a gateway: one listener per loop bound with SO_REUSEPORT on
-//! the same address (the kernel spreads accepts over the loops), the loops' mailboxes,
-//! the bus, and the threads. `myriad serve`, `myriad demo`, benches and tests all
-//! start servers here.
+//! the same address (`pump::bind_reuseport`; the kernel spreads accepts over the
+//! loops), the loops' mailboxes and cells, the bus, and the threads. `myriad serve`,
+//! `myriad demo`, benches and tests all start servers here.
 
 use crate::config::ServerConfig;
 use crate::gateway::{Gateway, StatsFn};
-use crate::pump::{self, EventLoop, WAKER};
+use crate::pump::{self, bind_reuseport, EventLoop, WAKER};
 use anyhow::Context;
 use bus::{Bus, Mailbox};
 use observe::metrics::ProcessMetrics;
-use socket2::{Domain, Protocol, Socket, Type};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-/// Accept backlog per listener; the kernel caps it at net.core.somaxconn.
-const BACKLOG: i32 = 65_535;
 
 pub struct Server {
     gateway: Arc<Gateway>,
@@ -63,15 +59,22 @@ impl Server {
         let metrics = ProcessMetrics::new(loops);
         let stats = process_stats(metrics.clone(), loops, router_stats);
         let gateway = Arc::new(Gateway::new(config, bus, mailboxes, metrics, stats));
+        let cells = pump::cells(loops);
         let mut threads = Vec::with_capacity(loops);
         for (id, (poll, listener)) in polls.into_iter().zip(listeners).enumerate() {
             let registry = poll.registry().try_clone()?;
-            let event_loop = EventLoop::new(id as u16, registry, listener, gateway.clone())?;
-            *gateway.loops[id].lock() = Some(event_loop);
-            let g = gateway.clone();
+            let event_loop = EventLoop::new(
+                id as u16,
+                registry,
+                listener,
+                gateway.clone(),
+                cells.clone(),
+            )?;
+            *cells[id].lock() = Some(event_loop);
+            let cells = cells.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("myriad-loop-{id}"))
-                .spawn(move || pump::run(g, id as u16, poll))?;
+                .spawn(move || pump::run(cells, id as u16, poll))?;
             threads.push(thread);
         }
         Ok(Server {
@@ -169,46 +172,6 @@ fn process_stats(metrics: Arc<ProcessMetrics>, loops: usize, router_stats: Stats
         }
         doc
     })
-}
-
-/// A non-blocking listener sharing `addr` with the other loops (SO_REUSEPORT). With
-/// `nodelay`, TCP_NODELAY is set on the listener so accepted sockets inherit it.
-pub(crate) fn bind_reuseport(
-    addr: SocketAddr,
-    nodelay: bool,
-) -> std::io::Result<mio::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    if nodelay {
-        socket.set_nodelay(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(BACKLOG)?;
-    Ok(mio::net::TcpListener::from_std(socket.into()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The accept path relies on Linux copying TCP_NODELAY from the listener; if a kernel
-    /// does not, the loop sets it per socket (checked once), but we want to know.
-    #[test]
-    fn accepted_sockets_inherit_nodelay_from_the_listener() {
-        let listener = bind_reuseport("127.0.0.1:0".parse().unwrap(), true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let _client = std::net::TcpStream::connect(addr).unwrap();
-        let accepted = loop {
-            match listener.accept() {
-                Ok((stream, _)) => break stream,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) => panic!("accept: {e}"),
-            }
-        };
-        assert!(accepted.nodelay().unwrap());
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ fn per_user_sequence_is_gapless_and_ordered_with_writev() {
 
 /// The unicast shape: one connection per user, so almost every delivery is a
 /// batch of one for the other loop, which the publishing loop writes itself when
-/// that loop sleeps (see `Gateway::settle_wakes`) or wakes it. Exact counts and
+/// that loop sleeps (see `gateway::pump::handoff`) or wakes it. Exact counts and
 /// order per user either way.
 #[test]
 fn unicast_to_many_users_is_gapless_and_ordered_across_loops() {

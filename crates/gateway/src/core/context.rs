@@ -1,15 +1,37 @@
 //! What one core call reads besides the connection: the loop's settings
-//! ([`Config`]), the clock ([`Cx::now`], in wheel ticks), the loop's side table of
+//! ([`Config`], with its policies [`WsHeartbeat`] and [`SlowPolicy`]), the clock ([`Cx::now`], in wheel ticks), the loop's side table of
 //! credentials, and where its output goes ([`Outbox`]).
 //!
-//! Not here: the connection's own state (`Connection`) or any IO.
+//! Not here: the connection's own state (`Connection`), any IO, or the flags these
+//! settings come from (`crate::config` builds a [`Config`] from them).
 
 use super::{Access, Credentials, Outbox};
-use crate::config::{SlowPolicy, WsHeartbeat};
 use std::sync::Arc;
 
 /// Time in timing-wheel ticks since the event loop started (see `wheel::TICK_MS`).
 pub type Tick = u32;
+
+/// What a WebSocket heartbeat is (SPEC A5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WsHeartbeat {
+    /// An unsolicited pong (RFC 6455 5.5.3), a one-way heartbeat: the client owes no
+    /// answer. It keeps proxies and NAT mappings open and finds a dead peer through TCP
+    /// exactly as a ping does, since the server does nothing with pongs. Measured: a
+    /// WebSocket beat costs the machine about half what a ping costs
+    /// (docs/decisions/websocket-heartbeat-pong.md), the client's pong and the server's read of it gone.
+    Pong,
+    /// A ping (RFC 6455 5.5.2): every client answers with a pong the server reads and drops.
+    Ping,
+}
+
+/// What to do with a connection whose queued output exceeds `max_queued` (SPEC D4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlowPolicy {
+    /// Close the connection: the client reconnects and resumes from history.
+    Disconnect,
+    /// Skip deliveries until the socket drains; the sequence gap shows the loss.
+    Drop,
+}
 
 /// Settings every connection of a loop reads, with durations in ticks (≥ 1).
 #[derive(Clone, Debug)]

@@ -2,8 +2,7 @@
 //! transport, encoded once per message and loop ([`Frames`]) and shared; only the
 //! SSE `id:` line is per recipient.
 
-use super::{reply, Connection, Cx, State, HTTP10, MULTIPLEXED};
-use crate::config::{SlowPolicy, WsHeartbeat};
+use super::{reply, Connection, Cx, SlowPolicy, State, WsHeartbeat, HTTP10, MULTIPLEXED};
 use bytes::Bytes;
 
 /// The encodings of one message, made on first use and shared by every recipient

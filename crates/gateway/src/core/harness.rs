@@ -3,7 +3,6 @@
 //! out. Shared by the core's test modules.
 
 use super::*;
-use crate::config::{SlowPolicy, WsHeartbeat};
 use bus::HistoryRead;
 use bytes::Bytes;
 use router::Message;

@@ -61,7 +61,7 @@ mod tests;
 mod websocket_tests;
 
 pub use access::{open_api_warning, Access, LOOPBACK_ONLY};
-pub use context::{Config, Cx, Tick};
+pub use context::{Config, Cx, SlowPolicy, Tick, WsHeartbeat};
 pub use credentials::{Credentials, MAX_AUTH_FAILURES};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;

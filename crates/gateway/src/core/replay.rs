@@ -99,11 +99,10 @@ mod tests {
 
     #[test]
     fn the_newest_messages_that_fit_are_kept_and_the_cut_is_said() {
-        let config = crate::config::ServerConfig {
+        let config = crate::core::Config {
             max_queued: HEAD_ROOM + 10 * 1024,
-            ..Default::default()
-        }
-        .core();
+            ..crate::core::harness::config()
+        };
         let mut out = Outbox::default();
         let mut credentials = crate::core::Credentials::default();
         let cx = Cx {

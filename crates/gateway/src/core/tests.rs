@@ -3,7 +3,6 @@
 
 use super::harness::{history, Harness};
 use super::*;
-use crate::config::SlowPolicy;
 
 const STREAM_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n\
 Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n\

@@ -4,7 +4,6 @@
 
 use super::harness::{history, Harness};
 use super::*;
-use crate::config::WsHeartbeat;
 
 const UPGRADE: &str =
     "GET /ws/9 HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\

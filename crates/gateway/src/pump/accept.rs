@@ -17,9 +17,11 @@ use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
 use super::{EventLoop, LISTENER};
 use crate::core::{Connection, Cx};
 use crate::peers::Prefix;
-use mio::net::TcpStream;
+use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Token};
+use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 impl EventLoop {
@@ -94,7 +96,7 @@ impl EventLoop {
         if self.listener.is_some() && open >= config.max_connections {
             self.leave_group();
         } else if self.listener.is_none() && open < config.rejoin_below() {
-            match crate::server::bind_reuseport(self.listen_addr, config.tcp_nodelay) {
+            match bind_reuseport(self.listen_addr, config.tcp_nodelay) {
                 Ok(mut listener) => {
                     if let Err(e) =
                         self.registry
@@ -289,4 +291,44 @@ fn reject(stream: &mut TcpStream, why: &str) {
     // Best effort: a fresh socket's send buffer takes a short response at once.
     let _ = io::Write::write(stream, &response);
     let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+/// Accept backlog per listener; the kernel caps it at net.core.somaxconn.
+const BACKLOG: i32 = 65_535;
+
+/// A non-blocking listener sharing `addr` with the other loops (SO_REUSEPORT). With
+/// `nodelay`, TCP_NODELAY is set on the listener so accepted sockets inherit it.
+pub(crate) fn bind_reuseport(addr: SocketAddr, nodelay: bool) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if nodelay {
+        socket.set_nodelay(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(TcpListener::from_std(socket.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accept path relies on Linux copying TCP_NODELAY from the listener; if a kernel
+    /// does not, the loop sets it per socket (checked once), but we want to know.
+    #[test]
+    fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        let listener = bind_reuseport("127.0.0.1:0".parse().unwrap(), true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        let accepted = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        assert!(accepted.nodelay().unwrap());
+    }
 }

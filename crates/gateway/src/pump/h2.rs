@@ -14,7 +14,7 @@
 //! made on a TLS listener and are indexed like `gens`); an HTTP/2 connection adds a
 //! boxed [`H2Conn`] (~250 B with its HPACK decoder, which holds a dynamic table only
 //! until the client obeys our `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
-//! (40 B), its core's state and an [`h2_stream::H2Stream`] entry (~100 B).
+//! (40 B), its core's state and an [`H2Stream`] entry (~100 B).
 //!
 //! What a peer can make a connection cost is bounded (issue 39): a header block at
 //! most [`MAX_BLOCK`] compressed and [`MAX_FIELDS`] / [`MAX_DECODED`] decoded (past
@@ -28,10 +28,12 @@
 //! after `--keepalive-timeout` (GOAWAY NO_ERROR), one that does not answer a PING
 //! within a heartbeat is closed.
 //!
-//! Layout: this file holds the per-loop tables and what the loop does for a
-//! connection (start, input, PING and keep-alive timer, writes); `conn` what the
-//! peer's frames do to one connection's state; `budget` the leaky buckets; `script`
-//! the sans-IO driver the fuzz target `h2_conn` runs.
+//! Layout: this file holds the per-loop tables, a connection's state with its stream
+//! entries ([`H2Stream`]), and what the loop does for a connection (start, input,
+//! PING and keep-alive timer, writes); `conn` what the peer's frames do to one
+//! connection's state; `budget` the leaky buckets; `script` the sans-IO driver the
+//! fuzz target `h2_conn` runs; `h2_stream` (beside this module) what the loop does
+//! for a stream.
 //!
 //! Not done: server push, RFC 8441 WebSocket over HTTP/2 (WebSocket stays on
 //! HTTP/1.1: ALPN offers both), trailers on requests, PRIORITY (ignored).
@@ -40,13 +42,12 @@ mod budget;
 mod conn;
 pub(super) mod script;
 
-use super::h2_stream::H2Stream;
 use super::EventLoop;
 use crate::core::Tick;
 use budget::Bucket;
 use conn::Limits;
 use wire::h2::hpack::Decoder;
-use wire::h2::{self as frames, code, setting};
+use wire::h2::{self as frames, code, setting, Framing, ResponseReader};
 
 /// No stream or connection at this slab index.
 pub(super) const NONE: u32 = u32::MAX;
@@ -119,6 +120,56 @@ impl H2Conn {
     pub(super) fn auth_failed(&mut self) -> bool {
         self.auth_failures = self.auth_failures.saturating_add(1);
         self.auth_failures >= crate::core::MAX_AUTH_FAILURES
+    }
+}
+
+/// One open stream of an HTTP/2 connection: an entry of its [`H2Conn::streams`]
+/// (frame handling in `conn` opens and ends it; `h2_stream` writes its response).
+pub(super) struct H2Stream {
+    pub(super) id: u32,
+    /// The stream's virtual slot ([`NONE`] until its request is complete).
+    pub(super) slot: u32,
+    /// Our send window for this stream.
+    pub(super) window: i64,
+    pub(super) reader: ResponseReader,
+    /// The response is complete; END_STREAM goes after the queued data.
+    pub(super) end_queued: bool,
+    /// The client ended its side (END_STREAM): further DATA or HEADERS are errors.
+    pub(super) remote_closed: bool,
+    /// The request's HTTP/1.1 head until its core takes it.
+    pub(super) head: Vec<u8>,
+    /// How the body follows the head; `Length` counts down what is still to come.
+    pub(super) framing: Framing,
+    /// Our receive window for this stream (what the peer may still send on it).
+    pub(super) recv_window: i64,
+    /// Body bytes received so far (they count against the connection's bound on
+    /// incomplete requests until the request is complete).
+    pub(super) received: usize,
+    /// Body bytes read this round, not yet handed to the core, and their flow-control
+    /// length (padding included), credited back when the core has them.
+    pub(super) staged: Vec<u8>,
+    pub(super) staged_flow: u32,
+    /// The end of the body went to the core.
+    pub(super) end_fed: bool,
+}
+
+impl H2Stream {
+    pub(super) fn new(id: u32, head: Vec<u8>, framing: Framing, window: u32) -> H2Stream {
+        H2Stream {
+            id,
+            slot: NONE,
+            window: i64::from(window),
+            reader: ResponseReader::default(),
+            end_queued: false,
+            remote_closed: false,
+            head,
+            framing,
+            recv_window: i64::from(frames::DEFAULT_WINDOW),
+            received: 0,
+            staged: Vec::new(),
+            staged_flow: 0,
+            end_fed: framing == Framing::None,
+        }
     }
 }
 

@@ -16,60 +16,10 @@ use super::h2::{H2Layer, NONE};
 use super::output::OutQueue;
 use super::slot::{Slot, MAX_SLOTS_PER_LOOP};
 use super::EventLoop;
-use crate::config::SlowPolicy;
-use crate::core::Connection;
+use crate::core::{Connection, SlowPolicy};
 use bytes::Bytes;
 use std::io;
-use wire::h2::{self as frames, code, Framing, Part, ResponseReader};
-
-/// One open stream of an HTTP/2 connection.
-pub(super) struct H2Stream {
-    pub(super) id: u32,
-    /// The stream's virtual slot ([`NONE`] until its request is complete).
-    pub(super) slot: u32,
-    /// Our send window for this stream.
-    pub(super) window: i64,
-    pub(super) reader: ResponseReader,
-    /// The response is complete; END_STREAM goes after the queued data.
-    end_queued: bool,
-    /// The client ended its side (END_STREAM): further DATA or HEADERS are errors.
-    pub(super) remote_closed: bool,
-    /// The request's HTTP/1.1 head until its core takes it.
-    pub(super) head: Vec<u8>,
-    /// How the body follows the head; `Length` counts down what is still to come.
-    pub(super) framing: Framing,
-    /// Our receive window for this stream (what the peer may still send on it).
-    pub(super) recv_window: i64,
-    /// Body bytes received so far (they count against the connection's bound on
-    /// incomplete requests until the request is complete).
-    pub(super) received: usize,
-    /// Body bytes read this round, not yet handed to the core, and their flow-control
-    /// length (padding included), credited back when the core has them.
-    pub(super) staged: Vec<u8>,
-    pub(super) staged_flow: u32,
-    /// The end of the body went to the core.
-    end_fed: bool,
-}
-
-impl H2Stream {
-    pub(super) fn new(id: u32, head: Vec<u8>, framing: Framing, window: u32) -> H2Stream {
-        H2Stream {
-            id,
-            slot: NONE,
-            window: i64::from(window),
-            reader: ResponseReader::default(),
-            end_queued: false,
-            remote_closed: false,
-            head,
-            framing,
-            recv_window: i64::from(frames::DEFAULT_WINDOW),
-            received: 0,
-            staged: Vec::new(),
-            staged_flow: 0,
-            end_fed: framing == Framing::None,
-        }
-    }
-}
+use wire::h2::{self as frames, code, Framing, Part};
 
 /// DATA frames into `out`, within `budget` bytes and the peer's frame size; then
 /// `WouldBlock`, so `OutQueue::flush` stops there.

@@ -147,7 +147,7 @@ impl EventLoop {
             token: slot::token(index, self.gens[index]),
         };
         let reply = self.gateway.bus.call(conn, request);
-        self.gateway.settle_wakes();
+        self.settle_wakes();
         if publishes {
             // Deliveries for this loop's own connections were queued without a
             // wake-up; drain them after this round of events, together with whatever

@@ -12,10 +12,11 @@
 //! A loop's state sits in a [`LoopCell`]: its thread holds the lock for a round of
 //! events and lets go while it sleeps in `epoll_wait`. A loop that publishes a
 //! small delivery for a sleeping loop takes that lock and writes it itself
-//! ([`EventLoop::drain_for_another`]) instead of waking the other thread: on the
-//! unicast path a message crosses loops without a wake-up.
+//! ([`handoff`]) instead of waking the other thread: on the unicast path a message
+//! crosses loops without a wake-up.
 //!
-//! Layout: [`accept`] admits sockets; [`io`] reads into cores and applies their
+//! Layout: [`accept`] binds the listener and admits sockets; [`handoff`] runs a
+//! sleeping loop's small mail on the posting thread; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
 //! slab entry; [`tls`] the TLS byte transform between socket and core; [`h2`] and
@@ -25,6 +26,7 @@ mod accept;
 mod drain;
 mod h2;
 mod h2_stream;
+mod handoff;
 mod inbox;
 mod io;
 pub mod output;
@@ -36,6 +38,9 @@ mod tls;
 /// `h2_conn`).
 #[doc(hidden)]
 pub use h2::script::run as h2_script;
+
+pub(crate) use accept::bind_reuseport;
+pub use handoff::{cells, LoopCell, LoopCells, RUN_ELSEWHERE_MAX};
 
 use crate::core::{self, Outbox, Tick};
 use crate::gateway::Gateway;
@@ -68,17 +73,6 @@ const FIRST_SLOTS: usize = 4096;
 /// The loop's lag probe fires this often (SPEC F1: a 10 ms tick, measured).
 const LAG_TICK: Duration = Duration::from_millis(10);
 
-/// A loop's state, shared: its own thread holds the lock for each round of events
-/// and lets go while it sleeps in `epoll_wait`; then another loop may take it to
-/// run this loop's mailbox ([`EventLoop::drain_for_another`]). `None` once the
-/// loop has ended.
-pub type LoopCell = parking_lot::Mutex<Option<EventLoop>>;
-
-/// Mail of at most this many recipient connections is run by the loop that
-/// posted it when the owner sleeps (a unicast message: one write, no wake-up);
-/// more is left to the owner, so a fan-out's halves stay on their own cores.
-pub const RUN_ELSEWHERE_MAX: usize = 16;
-
 pub struct EventLoop {
     id: u16,
     /// The loop's epoll, to register sockets (the thread's `Poll` waits on it).
@@ -102,6 +96,8 @@ pub struct EventLoop {
     now: Tick,
     config: core::Config,
     gateway: Arc<Gateway>,
+    /// Every loop's cell, this one's included, for the hand-off (`handoff`).
+    loops: LoopCells,
     metrics: Arc<LoopMetrics>,
     outbox: Outbox,
     /// Scratch for the bus requests of one core call.
@@ -161,6 +157,7 @@ impl EventLoop {
         registry: Registry,
         mut listener: TcpListener,
         gateway: Arc<Gateway>,
+        loops: LoopCells,
     ) -> std::io::Result<EventLoop> {
         registry.register(&mut listener, LISTENER, Interest::READABLE)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
@@ -201,6 +198,7 @@ impl EventLoop {
             now: 0,
             config,
             gateway,
+            loops,
             metrics,
             outbox: Outbox::new(rand::random()),
             requests: Vec::new(),
@@ -284,17 +282,6 @@ impl EventLoop {
         } else {
             self.next_tick.saturating_duration_since(Instant::now())
         })
-    }
-
-    /// Runs this loop's mailbox on another loop's thread, while this loop sleeps
-    /// (see [`Gateway::settle_wakes`]). What a round would do next (more of a
-    /// fan-out, mail this drain posted to its own loop) wakes this loop.
-    pub(crate) fn drain_for_another(&mut self) {
-        self.set_clock(Instant::now());
-        self.drain_mailbox();
-        if self.more_work || self.own_mail || !self.resume.is_empty() || !self.reread.is_empty() {
-            self.gateway.mailboxes[self.id as usize].wake();
-        }
     }
 
     /// Sets the current tick from `at`. Ticks are u32 and wrap every 2^32 ticks (497
@@ -430,9 +417,9 @@ fn trim_heap() {
 /// A loop's thread: waits for events without the loop's lock, then runs a round
 /// holding it (see [`LoopCell`]). Its bus calls settle their own wake-ups
 /// ([`bus::mailbox::defer_wakes_on_this_thread`]).
-pub fn run(gateway: Arc<Gateway>, id: u16, mut poll: Poll) -> std::io::Result<()> {
+pub fn run(loops: LoopCells, id: u16, mut poll: Poll) -> std::io::Result<()> {
     bus::mailbox::defer_wakes_on_this_thread();
-    let cell = &gateway.loops[id as usize];
+    let cell = &loops[id as usize];
     let mut events = Events::with_capacity(1024);
     let mut timeout = Duration::ZERO;
     loop {

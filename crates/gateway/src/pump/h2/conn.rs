@@ -12,9 +12,8 @@
 //! the core (`--max-message`, `--max-batch`).
 
 use super::budget::{Bucket, IDLE_FRAMES, UNANSWERED_STREAMS};
-use super::{Action, H2Conn, MAX_BLOCK, MAX_DECODED, MAX_FIELDS};
+use super::{Action, H2Conn, H2Stream, MAX_BLOCK, MAX_DECODED, MAX_FIELDS};
 use crate::core::Tick;
-use crate::pump::h2_stream::H2Stream;
 use wire::h2::hpack::{self, Caps, Decoder};
 use wire::h2::{self as frames, code, setting, Frame, FrameError, Framing};
 
