@@ -221,8 +221,8 @@ impl GatewayLink {
     }
 
     /// Starts the sender and receiver tasks for the loops' `mailboxes` (at most
-    /// [`MAX_LOOPS`]; loop ids beyond the mailboxes are ignored) and returns the
-    /// bus for the loops.
+    /// [`MAX_LOOPS`](crate::loop_id::MAX_LOOPS); loop ids beyond the mailboxes are
+    /// ignored) and returns the bus for the loops.
     ///
     /// # Panics
     /// When called twice.
