@@ -13,36 +13,45 @@
 //! argv, never shown), and `deploy/nats-authorization.conf` gives each role a NATS
 //! user allowed only the [`subjects`] it uses (docs/security.md "NATS trust boundary").
 //!
-//! Layout:
-//! - [`codec`]: the versioned binary messages and their encoding (postcard).
-//! - [`convert`]: between the bus seam's types and the wire's.
-//! - [`fragment`]: router → gateway messages over NATS's max_payload, in parts.
-//! - [`subjects`]: the NATS subjects.
-//! - [`nats_config`]: `--nats` and the `--nats-*` credential and TLS flags, resolved
-//!   (secrets from files or the environment, the URL shown redacted).
-//! - [`link`]: one NATS connection on a small runtime thread.
-//! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
-//! - [`shard_calls`]: the gateway's calls divided among router shards, and their
-//!   replies gathered.
-//! - [`router_role`]: the router side ([`RouterRole`]), drained on SIGTERM like a
-//!   gateway (new publishes refused, what it took finished, NATS flushed).
-//! - [`publish_port`]: `--publish-listen`, back-ends' HTTP publishes straight to the
-//!   router.
-//! - [`role`]: `--role` and `--nats`, the flags of `myriad serve` that pick the side.
-//! - [`jet_history`]: `--history-store jetstream`, durable history in a JetStream stream.
+//! Layout, in three layers: two sides that never import each other, over what both
+//! share. A module imports only from its own side and from the shared layer, so no
+//! file of this crate imports one that imports it back.
+//!
+//! | layer | module | what |
+//! |---|---|---|
+//! | gateway side | [`nats_bus`] | the gateway's link ([`GatewayLink`], [`NatsBus`]) |
+//! | gateway side | [`shard_calls`] | the gateway's calls divided among router shards ([`shards`]), and their replies gathered |
+//! | router side | [`router_role`] | the router ([`RouterRole`]), drained on SIGTERM like a gateway (new publishes refused, what it took finished, NATS flushed) |
+//! | router side | [`publish_port`] | `--publish-listen`, back-ends' HTTP publishes straight to the router |
+//! | shared | [`codec`] | the versioned binary messages and their encoding (postcard) |
+//! | shared | [`convert`] | between the bus seam's types and the wire's |
+//! | shared | [`fragment`] | router → gateway messages over NATS's max_payload, in parts |
+//! | shared | [`backend_answer`] | the JSON a back-end's publish over NATS is answered with |
+//! | shared | [`subjects`] | the NATS subjects |
+//! | shared | [`loop_id`] | (gateway slot, loop) packed into the router's loop id, defined once |
+//! | shared | [`timing`] | the clock and the timeouts and ticks both sides count on |
+//! | shared | [`shards`] | which router shard owns a user or a subject |
+//! | shared | [`link`] | one NATS connection on a small runtime thread |
+//! | shared | [`nats_config`] | `--nats` and the `--nats-*` credential and TLS flags, resolved (secrets from files or the environment, the URL shown redacted) |
+//! | router side | [`jet_history`] | `--history-store jetstream`, durable history in a JetStream stream |
+//! | above both | [`role`] | `--role` and `--nats`, the flags of `myriad serve` that pick the side |
 
+pub mod backend_answer;
 pub mod codec;
 pub mod convert;
 pub mod fragment;
 pub mod jet_history;
 pub mod link;
+pub mod loop_id;
 pub mod nats_bus;
 pub mod nats_config;
 pub mod publish_port;
 pub mod role;
 pub mod router_role;
 pub mod shard_calls;
+pub mod shards;
 pub mod subjects;
+pub mod timing;
 
 pub use link::{Link, DEFAULT_NATS};
 pub use nats_bus::{GatewayLink, NatsBus};
@@ -50,30 +59,4 @@ pub use nats_config::{NatsAuthArgs, NatsConfig};
 pub use publish_port::{PortConfig, PublishPort};
 pub use role::{ClusterArgs, Role};
 pub use router_role::RouterRole;
-
-/// Router shards (`--router-shards`): shard `index` of `count` owns user `u` when
-/// `u % count == index` (presence, sequence numbers, history) and subject `s` when
-/// `s % count == index` (its follower list and its publishes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shards {
-    pub index: u16,
-    pub count: u16,
-}
-
-impl Default for Shards {
-    fn default() -> Shards {
-        Shards { index: 0, count: 1 }
-    }
-}
-
-impl Shards {
-    /// The shard owning user (or subject) `u`.
-    pub fn owner(self, u: u64) -> u16 {
-        (u % u64::from(self.count)) as u16
-    }
-
-    /// Whether this router owns `u`.
-    pub fn owns(self, u: u64) -> bool {
-        self.owner(u) == self.index
-    }
-}
+pub use shards::Shards;

@@ -42,18 +42,7 @@ use parking_lot::Mutex;
 use receiver::Receiver;
 use sender::{weight, Sender};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
-
-/// Loop ids a gateway may use: the router packs (gateway slot, loop) into one u16
-/// loop id with this many bits for the loop.
-pub const LOOP_BITS: u32 = 6;
-/// Most loops a gateway process may run (see [`LOOP_BITS`]).
-pub const MAX_LOOPS: usize = 1 << LOOP_BITS;
-
-/// Between heartbeats; the router forgets a gateway silent for
-/// [`crate::router_role::GATEWAY_TIMEOUT`].
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// What the loops (and the link's events) hand the sender task.
 enum Outgoing {
@@ -135,7 +124,7 @@ impl GatewayLink {
     /// Connects to NATS as `nats` says, as a new gateway, in the supervisor's `place`
     /// if any, talking to `shards` routers.
     pub fn connect(
-        nats: &crate::NatsConfig,
+        nats: &crate::nats_config::NatsConfig,
         place: Option<u32>,
         shards: u16,
     ) -> anyhow::Result<GatewayLink> {
@@ -197,7 +186,7 @@ impl GatewayLink {
         })
     }
 
-    /// The NATS servers, redacted ([`crate::NatsConfig::shown`]).
+    /// The NATS servers, redacted ([`crate::nats_config::NatsConfig::shown`]).
     pub fn url(&self) -> &str {
         &self.link.url
     }
@@ -232,8 +221,8 @@ impl GatewayLink {
     }
 
     /// Starts the sender and receiver tasks for the loops' `mailboxes` (at most
-    /// [`MAX_LOOPS`]; loop ids beyond the mailboxes are ignored) and returns the
-    /// bus for the loops.
+    /// [`MAX_LOOPS`](crate::loop_id::MAX_LOOPS); loop ids beyond the mailboxes are
+    /// ignored) and returns the bus for the loops.
     ///
     /// # Panics
     /// When called twice.
@@ -350,11 +339,4 @@ fn merge_shards(
     }
     merged.insert("router_shards".into(), shards.len().into());
     Some(merged)
-}
-
-/// Now in ns since the Unix epoch (what crosses processes for latency).
-pub fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

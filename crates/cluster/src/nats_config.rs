@@ -1,5 +1,5 @@
 //! How a process reaches NATS: `--nats` and the `--nats-*` credential and TLS flags
-//! ([`NatsAuthArgs`]), resolved into a [`NatsConfig`] that [`crate::Link`] connects
+//! ([`NatsAuthArgs`]), resolved into a [`NatsConfig`] that [`crate::link::Link`] connects
 //! with. Every role reads the same flags: router, gateway, the supervisor's children
 //! and `msggen --nats`.
 //!

@@ -36,13 +36,13 @@ pub struct ClusterArgs {
         long,
         env = "MYRIAD_NATS",
         hide_env_values = true,
-        default_value = crate::DEFAULT_NATS
+        default_value = crate::link::DEFAULT_NATS
     )]
     pub nats: String,
     /// Boxed: eight paths most servers leave unset (clippy's large_enum_variant on
     /// the command enum holding `serve`'s flags).
     #[command(flatten)]
-    pub nats_auth: Box<crate::NatsAuthArgs>,
+    pub nats_auth: Box<crate::nats_config::NatsAuthArgs>,
     /// Set by `serve --processes` on each gateway: its place (0, 1, …). A gateway
     /// restarted in the same place tells the router that its predecessor died, so
     /// the router forgets it at once instead of after 3 s of silence.
@@ -72,12 +72,15 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     /// `--nats` and its credential and TLS flags, resolved (secret files read).
-    pub fn nats_config(&self) -> anyhow::Result<crate::NatsConfig> {
-        Ok(crate::NatsConfig::from_flags(&self.nats, &self.nats_auth)?)
+    pub fn nats_config(&self) -> anyhow::Result<crate::nats_config::NatsConfig> {
+        Ok(crate::nats_config::NatsConfig::from_flags(
+            &self.nats,
+            &self.nats_auth,
+        )?)
     }
 
     /// The shard settings, checked.
-    pub fn shards(&self) -> anyhow::Result<crate::Shards> {
+    pub fn shards(&self) -> anyhow::Result<crate::shards::Shards> {
         anyhow::ensure!(
             self.router_shards >= 1,
             "--router-shards must be at least 1"
@@ -88,7 +91,7 @@ impl ClusterArgs {
             self.router_shard,
             self.router_shards
         );
-        Ok(crate::Shards {
+        Ok(crate::shards::Shards {
             index: self.router_shard,
             count: self.router_shards,
         })

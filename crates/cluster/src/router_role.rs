@@ -9,12 +9,13 @@
 //! to it as ONE [`ToGateway::Batch`], in the order it was decided.
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
-//! `slot << LOOP_BITS | loop`, where `slot` is the gateway's number here. A gateway
-//! not heard for [`GATEWAY_TIMEOUT`] while others were ([`GATEWAY_TIMEOUT_ALONE`]
-//! when none was) is forgotten (its connections logged out). A
-//! gateway the router does not know — a restarted router, or one forgotten while it
-//! was cut off — is asked to send its whole presence again ([`ToGateway::Resync`]);
-//! a restarted router also asks every gateway at start. History is not carried over
+//! `slot << LOOP_BITS | loop` ([`crate::loop_id`]), where `slot` is the gateway's
+//! number here. A gateway not heard for
+//! [`GATEWAY_TIMEOUT`](crate::timing::GATEWAY_TIMEOUT) while others were
+//! ([`GATEWAY_TIMEOUT_ALONE`](crate::timing::GATEWAY_TIMEOUT_ALONE) when none
+//! was) is forgotten (its connections logged out). A gateway the router does not
+//! know — a restarted router, or one forgotten while it was cut off — is asked
+//! to send its whole presence again ([`ToGateway::Resync`]); a restarted router also asks every gateway at start. History is not carried over
 //! a router restart: the new router's epochs differ, so resuming clients are told
 //! of the gap.
 //!
@@ -39,9 +40,10 @@ use crate::codec::{self, GatewayItem, ToGateway, ToRouter, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
 use crate::fragment;
 use crate::link::Link;
-use crate::nats_bus::{unix_ns, LOOP_BITS};
+use crate::loop_id::{self, loops_of, LOOP_BITS};
 use crate::publish_port::{self, PublishPort};
 use crate::subjects;
+use crate::timing::{unix_ns, TICK};
 use backend::next_or_never;
 use bus::{ConnRef, Delivery, Reply, Request};
 use bytes::Bytes;
@@ -56,17 +58,6 @@ use stats::Counters;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-pub use waiting::FORWARD_TIMEOUT;
-
-/// A gateway silent this long (three missed heartbeats) while the others were heard
-/// is forgotten.
-pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
-/// A gateway silent this long is forgotten even when no other gateway was heard
-/// either (the last gateway died; or the router itself was behind for that long).
-pub const GATEWAY_TIMEOUT_ALONE: Duration = Duration::from_secs(30);
-/// How often the router forgets silent gateways and answers publishes that waited
-/// [`FORWARD_TIMEOUT`] for other shards' counts.
-pub const TICK: Duration = Duration::from_secs(1);
 /// Most gateways one router serves: the slots of the 16-bit loop id, less the
 /// last, whose top loop id is [`BACKEND`]'s.
 pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
@@ -93,7 +84,7 @@ const BATCH_BYTES: usize = 256 << 10;
 pub struct RouterRole {
     hub: Arc<Hub>,
     /// Which users this router owns (`--router-shards`).
-    shards: crate::Shards,
+    shards: crate::shards::Shards,
     /// Random per start: gateways log which router asked them.
     instance: u64,
     gateways: Gateways,
@@ -133,7 +124,7 @@ impl RouterRole {
     pub fn new(hub: Arc<Hub>) -> RouterRole {
         RouterRole {
             hub,
-            shards: crate::Shards::default(),
+            shards: crate::shards::Shards::default(),
             instance: rand::random(),
             gateways: Gateways::default(),
             out: Vec::new(),
@@ -141,7 +132,7 @@ impl RouterRole {
             counters: Arc::default(),
             reconnected: Arc::default(),
             waiting: waiting::Waiting::default(),
-            in_order: in_order::InOrder::new(crate::Shards::default()),
+            in_order: in_order::InOrder::new(crate::shards::Shards::default()),
             forwards: Vec::new(),
             shard_parts: fragment::Reassembly::default(),
             publish_port: None,
@@ -168,7 +159,7 @@ impl RouterRole {
     }
 
     /// This router as shard `shards.index` of `shards.count`.
-    pub fn with_shards(mut self, shards: crate::Shards) -> RouterRole {
+    pub fn with_shards(mut self, shards: crate::shards::Shards) -> RouterRole {
         self.shards = shards;
         self.in_order = in_order::InOrder::new(shards);
         self.forwards = vec![(Vec::new(), 0); usize::from(shards.count)];
@@ -331,7 +322,7 @@ impl RouterRole {
                         continue;
                     }
                     let conn = ConnRef {
-                        loop_id: slot << LOOP_BITS | call.loop_id,
+                        loop_id: loop_id::pack(slot, call.loop_id),
                         token: call.token,
                     };
                     let logout = matches!(call.request, codec::WireRequest::Logout { .. });
@@ -384,7 +375,7 @@ impl RouterRole {
                         continue;
                     }
                     let conn = ConnRef {
-                        loop_id: slot << LOOP_BITS | loop_id,
+                        loop_id: loop_id::pack(slot, loop_id),
                         token,
                     };
                     self.hub.login_quietly(user, conn);
@@ -449,12 +440,6 @@ impl RouterRole {
         self.queue_batches(batches, published_ns);
         published
     }
-}
-
-/// The router-side loop ids of gateway `slot`.
-fn loops_of(slot: u16) -> std::ops::Range<u16> {
-    let first = slot << LOOP_BITS;
-    first..first + (1 << LOOP_BITS)
 }
 
 mod backend;

@@ -27,7 +27,7 @@
 mod gathers;
 
 use crate::codec::{WireCall, WireRequest};
-use crate::Shards;
+use crate::shards::Shards;
 use gathers::part_id;
 pub use gathers::{Gathered, Gathers, GATHER_TICK, GATHER_TIMEOUT};
 use parking_lot::Mutex;

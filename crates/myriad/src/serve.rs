@@ -72,9 +72,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (server, link) = match role {
         Role::Gateway => {
             anyhow::ensure!(
-                config.loops <= cluster::nats_bus::MAX_LOOPS,
+                config.loops <= cluster::loop_id::MAX_LOOPS,
                 "a gateway runs at most {} loops over NATS",
-                cluster::nats_bus::MAX_LOOPS
+                cluster::loop_id::MAX_LOOPS
             );
             let nats = args.cluster.nats_config()?;
             let link = Arc::new(GatewayLink::connect(

@@ -6,11 +6,12 @@
 
 use super::numbering::{Numbering, Step};
 use super::presence::Presence;
-use super::{unix_ns, Outgoing, Shared};
+use super::{Outgoing, Shared};
 use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
 use crate::convert::reply_from_wire;
 use crate::fragment::Reassembly;
 use crate::shard_calls::{self, Gathered, Gathers};
+use crate::timing::unix_ns;
 use bus::{Delivery, Inbound, Mailbox, Message, Target};
 use futures_util::StreamExt;
 use parking_lot::Mutex;

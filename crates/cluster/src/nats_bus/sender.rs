@@ -4,10 +4,11 @@
 //! lost batches again.
 
 use super::presence::Presence;
-use super::{Outgoing, Shared, HEARTBEAT};
+use super::{Outgoing, Shared};
 use crate::codec::{self, GatewayId, ToRouter, WireCall};
 use crate::shard_calls::{self, Gathers};
 use crate::subjects;
+use crate::timing::HEARTBEAT;
 use async_nats::Client;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -118,7 +119,7 @@ impl Sender {
             };
             self.send_to(subjects::ROUTER, &msg).await;
         } else {
-            let shards = crate::Shards {
+            let shards = crate::shards::Shards {
                 index: 0,
                 count: self.shards,
             };

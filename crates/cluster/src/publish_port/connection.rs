@@ -2,7 +2,6 @@
 //! gateways' parsers (`wire`), each publish answered before the next is read.
 
 use super::{PortCall, PortConfig, Publisher, IDLE};
-use crate::subjects;
 use bus::{PublishAnswer, Reply, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -255,9 +254,4 @@ async fn publish(publisher: &Publisher, request: Request) -> Reply {
         }
         Publisher::Nats(client) => super::over_nats::publish(client, request).await,
     }
-}
-
-/// The NATS subject of a publish to `subject`.
-pub(super) fn subject_of(subject: u64) -> String {
-    format!("{}{subject}", subjects::PUBLISH_PREFIX)
 }

@@ -4,8 +4,8 @@
 //! answered before the next leaves, so their order holds across shards; with
 //! `?parallel=1` all at once.
 
-use super::connection::subject_of;
-use crate::router_role::FORWARD_TIMEOUT;
+use crate::subjects;
+use crate::timing::FORWARD_TIMEOUT;
 use async_nats::Client;
 use bus::{Reply, Request};
 use bytes::Bytes;
@@ -68,7 +68,7 @@ pub(super) async fn publish(client: &Client, request: Request) -> Reply {
 
 /// One publish as a NATS request, and its answer.
 async fn one(client: &Client, subject: u64, payload: Bytes) -> Outcome {
-    let request = client.request(subject_of(subject), payload);
+    let request = client.request(subjects::publish(subject), payload);
     match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
         Ok(Ok(message)) => outcome_of(&message.payload),
         Ok(Err(e)) => Outcome::Failed {
@@ -85,7 +85,7 @@ async fn one(client: &Client, subject: u64, payload: Bytes) -> Outcome {
     }
 }
 
-/// A router's answer to a back-end (`router_role::backend::answer_json`).
+/// A router's answer to a back-end ([`crate::backend_answer`]).
 fn outcome_of(json: &[u8]) -> Outcome {
     let Ok(doc) = serde_json::from_slice::<serde_json::Value>(json) else {
         return Outcome::Failed {

@@ -14,12 +14,13 @@
 
 use super::waiting::ReplyTo;
 use super::RouterRole;
+use crate::backend_answer::answer_json;
 use crate::codec::{
     self, ForwardItem, GatewayId, GatewayItem, ShardCount, ToShard, WireAnswer, WireCall,
     WireReply, WireRequest,
 };
-use crate::nats_bus::unix_ns;
 use crate::subjects;
+use crate::timing::unix_ns;
 use bytes::Bytes;
 use hub::Reach;
 use std::sync::atomic::Ordering::Relaxed;
@@ -249,7 +250,7 @@ impl RouterRole {
                 self.push_item(gateway, GatewayItem::Reply(reply), 32);
             }
             ReplyTo::Backend(inbox) => {
-                let json = super::backend::answer_json(&answer);
+                let json = answer_json(&answer);
                 self.out.push((inbox, Bytes::from(json)));
             }
             ReplyTo::Nobody => {}

@@ -19,11 +19,11 @@
 //! answers with an error saying so: those items' order against the silent shard's
 //! is not known.
 
-use super::waiting::{ReplyTo, FORWARD_TIMEOUT};
-use super::{RouterRole, TICK};
+use super::waiting::ReplyTo;
+use super::RouterRole;
 use crate::codec::{self, GatewayId, InOrderItem, ToShard, WireAnswer, WireCall, WireRequest};
-use crate::nats_bus::unix_ns;
 use crate::subjects;
+use crate::timing::{unix_ns, FORWARD_TIMEOUT, TICK};
 use bytes::Bytes;
 use hub::Reach;
 use std::collections::{BTreeSet, HashMap};
@@ -84,7 +84,7 @@ pub(super) struct InOrder {
 }
 
 impl InOrder {
-    pub(super) fn new(shards: crate::Shards) -> InOrder {
+    pub(super) fn new(shards: crate::shards::Shards) -> InOrder {
         InOrder {
             me: shards.index,
             count: shards.count,
@@ -325,7 +325,7 @@ impl RouterRole {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Shards;
+    use crate::shards::Shards;
 
     fn item(at: u32, subject: u64, users: &[u64], counted: bool) -> Item {
         Item {

@@ -6,7 +6,7 @@
 
 use super::{LoopTargets, PerSlot, RouterRole, BATCH_BYTES, MAX_TARGETS};
 use crate::codec::{GatewayId, GatewayItem, WireDelivery};
-use crate::nats_bus::LOOP_BITS;
+use crate::loop_id;
 use bus::Delivery;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -27,8 +27,7 @@ impl RouterRole {
                 self.queue_deliveries(&msg, &mut per_slot, published_ns);
             }
             current.get_or_insert_with(|| batch.msg.clone());
-            let slot = loop_id >> LOOP_BITS;
-            let local = loop_id & ((1 << LOOP_BITS) - 1);
+            let (slot, local) = loop_id::unpack(loop_id);
             let targets = batch
                 .targets
                 .iter()

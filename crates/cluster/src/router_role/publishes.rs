@@ -6,7 +6,7 @@
 use super::RouterRole;
 use crate::codec::{GatewayId, GatewayItem, WireCall, WireReply, WireRequest};
 use crate::convert::reply_to_wire;
-use crate::nats_bus::unix_ns;
+use crate::timing::unix_ns;
 use bus::Reply;
 use bytes::Bytes;
 

@@ -7,11 +7,9 @@
 //! partial count.
 
 use crate::codec::{GatewayId, ShardCount, WireAnswer};
+use crate::timing::FORWARD_TIMEOUT;
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
-
-/// How long the subject's shard waits for the other shards' counts of one call.
-pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(2);
+use std::time::Instant;
 
 /// Where a publish's answer goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

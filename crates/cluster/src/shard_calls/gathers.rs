@@ -9,7 +9,7 @@
 //! timer, expires.
 
 use crate::codec::{WireAnswer, WireRequest};
-use crate::router_role::{FORWARD_TIMEOUT, TICK};
+use crate::timing::{FORWARD_TIMEOUT, TICK};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

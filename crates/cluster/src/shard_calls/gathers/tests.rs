@@ -4,7 +4,7 @@
 use super::*;
 use crate::shard_calls::route;
 use crate::shard_calls::tests::{batch, call, parts};
-use crate::Shards;
+use crate::shards::Shards;
 use parking_lot::Mutex;
 
 /// `count` router shards seen from shard 0, no call waiting, and now.

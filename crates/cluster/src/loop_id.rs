@@ -1,0 +1,43 @@
+//! Loop ids across processes, packed in one place: a gateway numbers its loops
+//! `0..MAX_LOOPS`; the router's hub sees a gateway's loop as one u16,
+//! `slot << LOOP_BITS | loop`, where `slot` is the gateway's number at the router.
+//! Both sides agree on [`LOOP_BITS`] here; neither defines it for the other.
+
+/// Loop ids a gateway may use: the router packs (gateway slot, loop) into one u16
+/// loop id with this many bits for the loop.
+pub const LOOP_BITS: u32 = 6;
+/// Most loops a gateway process may run (see [`LOOP_BITS`]).
+pub const MAX_LOOPS: usize = 1 << LOOP_BITS;
+
+/// The router-side loop id of gateway `slot`'s loop `local`.
+pub fn pack(slot: u16, local: u16) -> u16 {
+    slot << LOOP_BITS | local
+}
+
+/// A router-side loop id's gateway slot and that gateway's own loop.
+pub fn unpack(loop_id: u16) -> (u16, u16) {
+    (loop_id >> LOOP_BITS, loop_id & ((1 << LOOP_BITS) - 1))
+}
+
+/// The router-side loop ids of gateway `slot`.
+pub fn loops_of(slot: u16) -> std::ops::Range<u16> {
+    let first = slot << LOOP_BITS;
+    first..first + (1 << LOOP_BITS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_ids_unpack_to_their_slot_and_loop() {
+        // The last slot is the router's own (its back-end loop id), never a gateway's.
+        for slot in [0, 1, (1 << (16 - LOOP_BITS)) - 2] {
+            for local in [0, 1, MAX_LOOPS as u16 - 1] {
+                let id = pack(slot, local);
+                assert_eq!(unpack(id), (slot, local));
+                assert!(loops_of(slot).contains(&id));
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Which router shard owns what (`--router-shards`): the one rule both sides route
+//! by — a gateway to divide its calls (`shard_calls`), a router to keep or
+//! forward what it is handed (`router_role`).
+
+/// Router shards (`--router-shards`): shard `index` of `count` owns user `u` when
+/// `u % count == index` (presence, sequence numbers, history) and subject `s` when
+/// `s % count == index` (its follower list and its publishes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shards {
+    pub index: u16,
+    pub count: u16,
+}
+
+impl Default for Shards {
+    fn default() -> Shards {
+        Shards { index: 0, count: 1 }
+    }
+}
+
+impl Shards {
+    /// The shard owning user (or subject) `u`.
+    pub fn owner(self, u: u64) -> u16 {
+        (u % u64::from(self.count)) as u16
+    }
+
+    /// Whether this router owns `u`.
+    pub fn owns(self, u: u64) -> bool {
+        self.owner(u) == self.index
+    }
+}
