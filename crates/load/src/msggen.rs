@@ -12,7 +12,7 @@
 //! is the same JSON as `POST /pub/<subject>`'s.
 
 use crate::dial::{Conn, Dialer};
-use crate::sys;
+use host::sys;
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;

@@ -27,7 +27,7 @@ use super::request::open_socket;
 use super::scan::{Event, Scanner, Transport};
 use super::stats::{ProcSummary, Sample};
 use super::target::{user_of, Target};
-use crate::sys;
+use host::sys;
 use anyhow::Context;
 use bytes::Bytes;
 use std::cell::RefCell;
