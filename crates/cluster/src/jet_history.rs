@@ -32,7 +32,7 @@ use store::history::net::net;
 use store::history::{HistoryChange, HistoryLog, HistoryRow};
 use store::StoreError;
 
-use crate::link::Link;
+use nats_link::Link;
 
 /// The stream holding every router's history.
 pub const STREAM: &str = "MYRIAD_HISTORY";

@@ -9,7 +9,7 @@
 //!
 //! Trust: nothing arriving on myriad's subjects is authenticated by myriad; the NATS
 //! server is the boundary. Each process connects with the credentials and TLS of the
-//! `--nats-*` flags ([`nats_config`]; secrets from files or the environment, never
+//! `--nats-*` flags (`nats_link::config`; secrets from files or the environment, never
 //! argv, never shown), and `deploy/nats-authorization.conf` gives each role a NATS
 //! user allowed only the [`subjects`] it uses (docs/security.md "NATS trust boundary").
 //!
@@ -18,9 +18,6 @@
 //! - [`convert`]: between the bus seam's types and the wire's.
 //! - [`fragment`]: router → gateway messages over NATS's max_payload, in parts.
 //! - [`subjects`]: the NATS subjects.
-//! - [`nats_config`]: `--nats` and the `--nats-*` credential and TLS flags, resolved
-//!   (secrets from files or the environment, the URL shown redacted).
-//! - [`link`]: one NATS connection on a small runtime thread.
 //! - [`nats_bus`]: the gateway side ([`GatewayLink`], [`NatsBus`]).
 //! - [`shard_calls`]: the gateway's calls divided among router shards, and their
 //!   replies gathered.
@@ -35,18 +32,15 @@ pub mod codec;
 pub mod convert;
 pub mod fragment;
 pub mod jet_history;
-pub mod link;
 pub mod nats_bus;
-pub mod nats_config;
 pub mod publish_port;
 pub mod role;
 pub mod router_role;
 pub mod shard_calls;
 pub mod subjects;
 
-pub use link::{Link, DEFAULT_NATS};
 pub use nats_bus::{GatewayLink, NatsBus};
-pub use nats_config::{NatsAuthArgs, NatsConfig};
+pub use nats_link::{Link, NatsAuthArgs, NatsConfig, DEFAULT_NATS};
 pub use publish_port::{PortConfig, PublishPort};
 pub use role::{ClusterArgs, Role};
 pub use router_role::RouterRole;
