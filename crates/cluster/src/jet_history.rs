@@ -32,7 +32,7 @@ use store::history::net::net;
 use store::history::{HistoryChange, HistoryLog, HistoryRow};
 use store::StoreError;
 
-use crate::link::Link;
+use nats_link::Link;
 
 /// The stream holding every router's history.
 pub const STREAM: &str = "MYRIAD_HISTORY";
@@ -67,7 +67,7 @@ fn remote(e: impl std::fmt::Display) -> StoreError {
 impl JetHistory {
     /// Connects to the NATS server `nats` names and opens (or creates) the stream with
     /// `keep` messages per user. A server without JetStream is refused with advice.
-    pub fn open(nats: &crate::nats_config::NatsConfig, keep: usize) -> anyhow::Result<JetHistory> {
+    pub fn open(nats: &nats_link::NatsConfig, keep: usize) -> anyhow::Result<JetHistory> {
         let url = nats.shown();
         let link = Link::connect(
             nats,
@@ -104,7 +104,7 @@ impl JetHistory {
     }
 
     /// Deletes the stream on `nats` (a benchmark's fresh start); no stream is fine.
-    pub fn delete(nats: &crate::nats_config::NatsConfig) -> anyhow::Result<()> {
+    pub fn delete(nats: &nats_link::NatsConfig) -> anyhow::Result<()> {
         let link = Link::connect(nats, "myriad history delete", |_| {})?;
         let client = link.client.clone();
         link.block_on(async move {

@@ -9,7 +9,7 @@
 //!
 //! Trust: nothing arriving on myriad's subjects is authenticated by myriad; the NATS
 //! server is the boundary. Each process connects with the credentials and TLS of the
-//! `--nats-*` flags ([`nats_config`]; secrets from files or the environment, never
+//! `--nats-*` flags (`nats_link::config`; secrets from files or the environment, never
 //! argv, never shown), and `deploy/nats-authorization.conf` gives each role a NATS
 //! user allowed only the [`subjects`] it uses (docs/security.md "NATS trust boundary").
 //!
@@ -31,8 +31,7 @@
 //! | shared | [`loop_id`] | (gateway slot, loop) packed into the router's loop id, defined once |
 //! | shared | [`timing`] | the clock and the timeouts and ticks both sides count on |
 //! | shared | [`shards`] | which router shard owns a user or a subject |
-//! | shared | [`link`] | one NATS connection on a small runtime thread |
-//! | shared | [`nats_config`] | `--nats` and the `--nats-*` credential and TLS flags, resolved (secrets from files or the environment, the URL shown redacted) |
+//! | below | `nats_link` (crate) | one NATS connection on a small runtime thread ([`Link`]), `--nats` and the `--nats-*` credential and TLS flags resolved ([`NatsConfig`]); shared with the load tool |
 //! | router side | [`jet_history`] | `--history-store jetstream`, durable history in a JetStream stream |
 //! | above both | [`role`] | `--role` and `--nats`, the flags of `myriad serve` that pick the side |
 
@@ -41,10 +40,8 @@ pub mod codec;
 pub mod convert;
 pub mod fragment;
 pub mod jet_history;
-pub mod link;
 pub mod loop_id;
 pub mod nats_bus;
-pub mod nats_config;
 pub mod publish_port;
 pub mod role;
 pub mod router_role;
@@ -53,9 +50,8 @@ pub mod shards;
 pub mod subjects;
 pub mod timing;
 
-pub use link::{Link, DEFAULT_NATS};
 pub use nats_bus::{GatewayLink, NatsBus};
-pub use nats_config::{NatsAuthArgs, NatsConfig};
+pub use nats_link::{Link, NatsAuthArgs, NatsConfig, DEFAULT_NATS};
 pub use publish_port::{PortConfig, PublishPort};
 pub use role::{ClusterArgs, Role};
 pub use router_role::RouterRole;

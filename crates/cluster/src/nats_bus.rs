@@ -33,11 +33,11 @@ mod sender;
 use crate::codec::{self, GatewayId, ToRouter, WireCall};
 use crate::convert::request_to_wire;
 use crate::fragment::Reassembly;
-use crate::link::Link;
 use crate::shard_calls::Gathers;
 use crate::subjects;
 use async_nats::Client;
 use bus::{Bus, ConnRef, Mailbox, Reply, Request};
+use nats_link::Link;
 use parking_lot::Mutex;
 use receiver::Receiver;
 use sender::{weight, Sender};
@@ -124,7 +124,7 @@ impl GatewayLink {
     /// Connects to NATS as `nats` says, as a new gateway, in the supervisor's `place`
     /// if any, talking to `shards` routers.
     pub fn connect(
-        nats: &crate::nats_config::NatsConfig,
+        nats: &nats_link::NatsConfig,
         place: Option<u32>,
         shards: u16,
     ) -> anyhow::Result<GatewayLink> {
@@ -186,7 +186,7 @@ impl GatewayLink {
         })
     }
 
-    /// The NATS servers, redacted ([`crate::nats_config::NatsConfig::shown`]).
+    /// The NATS servers, redacted ([`nats_link::NatsConfig::shown`]).
     pub fn url(&self) -> &str {
         &self.link.url
     }

@@ -36,13 +36,13 @@ pub struct ClusterArgs {
         long,
         env = "MYRIAD_NATS",
         hide_env_values = true,
-        default_value = crate::link::DEFAULT_NATS
+        default_value = nats_link::DEFAULT_NATS
     )]
     pub nats: String,
     /// Boxed: eight paths most servers leave unset (clippy's large_enum_variant on
     /// the command enum holding `serve`'s flags).
     #[command(flatten)]
-    pub nats_auth: Box<crate::nats_config::NatsAuthArgs>,
+    pub nats_auth: Box<nats_link::NatsAuthArgs>,
     /// Set by `serve --processes` on each gateway: its place (0, 1, …). A gateway
     /// restarted in the same place tells the router that its predecessor died, so
     /// the router forgets it at once instead of after 3 s of silence.
@@ -72,8 +72,8 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     /// `--nats` and its credential and TLS flags, resolved (secret files read).
-    pub fn nats_config(&self) -> anyhow::Result<crate::nats_config::NatsConfig> {
-        Ok(crate::nats_config::NatsConfig::from_flags(
+    pub fn nats_config(&self) -> anyhow::Result<nats_link::NatsConfig> {
+        Ok(nats_link::NatsConfig::from_flags(
             &self.nats,
             &self.nats_auth,
         )?)

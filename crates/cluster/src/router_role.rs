@@ -39,7 +39,6 @@
 use crate::codec::{self, GatewayItem, ToGateway, ToRouter, WireReply};
 use crate::convert::{reply_to_wire, request_from_wire};
 use crate::fragment;
-use crate::link::Link;
 use crate::loop_id::{self, loops_of, LOOP_BITS};
 use crate::publish_port::{self, PublishPort};
 use crate::subjects;
@@ -53,6 +52,7 @@ use futures_util::StreamExt;
 use gateways::silent;
 use gateways::Gateways;
 use hub::Hub;
+use nats_link::Link;
 pub use replay::DEFAULT_RING_BYTES;
 use stats::Counters;
 use std::sync::atomic::AtomicUsize;

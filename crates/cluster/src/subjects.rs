@@ -10,7 +10,7 @@
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
 //! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Part`]s |
 //! | `myriad.history.<user>` | the router (`--history-store jetstream`) | a user's kept messages in the stream `MYRIAD_HISTORY` ([`crate::jet_history`]), through the `$JS.API` requests |
-//! | `myriad.inbox.<id>` | NATS (replies) | answers to myriad's own requests (JetStream, a router shard's publishes): [`crate::nats_config::MYRIAD_INBOX`], apart from back-ends' `_INBOX.>` |
+//! | `myriad.inbox.<id>` | NATS (replies) | answers to myriad's own requests (JetStream, a router shard's publishes): [`nats_link::config::MYRIAD_INBOX`], apart from back-ends' `_INBOX.>` |
 //!
 //! Which NATS user may publish or subscribe to which: `deploy/nats-authorization.conf`.
 
@@ -19,7 +19,9 @@ use crate::codec::GatewayId;
 pub const ROUTER: &str = "myriad.router";
 pub const GATEWAYS: &str = "myriad.gateways";
 pub const STATS: &str = "myriad.router.stats";
-pub const PUBLISH_PREFIX: &str = "myriad.pub.";
+/// A back-end's publish subject (`myriad.pub.<subject>`) is defined with the NATS
+/// connection, which `msggen --nats` uses without this crate.
+pub use nats_link::{publish_subject as publish, PUBLISH_PREFIX};
 /// What the router subscribes to for back-end publishes.
 pub const PUBLISH_ALL: &str = "myriad.pub.*";
 
@@ -49,9 +51,4 @@ pub const GATEWAY_PREFIX: &str = "myriad.gw.";
 /// The subject of one gateway.
 pub fn gateway(id: GatewayId) -> String {
     format!("{GATEWAY_PREFIX}{id:016x}")
-}
-
-/// The subject a back-end publishes to for `subject` (SPEC C4).
-pub fn publish(subject: u64) -> String {
-    format!("{PUBLISH_PREFIX}{subject}")
 }

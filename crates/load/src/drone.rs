@@ -95,7 +95,7 @@ impl Drone {
         let end = std::time::Instant::now() + self.lifetime;
         loop {
             if lock(&self.state).quit
-                || crate::sys::interrupted()
+                || host::sys::interrupted()
                 || std::time::Instant::now() >= end
             {
                 break;
@@ -120,7 +120,7 @@ impl Drone {
 
 /// `myriad drone`.
 pub fn run(args: DroneArgs) -> anyhow::Result<()> {
-    crate::sys::catch_interrupt();
+    host::sys::catch_interrupt();
     let drone = Drone::bind(args)?;
     eprintln!("drone: control on {} (commands: status, set url|n|rate|transport|hold, start, restart, stop, quit)", drone.addr());
     drone.run()

@@ -82,7 +82,7 @@ fn commands(args: &FleetArgs, i: usize) -> Vec<String> {
 
 /// `myriad fleet`.
 pub fn run(args: FleetArgs) -> anyhow::Result<()> {
-    crate::sys::catch_interrupt();
+    host::sys::catch_interrupt();
     let mut failed = 0;
     for (i, d) in args.drones.iter().enumerate() {
         for c in commands(&args, i) {
@@ -121,7 +121,7 @@ pub fn run(args: FleetArgs) -> anyhow::Result<()> {
         }
         write!(out, "{table}")?;
         out.flush()?;
-        if args.once || Instant::now() >= end || crate::sys::interrupted() {
+        if args.once || Instant::now() >= end || host::sys::interrupted() {
             break;
         }
         std::thread::sleep(Duration::from_secs(1));

@@ -7,17 +7,14 @@
 //! - [`msggen`]: publishes at a rate to random subjects over keep-alive HTTP (G2).
 //! - [`drone`] and [`fleet`]: a flood agent with a control port, and a coordinator
 //!   that drives many of them with a live table (G4).
-//! - [`doctor`]: checks kernel and process limits for a connection target (G6).
 //! - [`friends`]: the friends-graph generator and loader (G3).
-//! - [`sys`]: limits, RSS, CPU and Ctrl-C plumbing shared by the above.
 //!
-//! Not here: the server (`gateway`) or the benchmark scenarios (`myriad bench`).
+//! Not here: the server (`gateway`), the benchmark scenarios (`myriad bench`), or the
+//! host's limits and `myriad doctor` (`host`, which the server uses too).
 
 pub mod dial;
-pub mod doctor;
 pub mod drone;
 pub mod fleet;
 pub mod flood;
 pub mod friends;
 pub mod msggen;
-pub mod sys;

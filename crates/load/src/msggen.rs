@@ -12,8 +12,8 @@
 //! is the same JSON as `POST /pub/<subject>`'s.
 
 use crate::dial::{Conn, Dialer};
-use crate::sys;
 use anyhow::{bail, Context};
+use host::sys;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::io::Write;
@@ -84,7 +84,7 @@ pub struct MsggenArgs {
     pub nats: Option<String>,
     /// With --nats: its credentials and TLS, as `serve` takes them.
     #[command(flatten)]
-    pub nats_auth: cluster::NatsAuthArgs,
+    pub nats_auth: nats_link::NatsAuthArgs,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -114,7 +114,7 @@ impl Default for MsggenArgs {
             size: 0,
             seed: None,
             nats: None,
-            nats_auth: cluster::NatsAuthArgs::default(),
+            nats_auth: nats_link::NatsAuthArgs::default(),
             json: false,
             quiet: false,
             ca: None,
@@ -180,8 +180,8 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     let target = match &args.nats {
         Some(url) => {
             let config =
-                cluster::NatsConfig::from_flags(url, &args.nats_auth)?.with_inbox("_INBOX");
-            Target::Nats(Arc::new(cluster::Link::connect(
+                nats_link::NatsConfig::from_flags(url, &args.nats_auth)?.with_inbox("_INBOX");
+            Target::Nats(Arc::new(nats_link::Link::connect(
                 &config,
                 "myriad msggen",
                 |_| {},

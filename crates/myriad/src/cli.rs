@@ -43,7 +43,7 @@ enum Command {
     /// Drive many drones and watch them in a live table with totals.
     Fleet(load::fleet::FleetArgs),
     /// Check file limits, ports, backlogs, tcp_mem, conntrack and memory for N connections.
-    Doctor(load::doctor::DoctorArgs),
+    Doctor(host::doctor::DoctorArgs),
     /// Live terminal view of a server's processes (CPU, memory, connections, loop lag) from their admin addresses.
     Top(viewer::top::TopArgs),
     /// Render PNG charts (memory, CPU, connections, loop lag, deliveries, latency) from serve/flood CSV files.
@@ -72,7 +72,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Msggen(args) => load::msggen::run(args),
         Command::Drone(args) => load::drone::run(args),
         Command::Fleet(args) => load::fleet::run(args),
-        Command::Doctor(args) => load::doctor::run(args),
+        Command::Doctor(args) => host::doctor::run(args),
         Command::Top(args) => viewer::top::run(args),
         Command::Plot(args) => viewer::plot::run(args),
         Command::Friends(args) => load::friends::run(args),

@@ -1,6 +1,7 @@
 //! `myriad`: the one command-line tool (SPEC C6). Each subcommand's flags live next to
-//! the code that runs it (`gateway`, `load`, `observe`, `viewer`, `store`); this file only wires
-//! them together, sets up logging, and turns errors into a message and an exit code.
+//! the code that runs it (`gateway`, `load`, `host`, `observe`, `viewer`, `store`); this
+//! file only wires them together, sets up logging, and turns errors into a message and an
+//! exit code.
 
 mod bench;
 mod cli;

@@ -41,7 +41,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let (Some(processes), Role::All) = (args.processes, args.cluster.role) {
         return crate::supervise::run(&args, processes);
     }
-    load::sys::raise_nofile();
+    host::sys::raise_nofile();
     // A loop that panics must not leave a half-alive server (one listener fewer,
     // its connections frozen): abort the whole process so its supervisor restarts
     // it. The default hook prints the panic first.

@@ -24,7 +24,7 @@ const MIN_INFLIGHT: u64 = 64;
 pub fn child_setup() {
     // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
-    crate::sys::catch_interrupt();
+    host::sys::catch_interrupt();
 }
 
 /// The source addresses child `i` of `procs` connects from: a block of its own when
@@ -183,10 +183,10 @@ pub fn run_children(
     let mut finals: Vec<Option<ProcSummary>> = vec![None; procs as usize];
     let mut tick_hist = new_hist();
     let mut next_tick = start + Duration::from_secs(1);
-    let mut cpu = crate::sys::CpuMeter::new();
+    let mut cpu = host::sys::CpuMeter::new();
     let mut stop_sent: Option<Instant> = None;
     loop {
-        if stop_sent.is_none() && (stop.load(Ordering::Relaxed) || crate::sys::interrupted()) {
+        if stop_sent.is_none() && (stop.load(Ordering::Relaxed) || host::sys::interrupted()) {
             for c in &children {
                 // SAFETY: signalling our own child by pid.
                 unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
@@ -244,12 +244,12 @@ fn sum_samples(
     start: Instant,
     latest: &[Sample],
     hist: &mut hdrhistogram::Histogram<u64>,
-    cpu: &mut crate::sys::CpuMeter,
+    cpu: &mut host::sys::CpuMeter,
 ) -> Sample {
     let (u, s) = cpu.sample();
     let mut out = Sample {
         t: start.elapsed().as_secs_f64(),
-        rss: crate::sys::rss_bytes(),
+        rss: host::sys::rss_bytes(),
         cpu_user: u,
         cpu_sys: s,
         ..Default::default()

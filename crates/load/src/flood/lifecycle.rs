@@ -6,7 +6,7 @@
 
 use super::engine::{CloseMode, Plan, BURST};
 use super::stats::{hist_pairs, new_hist, FailCounts, ProcSummary, ResumeCounts, Sample};
-use crate::sys;
+use host::sys;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

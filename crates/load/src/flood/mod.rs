@@ -37,8 +37,7 @@ use target::Target;
 use report::{summarize, Report};
 pub use report::{summary_text, tick_line};
 
-/// Descriptors kept free in each process for stdio, epoll, files and the probe.
-pub const FD_MARGIN: u64 = 64;
+pub use host::sys::FD_MARGIN;
 /// The CSV header (`myriad plot` reads these names).
 pub const CSV_HEADER: &str =
     "time_s,open,failed,closed,messages,bytes,lat_p50_us,lat_p99_us,lat_max_us,rss_bytes,cpu_user,cpu_sys";
@@ -247,7 +246,7 @@ pub struct FloodSummary {
 
 /// `myriad flood`: run, print per-second lines and the summary.
 pub fn run(args: FloodArgs) -> anyhow::Result<()> {
-    crate::sys::catch_interrupt();
+    host::sys::catch_interrupt();
     let json = args.json;
     let summary = run_until(args, &AtomicBool::new(false), &mut |_| {})?;
     if json {
@@ -262,7 +261,7 @@ pub fn run_with(
     args: FloodArgs,
     on_second: &mut dyn FnMut(&FloodTick),
 ) -> anyhow::Result<FloodSummary> {
-    crate::sys::catch_interrupt();
+    host::sys::catch_interrupt();
     run_until(args, &AtomicBool::new(false), on_second)
 }
 
@@ -273,7 +272,7 @@ pub fn run_until(
     stop: &AtomicBool,
     on_second: &mut dyn FnMut(&FloodTick),
 ) -> anyhow::Result<FloodSummary> {
-    let soft = crate::sys::raise_nofile();
+    let soft = host::sys::raise_nofile();
     let plan = make_plan(&args)?;
     // `--nice` lowers the processes that hold the connections: this one when it holds
     // them, else each child (an embedding process, e.g. `bench`, stays as it is).
@@ -294,7 +293,7 @@ pub fn run_until(
         .unwrap_or(soft.saturating_sub(FD_MARGIN))
         .max(1);
     // In this process only what is free now counts (an embedding server may hold many).
-    let free_here = soft.saturating_sub(crate::sys::open_fds() + FD_MARGIN);
+    let free_here = soft.saturating_sub(host::sys::open_fds() + FD_MARGIN);
     let (procs, children): (u64, bool) = match args.procs.as_str() {
         "auto" if args.connections <= free_here.min(per_process) => (1, false),
         "auto" => (args.connections.div_ceil(per_process).max(1), true),

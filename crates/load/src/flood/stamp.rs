@@ -122,11 +122,11 @@ mod tests {
             }
         });
         assert!(warm, "the kernel never stamped a read");
-        let before = crate::sys::unix_micros();
+        let before = host::sys::unix_micros();
         server.write_all(b"hello").unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let (n, stamp) = recv(client.as_raw_fd(), &mut buf).unwrap();
-        let read_at = crate::sys::unix_micros();
+        let read_at = host::sys::unix_micros();
         assert_eq!(&buf[..n], b"hello");
         let stamp = stamp.expect("a stamped read");
         assert!(stamp + 300_000 <= read_at, "stamp {stamp}, read {read_at}");

@@ -188,7 +188,7 @@ pub fn auto_sources(n: u64, targets: usize, ports_per_ip: u64) -> Vec<Ipv4Addr> 
 
 /// The number of ephemeral ports per source IP from `ip_local_port_range`.
 pub fn ports_per_ip() -> u64 {
-    let range = crate::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let range = host::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
     let mut it = range
         .split_whitespace()
         .filter_map(|s| s.parse::<u64>().ok());

@@ -12,7 +12,7 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub(super) enum Target {
     Http(Dialer),
-    Nats(Arc<cluster::Link>),
+    Nats(Arc<nats_link::Link>),
 }
 
 /// The subject a NATS publish goes to: the path template's last segment with `%d`
@@ -27,12 +27,12 @@ pub(super) fn nats_subject(path: &str, picked: u64) -> anyhow::Result<u64> {
 /// One publish as a NATS request to `myriad.pub.<subject>`: (200 or 503 when the
 /// router answered an error, "connections", "users").
 pub(super) fn publish_nats(
-    link: &cluster::Link,
+    link: &nats_link::Link,
     subject: u64,
     body: &[u8],
 ) -> anyhow::Result<(u16, u64, u64)> {
     let client = link.client.clone();
-    let to = cluster::subjects::publish(subject);
+    let to = nats_link::publish_subject(subject);
     let body = bytes::Bytes::copy_from_slice(body);
     let answer = link
         .block_on(async move { tokio::time::timeout(IO_TIMEOUT, client.request(to, body)).await })

@@ -191,7 +191,7 @@ pub fn run_child(addr: SocketAddr, cases: &[Case], ca: Option<PathBuf>) -> anyho
     for t in threads {
         let _ = t.join();
     }
-    let (user, system) = load::sys::cpu_times();
+    let (user, system) = host::sys::cpu_times();
     let rounds: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
     let done = serde_json::json!({ "rounds": rounds, "cpu_secs": (user + system).as_secs_f64() });
     println!("{done}");

@@ -11,7 +11,7 @@ use super::held::{flood_args, sub_url, Held, Live, Probe};
 use super::report::{bytes, count, memory_verdict, met, Report, MEMORY_TARGET};
 use super::{BenchArgs, Ctx};
 use crate::server_process::kernel_socket_bytes;
-use load::doctor::KERNEL_BYTES_PER_SOCKET;
+use host::doctor::KERNEL_BYTES_PER_SOCKET;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,7 +171,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
          {servers_n} ports, and flood spreads connections over them round-robin from source \
          addresses {source_range} (each address has its own ephemeral port range per \
          destination).",
-        load::sys::nofile().1
+        host::sys::nofile().1
     ));
     report.note(
         "Kernel memory per socket: machine-wide slab + TCP buffer growth / 2 ends / \

@@ -12,7 +12,7 @@
 //! it in the current namespace.
 
 use super::{BenchArgs, NetnsChoice};
-use load::doctor::{ehash_enough, ehash_for, CHILD_EHASH_SYSCTL, EHASH_SYSCTL};
+use host::doctor::{ehash_enough, ehash_for, CHILD_EHASH_SYSCTL, EHASH_SYSCTL};
 use observe::procfs::{read_sysctl_number, write_sysctl};
 use std::process::Command;
 

@@ -400,7 +400,7 @@ pub(super) fn write(
         args.servers.map_or("auto".into(), |s| s.to_string()),
         args.server_flags.iter().map(|f| format!(" {f}")).collect::<String>(),
         tick_groups(&args.server_flags),
-        load::doctor::connections_per_source()
+        host::doctor::connections_per_source()
     ));
     report.note(format!(
         "Graph publishes: msggen power law (exponent {GRAPH_EXPONENT}) over users 1..{n} of a \

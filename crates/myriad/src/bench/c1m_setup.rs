@@ -22,8 +22,8 @@ const FLOOD_MAX_TIME: f64 = 1_500.0;
 /// Runs doctor's checks for `n`; applies its `sysctl -w` fixes when `raise` (root),
 /// saying each; stops on what still blocks.
 pub(super) fn doctor(n: u64, raise: bool, live: &Live, report: &mut Report) -> anyhow::Result<()> {
-    use load::doctor::Level;
-    for c in load::doctor::checks(n) {
+    use host::doctor::Level;
+    for c in host::doctor::checks(n) {
         if c.level == Level::Ok {
             continue;
         }
@@ -54,7 +54,7 @@ pub(super) fn doctor(n: u64, raise: bool, live: &Live, report: &mut Report) -> a
             live.emit(format!("doctor: {}: {} ({:?})", c.name, c.detail, c.level));
         }
     }
-    let blocking: Vec<String> = load::doctor::checks(n)
+    let blocking: Vec<String> = host::doctor::checks(n)
         .into_iter()
         .filter(|c| c.level == Level::Block)
         .map(|c| format!("{}: {}", c.name, c.detail))
@@ -147,7 +147,7 @@ pub(super) fn flood_plan(
         // the grid, wake each process for its own connections in one instant.
         let procs = share.div_ceil(PER_FLOOD_PROCESS);
         let sources = share
-            .div_ceil(load::doctor::connections_per_source())
+            .div_ceil(host::doctor::connections_per_source())
             .div_ceil(procs)
             * procs;
         anyhow::ensure!(

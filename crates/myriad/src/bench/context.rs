@@ -109,7 +109,7 @@ impl Ctx {
             eprintln!("bench: {line}");
         }
         // The bench process holds connections itself (keepalive) and runs flood here.
-        load::sys::raise_nofile();
+        host::sys::raise_nofile();
         if args.tls {
             let names: Vec<String> = tls::DEFAULT_NAMES.iter().map(|n| n.to_string()).collect();
             let dir = out.join("tls");
@@ -237,15 +237,15 @@ fn tune(raise: bool) -> Vec<String> {
 /// Machine facts for the report, one Markdown list item each.
 pub fn machine_facts() -> Vec<String> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = load::sys::read_proc("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let kernel = host::sys::read_proc("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
         .map_or("unknown".to_string(), |x| x.1.trim().to_string());
-    let (soft, hard) = load::sys::nofile();
-    let load = load::sys::read_proc("/proc/loadavg").unwrap_or_default();
+    let (soft, hard) = host::sys::nofile();
+    let load = host::sys::read_proc("/proc/loadavg").unwrap_or_default();
     let mem = observe::procfs::read_meminfo().unwrap_or_default();
     const GIB: f64 = (1u64 << 30) as f64;
     vec![
@@ -260,7 +260,7 @@ pub fn machine_facts() -> Vec<String> {
         format!("load average at report time: {load}"),
         format!(
             "port range: {}",
-            load::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default()
+            host::sys::read_proc("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default()
         ),
     ]
 }

@@ -360,7 +360,7 @@ impl Held {
 
 /// CPU seconds this process (flood and msggen threads, the client side) used so far.
 pub fn client_cpu() -> f64 {
-    let (u, s) = load::sys::cpu_times();
+    let (u, s) = host::sys::cpu_times();
     (u + s).as_secs_f64()
 }
 

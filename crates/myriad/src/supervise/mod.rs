@@ -38,8 +38,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(180);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
-    load::sys::catch_interrupt();
-    let nofile = load::sys::raise_nofile().max(load::sys::nofile().1);
+    host::sys::catch_interrupt();
+    let nofile = host::sys::raise_nofile().max(host::sys::nofile().1);
     let plan = plan::plan(processes, args.gateway.max_connections, nofile)?;
     let nats_config = args.cluster.nats_config()?;
     let nats = nats::ensure(&nats_config)?;
@@ -103,7 +103,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
         plan.gateways
     );
 
-    while !load::sys::interrupted() {
+    while !host::sys::interrupted() {
         std::thread::sleep(CHECK_EVERY);
         let mut members = lock(&members);
         for member in members.iter_mut() {
@@ -256,7 +256,7 @@ fn self_signed(
 /// clients still queued at a leaving gateway are reset (docs/decisions/supervisor-and-listening-group.md). Raised
 /// when this process may (root), saying so; otherwise a warning says what to set.
 fn raise_migrate_req() {
-    let key = load::doctor::MIGRATE_SYSCTL;
+    let key = host::doctor::MIGRATE_SYSCTL;
     match observe::procfs::read_sysctl(key) {
         Some(v) if v == "1" => {}
         Some(v) => match observe::procfs::write_sysctl(key, "1") {

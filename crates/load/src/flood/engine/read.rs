@@ -6,7 +6,7 @@ use super::{Conn, Engine, AWAIT_HEAD, CONNECTING, OPEN};
 use crate::flood::request::{send, write_once, ws_frame};
 use crate::flood::scan::{Event, Transport};
 use crate::flood::stamp::{self, LatencyAt};
-use crate::sys;
+use host::sys;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 

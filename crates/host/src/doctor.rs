@@ -6,7 +6,7 @@
 //! The figures assume the load client and the server run on this machine, as in the
 //! benchmarks: N connections are 2·N sockets and 2·N file descriptors.
 
-use crate::sys;
+use crate::sys::{self, FD_MARGIN};
 use anyhow::bail;
 use observe::procfs::{self, read_sysctl_number};
 use serde::Serialize;
@@ -36,8 +36,6 @@ pub const BACKLOG_SYSCTLS: [(&str, &str); 3] = [
 pub const USER_BYTES_PER_CONN: u64 = 256;
 /// Backlog values below this drop SYNs during connect storms.
 pub const MIN_BACKLOG: u64 = 4096;
-/// Descriptors each process keeps for itself (see `flood::FD_MARGIN`).
-const FD_MARGIN: u64 = crate::flood::FD_MARGIN;
 
 /// Flags of `myriad doctor`.
 #[derive(clap::Args, Clone, Debug)]

@@ -8,7 +8,7 @@
 //! It connects with a [`NatsConfig`]: the servers, credentials and TLS of the
 //! `--nats*` flags. What it shows of the URL ([`Link::url`], errors) is redacted.
 
-use crate::nats_config::NatsConfig;
+use crate::config::NatsConfig;
 use anyhow::Context;
 use async_nats::{Client, ConnectOptions, Event};
 use std::future::Future;

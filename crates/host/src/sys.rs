@@ -1,9 +1,14 @@
-//! Process plumbing the load tools share: the open-file limit, RSS and CPU readings,
-//! and a Ctrl-C flag. Linux only; the `/proc` files are read by `observe::procfs`
-//! (not a portability layer).
+//! Process plumbing the server, the load tools and the benches share: the open-file
+//! limit, RSS and CPU readings, `/proc/sys` values and a Ctrl-C flag. Linux only; the
+//! `/proc` files are read by `observe::procfs` (not a portability layer).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Descriptors kept free in each process for stdio, epoll, files and the probe: a
+/// flood process holds at most (soft NOFILE − this) connections, and the doctor plans
+/// with the same margin.
+pub const FD_MARGIN: u64 = 64;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
