@@ -218,23 +218,7 @@ fn supervised_gateways_share_the_port_restart_and_stop() {
     }
 
     // SIGTERM: every child stops, then the supervisor exits 0.
-    let children: Vec<u32> = table(&server)["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_u64().unwrap() as u32)
-        .collect();
-    let mut server = server;
-    // SAFETY: kill(2) on our own child.
-    assert_eq!(
-        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
-        0
-    );
-    let status = server.child.wait().unwrap();
-    assert!(status.success(), "supervisor exit: {status}");
-    for pid in children {
-        assert!(!alive(pid), "child {pid} outlived the supervisor");
-    }
+    stop_and_check_children(server);
 }
 
 /// `--tls self-signed` under a supervisor: ONE certificate, made by the supervisor and
@@ -323,23 +307,7 @@ fn a_supervised_router_serves_the_publish_port() {
 
     // SIGTERM: the gateways drain, then the router (which now drains too) exits
     // when it has nothing in flight, and the supervisor exits 0 with no child left.
-    let children: Vec<u32> = table(&server)["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_u64().unwrap() as u32)
-        .collect();
-    let mut server = server;
-    // SAFETY: kill(2) on our own child.
-    assert_eq!(
-        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
-        0
-    );
-    let status = server.child.wait().unwrap();
-    assert!(status.success(), "supervisor exit: {status}");
-    for pid in children {
-        assert!(!alive(pid), "child {pid} outlived the supervisor");
-    }
+    stop_and_check_children(server);
 }
 
 /// `--tick-groups 3` under a supervisor: each gateway ticks (and beats) 10/3 ms after
@@ -387,4 +355,24 @@ fn supervised_gateways_tick_in_their_groups() {
         [0, 3333, 6666],
         "every gateway's tick offset in µs"
     );
+}
+
+/// SIGTERM to a supervisor: it exits 0 and none of its children outlives it.
+fn stop_and_check_children(mut server: Server) {
+    let children: Vec<u32> = table(&server)["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap() as u32)
+        .collect();
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "supervisor exit: {status}");
+    for pid in children {
+        assert!(!alive(pid), "child {pid} outlived the supervisor");
+    }
 }
