@@ -76,11 +76,12 @@ fn seed_tokens_keep_their_verdicts() {
                 .map_err(|e| e.status()),
         ));
     }
-    // Seeds sorted by content: two valid for user 1, one valid for user 2 (403),
-    // five refused (alg none, RS256 header, crit, expired, bad signature).
+    // Seeds sorted by content: three valid for user 1 (one with `aud` and `iss`, for
+    // the scoped verifier), one valid for user 2 (403), five refused (alg none, RS256
+    // header, crit, expired, bad signature).
     let accepted = verdicts.iter().filter(|(ok, _)| *ok).count();
-    assert_eq!(accepted, 3, "{verdicts:?}");
-    assert_eq!(verdicts.iter().filter(|(_, r)| r.is_ok()).count(), 2);
+    assert_eq!(accepted, 4, "{verdicts:?}");
+    assert_eq!(verdicts.iter().filter(|(_, r)| r.is_ok()).count(), 3);
     assert_eq!(verdicts.iter().filter(|(_, r)| *r == Err(403)).count(), 1);
 }
 

@@ -23,6 +23,16 @@ pub fn hs() -> &'static JwtVerifier {
     V.get_or_init(|| JwtVerifier::new(JwtKeys::hs256(SECRET).expect("secret")))
 }
 
+/// The HS256 verifier with `--jwt-audience` and `--jwt-issuer` set (issue 39).
+fn hs_scoped() -> &'static JwtVerifier {
+    static V: OnceLock<JwtVerifier> = OnceLock::new();
+    V.get_or_init(|| {
+        JwtVerifier::new(JwtKeys::hs256(SECRET).expect("secret"))
+            .with_audiences(vec!["push".into()])
+            .with_issuers(vec!["idp".into()])
+    })
+}
+
 fn rs() -> &'static JwtVerifier {
     static V: OnceLock<JwtVerifier> = OnceLock::new();
     V.get_or_init(|| {
@@ -55,6 +65,13 @@ pub fn check_token(data: &[u8]) {
             Ok(grant) => assert_eq!(grant.user, 1),
             Err(e) => assert!(matches!(e.status(), 401 | 403)),
         }
+    }
+    // Audience and issuer only narrow what is accepted.
+    if hs_scoped().verify(token, NOW).is_ok() {
+        assert!(
+            hs().verify(token, NOW).is_ok(),
+            "scoped accepted what plain refused"
+        );
     }
     // The RSA verifier accepts nothing the fuzzer can make: it has no seed signed
     // with the private key, and HS256 tokens (even keyed with the public PEM) are

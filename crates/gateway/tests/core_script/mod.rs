@@ -43,6 +43,8 @@ pub const FRAGMENTS: &[&[u8]] = &[
     b"GET /sub/7?since=5-2 HTTP/1.1\r\n\r\n",
     b"GET /poll/7?since=5-9 HTTP/1.1\r\nOrigin: http://x\r\n\r\n",
     b"\x81\x99\x00\x00\x00\x00{\"publish\":7,\"data\":\"hi\"}",
+    // A token refresh frame (the refresh of issue 39's token lifetime).
+    b"\x81\x93\x00\x00\x00\x00{\"refresh\":\"a.b.c\"}",
     b"\x89\x80\x01\x02\x03\x04",
     b"\x01\x81\x01\x02\x03\x04`",
     b"\x80\x81\x01\x02\x03\x04c",
