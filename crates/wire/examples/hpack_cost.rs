@@ -14,32 +14,18 @@
 
 use std::time::Instant;
 use wire::h2::hpack::{Caps, Decoder};
+use wire::h2::write_hpack_int;
 
 const CAPS: Caps = Caps {
     fields: 100,
     list_size: 32 * 1024,
 };
 
-fn int(out: &mut Vec<u8>, first: u8, prefix: u8, mut v: usize) {
-    let max = (1usize << prefix) - 1;
-    if v < max {
-        out.push(first | v as u8);
-        return;
-    }
-    out.push(first | max as u8);
-    v -= max;
-    while v >= 128 {
-        out.push((v % 128) as u8 | 0x80);
-        v /= 128;
-    }
-    out.push(v as u8);
-}
-
 fn literal(name: &[u8], value: &[u8], huff: bool) -> Vec<u8> {
     let mut b = vec![0x00];
-    int(&mut b, 0, 7, name.len());
+    write_hpack_int(&mut b, 7, 0, name.len());
     b.extend_from_slice(name);
-    int(&mut b, if huff { 0x80 } else { 0 }, 7, value.len());
+    write_hpack_int(&mut b, 7, if huff { 0x80 } else { 0 }, value.len());
     b.extend_from_slice(value);
     b
 }

@@ -99,8 +99,9 @@ pub fn write_headers(
     }
 }
 
-/// An HPACK integer with an `prefix`-bit prefix (RFC 7541 5.1).
-fn write_int(out: &mut Vec<u8>, prefix: u8, first: u8, mut value: usize) {
+/// An HPACK integer with a `prefix`-bit prefix (RFC 7541 5.1), OR-ed into `first`'s
+/// flag bits (the response encoder here; the `hpack_cost` example's request blocks).
+pub fn write_int(out: &mut Vec<u8>, prefix: u8, first: u8, mut value: usize) {
     let max = (1usize << prefix) - 1;
     if value < max {
         out.push(first | value as u8);

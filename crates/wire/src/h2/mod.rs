@@ -29,8 +29,8 @@ mod request;
 mod response;
 
 pub use encode::{
-    write_data, write_goaway, write_headers, write_ping, write_rst_stream, write_settings,
-    write_settings_ack, write_window_update,
+    write_data, write_goaway, write_headers, write_int as write_hpack_int, write_ping,
+    write_rst_stream, write_settings, write_settings_ack, write_window_update,
 };
 pub use frame::{parse_frame, parse_settings, Frame, FrameError, Setting};
 pub use request::{write_request_head, Framing, RequestError};
