@@ -57,14 +57,28 @@ impl H2Conn {
         }
     }
 
+    /// Body bytes of the requests still incomplete, all streams together (what
+    /// `Limits::receiving` bounds).
+    pub(in crate::pump) fn receiving(&self) -> usize {
+        self.streams
+            .iter()
+            .filter(|s| !s.remote_closed)
+            .map(|s| s.received)
+            .sum()
+    }
+
     pub(in crate::pump) fn stream_by_id(&mut self, id: u32) -> Option<&mut H2Stream> {
         self.streams.iter_mut().find(|s| s.id == id)
     }
 
-    /// A stream ended without an answer (the peer reset it, or we refused it): false
-    /// once the connection has done that too often (rapid reset).
-    pub(in crate::pump) fn unanswered(&mut self, now: Tick) -> bool {
-        self.unanswered.take(now, UNANSWERED_STREAMS)
+    /// A stream ended without an answer (the peer reset it, or we refused it): a
+    /// connection error once the connection has done that too often (rapid reset).
+    fn unanswered_stream(&mut self, now: Tick) -> Result<(), FrameError> {
+        if self.unanswered.take(now, UNANSWERED_STREAMS) {
+            Ok(())
+        } else {
+            fail(CALM, "too many streams ended unanswered")
+        }
     }
 
     /// Reads frames from `input` (after any held bytes); answers that need no other
@@ -136,11 +150,7 @@ impl H2Conn {
     ) -> Result<(), FrameError> {
         frames::write_rst_stream(out, stream, code);
         actions.push(Action::Reset(stream));
-        if self.unanswered(now) {
-            Ok(())
-        } else {
-            fail(CALM, "too many streams reset")
-        }
+        self.unanswered_stream(now)
     }
 
     fn handle_frame(
@@ -245,9 +255,7 @@ impl H2Conn {
                 }
                 if self.stream_by_id(stream).is_some() {
                     actions.push(Action::Reset(stream));
-                    if !self.unanswered(now) {
-                        return fail(CALM, "too many streams reset");
-                    }
+                    self.unanswered_stream(now)?;
                 } else {
                     self.idle_frame(now)?;
                 }
@@ -349,12 +357,7 @@ impl H2Conn {
             self.recv_window += i64::from(flow_len);
             frames::write_window_update(out, 0, flow_len);
         }
-        let receiving: usize = self
-            .streams
-            .iter()
-            .filter(|s| !s.remote_closed)
-            .map(|s| s.received)
-            .sum();
+        let receiving = self.receiving();
         let Some(s) = self.stream_by_id(stream) else {
             // Closed (answered, reset or refused): a stream error STREAM_CLOSED (RFC
             // 9113 6.1). Late DATA after an early answer is honest but bounded, so
@@ -454,11 +457,7 @@ impl H2Conn {
         }
         if self.peer_goaway || self.streams.len() >= limits.max_streams as usize {
             frames::write_rst_stream(out, stream, code::REFUSED_STREAM);
-            return if self.unanswered(now) {
-                Ok(())
-            } else {
-                fail(CALM, "too many streams refused")
-            };
+            return self.unanswered_stream(now);
         }
         let mut head = Vec::with_capacity(256);
         let fields = headers.iter().map(|(n, v)| (&n[..], &v[..]));
@@ -467,11 +466,7 @@ impl H2Conn {
             Err(e) => {
                 tracing::debug!(error = %e, stream, "http/2 request refused");
                 frames::write_rst_stream(out, stream, code::PROTOCOL_ERROR);
-                return if self.unanswered(now) {
-                    Ok(())
-                } else {
-                    fail(CALM, "too many malformed requests")
-                };
+                return self.unanswered_stream(now);
             }
         };
         let mut opened = H2Stream::new(stream, head, framing, self.initial_window);

@@ -71,12 +71,7 @@ pub fn run(data: &[u8]) {
         let l = limits(now);
         assert!(conn.streams.len() <= l.max_streams as usize);
         assert!(conn.streams.iter().all(|s| s.staged.is_empty()));
-        let receiving: usize = conn
-            .streams
-            .iter()
-            .filter(|s| !s.remote_closed)
-            .map(|s| s.received)
-            .sum();
+        let receiving = conn.receiving();
         assert!(receiving <= l.receiving, "{receiving} > {}", l.receiving);
         assert!(conn.block.as_ref().is_none_or(|b| b.2.len() <= MAX_BLOCK));
         assert!(conn.decoder.table_len() <= wire::h2::hpack::DEFAULT_TABLE / 32);
