@@ -2,7 +2,7 @@
 # Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
 # targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
 # streams, HTTP/2 frames, HPACK blocks, batch and edge lists, resume positions, JWTs),
-# the gateway's connection core (crates/gateway/fuzz, target `core`: scripts of bytes,
+# the connection core (crate `connection`; target `core` in crates/gateway/fuzz: scripts of bytes,
 # bus replies, deliveries and time) and one HTTP/2 connection's frame handling
 # (target `h2_conn`: frames, HPACK, budgets, flow control), and the cluster codec (crates/cluster/fuzz, target
 # `cluster_codec`: what crosses NATS, parts put together included), each started

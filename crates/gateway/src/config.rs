@@ -1,11 +1,11 @@
 //! The gateway's settings: its flags of `myriad serve` (with `MYRIAD_*` environment
 //! fallbacks; the binary also maps a config file onto those variables), the plain
-//! [`ServerConfig`] the server starts with, and the core's [`core::Config`] in ticks.
+//! [`ServerConfig`] the server starts with, and the core's [`connection::Config`] in ticks.
 //! Limits are named here with their defaults and why.
 
-use crate::core::{self, Access};
-use crate::wheel::{self, TICK_MS};
 use anyhow::Context as _;
+use connection::clock::{MAX_TICKS, TICK_MS};
+use connection::Access;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ mod tls_setup;
 pub use tls_setup::{Ktls, TlsMode, TlsSetup};
 
 /// The core's policies, named by the flags `--ws-heartbeat` and `--slow-policy`.
-pub use crate::core::{SlowPolicy, WsHeartbeat};
+pub use connection::{SlowPolicy, WsHeartbeat};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -158,7 +158,7 @@ fn heartbeat_grid(secs: f64) -> anyhow::Result<Duration> {
         && (ms - secs * 1000.0).abs() < 1e-6
         && ms >= TICK_MS as f64
         && (ms as u64).is_multiple_of(TICK_MS)
-        && wheel::EPOCH_ALIGN_MS.is_multiple_of(ms as u64);
+        && crate::wheel::EPOCH_ALIGN_MS.is_multiple_of(ms as u64);
     anyhow::ensure!(
         ok,
         "--heartbeat-grid {secs}: must be a multiple of {} s that divides 1 s (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1)",
@@ -184,16 +184,16 @@ impl ServerConfig {
     }
 
     /// The connection core's view: durations in wheel ticks (at least one, at most
-    /// `wheel::MAX_TICKS`). Called when a loop starts its clock: `unix_start_ms` is
+    /// `connection::clock::MAX_TICKS`). Called when a loop starts its clock: `unix_start_ms` is
     /// this second (the loop keeps it up to date, see `pump`).
-    pub fn core(&self) -> core::Config {
+    pub fn core(&self) -> connection::Config {
         let unix_start_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() * 1000);
         let ticks = |d: Duration| {
-            ((d.as_millis() as u64).div_ceil(TICK_MS)).clamp(1, u64::from(wheel::MAX_TICKS)) as u32
+            ((d.as_millis() as u64).div_ceil(TICK_MS)).clamp(1, u64::from(MAX_TICKS)) as u32
         };
-        core::Config {
+        connection::Config {
             heartbeat: ticks(self.heartbeat),
             ws_heartbeat: self.ws_heartbeat,
             heartbeat_grid: ticks(self.heartbeat_grid),
@@ -229,7 +229,7 @@ pub struct GatewayArgs {
     pub heartbeat: f64,
     /// The WebSocket heartbeat: an unsolicited pong the client does not answer, or a
     /// ping every client answers with a pong (which the server reads and drops).
-    #[arg(long, env = "MYRIAD_WS_HEARTBEAT", value_enum, default_value_t = WsHeartbeat::Pong)]
+    #[arg(long, env = "MYRIAD_WS_HEARTBEAT", value_parser = policy_flags::ws_heartbeat(), default_value = "pong")]
     pub ws_heartbeat: WsHeartbeat,
     /// Heartbeats fall due only once per this many seconds of wall-clock time, the
     /// same instants in every loop and process for one client address (each address
@@ -278,7 +278,7 @@ pub struct GatewayArgs {
     #[arg(long, env = "MYRIAD_MAX_QUEUED", default_value_t = 256 * 1024)]
     pub max_queued: usize,
     /// Slow-consumer policy: disconnect, or drop deliveries until the socket drains.
-    #[arg(long, env = "MYRIAD_SLOW_POLICY", value_enum, default_value_t = SlowPolicy::Disconnect)]
+    #[arg(long, env = "MYRIAD_SLOW_POLICY", value_parser = policy_flags::slow_policy(), default_value = "disconnect")]
     pub slow_policy: SlowPolicy,
     /// Disable TCP_NODELAY (on by default: pushes are small and latency matters).
     #[arg(long, env = "MYRIAD_NO_NODELAY")]
@@ -455,8 +455,9 @@ impl GatewayArgs {
         Ok(Access {
             jwt: verifier,
             api_keys: auth::ApiKeys::new(&self.api_keys).context("--api-key")?,
-            origins: core::Origins::parse(&self.allowed_origins).map_err(anyhow::Error::msg)?,
-            hosts: core::Hosts::parse(&self.allowed_hosts).map_err(anyhow::Error::msg)?,
+            origins: connection::Origins::parse(&self.allowed_origins)
+                .map_err(anyhow::Error::msg)?,
+            hosts: connection::Hosts::parse(&self.allowed_hosts).map_err(anyhow::Error::msg)?,
         })
     }
 }

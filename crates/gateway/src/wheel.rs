@@ -7,9 +7,8 @@
 //! now, belongs to a later revolution of this slot (kept), or is stale (dropped: the
 //! connection closed or its timer moved, which pushed a new entry elsewhere).
 
-/// Wheel resolution: the loop's own 10-ms tick (SPEC F1's lag probe), so a timer
-/// fires on the tick it is due and heartbeats can beat on a grid as fine as 10 ms.
-pub const TICK_MS: u64 = 10;
+use connection::clock::{on_grid_phase, reached};
+
 /// Slots per revolution: 4096 × 10 ms ≈ 41 s covers heartbeats and the usual
 /// timeouts in one turn; a longer deadline stays in its slot for later revolutions.
 pub const SLOTS: u32 = 4096;
@@ -37,27 +36,6 @@ fn epoch_on_second(now: std::time::Instant, since_unix: std::time::Duration) -> 
     let into_second = (since_unix.as_millis() % u128::from(EPOCH_ALIGN_MS)) as u64;
     now.checked_sub(std::time::Duration::from_millis(into_second))
         .unwrap_or(now)
-}
-
-/// Whether tick `now` is at or past `deadline`. Ticks are u32 and wrap (after 497 days
-/// of 10-ms ticks): compared as serial numbers (RFC 1982), which holds while no
-/// deadline is more than half the range (248 days) ahead — `ServerConfig::core`
-/// clamps every duration to [`MAX_TICKS`].
-pub fn reached(deadline: u32, now: u32) -> bool {
-    (now.wrapping_sub(deadline) as i32) >= 0
-}
-
-/// The longest duration a timer may be set for, in ticks (124 days at 10 ms): a
-/// quarter of the range, so deadlines stay comparable (see [`reached`]).
-pub const MAX_TICKS: u32 = 1 << 30;
-
-/// The first tick at or after `tick` that lies `phase` (taken modulo `grid`) ticks
-/// past a multiple of `grid` (the heartbeat grid, ≥ 1): the grid shifted by the
-/// connection's phase; phase 0 rounds up to a multiple of `grid`.
-pub fn on_grid_phase(tick: u32, grid: u32, phase: u32) -> u32 {
-    let grid = grid.max(1);
-    let behind = (phase % grid + grid - tick % grid) % grid;
-    tick.wrapping_add(behind)
 }
 
 /// A heartbeat phase for a peer address: the wrapping sum of its bytes, so every

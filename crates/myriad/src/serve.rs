@@ -223,7 +223,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
         let has_key = !config.api_keys.is_empty();
         let port = cluster::PublishPort::bind(addr, config, shards.count > 1)?;
         let bound = port.local_addr()?;
-        if let Some(warning) = gateway::core::open_api_warning(bound, has_key, "--publish-listen") {
+        if let Some(warning) = connection::open_api_warning(bound, has_key, "--publish-listen") {
             tracing::warn!("{warning}");
         }
         publish_port = Some(bound);

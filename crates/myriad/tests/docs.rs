@@ -307,7 +307,7 @@ fn the_byte_sizes_quoted_are_the_code_s() {
         ),
         (
             "connection core",
-            std::mem::size_of::<gateway::core::Connection>(),
+            std::mem::size_of::<connection::Connection>(),
         ),
         (
             "timing-wheel entry",

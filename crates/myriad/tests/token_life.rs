@@ -14,7 +14,7 @@ mod common;
 mod tls_common;
 
 use common::*;
-use gateway::core::{MAX_AUTH_FAILURES, WS_TOKEN_EXPIRED};
+use connection::{MAX_AUTH_FAILURES, WS_TOKEN_EXPIRED};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};

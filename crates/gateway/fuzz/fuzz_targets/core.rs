@@ -2,7 +2,7 @@
 //! (the properties are in `tests/core_script`).
 #![no_main]
 
-#[path = "../../tests/core_script/mod.rs"]
+#[path = "../../../connection/tests/core_script/mod.rs"]
 mod core_script;
 
 use libfuzzer_sys::fuzz_target;

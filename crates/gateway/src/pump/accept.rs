@@ -15,8 +15,8 @@
 
 use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
 use super::{EventLoop, LISTENER};
-use crate::core::{Connection, Cx};
 use crate::peers::Prefix;
+use connection::{Connection, Cx};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Token};
 use socket2::{Domain, Protocol, Socket, Type};

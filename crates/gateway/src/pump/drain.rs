@@ -1,4 +1,4 @@
-//! The loop's side of a graceful drain (see `core::drain` for what each client is
+//! The loop's side of a graceful drain (see `connection::drain` for what each client is
 //! told): the listener leaves the SO_REUSEPORT group at once, then the loop's
 //! connections are told to reconnect a share at a time, in proportion to the drain
 //! period that has passed, so reconnects arrive spread rather than as one storm.

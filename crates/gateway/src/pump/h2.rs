@@ -43,9 +43,9 @@ mod conn;
 pub(super) mod script;
 
 use super::EventLoop;
-use crate::core::Tick;
 use budget::Bucket;
 use conn::Limits;
+use connection::Tick;
 use wire::h2::hpack::Decoder;
 use wire::h2::{self as frames, code, setting, Framing, ResponseReader};
 
@@ -111,7 +111,7 @@ pub(super) struct H2Conn {
     /// Since when the connection has had no stream (it closes after the keep-alive
     /// timeout, like an idle HTTP/1.1 connection); `None` while it has one.
     idle_since: Option<Tick>,
-    /// Streams answered 401: at `core::MAX_AUTH_FAILURES` the connection goes.
+    /// Streams answered 401: at `connection::MAX_AUTH_FAILURES` the connection goes.
     auth_failures: u8,
 }
 
@@ -119,7 +119,7 @@ impl H2Conn {
     /// A stream was answered 401: true once the connection has had too many.
     pub(super) fn auth_failed(&mut self) -> bool {
         self.auth_failures = self.auth_failures.saturating_add(1);
-        self.auth_failures >= crate::core::MAX_AUTH_FAILURES
+        self.auth_failures >= connection::MAX_AUTH_FAILURES
     }
 }
 
@@ -428,7 +428,7 @@ impl EventLoop {
         if idle_over {
             return self.h2_goaway(index, code::NO_ERROR);
         }
-        if crate::wheel::reached(conn.next_ping, now) {
+        if connection::clock::reached(conn.next_ping, now) {
             if conn.ping_out {
                 return self.close(index);
             }

@@ -16,8 +16,8 @@ use super::h2::{H2Layer, NONE};
 use super::output::OutQueue;
 use super::slot::{Slot, MAX_SLOTS_PER_LOOP};
 use super::EventLoop;
-use crate::core::{Connection, SlowPolicy};
 use bytes::Bytes;
+use connection::{Connection, SlowPolicy};
 use std::io;
 use wire::h2::{self as frames, code, Framing, Part};
 

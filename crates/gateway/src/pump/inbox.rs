@@ -13,8 +13,8 @@
 
 use super::send_batch::MIN_BATCH;
 use super::EventLoop;
-use crate::core::{Cx, Frames, Outcome};
 use bus::{Delivery, Inbound, Reply};
+use connection::{Cx, Frames, Outcome};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

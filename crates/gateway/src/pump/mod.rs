@@ -42,10 +42,11 @@ pub use h2::script::run as h2_script;
 pub(crate) use accept::bind_reuseport;
 pub use handoff::{cells, LoopCell, LoopCells, RUN_ELSEWHERE_MAX};
 
-use crate::core::{self, Outbox, Tick};
 use crate::gateway::Gateway;
-use crate::wheel::{self, Wheel, TICK_MS};
+use crate::wheel::{self, Wheel};
 use bus::{Inbound, Request};
+use connection::clock::{reached, TICK_MS};
+use connection::{Credentials, Outbox, Tick};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
@@ -87,14 +88,14 @@ pub struct EventLoop {
     wheel: Wheel,
     /// Token expiries and failed authentications of the few connections that have
     /// any (a side table: the slot stays 40 bytes); expiries fire with the timers.
-    credentials: core::Credentials,
+    credentials: Credentials,
     /// Tick 0 of the wheel and of the cores' clock.
     epoch: Instant,
     /// `epoch` as wall-clock milliseconds since 1970.
     epoch_unix_ms: u64,
     /// The current tick, read once per round of events.
     now: Tick,
-    config: core::Config,
+    config: connection::Config,
     gateway: Arc<Gateway>,
     /// Every loop's cell, this one's included, for the hand-off (`handoff`).
     loops: LoopCells,
@@ -192,7 +193,7 @@ impl EventLoop {
             slots: Slab::with_capacity(FIRST_SLOTS),
             gens: Vec::with_capacity(FIRST_SLOTS),
             wheel: Wheel::new(0),
-            credentials: core::Credentials::default(),
+            credentials: Credentials::default(),
             epoch,
             epoch_unix_ms,
             now: 0,
@@ -320,7 +321,7 @@ impl EventLoop {
             // Check again: an earlier timer's work may have closed this connection,
             // or an entry scheduled twice for one tick already fired.
             if let Some(index) = self.live(token) {
-                if wheel::reached(self.slots[index].conn.deadline(), now) {
+                if reached(self.slots[index].conn.deadline(), now) {
                     if self.h2.as_ref().is_some_and(|h| h.is_conn(index)) {
                         self.h2_timeout(index);
                     } else {
@@ -336,7 +337,7 @@ impl EventLoop {
         self.run_resumes();
     }
 
-    /// Ends the connections whose token has expired by now (`core::expiry`), and
+    /// Ends the connections whose token has expired by now (`connection::expiry`), and
     /// counts the loop's failed authentications into its metrics.
     fn run_expiries(&mut self) {
         let unix_now = (self.config.unix_start_ms + u64::from(self.now) * TICK_MS) / 1000;

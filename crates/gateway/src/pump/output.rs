@@ -2,8 +2,8 @@
 //! frames (`Bytes`) in order, written with one `writev` as soon as the socket drains.
 //! This is also where coalescing happens: several pending messages leave in one write.
 
-use crate::core::Outbox;
 use bytes::{Buf, Bytes};
+use connection::Outbox;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 

@@ -13,8 +13,8 @@
 //! the buffers' lifetime simple: they stay untouched until every completion is read.
 
 use super::output::{OutQueue, MAX_IOVECS};
-use crate::core::{Outbox, Piece};
 use bytes::Bytes;
+use connection::{Outbox, Piece};
 use io_uring::{opcode, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;

@@ -2,8 +2,8 @@
 //! its output queue — 40 bytes, checked by a test (DESIGN "the budget per
 //! connection"). Tokens name a slot and its generation.
 
-use crate::core::Connection;
 use crate::pump::output::OutQueue;
+use connection::Connection;
 use mio::net::TcpStream;
 
 pub struct Slot {

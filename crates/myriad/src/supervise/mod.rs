@@ -64,7 +64,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
     };
     // Said once here, not by each gateway (the routers say it of their publish port).
     let has_key = !args.gateway.api_keys.is_empty();
-    if let Some(warning) = gateway::core::open_api_warning(listen, has_key, "--listen") {
+    if let Some(warning) = connection::open_api_warning(listen, has_key, "--listen") {
         tracing::warn!("{warning}");
     }
 

@@ -10,7 +10,7 @@
 //! back-end publishing over one connection opens thousands of streams a second, and
 //! each of those is answered, so it costs nothing here.
 
-use crate::core::Tick;
+use connection::Tick;
 
 /// One leaky bucket: `level` falls by one per tick (100 a second) since `at`.
 #[derive(Debug, Clone, Copy)]

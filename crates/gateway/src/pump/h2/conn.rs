@@ -13,7 +13,7 @@
 
 use super::budget::{Bucket, IDLE_FRAMES, UNANSWERED_STREAMS};
 use super::{Action, H2Conn, H2Stream, MAX_BLOCK, MAX_DECODED, MAX_FIELDS};
-use crate::core::Tick;
+use connection::Tick;
 use wire::h2::hpack::{self, Caps, Decoder};
 use wire::h2::{self as frames, code, setting, Frame, FrameError, Framing};
 

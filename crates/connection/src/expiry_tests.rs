@@ -4,7 +4,7 @@
 
 use super::harness::{history, Harness, KEY};
 use super::*;
-use crate::wheel::TICK_MS;
+use crate::clock::TICK_MS;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use std::sync::Arc;
 

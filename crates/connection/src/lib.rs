@@ -1,5 +1,6 @@
-//! The connection core: one client connection's protocol state, with no IO
-//! (sans-IO, in the style of quinn-proto).
+//! `connection`: the connection core, one client connection's protocol state with no
+//! IO (sans-IO, in the style of quinn-proto). A crate of its own so Cargo keeps
+//! sockets, threads and the flag parser out of it: the gateway's pump drives it.
 //!
 //! A [`Connection`] is driven by inputs — [`Connection::handle_bytes`] (what the
 //! socket read), [`Connection::handle_reply`] (the bus answered),
@@ -23,7 +24,8 @@
 //! [`websocket`] handles client frames; [`outbox`] is the output; [`context`] is what
 //! a call reads; [`access`] decides who is let in; [`expiry`] ends a connection whose
 //! token expired and [`refresh`] replaces a WebSocket's token in place;
-//! [`credentials`] is the side table both keep their state in.
+//! [`credentials`] is the side table both keep their state in; [`clock`] is time in
+//! the wheel's ticks.
 //!
 //! Token lifetime: a connection let in with a token that has an `exp` ends when the
 //! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
@@ -32,6 +34,7 @@
 
 mod access;
 mod client_publish;
+pub mod clock;
 mod context;
 mod credentials;
 mod delivery;
@@ -61,7 +64,8 @@ mod tests;
 mod websocket_tests;
 
 pub use access::{open_api_warning, Access, LOOPBACK_ONLY};
-pub use context::{Config, Cx, SlowPolicy, Tick, WsHeartbeat};
+pub use clock::Tick;
+pub use context::{Config, Cx, SlowPolicy, WsHeartbeat};
 pub use credentials::{Credentials, MAX_AUTH_FAILURES};
 pub use delivery::{Frames, Outcome};
 pub use drain::WS_SERVICE_RESTART;
@@ -161,7 +165,7 @@ impl Connection {
         self.set(PEER_LOOPBACK, loopback);
     }
 
-    /// Sets the heartbeat phase (set once, at accept, from [`crate::wheel::beat_phase_of`] of the
+    /// Sets the heartbeat phase (set once, at accept, from `gateway::wheel::beat_phase_of` of the
     /// peer's address).
     pub fn set_beat_phase(&mut self, phase: u8) {
         self.beat_phase = phase;
@@ -326,7 +330,7 @@ impl Connection {
         let base = cx.config.heartbeat.max(1);
         let spread = (base / 5).max(1);
         let jitter = cx.out.random() % (spread + 1);
-        let due = crate::wheel::on_grid_phase(
+        let due = crate::clock::on_grid_phase(
             cx.now.wrapping_add(base - base / 10 + jitter),
             cx.config.heartbeat_grid,
             Tick::from(self.beat_phase),
@@ -430,7 +434,7 @@ impl Connection {
     fn respond(&mut self, cx: &mut Cx, keep_alive: bool, encode: impl FnOnce(&mut Vec<u8>)) {
         // Tell the client the real idle timeout (RFC 9112 9.3's `Keep-Alive`), so it
         // does not send on a connection we are about to close.
-        let timeout = u64::from(cx.config.keepalive_timeout) * crate::wheel::TICK_MS / 1000;
+        let timeout = u64::from(cx.config.keepalive_timeout) * crate::clock::TICK_MS / 1000;
         cx.out.write(|out| {
             let start = out.len();
             encode(out);

@@ -6,10 +6,8 @@
 //! settings come from (`crate::config` builds a [`Config`] from them).
 
 use super::{Access, Credentials, Outbox};
+use crate::clock::Tick;
 use std::sync::Arc;
-
-/// Time in timing-wheel ticks since the event loop started (see `wheel::TICK_MS`).
-pub type Tick = u32;
 
 /// What a WebSocket heartbeat is (SPEC A5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +75,6 @@ pub struct Cx<'a> {
 impl Cx<'_> {
     /// The Unix time (whole seconds) at the current tick.
     pub(super) fn unix_now(&self) -> u64 {
-        (self.config.unix_start_ms + u64::from(self.now) * crate::wheel::TICK_MS) / 1000
+        (self.config.unix_start_ms + u64::from(self.now) * crate::clock::TICK_MS) / 1000
     }
 }

@@ -43,19 +43,19 @@ impl Outbox {
     // ---- written by the core ----
 
     /// Appends a shared frame.
-    pub(crate) fn send(&mut self, frame: &Bytes) {
+    pub fn send(&mut self, frame: &Bytes) {
         if !frame.is_empty() {
             self.pieces.push(Piece::Shared(frame.clone()));
         }
     }
 
     /// Appends a static byte string (heartbeats, fixed heads).
-    pub(crate) fn send_static(&mut self, bytes: &'static [u8]) {
+    pub fn send_static(&mut self, bytes: &'static [u8]) {
         self.send(&Bytes::from_static(bytes));
     }
 
     /// Appends whatever `encode` writes into the inline buffer.
-    pub(crate) fn write(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+    pub fn write(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
         let start = self.inline.len();
         encode(&mut self.inline);
         let end = self.inline.len();

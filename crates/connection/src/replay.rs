@@ -74,7 +74,7 @@ pub(super) fn fit<'h>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Outbox;
+    use crate::Outbox;
     use bytes::Bytes;
 
     fn history(n: u64, size: usize) -> HistoryRead {
@@ -99,12 +99,12 @@ mod tests {
 
     #[test]
     fn the_newest_messages_that_fit_are_kept_and_the_cut_is_said() {
-        let config = crate::core::Config {
+        let config = crate::Config {
             max_queued: HEAD_ROOM + 10 * 1024,
-            ..crate::core::harness::config()
+            ..crate::harness::config()
         };
         let mut out = Outbox::default();
-        let mut credentials = crate::core::Credentials::default();
+        let mut credentials = crate::Credentials::default();
         let cx = Cx {
             now: 0,
             config: &config,

@@ -14,8 +14,9 @@
 
 use bus::{HistoryRead, Message, Reply, Request};
 use bytes::Bytes;
-use gateway::core::{Config, Connection, Credentials, Cx, Frames, Outbox, State};
-use gateway::{SlowPolicy, WsHeartbeat};
+use connection::{
+    Config, Connection, Credentials, Cx, Frames, Outbox, SlowPolicy, State, WsHeartbeat,
+};
 use std::collections::VecDeque;
 use std::sync::Arc;
 

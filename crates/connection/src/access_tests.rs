@@ -3,7 +3,7 @@
 
 use super::harness::Harness;
 use super::*;
-use crate::wheel::TICK_MS;
+use crate::clock::TICK_MS;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use std::sync::Arc;
 

@@ -16,7 +16,7 @@
 //! with no box.
 
 use super::{Connection, Cx, Tick};
-use crate::wheel::TICK_MS;
+use crate::clock::TICK_MS;
 use auth::PublishGrant;
 use bus::Request;
 use bytes::Bytes;
