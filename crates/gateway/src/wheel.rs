@@ -7,7 +7,7 @@
 //! now, belongs to a later revolution of this slot (kept), or is stale (dropped: the
 //! connection closed or its timer moved, which pushed a new entry elsewhere).
 
-use connection::clock::{on_grid_phase, reached};
+use connection::clock::reached;
 
 /// Slots per revolution: 4096 × 10 ms ≈ 41 s covers heartbeats and the usual
 /// timeouts in one turn; a longer deadline stays in its slot for later revolutions.
@@ -159,6 +159,7 @@ pub fn judge(deadline: Option<u32>, slot_tick: u32, now_tick: u32) -> Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use connection::clock::on_grid_phase;
     use std::collections::HashMap;
 
     /// Deadlines by token, standing in for the connections.
