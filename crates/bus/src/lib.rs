@@ -22,7 +22,7 @@ pub mod mailbox;
 pub mod request;
 
 pub use http::PublishAnswer;
-pub use mailbox::{Delivery, Inbound, Mailbox, Target};
+pub use mailbox::{Delivery, Inbound, Mailbox, Target, Wake};
 pub use request::{Call, Reply, Request};
 pub use router::{ConnRef, HistoryRead, Message, PublishCounts, RouterStats};
 

@@ -4,7 +4,6 @@
 use crate::request::Reply;
 use parking_lot::Mutex;
 use router::Message;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,19 +49,25 @@ pub enum Inbound {
     },
 }
 
+/// Who wakes the loop when a push finds its mailbox empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The pusher, now: a thread that is not a loop (a NATS receiver, a committer).
+    Now,
+    /// The loop thread that pushed, at the end of its round: the mailbox is marked
+    /// unwoken and that loop settles every mark it made ([`Mailbox::take_unwoken`]) —
+    /// by running a small batch itself while the owner sleeps, or by waking it
+    /// (`gateway::pump::handoff`). A loop's pushes to its own mailbox are drained by
+    /// itself after the round, with whatever else the round published.
+    Later,
+}
+
 /// A loop's mailbox. `wake` pokes the loop (an eventfd write); it runs only when
 /// the mailbox goes from empty to non-empty, so a burst costs one wake-up.
-///
-/// A loop thread may take over that wake-up ([`defer_wakes_on_this_thread`]):
-/// its pushes then only mark the mailbox *unwoken*, and after each bus call the
-/// loop settles what it marked ([`take_deferred`], [`Mailbox::take_unwoken`]) —
-/// by running the other loop's mailbox itself when that loop is asleep and the
-/// mail is small (no wake-up, no context switch: the unicast path), else by
-/// waking it as before.
 pub struct Mailbox {
     queue: Mutex<Queue>,
-    /// Set by a deferring push that found the queue empty; cleared by whoever
-    /// settles it (drains or wakes).
+    /// Set by a [`Wake::Later`] push that found the queue empty; cleared by
+    /// whoever settles it (drains or wakes).
     unwoken: AtomicBool,
     wake: Box<dyn Fn() + Send + Sync>,
 }
@@ -74,25 +79,6 @@ struct Queue {
     weight: usize,
 }
 
-thread_local! {
-    /// This thread settles the wake-ups of its pushes itself.
-    static DEFERS: Cell<bool> = const { Cell::new(false) };
-    /// Some push of this thread left a mailbox unwoken since the last settle.
-    static DEFERRED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// From now on, pushes from this thread that would wake a loop leave it unwoken
-/// instead; the thread promises to call [`take_deferred`] after every call that
-/// may push, and to settle every mailbox it finds [`Mailbox::take_unwoken`].
-pub fn defer_wakes_on_this_thread() {
-    DEFERS.with(|d| d.set(true));
-}
-
-/// True once after a push of this thread left some mailbox unwoken.
-pub fn take_deferred() -> bool {
-    DEFERRED.with(|d| d.replace(false))
-}
-
 impl Mailbox {
     pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Mailbox {
         Mailbox {
@@ -102,10 +88,9 @@ impl Mailbox {
         }
     }
 
-    /// Queues `item`; wakes the loop unless `quiet` (the caller is that loop, which
-    /// drains its own mailbox before it sleeps again) or this thread defers its
-    /// wake-ups (then it settles them: see [`defer_wakes_on_this_thread`]).
-    pub fn push(&self, item: Inbound, quiet: bool) {
+    /// Queues `item`; when the mailbox was empty, wakes the loop now or leaves the
+    /// wake-up to the pushing loop (see [`Wake`]).
+    pub fn push(&self, item: Inbound, wake: Wake) {
         let weight = match &item {
             Inbound::Deliver(d) => d.targets.len(),
             Inbound::Reply { .. } | Inbound::Lost { .. } => 1,
@@ -114,21 +99,20 @@ impl Mailbox {
         let was_empty = queue.items.is_empty();
         queue.items.push(item);
         queue.weight += weight;
-        if !was_empty || quiet {
+        if !was_empty {
             return;
         }
-        if DEFERS.with(Cell::get) {
+        match wake {
             // Marked under the queue's lock: whoever takes the mark finds the item.
-            self.unwoken.store(true, Ordering::Release);
-            drop(queue);
-            DEFERRED.with(|d| d.set(true));
-        } else {
-            drop(queue);
-            (self.wake)();
+            Wake::Later => self.unwoken.store(true, Ordering::Release),
+            Wake::Now => {
+                drop(queue);
+                (self.wake)();
+            }
         }
     }
 
-    /// True once after a deferring push left this mailbox unwoken: the caller
+    /// True once after a [`Wake::Later`] push left this mailbox unwoken: the caller
     /// now owes it a drain or a wake-up.
     pub fn take_unwoken(&self) -> bool {
         self.unwoken.load(Ordering::Relaxed) && self.unwoken.swap(false, Ordering::AcqRel)
@@ -181,20 +165,20 @@ mod tests {
     }
 
     #[test]
-    fn one_wake_per_burst_and_none_when_quiet() {
+    fn one_wake_per_burst_and_none_when_later() {
         let wakes = Arc::new(AtomicUsize::new(0));
         let w = wakes.clone();
         let mailbox = Mailbox::new(move || {
             w.fetch_add(1, Ordering::Relaxed);
         });
-        mailbox.push(delivery(1), false);
-        mailbox.push(delivery(2), false);
+        mailbox.push(delivery(1), Wake::Now);
+        mailbox.push(delivery(2), Wake::Now);
         assert_eq!(wakes.load(Ordering::Relaxed), 1, "a burst wakes once");
         let mut got = Vec::new();
         mailbox.drain(&mut got);
         assert_eq!(got.len(), 2);
-        mailbox.push(delivery(3), true);
-        assert_eq!(wakes.load(Ordering::Relaxed), 1, "quiet pushes do not wake");
+        mailbox.push(delivery(3), Wake::Later);
+        assert_eq!(wakes.load(Ordering::Relaxed), 1, "later pushes do not wake");
         got.clear();
         mailbox.drain(&mut got);
         assert!(matches!(&got[..], [Inbound::Deliver(d)] if d.targets[0].token == 3));
@@ -208,40 +192,28 @@ mod tests {
     }
 
     #[test]
-    fn a_deferring_thread_settles_its_own_wakes() {
+    fn a_later_push_leaves_one_mark_for_its_pusher() {
         let wakes = Arc::new(AtomicUsize::new(0));
         let w = wakes.clone();
-        let mailbox = Arc::new(Mailbox::new(move || {
+        let mailbox = Mailbox::new(move || {
             w.fetch_add(1, Ordering::Relaxed);
-        }));
-        let m = mailbox.clone();
-        std::thread::spawn(move || {
-            defer_wakes_on_this_thread();
-            assert!(!take_deferred());
-            m.push(delivery(1), false);
-            m.push(numbered(0, 1), false);
-            assert!(
-                take_deferred(),
-                "the first push into an empty mailbox defers"
-            );
-            assert!(!take_deferred(), "once");
-            assert_eq!(m.weight(), 2);
-        })
-        .join()
-        .unwrap();
+        });
+        mailbox.push(delivery(1), Wake::Later);
+        mailbox.push(numbered(0, 1), Wake::Later);
+        assert_eq!(mailbox.weight(), 2);
         assert_eq!(wakes.load(Ordering::Relaxed), 0, "nobody was woken");
         assert!(mailbox.take_unwoken());
         assert!(!mailbox.take_unwoken(), "the debt is taken once");
         let mut got = Vec::new();
         mailbox.drain(&mut got);
         assert_eq!((got.len(), mailbox.weight()), (2, 0));
-        // A thread that does not defer wakes as before.
-        mailbox.push(delivery(2), false);
+        // A push that wakes now leaves no mark.
+        mailbox.push(delivery(2), Wake::Now);
         assert_eq!(wakes.load(Ordering::Relaxed), 1);
         assert!(!mailbox.take_unwoken());
     }
 
-    /// The gateway's protocol with real threads: pushers defer, then settle each
+    /// The gateway's protocol with real threads: pushers push [`Wake::Later`], then settle each
     /// unwoken mark by draining the consumer's mailbox themselves when its state is
     /// free (`try_lock`), else by waking it; the consumer drains only when woken.
     /// Once every pusher is done and every wake-up taken, the mailbox must be
@@ -278,11 +250,10 @@ mod tests {
             .map(|p| {
                 let (mailbox, state, done) = (mailbox.clone(), state.clone(), done.clone());
                 std::thread::spawn(move || {
-                    defer_wakes_on_this_thread();
                     let (mut drained, mut woke) = (0u32, 0u32);
                     for n in 0..EACH {
-                        mailbox.push(numbered(p, n), false);
-                        if take_deferred() && mailbox.take_unwoken() {
+                        mailbox.push(numbered(p, n), Wake::Later);
+                        if mailbox.take_unwoken() {
                             match state.try_lock() {
                                 Some(mut s) => {
                                     take(&mailbox, &mut s);

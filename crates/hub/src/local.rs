@@ -3,7 +3,7 @@
 
 use crate::publish::Post;
 use crate::Hub;
-use bus::{Bus, ConnRef, Inbound, Mailbox, Reply, Request};
+use bus::{Bus, ConnRef, Inbound, Mailbox, Reply, Request, Wake};
 use std::sync::Arc;
 
 pub struct LocalBus {
@@ -19,8 +19,8 @@ impl LocalBus {
         let mailboxes: Arc<[Arc<Mailbox>]> = mailboxes.into();
         let post: Post = {
             let mailboxes = mailboxes.clone();
-            // Not a loop's own thread: always wake the loop.
-            Arc::new(move |loop_id, item| push(&mailboxes, loop_id, item, false))
+            // Not a loop's thread: the loop is woken now.
+            Arc::new(move |loop_id, item| push(&mailboxes, loop_id, item, Wake::Now))
         };
         LocalBus {
             hub,
@@ -30,10 +30,10 @@ impl LocalBus {
     }
 }
 
-/// Queues `item` for loop `loop_id` (see [`Mailbox::push`] for `quiet`).
-fn push(mailboxes: &[Arc<Mailbox>], loop_id: u16, item: Inbound, quiet: bool) {
+/// Queues `item` for loop `loop_id` (see [`Wake`] for who wakes it).
+fn push(mailboxes: &[Arc<Mailbox>], loop_id: u16, item: Inbound, wake: Wake) {
     match mailboxes.get(loop_id as usize) {
-        Some(mailbox) => mailbox.push(item, quiet),
+        Some(mailbox) => mailbox.push(item, wake),
         // A connection ref naming a loop this process does not have is a bug in the
         // caller; the message stays in history.
         None => tracing::error!(loop_id, "delivery for an unknown loop dropped"),
@@ -43,10 +43,10 @@ fn push(mailboxes: &[Arc<Mailbox>], loop_id: u16, item: Inbound, quiet: bool) {
 impl Bus for LocalBus {
     /// Answers at once, except publishes with durable history: those are answered
     /// through the mailbox after their commit ([`Hub::publish_later`]), so the loop
-    /// keeps serving while the disk writes. Deliveries for the caller's own loop are
-    /// queued without a wake-up: that loop drains its mailbox at the end of its
-    /// round, so everything published in one round leaves in one write per
-    /// connection.
+    /// keeps serving while the disk writes. The caller is a loop's thread: every
+    /// mailbox this call fills is left for it to wake ([`Wake::Later`]) once, at the
+    /// end of its round — its own drained then, so everything published in one round
+    /// leaves in one write per connection.
     fn call(&self, conn: ConnRef, request: Request) -> Option<Reply> {
         let durable = self.hub.durable_history();
         match request {
@@ -69,7 +69,7 @@ impl LocalBus {
                 &self.mailboxes,
                 loop_id,
                 Inbound::Deliver(batch),
-                loop_id == conn.loop_id,
+                Wake::Later,
             )
         })
     }

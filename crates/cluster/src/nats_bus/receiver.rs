@@ -12,7 +12,7 @@ use crate::convert::reply_from_wire;
 use crate::fragment::Reassembly;
 use crate::shard_calls::{self, Gathered, Gathers};
 use crate::timing::unix_ns;
-use bus::{Delivery, Inbound, Mailbox, Message, Target};
+use bus::{Delivery, Inbound, Mailbox, Message, Target, Wake};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -126,7 +126,7 @@ impl Receiver {
         let all = self.presence.lock().all();
         for &(loop_id, token, _) in &all {
             if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
-                mailbox.push(Inbound::Lost { token }, false);
+                mailbox.push(Inbound::Lost { token }, Wake::Now);
             }
         }
         self.shared.lock().lost_told += all.len() as u64;
@@ -206,7 +206,7 @@ impl Receiver {
     fn answer(&self, loop_id: u16, token: u32, answer: WireAnswer) {
         if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
             let reply = reply_from_wire(answer);
-            mailbox.push(Inbound::Reply { token, reply }, false);
+            mailbox.push(Inbound::Reply { token, reply }, Wake::Now);
         }
     }
 
@@ -245,7 +245,7 @@ impl Receiver {
             for &(token, epoch, seq) in &targets {
                 if !presence.follows((loop_id, token), epoch, seq) {
                     lost += 1;
-                    mailbox.push(Inbound::Lost { token }, false);
+                    mailbox.push(Inbound::Lost { token }, Wake::Now);
                 }
             }
             let targets = targets
@@ -257,7 +257,7 @@ impl Receiver {
                 published,
                 targets,
             };
-            mailbox.push(Inbound::Deliver(batch), false);
+            mailbox.push(Inbound::Deliver(batch), Wake::Now);
         }
         drop(presence);
         let mut shared = self.shared.lock();

@@ -1,11 +1,20 @@
 //! The hand-off between loops: the one place a loop runs another loop's state. A
 //! loop's state sits in a [`LoopCell`]; its own thread holds the lock for a round of
-//! events and lets go while it sleeps in `epoll_wait`. After a bus call, mail the
-//! call left for a sleeping loop is run by the calling thread when it is small
-//! ([`RUN_ELSEWHERE_MAX`]), so on the unicast path a message crosses loops without
-//! a wake-up; otherwise the owner is woken.
+//! events and lets go while it sleeps in `epoll_wait`. At the end of a round, each
+//! mailbox the round's bus calls filled without waking ([`bus::Wake::Later`]) is
+//! settled once: when its loop sleeps and the mail is small ([`RUN_ELSEWHERE_MAX`])
+//! this thread writes it, so on the unicast path a message crosses loops without a
+//! wake-up; otherwise the owner is woken.
 //!
-//! Not here: what running the mail does (`inbox`), or who posts it (the bus).
+//! Bounded to writes: running another loop's mail here only hands messages to its
+//! connections and writes them. What that could lead to — a bus call (a logout of
+//! a connection whose write failed), held input to read again, more of a fan-out —
+//! stays in that loop's state and wakes its owner, which does it in its own round.
+//! So no loop runs another's requests, and nothing runs inside a bus call.
+//!
+//! Why keep it rather than always wake (docs/decisions/one-direction-pump.md): the
+//! wake-up is an eventfd write, a context switch and a second core's cache misses
+//! for a single 100-byte write.
 
 use super::EventLoop;
 use std::sync::Arc;
@@ -13,7 +22,7 @@ use std::time::Instant;
 
 /// A loop's state, shared: its own thread holds the lock for each round of events
 /// and lets go while it sleeps in `epoll_wait`; then another loop may take it to
-/// run this loop's mailbox ([`EventLoop::drain_for_another`]). `None` once the
+/// write this loop's mail ([`EventLoop::drain_for_another`]). `None` once the
 /// loop has ended.
 pub type LoopCell = parking_lot::Mutex<Option<EventLoop>>;
 
@@ -21,7 +30,7 @@ pub type LoopCell = parking_lot::Mutex<Option<EventLoop>>;
 /// `Server::start`, which puts each loop in its cell before its thread starts.
 pub type LoopCells = Arc<[LoopCell]>;
 
-/// Mail of at most this many recipient connections is run by the loop that
+/// Mail of at most this many recipient connections is written by the loop that
 /// posted it when the owner sleeps (a unicast message: one write, no wake-up);
 /// more is left to the owner, so a fan-out's halves stay on their own cores.
 pub const RUN_ELSEWHERE_MAX: usize = 16;
@@ -32,17 +41,16 @@ pub fn cells(loops: usize) -> LoopCells {
 }
 
 impl EventLoop {
-    /// After a bus call on this loop's thread: each mailbox the call left unwoken
-    /// ([`bus::mailbox`]) is run here and now when its loop sleeps and the mail
-    /// is small — the message is written without waking that loop — else its loop
-    /// is woken as before. Only `try_lock`: a loop never waits for another here.
-    pub(super) fn settle_wakes(&self) {
-        if !bus::mailbox::take_deferred() {
+    /// At the end of a round that made bus calls: every other loop's mailbox left
+    /// unwoken is written here when that loop sleeps and the mail is small, else
+    /// its loop is woken. Only `try_lock`: a loop never waits for another here.
+    pub(super) fn settle_wakes(&mut self) {
+        if !std::mem::take(&mut self.called) {
             return;
         }
         for (id, mailbox) in self.gateway.mailboxes.iter().enumerate() {
-            if !mailbox.take_unwoken() {
-                continue;
+            if id == self.id as usize || !mailbox.take_unwoken() {
+                continue; // its own mail: drained by `finish_round`
             }
             let ran = mailbox.weight() <= RUN_ELSEWHERE_MAX
                 && self.loops[id]
@@ -54,13 +62,17 @@ impl EventLoop {
         }
     }
 
-    /// Runs this loop's mailbox on another loop's thread, while this loop sleeps
-    /// (see [`EventLoop::settle_wakes`]). What a round would do next (more of a
-    /// fan-out, mail this drain posted to its own loop) wakes this loop.
+    /// Writes this loop's mail on another loop's thread, while this loop sleeps
+    /// (see [`EventLoop::settle_wakes`]). Whatever the mail leads to beyond writes
+    /// (calls, held input, more of a fan-out) wakes this loop to do it.
     fn drain_for_another(&mut self) {
         self.set_clock(Instant::now());
         self.drain_mailbox();
-        if self.more_work || self.own_mail || !self.resume.is_empty() || !self.reread.is_empty() {
+        if self.more_work
+            || !self.calls.is_empty()
+            || !self.resume.is_empty()
+            || !self.reread.is_empty()
+        {
             self.gateway.mailboxes[self.id as usize].wake();
         }
     }

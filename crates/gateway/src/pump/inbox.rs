@@ -48,9 +48,6 @@ impl EventLoop {
                         Inbound::Lost { token } => self.lost(token),
                     }
                 }
-                // Pipelined requests behind answered long-polls: after the pass, so a
-                // delivery never runs request handling.
-                self.run_resumes();
             } else if !self.dirty_pending() {
                 break;
             }

@@ -1,12 +1,12 @@
 //! Bytes between sockets and cores: reading into a core, then applying what the core
 //! left in the outbox — bytes to the socket or its queue, the timer to the wheel,
-//! requests to the bus (their replies go straight back to the core), input to
-//! resume after the current event, and closing.
+//! bus requests to the round's calls (sent at the end of the round, their replies
+//! back to the core: [`EventLoop::send_calls`]), input to resume, and closing.
 
 use super::output::{write_now, OutQueue};
 use super::send_batch::{SendBatch, Sent, MIN_BATCH};
 use super::slot;
-use super::EventLoop;
+use super::{Call, EventLoop};
 use bus::{ConnRef, Reply, Request};
 use connection::{Connection, Cx};
 use std::io::{self, Read};
@@ -17,13 +17,13 @@ impl EventLoop {
     /// Reads until the socket is drained, handing every read to the core.
     pub(super) fn on_readable(&mut self, index: usize) {
         self.read_socket(index);
-        self.run_resumes();
     }
 
     /// Reads until the socket is drained — or until the connection's queued output
     /// (replies, pongs, deliveries) is over `max_queued`: a client that does not read
     /// what it asked for is not read either (SPEC D4). `flush` brings it back once
-    /// the queue is under the limit again.
+    /// the queue is under the limit again. A full read that left a bus call waits
+    /// for the call's reply (`finish_round` reads on).
     fn read_socket(&mut self, index: usize) {
         let mut scratch = std::mem::take(&mut self.scratch);
         while let Some(slot) = self.slots.get_mut(index) {
@@ -48,6 +48,13 @@ impl EventLoop {
                     if n < scratch.len() {
                         break;
                     }
+                    // The core asked the bus: read on once it is answered (what
+                    // follows a WebSocket upgrade is frames, not held input).
+                    let token = slot::token(index, self.gens[index]);
+                    if self.calls.last().is_some_and(|call| call.token == token) {
+                        self.reread.push(token);
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -60,10 +67,15 @@ impl EventLoop {
         self.scratch = scratch;
     }
 
-    /// Runs one core call on connection `index`, then applies its outbox.
-    pub(super) fn with_core(&mut self, index: usize, call: impl FnOnce(&mut Connection, &mut Cx)) {
+    /// Runs one core call on connection `index`, then applies its outbox. True if
+    /// that armed the connection's timer (see [`EventLoop::settle`]).
+    pub(super) fn with_core(
+        &mut self,
+        index: usize,
+        call: impl FnOnce(&mut Connection, &mut Cx),
+    ) -> bool {
         let Some(slot) = self.slots.get_mut(index) else {
-            return;
+            return false;
         };
         let mut cx = Cx {
             now: self.now,
@@ -74,86 +86,115 @@ impl EventLoop {
             key: slot::token(index, self.gens[index]),
         };
         call(&mut slot.conn, &mut cx);
-        self.settle(index, false);
+        self.settle(index, false)
     }
 
-    /// Applies the outbox of connection `index` until the core has nothing more to
-    /// say. With `coalesce`, bytes are queued and written later by `flush_dirty`.
+    /// Applies the outbox of connection `index`. With `coalesce`, bytes are queued
+    /// and written later by `flush_dirty`. Bus requests join the round's calls
+    /// ([`EventLoop::send_calls`]): no bus call is made here, so nothing a call
+    /// causes runs inside a write, a delivery or a close.
     ///
-    /// Only the last timer the core set goes to the wheel, once, when the core is
-    /// done: a subscription's login arms a head timeout while its reply is awaited,
-    /// and the reply (usually answered within this call) arms the heartbeat — two
-    /// wheel entries per idle connection, one of them stale for the whole head
-    /// timeout, were 4 B and slot slack of every new connection's memory.
-    pub(super) fn settle(&mut self, index: usize, coalesce: bool) {
-        let mut timer = None;
-        loop {
-            if !self.outbox.pieces().is_empty() && !self.send(index, coalesce) {
-                return; // the write failed and the connection is closed
+    /// The core's timer goes to the wheel now, unless the core also made a call:
+    /// then once its reply is in (a subscription's login arms a head timeout while
+    /// the reply is awaited, and the reply arms the heartbeat — one wheel entry per
+    /// new connection instead of two, one of them stale for the whole head timeout:
+    /// 4 B and slot slack of every new connection's memory). True if a timer was
+    /// put in the wheel.
+    pub(super) fn settle(&mut self, index: usize, coalesce: bool) -> bool {
+        if !self.outbox.pieces().is_empty() && !self.send(index, coalesce) {
+            self.outbox.take_requests(&mut self.requests);
+            self.queue_calls(index, false);
+            return false; // the write failed and the connection is closed
+        }
+        let timer = self.outbox.take_timer();
+        if self.outbox.take_resume() {
+            self.resume.push(slot::token(index, self.gens[index]));
+        }
+        let close = self.outbox.take_close();
+        self.outbox.take_requests(&mut self.requests);
+        let calls = !self.requests.is_empty();
+        self.queue_calls(index, timer.is_some());
+        if close {
+            self.close(index);
+            return false;
+        }
+        match timer {
+            Some(tick) if !calls => {
+                self.arm(index, tick);
+                true
             }
-            let token = slot::token(index, self.gens[index]);
-            if let Some(tick) = self.outbox.take_timer() {
-                timer = Some(tick);
-            }
-            if self.outbox.take_resume() {
-                self.resume.push(token);
-            }
-            let close = self.outbox.take_close();
-            let mut requests = std::mem::take(&mut self.requests);
-            self.outbox.take_requests(&mut requests);
-            for request in requests.drain(..) {
-                if let Some(reply) = self.dispatch(index, request) {
-                    let slot = &mut self.slots[index];
-                    let mut cx = Cx {
-                        now: self.now,
-                        config: &self.config,
-                        queued: slot.queued_bytes(),
-                        out: &mut self.outbox,
-                        credentials: &mut self.credentials,
-                        key: token,
-                    };
-                    slot.conn.handle_reply(&mut cx, reply);
+            _ => false,
+        }
+    }
+
+    /// Puts connection `index`'s timer for `tick` in the wheel; a tick the wheel
+    /// moves (past a full revolution's slot) is told back to the core.
+    fn arm(&mut self, index: usize, tick: u32) {
+        let token = slot::token(index, self.gens[index]);
+        let at = self.wheel.schedule(token, tick);
+        if at != tick {
+            self.slots[index].conn.reschedule(at);
+        }
+    }
+
+    /// Moves the requests taken from connection `index`'s outbox to the round's
+    /// calls, in the order the core made them; with `arm`, the last one arms the
+    /// connection's timer once it is answered.
+    fn queue_calls(&mut self, index: usize, arm: bool) {
+        let token = slot::token(index, self.gens[index]);
+        let last = self.requests.len();
+        self.calls.extend(
+            self.requests
+                .drain(..)
+                .enumerate()
+                .map(|(i, request)| Call {
+                    token,
+                    request,
+                    arm: arm && i + 1 == last,
+                }),
+        );
+    }
+
+    /// Sends the round's bus calls, in order; each reply goes back to its
+    /// connection's core, whose new calls are sent in turn until none is left. A
+    /// call returns its reply and nothing else: the mailboxes it filled are settled
+    /// after the round (`handoff`).
+    pub(super) fn send_calls(&mut self) {
+        while !self.calls.is_empty() {
+            let mut calls = std::mem::take(&mut self.calls);
+            for call in calls.drain(..) {
+                let reply = self.dispatch(call.token, call.request);
+                let Some(index) = self.live(call.token) else {
+                    continue;
+                };
+                let armed = match reply {
+                    Some(reply) => self.with_core(index, |conn, cx| conn.handle_reply(cx, reply)),
+                    None => false,
+                };
+                // The timer the core set with this call, unless its reply armed a
+                // newer one.
+                if call.arm && !armed && self.live(call.token).is_some() {
+                    self.arm(index, self.slots[index].conn.deadline());
                 }
             }
-            self.requests = requests;
-            if close {
-                return self.close(index);
-            }
-            if self.outbox.is_empty() {
-                break;
-            }
-        }
-        if let Some(tick) = timer {
-            let token = slot::token(index, self.gens[index]);
-            let at = self.wheel.schedule(token, tick);
-            if at != tick {
-                self.slots[index].conn.reschedule(at);
+            if self.calls.is_empty() {
+                self.calls = calls; // keeps its capacity
             }
         }
     }
 
-    /// Sends one request of connection `index` over the bus. `/stats` is answered
+    /// Sends one request of connection `token` over the bus. `/stats` is answered
     /// here: the document is this process's.
-    fn dispatch(&mut self, index: usize, request: Request) -> Option<Reply> {
+    fn dispatch(&mut self, token: u32, request: Request) -> Option<Reply> {
         if let Request::Stats = request {
             return Some(Reply::Stats((self.gateway.stats)()));
         }
-        let publishes = matches!(
-            request,
-            Request::Publish { .. } | Request::PublishBatch { .. }
-        );
         let conn = ConnRef {
             loop_id: self.id,
-            token: slot::token(index, self.gens[index]),
+            token,
         };
+        self.called = true;
         let reply = self.gateway.bus.call(conn, request);
-        self.settle_wakes();
-        if publishes {
-            // Deliveries for this loop's own connections were queued without a
-            // wake-up; drain them after this round of events, together with whatever
-            // else the round published (one coalesced write per connection).
-            self.own_mail = true;
-        }
         if let Some(reply) = &reply {
             self.count_reply(reply);
         }
@@ -410,8 +451,8 @@ impl EventLoop {
         }
     }
 
-    /// Closes connection `index` now: the core logs out, the slot is freed and the
-    /// socket closed (which also removes it from epoll).
+    /// Closes connection `index` now: the core's logout joins the round's calls, the
+    /// slot is freed and the socket closed (which also removes it from epoll).
     pub(super) fn close(&mut self, index: usize) {
         // Bytes gathered for this connection leave before its socket closes.
         if self.send_batch.as_ref().is_some_and(|b| b.holds(index)) {
@@ -436,13 +477,10 @@ impl EventLoop {
         self.outbox.take_timer();
         self.outbox.take_resume();
         self.outbox.take_close();
-        let mut requests = std::mem::take(&mut self.requests);
-        self.outbox.take_requests(&mut requests);
-        for request in requests.drain(..) {
-            // A logout: nothing to do with its reply.
-            self.dispatch(index, request);
-        }
-        self.requests = requests;
+        // The logout is sent with the round's calls, after whatever fan-out or
+        // write closed this connection.
+        self.outbox.take_requests(&mut self.requests);
+        self.queue_calls(index, false);
         let slot = self.slots.remove(index);
         self.tls_forget(index);
         self.h2_forget(index);

@@ -57,6 +57,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A bus request of one connection, made during a round and sent at its end.
+struct Call {
+    token: u32,
+    request: Request,
+    /// The connection's timer waits for this call's reply (see `io::settle`).
+    arm: bool,
+}
+
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
 
@@ -103,6 +111,10 @@ pub struct EventLoop {
     outbox: Outbox,
     /// Scratch for the bus requests of one core call.
     requests: Vec<Request>,
+    /// The round's bus calls, sent at its end ([`EventLoop::finish_round`]).
+    calls: Vec<Call>,
+    /// A bus call was made since the last settling of other loops' mailboxes.
+    called: bool,
     scratch: Vec<u8>,
     inbox: Vec<Inbound>,
     /// Tokens of connections whose held input is to be read again (after a long-poll
@@ -130,9 +142,6 @@ pub struct EventLoop {
     accepted: u32,
     /// Accepting paused by EMFILE/ENFILE; retried on every tick.
     accept_paused: bool,
-    /// A publish of this round queued deliveries in this loop's own mailbox without
-    /// waking it: drain them after the round, together (one write per connection).
-    own_mail: bool,
     /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the
     /// listener).
     nodelay_inherited: bool,
@@ -203,6 +212,8 @@ impl EventLoop {
             metrics,
             outbox: Outbox::new(rand::random()),
             requests: Vec::new(),
+            calls: Vec::new(),
+            called: false,
             scratch: vec![0; SCRATCH],
             inbox: Vec::new(),
             resume: Vec::new(),
@@ -216,7 +227,6 @@ impl EventLoop {
             peak: 0,
             accepted: 0,
             accept_paused: false,
-            own_mail: false,
             nodelay_inherited: false,
             drain: None,
             tls,
@@ -246,9 +256,10 @@ impl EventLoop {
                 }
             }
         }
-        if std::mem::take(&mut self.own_mail) | std::mem::take(&mut self.more_work) {
+        if std::mem::take(&mut self.more_work) {
             self.drain_mailbox();
         }
+        self.finish_round();
         if self.gateway.stop.load(Ordering::Acquire) {
             self.close_all();
             return None;
@@ -278,6 +289,7 @@ impl EventLoop {
             self.next_second = now + Duration::from_secs(1);
             self.give_back_memory();
         }
+        self.finish_round();
         Some(if self.more_work {
             Duration::ZERO
         } else {
@@ -360,12 +372,35 @@ impl EventLoop {
         (self.slots.contains(index) && self.gens[index] == gen).then_some(index)
     }
 
-    /// Closes every connection (shutdown).
+    /// Closes every connection (shutdown), and sends their logouts.
     fn close_all(&mut self) {
         let all: Vec<usize> = self.slots.iter().map(|(i, _)| i).collect();
         for index in all {
             self.close(index);
         }
+        self.send_calls();
+        self.settle_wakes();
+    }
+
+    /// The end of a round, what its connections asked for settled once and in one
+    /// direction: the bus calls sent (replies go back to their cores, which may ask
+    /// more), held input read again, this loop's own mail written (what the round
+    /// published to its own connections: one write per connection for all of it);
+    /// repeated until nothing is left. Then the other loops this round left mail for
+    /// are woken or handed it (`handoff`). Nothing here runs inside a bus call.
+    fn finish_round(&mut self) {
+        loop {
+            self.send_calls();
+            self.run_resumes();
+            if !self.calls.is_empty() {
+                continue;
+            }
+            if !self.gateway.mailboxes[self.id as usize].take_unwoken() {
+                break;
+            }
+            self.drain_mailbox();
+        }
+        self.settle_wakes();
     }
 
     /// Gives memory back after a mass disconnect (the router compacts on its own).
@@ -416,10 +451,8 @@ fn trim_heap() {
 }
 
 /// A loop's thread: waits for events without the loop's lock, then runs a round
-/// holding it (see [`LoopCell`]). Its bus calls settle their own wake-ups
-/// ([`bus::mailbox::defer_wakes_on_this_thread`]).
+/// holding it (see [`LoopCell`]).
 pub fn run(loops: LoopCells, id: u16, mut poll: Poll) -> std::io::Result<()> {
-    bus::mailbox::defer_wakes_on_this_thread();
     let cell = &loops[id as usize];
     let mut events = Events::with_capacity(1024);
     let mut timeout = Duration::ZERO;
