@@ -6,23 +6,13 @@ use crate::commit::NotStored;
 use crate::Hub;
 use bus::{ConnRef, Delivery, Inbound, Reply, Request, Target};
 use bytes::Bytes;
+pub use router::Reach;
 use router::{Message, PublishCounts, Router};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// Where the committer thread posts deliveries and late answers: `(loop id, item)`.
 pub type Post = Arc<dyn Fn(u16, Inbound) + Send + Sync>;
-
-/// Whom a publish reaches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
-    /// `{subject} ∪ subscribers(subject)`, from this router's index.
-    Followers,
-    /// Exactly `users`, each once (`--router-shards`: the part of a publish's
-    /// followers this shard owns). `counted`: the message counts as one in here
-    /// (on the subject's shard; a shard reaching users forwarded to it does not).
-    Users { users: Vec<u64>, counted: bool },
-}
 
 /// One message's fan-out, planned under the router lock.
 struct Planned {
@@ -38,13 +28,7 @@ impl Planned {
         let msg = Arc::new(Message { subject, payload });
         let published = Instant::now();
         let mut per_loop: Vec<Vec<Target>> = Vec::new();
-        let mut cursor = match reach {
-            Reach::Followers => router.begin_publish(msg.clone(), published),
-            Reach::Users { users, counted } => {
-                router.begin_publish_to(msg.clone(), users, published, counted)
-            }
-        };
-        router.step_publish(&mut cursor, usize::MAX, &mut |d: router::Delivery| {
+        let counts = router.handle_publish(&msg, &reach, published, &mut |d| {
             let slot = d.conn.loop_id as usize;
             if per_loop.len() <= slot {
                 per_loop.resize_with(slot + 1, Vec::new);
@@ -59,7 +43,7 @@ impl Planned {
             msg,
             published,
             per_loop,
-            counts: cursor.counts(),
+            counts,
         }
     }
 
