@@ -21,8 +21,8 @@ use crate::commit::NotStored;
 use crate::Hub;
 use bus::{ConnRef, Delivery, Inbound, Reply, Target};
 use bytes::Bytes;
-use router::{Message, PublishCounts, Router};
 pub use router::Reach;
+use router::{Message, PublishCounts, Router};
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -137,8 +137,9 @@ fn publishes_interleaved_with_edge_changes_match_the_model() {
                 let want: BTreeSet<ConnRef> =
                     users.iter().flat_map(|u| m.online[u].clone()).collect();
                 let mut handed: Vec<Delivery> = Vec::new();
-                let counts =
-                    r.handle_publish(&msg(subject), &Reach::Followers, now, &mut |d| handed.push(d));
+                let counts = r.handle_publish(&msg(subject), &Reach::Followers, now, &mut |d| {
+                    handed.push(d)
+                });
                 let mut got = Vec::new();
                 for d in handed {
                     // Per connection: the user's numbers, in order, without holes.

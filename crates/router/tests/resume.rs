@@ -108,7 +108,12 @@ fn expired_history_starts_a_new_epoch() {
     // Back, and enough messages that the old numbers are reached again.
     r.handle_login(4, conn(2));
     for _ in 0..5 {
-        r.handle_publish(&msg(4, 1), &Reach::Followers, t0 + Duration::from_secs(12), &mut |_| {});
+        r.handle_publish(
+            &msg(4, 1),
+            &Reach::Followers,
+            t0 + Duration::from_secs(12),
+            &mut |_| {},
+        );
     }
     let (new_epoch, last) = r.position(4);
     assert_eq!(last, 5);
@@ -179,7 +184,9 @@ fn history_is_bounded_in_bytes_per_user() {
     );
     // A message alone over the per-user limit is delivered but not kept.
     let mut delivered = 0;
-    r.handle_publish(&msg(1, 4 * per), &Reach::Followers, now, &mut |_| delivered += 1);
+    r.handle_publish(&msg(1, 4 * per), &Reach::Followers, now, &mut |_| {
+        delivered += 1
+    });
     assert_eq!(delivered, 1);
     let h = r.history_since(1, 10);
     assert_eq!((h.last, h.gap, h.messages.len()), (11, true, 0));
@@ -230,7 +237,9 @@ fn total_bound_drops_offline_rings_first_then_the_writers_oldest() {
     assert!(r.history_since(2, 0).gap && !r.history_since(1, 0).gap);
     // A message alone over the whole bound is delivered but not kept.
     let mut delivered = 0;
-    r.handle_publish(&msg(1, 11 * per), &Reach::Followers, t0, &mut |_| delivered += 1);
+    r.handle_publish(&msg(1, 11 * per), &Reach::Followers, t0, &mut |_| {
+        delivered += 1
+    });
     assert_eq!(delivered, 1);
     let h = r.history_since(1, 4);
     assert_eq!((h.last, h.gap, h.messages.len()), (5, true, 0));
@@ -265,7 +274,12 @@ fn history_totals_stay_exact_through_churn_and_expiry() {
             1 if online.remove(&u) => r.handle_logout(u, conn(u as u32), now),
             2 => r.handle_tick(now),
             _ => {
-                r.handle_publish(&msg(u, rng.gen_range(0..200)), &Reach::Followers, now, &mut |_| {});
+                r.handle_publish(
+                    &msg(u, rng.gen_range(0..200)),
+                    &Reach::Followers,
+                    now,
+                    &mut |_| {},
+                );
             }
         }
         let s = r.stats();

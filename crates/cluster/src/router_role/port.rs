@@ -18,6 +18,9 @@ const TURN: usize = 256;
 /// Answers owed to the port, sent once the turn's messages are published.
 pub(super) type Answers = Vec<(oneshot::Sender<Reply>, Reply)>;
 
+/// A run of the port's publish calls: where each answer goes, and its messages.
+type Run = Vec<(oneshot::Sender<Reply>, Vec<(u64, Bytes)>)>;
+
 impl RouterRole {
     /// Handles `first` and whatever else the port has queued (up to [`TURN`]).
     pub(super) fn port_turn(
@@ -34,7 +37,7 @@ impl RouterRole {
             }
         }
         // A run of publishes is one hub publish; anything else ends the run.
-        let mut run: Vec<(oneshot::Sender<Reply>, Vec<(u64, Bytes)>)> = Vec::new();
+        let mut run: Run = Vec::new();
         for call in calls {
             match call.request {
                 Request::Publish { subject, payload } => {
@@ -51,11 +54,7 @@ impl RouterRole {
     }
 
     /// Publishes the calls of `run` (emptied) and queues their answers.
-    fn publish_run(
-        &mut self,
-        run: &mut Vec<(oneshot::Sender<Reply>, Vec<(u64, Bytes)>)>,
-        answers: &mut Answers,
-    ) {
+    fn publish_run(&mut self, run: &mut Run, answers: &mut Answers) {
         if run.is_empty() {
             return;
         }

@@ -18,7 +18,9 @@ fn msg(subject: u64, text: &'static str) -> Arc<Message> {
 
 fn publish(r: &mut Router, subject: u64, now: Instant) -> (PublishCounts, Vec<(ConnRef, u64)>) {
     let mut got = Vec::new();
-    let counts = r.handle_publish(&msg(subject, "x"), &Reach::Followers, now, &mut |d| got.push((d.conn, d.seq)));
+    let counts = r.handle_publish(&msg(subject, "x"), &Reach::Followers, now, &mut |d| {
+        got.push((d.conn, d.seq))
+    });
     got.sort_by_key(|(c, _)| (c.loop_id, c.token));
     (counts, got)
 }
