@@ -28,8 +28,8 @@
 //! forward path, no waiting.
 //!
 //! Layout: [`drain`] (SIGTERM: stop taking publishes, finish, exit), [`gateways`]
-//! (the gateway table), [`publishes`] (a run of publishes with
-//! durable history), [`forward`] and [`waiting`] (publishing across shards),
+//! (the gateway table), [`publishes`] (every publish's one way into the hub, and a
+//! run of publish calls), [`forward`] and [`waiting`] (publishing across shards),
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
 //! the port itself is [`crate::publish_port`]), [`owed`] (what each gateway is sent,
@@ -303,22 +303,14 @@ impl RouterRole {
                         self.publish_in_order(gateway, call);
                         continue;
                     }
-                    // Several shards: a run of publishes as the subjects' shard.
-                    if self.shards.count > 1 && is_any_publish(&call) {
+                    // A run of publishes: one publish through the hub (one
+                    // durable commit), the shards dividing it if there are several.
+                    if is_any_publish(&call) {
                         let mut run = vec![PublishCall::of_gateway(gateway, call)];
                         while let Some(next) = calls.next_if(is_any_publish) {
                             run.push(PublishCall::of_gateway(gateway, next));
                         }
-                        self.publish_sharded(run);
-                        continue;
-                    }
-                    // With durable history, a run of publishes shares one commit.
-                    if self.hub.durable_history() && publishes::is_publish(&call) {
-                        let mut run = vec![call];
-                        while let Some(next) = calls.next_if(publishes::is_publish) {
-                            run.push(next);
-                        }
-                        self.publish_run(gateway, run);
+                        self.publish_calls(run);
                         continue;
                     }
                     let conn = ConnRef {
@@ -394,8 +386,9 @@ impl RouterRole {
         }
     }
 
-    /// Answers one request; a publish's deliveries are queued for sending, one
-    /// per gateway, each after what that gateway is already owed.
+    /// Answers one request other than a publish (publishes take
+    /// [`RouterRole::publish_calls`]); any deliveries are queued for the gateways
+    /// all the same, each after what that gateway is already owed.
     fn call(&mut self, conn: ConnRef, request: Request) -> Reply {
         let published_ns = unix_ns();
         let mut batches: Vec<(u16, Delivery)> = Vec::new();
@@ -421,24 +414,6 @@ impl RouterRole {
         };
         self.queue_batches(batches, published_ns);
         reply
-    }
-
-    /// Publishes `items` through the hub (one durable commit for all) and queues
-    /// their deliveries for the gateways, each after what it is already owed.
-    fn publish_and_queue(
-        &mut self,
-        items: Vec<(u64, Bytes, hub::Reach)>,
-        published_ns: u64,
-    ) -> (
-        Vec<router::PublishCounts>,
-        Result<(), hub::commit::NotStored>,
-    ) {
-        let mut batches = Vec::new();
-        let hub = self.hub.clone();
-        let published =
-            hub.publish_each_to(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
-        published
     }
 }
 

@@ -20,9 +20,10 @@
 //!   durable [`store::history::HistoryLog`].
 //! - [`commit`]: its writes, one transaction per group of publishes, outside the
 //!   router lock, and the committer thread that answers publishes after them.
-//! - [`publish`]: one publish planned and handed out; [`Hub::publish_later`], a
-//!   publish answered by the committer thread (what [`LocalBus`] uses with durable
-//!   history, so a loop never waits on the disk).
+//! - [`publish`]: the one publish path, [`Hub::publish`]: a [`Publish`] (messages,
+//!   each with whom it reaches) handed out as a [`Handout`] says — at once, or, with
+//!   durable history, by the committer thread with the answer (what [`LocalBus`]
+//!   uses, so a loop never waits on the disk).
 
 pub mod args;
 pub mod commit;
@@ -32,7 +33,7 @@ pub mod publish;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
-pub use publish::Reach;
+pub use publish::{Handout, Item, Publish, Published, Reach};
 
 use anyhow::Context;
 use bus::{ConnRef, Delivery, HistoryRead, Reply, Request};
@@ -172,20 +173,10 @@ impl Hub {
                 Reply::Done
             }
             Request::Publish { subject, payload } => {
-                let (counts, stored) = self.publish(subject, payload, deliver);
-                published(1, counts.connections.into(), counts.users.into(), stored)
+                self.publish_now(Publish::to_followers([(subject, payload)]), deliver)
             }
             Request::PublishBatch { items, .. } => {
-                let (mut connections, mut users) = (0u64, 0u64);
-                let messages = items.len() as u64;
-                // One lock per item: a long batch never holds the router for its
-                // whole length; one durable commit for all of them.
-                let (counts, stored) = self.publish_each(items, deliver);
-                for counts in counts {
-                    connections += u64::from(counts.connections);
-                    users += u64::from(counts.users);
-                }
-                published(messages, connections, users, stored)
+                self.publish_now(Publish::to_followers(items), deliver)
             }
             Request::ChangeSubscriptions { edges, add } => self.change(&edges, add),
             Request::ReadHistory { user, since } => {
@@ -203,6 +194,13 @@ impl Hub {
             }
             Request::Stats => Reply::Stats(stats_json(&self.stats())),
         }
+    }
+
+    /// A publish handed out before the answer, answered with its reach summed.
+    fn publish_now(&self, publish: Publish, deliver: &mut dyn FnMut(u16, Delivery)) -> Reply {
+        self.publish(publish, Handout::Now(deliver))
+            .expect("a publish handed out now is answered now")
+            .reply()
     }
 
     /// Logs `conn` in as `user` and, with `since`, reads the history after it under
@@ -372,24 +370,6 @@ impl Hub {
 /// The router's counters as `/stats` shows them. Named so they cannot be confused:
 /// `subscription_edges` are durable follow edges (A follows B);
 /// `connections_logged_in` are open client connections the router delivers to.
-/// A publish's answer: `Published`, or `NotStored` when its durable write failed.
-fn published(
-    messages: u64,
-    connections: u64,
-    users: u64,
-    stored: Result<(), commit::NotStored>,
-) -> Reply {
-    let reply = Reply::Published {
-        messages,
-        connections,
-        users,
-    };
-    match stored {
-        Ok(()) => reply,
-        Err(why) => reply.not_stored(&why),
-    }
-}
-
 pub fn stats_json(r: &RouterStats) -> serde_json::Value {
     serde_json::json!({
         "users_online": r.users_online,

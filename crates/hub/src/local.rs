@@ -1,7 +1,7 @@
 //! [`LocalBus`]: the bus when the router lives in the gateways' own process — a
 //! direct call into the [`Hub`], with deliveries pushed into the loops' mailboxes.
 
-use crate::publish::Post;
+use crate::publish::{Handout, Post, Publish};
 use crate::Hub;
 use bus::{Bus, ConnRef, Inbound, Mailbox, Reply, Request, Wake};
 use std::sync::Arc;
@@ -42,21 +42,24 @@ fn push(mailboxes: &[Arc<Mailbox>], loop_id: u16, item: Inbound, wake: Wake) {
 
 impl Bus for LocalBus {
     /// Answers at once, except publishes with durable history: those are answered
-    /// through the mailbox after their commit ([`Hub::publish_later`]), so the loop
+    /// through the mailbox after their commit ([`Handout::Later`]), so the loop
     /// keeps serving while the disk writes. The caller is a loop's thread: every
     /// mailbox this call fills is left for it to wake ([`Wake::Later`]) once, at the
     /// end of its round — its own drained then, so everything published in one round
     /// leaves in one write per connection.
     fn call(&self, conn: ConnRef, request: Request) -> Option<Reply> {
         let durable = self.hub.durable_history();
+        let later = |items| {
+            let later = Handout::Later {
+                conn,
+                post: &self.post,
+            };
+            let published = self.hub.publish(Publish::to_followers(items), later);
+            published.map(|p| p.reply())
+        };
         match request {
-            Request::Publish { subject, payload } if durable => {
-                self.hub
-                    .publish_later(conn, vec![(subject, payload)], &self.post)
-            }
-            Request::PublishBatch { items, .. } if durable => {
-                self.hub.publish_later(conn, items, &self.post)
-            }
+            Request::Publish { subject, payload } if durable => later(vec![(subject, payload)]),
+            Request::PublishBatch { items, .. } if durable => later(items),
             request => Some(self.handle(conn, request)),
         }
     }

@@ -1,11 +1,27 @@
-//! One publish: planned under the router lock (each loop's targets), then handed
-//! out — at once under that lock, after the durable commit in ticket order, or, for
-//! [`Hub::publish_later`], by the committer thread together with the answer.
+//! The one publish path: [`Hub::publish`] takes a [`Publish`] (its messages, each
+//! with whom it reaches) and a [`Handout`] (where the deliveries go, and when).
+//!
+//! Each message is planned under the router lock — one lock per message, so a long
+//! batch never holds the router for its whole length — into one
+//! [`bus::Delivery`] per loop it reaches, and handed out:
+//! - without durable history, at once, under that lock: that is what keeps each
+//!   user's messages in sequence order on every loop;
+//! - with durable history (`--history-store store`), after ONE commit for all the
+//!   messages, in the order of the tickets taken under the lock (the same order):
+//!   by the caller's thread ([`Handout::Now`]), or by the committer thread together
+//!   with the answer ([`Handout::Later`], so an event loop never waits on the disk).
+//!
+//! What varies is data, not a function: one message or a batch (`POST /pub`'s
+//! NDJSON, a gateway's run of publishes at the router role), the followers or a
+//! listed set of users ([`Reach`], a router shard's part of a publish). A batch's
+//! `parallel` flag changes nothing here: it only lets a gateway send a batch's parts
+//! to several router shards at once, and one hub keeps the order for free.
 
 use crate::commit::NotStored;
 use crate::Hub;
-use bus::{ConnRef, Delivery, Inbound, Reply, Request, Target};
+use bus::{ConnRef, Delivery, Inbound, Reply, Target};
 use bytes::Bytes;
+pub use router::Reach;
 use router::{Message, PublishCounts, Router};
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,15 +29,80 @@ use std::time::Instant;
 /// Where the committer thread posts deliveries and late answers: `(loop id, item)`.
 pub type Post = Arc<dyn Fn(u16, Inbound) + Send + Sync>;
 
-/// Whom a publish reaches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
-    /// `{subject} ∪ subscribers(subject)`, from this router's index.
-    Followers,
-    /// Exactly `users`, each once (`--router-shards`: the part of a publish's
-    /// followers this shard owns). `counted`: the message counts as one in here
-    /// (on the subject's shard; a shard reaching users forwarded to it does not).
-    Users { users: Vec<u64>, counted: bool },
+/// One message of a publish.
+#[derive(Debug, Clone)]
+pub struct Item {
+    pub subject: u64,
+    pub payload: Bytes,
+    pub reach: Reach,
+}
+
+/// What to publish: messages applied in this order (one router lock each, one
+/// durable commit for all).
+#[derive(Debug, Clone, Default)]
+pub struct Publish {
+    pub items: Vec<Item>,
+}
+
+impl Publish {
+    /// Messages `(subject, payload)` to their subjects' followers: what a gateway's
+    /// `Publish` or `PublishBatch` asks.
+    pub fn to_followers(items: impl IntoIterator<Item = (u64, Bytes)>) -> Publish {
+        let items = items
+            .into_iter()
+            .map(|(subject, payload)| Item {
+                subject,
+                payload,
+                reach: Reach::Followers,
+            })
+            .collect();
+        Publish { items }
+    }
+}
+
+/// Where a publish's deliveries go, and when.
+pub enum Handout<'a> {
+    /// To `deliver(loop id, batch)` before [`Hub::publish`] returns.
+    Now(&'a mut dyn FnMut(u16, Delivery)),
+    /// Posted through `post` by the committer thread after the commit, followed by
+    /// the answer to `conn` ([`Inbound::Reply`], the summed [`Published::reply`]):
+    /// a 200 and every number a client sees still come after the commit, but the
+    /// caller goes on meanwhile. Without durable history there is nothing to wait
+    /// for: posted at once, and answered by the return value.
+    Later { conn: ConnRef, post: &'a Post },
+}
+
+/// What a publish reached: each message's counts, in order, and whether its
+/// durable write held (`Err`: every message was still delivered, but a restart
+/// would not know them).
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub counts: Vec<PublishCounts>,
+    pub stored: Result<(), NotStored>,
+}
+
+impl Published {
+    /// The answer to one call whose messages are `counts` (a run of calls shares
+    /// one [`Published`]): `Published`, or `NotStored` when the write failed.
+    pub fn reply_for(&self, counts: &[PublishCounts]) -> Reply {
+        let (connections, users) = counts.iter().fold((0u64, 0u64), |(c, u), n| {
+            (c + u64::from(n.connections), u + u64::from(n.users))
+        });
+        let reply = Reply::Published {
+            messages: counts.len() as u64,
+            connections,
+            users,
+        };
+        match &self.stored {
+            Ok(()) => reply,
+            Err(why) => reply.not_stored(why),
+        }
+    }
+
+    /// The answer to the whole publish: its messages' reach summed.
+    pub fn reply(&self) -> Reply {
+        self.reply_for(&self.counts)
+    }
 }
 
 /// One message's fan-out, planned under the router lock.
@@ -34,17 +115,14 @@ struct Planned {
 }
 
 impl Planned {
-    fn new(router: &mut Router, subject: u64, payload: Bytes, reach: Reach) -> Planned {
-        let msg = Arc::new(Message { subject, payload });
+    fn new(router: &mut Router, item: Item) -> Planned {
+        let msg = Arc::new(Message {
+            subject: item.subject,
+            payload: item.payload,
+        });
         let published = Instant::now();
         let mut per_loop: Vec<Vec<Target>> = Vec::new();
-        let mut cursor = match reach {
-            Reach::Followers => router.begin_publish(msg.clone(), published),
-            Reach::Users { users, counted } => {
-                router.begin_publish_to(msg.clone(), users, published, counted)
-            }
-        };
-        router.step_publish(&mut cursor, usize::MAX, &mut |d: router::Delivery| {
+        let counts = router.handle_publish(&msg, &item.reach, published, &mut |d| {
             let slot = d.conn.loop_id as usize;
             if per_loop.len() <= slot {
                 per_loop.resize_with(slot + 1, Vec::new);
@@ -59,7 +137,7 @@ impl Planned {
             msg,
             published,
             per_loop,
-            counts: cursor.counts(),
+            counts,
         }
     }
 
@@ -79,92 +157,57 @@ impl Planned {
 }
 
 impl Hub {
-    /// Plans the fan-out of one message and hands every loop its batch before the
-    /// router lock is released (with durable history: after the commit, in ticket
-    /// order, which keeps the same order). `Err` carries the counts too: the
-    /// message went out but its durable write failed.
-    pub(crate) fn publish(
-        &self,
-        subject: u64,
-        payload: Bytes,
-        deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> (PublishCounts, Result<(), NotStored>) {
-        self.publish_to(subject, payload, Reach::Followers, deliver)
-    }
-
-    /// [`Hub::publish`] reaching whom `reach` says.
-    pub fn publish_to(
-        &self,
-        subject: u64,
-        payload: Bytes,
-        reach: Reach,
-        deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> (PublishCounts, Result<(), NotStored>) {
-        let mut router = self.router.lock();
-        let planned = Planned::new(&mut router, subject, payload, reach);
-        let counts = planned.counts;
-        let mut stored = Ok(());
-        match &self.history {
-            None => {
-                planned.hand_out(deliver);
-                drop(router);
-            }
-            // Durable before anyone sees it: a client never holds a number that a
-            // restart would not know (it would be told of a gap that is not one).
-            // Tickets keep the router's order once its lock is gone.
-            Some(commit) => {
-                let journal = router.take_journal();
-                let stores = !journal.is_empty();
-                let (position, ticket) = commit.push_publish(journal);
-                drop(router);
-                if let (Err(why), true) = (commit.wait_committed(position), stores) {
-                    stored = Err(why);
-                }
-                commit.in_turn(ticket, || planned.hand_out(deliver));
-            }
-        }
-        (counts, stored)
-    }
-
-    /// Publishes `items` in order (one router lock per item) with ONE durable
-    /// commit for all of them: each item is planned and queued with its ticket,
-    /// the caller waits once for the last, then every item's deliveries go out in
-    /// ticket order. Without durable history, the same as [`Hub::publish`] in turn.
-    /// A batch, or a gateway's run of publishes at the router role, then costs one
-    /// store round trip instead of one per message. `Err` when the commit failed
-    /// (every item was still delivered).
-    pub fn publish_each(
-        &self,
-        items: Vec<(u64, Bytes)>,
-        deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> (Vec<PublishCounts>, Result<(), NotStored>) {
-        let items = items
-            .into_iter()
-            .map(|(subject, payload)| (subject, payload, Reach::Followers))
-            .collect();
-        self.publish_each_to(items, deliver)
-    }
-
-    /// [`Hub::publish_each`], each item reaching whom its [`Reach`] says.
-    pub fn publish_each_to(
-        &self,
-        items: Vec<(u64, Bytes, Reach)>,
-        deliver: &mut dyn FnMut(u16, Delivery),
-    ) -> (Vec<PublishCounts>, Result<(), NotStored>) {
+    /// Publishes `publish`'s messages in order and hands their deliveries out as
+    /// `handout` says (see the module doc). Returns what they reached; `None` only
+    /// for [`Handout::Later`] with durable history, whose answer is posted.
+    pub fn publish(&self, publish: Publish, handout: Handout<'_>) -> Option<Published> {
         let Some(commit) = &self.history else {
-            let counts = items
+            let mut post_all;
+            let deliver: &mut dyn FnMut(u16, Delivery) = match handout {
+                Handout::Now(deliver) => deliver,
+                Handout::Later { post, .. } => {
+                    post_all = |loop_id, batch| post(loop_id, Inbound::Deliver(batch));
+                    &mut post_all
+                }
+            };
+            let counts = publish
+                .items
                 .into_iter()
-                .map(|(subject, payload, reach)| {
-                    self.publish_to(subject, payload, reach, deliver).0
+                .map(|item| {
+                    let mut router = self.router.lock();
+                    let planned = Planned::new(&mut router, item);
+                    let counts = planned.counts;
+                    // Under the lock: the order of every user's numbers.
+                    planned.hand_out(deliver);
+                    counts
                 })
                 .collect();
-            return (counts, Ok(()));
+            return Some(Published {
+                counts,
+                stored: Ok(()),
+            });
         };
-        let mut planned = Vec::with_capacity(items.len());
+        match handout {
+            Handout::Now(deliver) => Some(self.publish_committed(commit, publish, deliver)),
+            Handout::Later { conn, post } => self.publish_later(commit, publish, conn, post),
+        }
+    }
+
+    /// [`Hub::publish`] with durable history, handed out by this thread: each
+    /// message planned and queued with its ticket, one wait for the last, then
+    /// every message's deliveries in ticket order. Durable before anyone sees it:
+    /// a client never holds a number that a restart would not know.
+    fn publish_committed(
+        &self,
+        commit: &crate::commit::GroupCommit,
+        publish: Publish,
+        deliver: &mut dyn FnMut(u16, Delivery),
+    ) -> Published {
+        let mut planned = Vec::with_capacity(publish.items.len());
         let (mut last, mut stores) = (0, false);
-        for (subject, payload, reach) in items {
+        for item in publish.items {
             let mut router = self.router.lock();
-            let p = Planned::new(&mut router, subject, payload, reach);
+            let p = Planned::new(&mut router, item);
             let journal = router.take_journal();
             stores |= !journal.is_empty();
             let (position, ticket) = commit.push_publish(journal);
@@ -172,6 +215,7 @@ impl Hub {
             last = position;
             planned.push((ticket, p));
         }
+        // A publish that stored nothing (nobody reached) has no write to fail.
         let stored = match (commit.wait_committed(last), stores) {
             (Err(why), true) => Err(why),
             _ => Ok(()),
@@ -184,62 +228,38 @@ impl Hub {
                 counts
             })
             .collect();
-        (counts, stored)
+        Published { counts, stored }
     }
 
-    /// True when publishes are written to the store before they are answered
-    /// (`--history-store store`): then [`Hub::publish_later`] saves the caller the wait.
-    pub fn durable_history(&self) -> bool {
-        self.history.is_some()
-    }
-
-    /// Publishes `items` (one lock per item, like a batch through [`Hub::handle`])
-    /// without waiting for the durable commit: the committer thread hands each
-    /// item's deliveries out after its commit, in ticket order, and then posts the
-    /// answer (`Reply::Published`) to `conn` as [`Inbound::Reply`] — the same
-    /// guarantee as a synchronous publish (a 200 and every number a client sees
-    /// come after the commit), but the calling loop goes on serving meanwhile.
-    /// Returns the answer at once only when there is nothing to wait for (no
-    /// durable history, or no item).
-    pub fn publish_later(
+    /// [`Hub::publish`] with durable history, handed out by the committer thread:
+    /// each message's deliveries after its commit, in ticket order, and with the
+    /// last one the answer to `conn`. Answers at once only a publish of nothing.
+    fn publish_later(
         &self,
+        commit: &crate::commit::GroupCommit,
+        publish: Publish,
         conn: ConnRef,
-        items: Vec<(u64, Bytes)>,
         post: &Post,
-    ) -> Option<Reply> {
-        let Some(commit) = &self.history else {
-            let mut deliver = |loop_id, batch| post(loop_id, Inbound::Deliver(batch));
-            return Some(self.handle(
-                conn,
-                Request::PublishBatch {
-                    items,
-                    parallel: false,
-                },
-                &mut deliver,
-            ));
-        };
-        let messages = items.len() as u64;
+    ) -> Option<Published> {
+        let messages = publish.items.len();
         if messages == 0 {
-            return Some(Reply::Published {
-                messages,
-                connections: 0,
-                users: 0,
+            return Some(Published {
+                counts: Vec::new(),
+                stored: Ok(()),
             });
         }
-        let (mut connections, mut users) = (0u64, 0u64);
-        // The first failed write among the items, for the answer (jobs run in
+        let mut counts = Vec::with_capacity(messages);
+        // The first failed write among the messages, for the answer (jobs run in
         // ticket order on the committer thread, the answer's last).
         let failed: Arc<parking_lot::Mutex<Option<NotStored>>> = Default::default();
-        for (i, (subject, payload)) in items.into_iter().enumerate() {
+        for item in publish.items {
             let mut router = self.router.lock();
-            let planned = Planned::new(&mut router, subject, payload, Reach::Followers);
-            connections += u64::from(planned.counts.connections);
-            users += u64::from(planned.counts.users);
-            // The answer rides with the last item: after every item is handed out.
-            let answer = (i as u64 + 1 == messages).then_some(Reply::Published {
-                messages,
-                connections,
-                users,
+            let planned = Planned::new(&mut router, item);
+            counts.push(planned.counts);
+            // The answer rides with the last message: after every one is handed out.
+            let answer = (counts.len() == messages).then(|| Published {
+                counts: std::mem::take(&mut counts),
+                stored: Ok(()),
             });
             let post = post.clone();
             let failed = failed.clone();
@@ -250,11 +270,11 @@ impl Hub {
                     if let Err(why) = stored {
                         failed.lock().get_or_insert(why);
                     }
-                    if let Some(reply) = answer {
-                        let reply = match failed.lock().take() {
-                            Some(why) => reply.not_stored(&why),
-                            None => reply,
-                        };
+                    if let Some(mut answer) = answer {
+                        if let Some(why) = failed.lock().take() {
+                            answer.stored = Err(why);
+                        }
+                        let reply = answer.reply();
                         post(
                             conn.loop_id,
                             Inbound::Reply {
@@ -268,5 +288,11 @@ impl Hub {
             drop(router);
         }
         None
+    }
+
+    /// True when publishes are written to the store before they are answered
+    /// (`--history-store store`): then [`Handout::Later`] saves the caller the wait.
+    pub fn durable_history(&self) -> bool {
+        self.history.is_some()
     }
 }

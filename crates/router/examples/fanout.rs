@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use router::{ConnRef, Message, Router, RouterConfig, SubscriptionIndex};
+use router::{ConnRef, Message, Reach, Router, RouterConfig, SubscriptionIndex};
 
 /// Publishes timed after the first one, for the min, median and max.
 const REPEATS: usize = 1001;
@@ -80,8 +80,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             payload: bytes::Bytes::from_static(b"hello"),
         });
         let t = Instant::now();
-        let counts = r.handle_publish(msg, now, &mut |c, seq| {
-            sink = sink.wrapping_add(u64::from(c.token) ^ seq)
+        let counts = r.handle_publish(&msg, &Reach::Followers, now, &mut |d| {
+            sink = sink.wrapping_add(u64::from(d.conn.token) ^ d.seq)
         });
         (t.elapsed(), counts)
     };

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use router::{ConnRef, Message, Router, RouterConfig, SubscriptionIndex};
+use router::{ConnRef, Message, Reach, Router, RouterConfig, SubscriptionIndex};
 
 fn arg(i: usize, default: u64) -> u64 {
     std::env::args()
@@ -79,8 +79,8 @@ fn main() {
                 ),
             });
             let t = Instant::now();
-            let c = r.handle_publish(msg, now, &mut |c, seq| {
-                sink = sink.wrapping_add(u64::from(c.token) ^ seq)
+            let c = r.handle_publish(&msg, &Reach::Followers, now, &mut |d| {
+                sink = sink.wrapping_add(u64::from(d.conn.token) ^ d.seq)
             });
             assert_eq!(u64::from(c.connections), s);
             t.elapsed()

@@ -67,6 +67,18 @@ impl HistoryTotals {
         self.messages -= messages as u64;
     }
 
+    /// Forgets `user` (gone from `users`); true when they had a ring, whose totals
+    /// are taken off here.
+    pub fn forget_user(&mut self, user: UserId, users: &mut UserMap) -> bool {
+        match users.remove(user).and_then(|state| state.ring) {
+            Some(ring) => {
+                self.forget(ring.len(), ring.bytes());
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Step 1 (see the module doc): drops offline users' rings, longest offline
     /// first, until a message of `cost` bytes fits or no offline ring is left.
     /// `user` (about to store) is spared. Returns how many rings were dropped.

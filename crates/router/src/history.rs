@@ -47,6 +47,29 @@ pub enum Journal {
     Forgot(crate::UserId),
 }
 
+/// Issues ring epochs: a mix of the router's seed and a counter, so rings created
+/// by one router never share an epoch (until 2^32 of them), and nearby seeds (two
+/// start times a second apart) do not give overlapping sequences of epochs.
+#[derive(Debug)]
+pub(crate) struct Epochs {
+    pub seed: u64,
+    pub issued: u64,
+}
+
+impl Epochs {
+    pub fn next(&mut self) -> u32 {
+        self.issued += 1;
+        let mut x = self.seed ^ self.issued.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Murmur3's 64-bit finaliser.
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        (x >> 32) as u32
+    }
+}
+
 /// Recent messages of one user plus their sequence counter.
 #[derive(Debug)]
 pub struct Ring {

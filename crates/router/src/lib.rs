@@ -2,18 +2,21 @@
 //! subscribers), fan-out planning and per-user history rings.
 //!
 //! It is pure data structures: no IO, no threads, no sockets, no clock. Time is a
-//! parameter (`now`) and deliveries are handed to a caller-supplied closure as
-//! `(ConnRef, seq)` pairs, so the gateway decides how bytes reach sockets.
+//! parameter (`now`; expiry by age runs only in [`Router::handle_tick`], on the caller's clock)
+//! and deliveries are handed to a caller-supplied closure as [`Delivery`]
+//! (connection, sequence number, epoch), so the caller decides how they reach
+//! sockets.
 //!
 //! Layout:
-//! - [`router`]: [`Router`], the façade the gateway drives (`handle_*` inputs).
-//! - [`publish`]: fan-out, whole ([`Router::handle_publish`]) or in bounded slices
-//!   ([`Router::begin_publish`], [`Router::step_publish`]) so a caller can release
-//!   its lock between slices.
+//! - [`router`]: [`Router`], the façade the caller drives (`handle_*` inputs), one
+//!   publish path: [`Router::handle_publish`] with whom it reaches as data
+//!   ([`Reach`]).
+//! - [`publish`]: one publish's fan-out, user by user: sequence number, history,
+//!   deliveries.
 //! - [`presence`]: the compact per-user state (connections + optional history ring);
 //!   O(1) login/logout however many connections a user has.
 //! - [`history`]: the bounded ring of recent messages per user (SPEC B6), with its
-//!   epoch and byte count.
+//!   epoch (issued per router, see `Epochs`) and byte count.
 //! - [`budget`]: the bound on all rings together (offline users' rings first,
 //!   longest offline first, then the oldest of the ring being written).
 //! - [`index`]: [`SubscriptionIndex`], CSR shards (~16k edges each), each with a small
@@ -39,7 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use index::{IndexBuilder, SubscriptionIndex};
-pub use publish::PublishCursor;
+pub use publish::Reach;
 pub use router::Router;
 
 /// A user id; a user is a subject.

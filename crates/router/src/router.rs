@@ -1,6 +1,7 @@
 //! [`Router`]: presence + subscription index + history, driven by `handle_*`
-//! inputs from the gateway. Publishing lives in `publish` (whole or in slices);
-//! this file holds logins, history reads, subscriptions, expiry and accounting.
+//! inputs: logins, publishes ([`Router::handle_publish`]; one user's part of a
+//! fan-out is in `publish`), history reads, subscriptions, expiry (only from
+//! [`Router::handle_tick`], the caller's clock) and accounting.
 //!
 //! Resume (SPEC B6): every history read says the user's current epoch and last
 //! sequence number and whether the client's `(epoch, since)` could be served
@@ -11,12 +12,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
-use crate::history::{Journal, Ring};
+use crate::history::{Epochs, Journal, Ring};
 use crate::presence::Overflow;
-use crate::publish::{Epochs, Fanout};
+use crate::publish::{Fanout, Reach};
 use crate::users::{UserMap, UserRef};
 use crate::{
-    ConnRef, HistoryRead, Message, RouterConfig, RouterStats, SubjectId, SubscriptionIndex, UserId,
+    ConnRef, Delivery, HistoryRead, Message, PublishCounts, RouterConfig, RouterStats, SubjectId,
+    SubscriptionIndex, UserId,
 };
 
 /// `compact()` shrinks a map whose capacity exceeds this many times its length.
@@ -40,9 +42,9 @@ pub struct Router {
     journal: Vec<Journal>,
     users_online: u64,
     connections: u64,
-    pub(crate) messages_in: u64,
-    pub(crate) deliveries: u64,
-    pub(crate) users_with_history: u64,
+    messages_in: u64,
+    deliveries: u64,
+    users_with_history: u64,
 }
 
 impl Router {
@@ -139,13 +141,10 @@ impl Router {
     }
 
     fn forget(&mut self, user: UserId) {
-        if let Some(state) = self.users.remove(user) {
-            if let Some(ring) = state.ring {
-                self.users_with_history -= 1;
-                self.totals.forget(ring.len(), ring.bytes());
-                if self.config.journal {
-                    self.journal.push(Journal::Forgot(user));
-                }
+        if self.totals.forget_user(user, &mut self.users) {
+            self.users_with_history -= 1;
+            if self.config.journal {
+                self.journal.push(Journal::Forgot(user));
             }
         }
     }
@@ -194,14 +193,20 @@ impl Router {
         kept
     }
 
-    /// The per-step view of the router a fan-out works on: the index (read) and
-    /// presence, history and counters (written), borrowed apart.
-    pub(crate) fn fanout<'a>(
-        &'a mut self,
-        msg: &'a Arc<Message>,
+    /// Publishes `msg` at `now` to whom `reach` says, handing `deliver` each
+    /// delivery as its user is reached (the rules are in [`crate::publish`]);
+    /// returns the exact reach. The index row is walked in place: nothing is
+    /// allocated per delivery, and a caller groups deliveries as it likes (per
+    /// gateway loop) while the router is still borrowed.
+    pub fn handle_publish(
+        &mut self,
+        msg: &Arc<Message>,
+        reach: &Reach,
         now: Instant,
-    ) -> (&'a SubscriptionIndex, Fanout<'a>) {
-        let fan = Fanout {
+        deliver: &mut impl FnMut(Delivery),
+    ) -> PublishCounts {
+        self.messages_in += u64::from(reach.counted());
+        let mut fan = Fanout {
             users: &mut self.users,
             overflow: &self.overflow,
             totals: &mut self.totals,
@@ -217,14 +222,53 @@ impl Router {
             max_bytes: self.config.history_bytes,
             ttl: self.config.history_ttl,
             now,
-            counts: Default::default(),
+            counts: PublishCounts::default(),
             new_rings: 0,
             dropped_rings: 0,
             cost: crate::history::charge(msg),
             deliveries: 0,
-            expired: 0,
         };
-        (&self.index, fan)
+        match reach {
+            Reach::Followers => {
+                let subject = msg.subject;
+                fan.reach(subject, deliver);
+                self.index.for_each_subscriber(subject, |u| {
+                    // A user who follows themself was reached above.
+                    if u != subject {
+                        fan.reach(u, deliver);
+                    }
+                });
+            }
+            Reach::Users { users, .. } => {
+                for &u in users {
+                    fan.reach(u, deliver);
+                }
+            }
+        }
+        let Fanout {
+            counts,
+            new_rings,
+            dropped_rings,
+            deliveries,
+            ..
+        } = fan;
+        self.users_with_history = self.users_with_history + new_rings - dropped_rings;
+        self.deliveries += deliveries;
+        counts
+    }
+
+    /// `{subject} ∪ subscribers(subject)`, the subject first, each user once: whom
+    /// a publish to `subject` reaches, as a list (what a router shard divides among
+    /// the shards owning those users).
+    pub fn recipients(&self, subject: SubjectId) -> Vec<UserId> {
+        let mut all = Vec::with_capacity(self.index.degree(subject) + 1);
+        all.push(subject);
+        self.index.for_each_subscriber(subject, |u| {
+            if u != subject {
+                all.push(u);
+            }
+        });
+        all
     }
 
     /// What a client of `user` resuming at `(epoch, since)` gets; see [`HistoryRead`].

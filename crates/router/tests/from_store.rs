@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use router::{ConnRef, Message, Router, RouterConfig, SubscriptionIndex};
+use router::{ConnRef, Message, Reach, Router, RouterConfig, SubscriptionIndex};
 
 fn index_from(store: &mut dyn store::Store) -> SubscriptionIndex {
     let mut b = SubscriptionIndex::builder();
@@ -57,8 +57,8 @@ fn index_rebuilt_from_sqlite_matches_the_store_and_fans_out_exactly() {
         subject: 1,
         payload: bytes::Bytes::from_static(b"hi"),
     });
-    let counts = r.handle_publish(msg, Instant::now(), &mut |_, seq| {
-        assert_eq!(seq, 1);
+    let counts = r.handle_publish(&msg, &Reach::Followers, Instant::now(), &mut |d| {
+        assert_eq!(d.seq, 1);
         delivered += 1;
     });
     // 1 itself (also a self-follower, counted once) + 2..=300 except 7 + big.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use router::history::ENTRY_OVERHEAD;
-use router::{ConnRef, Message, Router, RouterConfig, SubscriptionIndex};
+use router::{ConnRef, Message, Reach, Router, RouterConfig, SubscriptionIndex};
 
 fn conn(token: u32) -> ConnRef {
     ConnRef { loop_id: 0, token }
@@ -39,7 +39,7 @@ fn a_restarted_router_is_detected_by_its_epoch() {
     let mut a = router(1, RouterConfig::default());
     a.handle_login(7, conn(1));
     for _ in 0..5 {
-        a.handle_publish(msg(7, 3), now, &mut |_, _| {});
+        a.handle_publish(&msg(7, 3), &Reach::Followers, now, &mut |_| {});
     }
     let (epoch, last) = a.position(7);
     let epoch = epoch.expect("user 7 has history");
@@ -52,7 +52,7 @@ fn a_restarted_router_is_detected_by_its_epoch() {
     let mut b = router(2, RouterConfig::default());
     b.handle_login(7, conn(1));
     for _ in 0..5 {
-        b.handle_publish(msg(7, 3), now, &mut |_, _| {});
+        b.handle_publish(&msg(7, 3), &Reach::Followers, now, &mut |_| {});
     }
     let h = b.history_read(7, Some(epoch), 3);
     assert_ne!(h.epoch, Some(epoch), "a new incarnation has a new epoch");
@@ -77,14 +77,14 @@ fn since_ahead_of_last_moves_the_client_forward() {
     let now = Instant::now();
     let mut r = router(1, RouterConfig::default());
     r.handle_login(1, conn(1));
-    r.handle_publish(msg(1, 1), now, &mut |_, _| {});
-    r.handle_publish(msg(1, 1), now, &mut |_, _| {});
+    r.handle_publish(&msg(1, 1), &Reach::Followers, now, &mut |_| {});
+    r.handle_publish(&msg(1, 1), &Reach::Followers, now, &mut |_| {});
     let h = r.history_read(1, None, 50);
     assert_eq!((h.last, h.gap, seqs(&h)), (2, true, vec![1, 2]));
     // The client takes `last` and is in step again.
     let h = r.history_read(1, h.epoch, h.last);
     assert_eq!((h.gap, h.messages.len()), (false, 0));
-    r.handle_publish(msg(1, 1), now, &mut |_, _| {});
+    r.handle_publish(&msg(1, 1), &Reach::Followers, now, &mut |_| {});
     let h2 = r.history_read(1, h.epoch, 2);
     assert_eq!((seqs(&h2), h2.gap), (vec![3], false));
 }
@@ -99,7 +99,7 @@ fn expired_history_starts_a_new_epoch() {
     let mut r = router(9, cfg);
     r.handle_login(4, conn(1));
     for _ in 0..3 {
-        r.handle_publish(msg(4, 1), t0, &mut |_, _| {});
+        r.handle_publish(&msg(4, 1), &Reach::Followers, t0, &mut |_| {});
     }
     let (old_epoch, _) = r.position(4);
     r.handle_logout(4, conn(1), t0);
@@ -108,7 +108,12 @@ fn expired_history_starts_a_new_epoch() {
     // Back, and enough messages that the old numbers are reached again.
     r.handle_login(4, conn(2));
     for _ in 0..5 {
-        r.handle_publish(msg(4, 1), t0 + Duration::from_secs(12), &mut |_, _| {});
+        r.handle_publish(
+            &msg(4, 1),
+            &Reach::Followers,
+            t0 + Duration::from_secs(12),
+            &mut |_| {},
+        );
     }
     let (new_epoch, last) = r.position(4);
     assert_eq!(last, 5);
@@ -126,7 +131,7 @@ fn epochs_of_one_router_differ_per_ring_and_per_seed() {
         let mut r = router(seed, RouterConfig::default());
         for u in 0..200u64 {
             r.handle_login(u, conn(u as u32));
-            r.handle_publish(msg(u, 1), now, &mut |_, _| {});
+            r.handle_publish(&msg(u, 1), &Reach::Followers, now, &mut |_| {});
             assert!(seen.insert(r.position(u).0.unwrap()), "epoch repeated");
         }
     }
@@ -145,8 +150,7 @@ fn deliveries_carry_the_recipients_epoch() {
     r.handle_login(1, conn(1));
     r.handle_login(2, conn(2));
     let mut got = Vec::new();
-    let mut cur = r.begin_publish(msg(1, 1), now);
-    assert!(r.step_publish(&mut cur, 100, &mut |d| got.push(d)));
+    r.handle_publish(&msg(1, 1), &Reach::Followers, now, &mut |d| got.push(d));
     got.sort_by_key(|d| d.conn.token);
     assert_eq!(got.len(), 2);
     assert_eq!(Some(got[0].epoch), r.position(1).0);
@@ -168,7 +172,7 @@ fn history_is_bounded_in_bytes_per_user() {
     );
     r.handle_login(1, conn(1));
     for _ in 0..10 {
-        r.handle_publish(msg(1, 100), now, &mut |_, _| {});
+        r.handle_publish(&msg(1, 100), &Reach::Followers, now, &mut |_| {});
     }
     let h = r.history_since(1, 0);
     assert_eq!((seqs(&h), h.gap), (vec![8, 9, 10], true));
@@ -180,7 +184,9 @@ fn history_is_bounded_in_bytes_per_user() {
     );
     // A message alone over the per-user limit is delivered but not kept.
     let mut delivered = 0;
-    r.handle_publish(msg(1, 4 * per), now, &mut |_, _| delivered += 1);
+    r.handle_publish(&msg(1, 4 * per), &Reach::Followers, now, &mut |_| {
+        delivered += 1
+    });
     assert_eq!(delivered, 1);
     let h = r.history_since(1, 10);
     assert_eq!((h.last, h.gap, h.messages.len()), (11, true, 0));
@@ -202,7 +208,7 @@ fn total_bound_drops_offline_rings_first_then_the_writers_oldest() {
     // Users 8 and 9 got a message each, then went offline (9 later than 8).
     for (u, at) in [(8u64, 0u64), (9, 1)] {
         r.handle_login(u, conn(u as u32));
-        r.handle_publish(msg(u, 10), t0, &mut |_, _| {});
+        r.handle_publish(&msg(u, 10), &Reach::Followers, t0, &mut |_| {});
         r.handle_logout(u, conn(u as u32), t0 + Duration::from_secs(at));
     }
     for u in 1..=3u64 {
@@ -211,7 +217,7 @@ fn total_bound_drops_offline_rings_first_then_the_writers_oldest() {
     // 1, 2, 3, 1, 2, 3, ...: 12 messages for the online users, 14 in all; 10 fit.
     for _ in 0..4 {
         for u in 1..=3u64 {
-            r.handle_publish(msg(u, 10), t0, &mut |_, _| {});
+            r.handle_publish(&msg(u, 10), &Reach::Followers, t0, &mut |_| {});
         }
     }
     let s = r.stats();
@@ -231,7 +237,9 @@ fn total_bound_drops_offline_rings_first_then_the_writers_oldest() {
     assert!(r.history_since(2, 0).gap && !r.history_since(1, 0).gap);
     // A message alone over the whole bound is delivered but not kept.
     let mut delivered = 0;
-    r.handle_publish(msg(1, 11 * per), t0, &mut |_, _| delivered += 1);
+    r.handle_publish(&msg(1, 11 * per), &Reach::Followers, t0, &mut |_| {
+        delivered += 1
+    });
     assert_eq!(delivered, 1);
     let h = r.history_since(1, 4);
     assert_eq!((h.last, h.gap, h.messages.len()), (5, true, 0));
@@ -266,7 +274,12 @@ fn history_totals_stay_exact_through_churn_and_expiry() {
             1 if online.remove(&u) => r.handle_logout(u, conn(u as u32), now),
             2 => r.handle_tick(now),
             _ => {
-                r.handle_publish(msg(u, rng.gen_range(0..200)), now, &mut |_, _| {});
+                r.handle_publish(
+                    &msg(u, rng.gen_range(0..200)),
+                    &Reach::Followers,
+                    now,
+                    &mut |_| {},
+                );
             }
         }
         let s = r.stats();

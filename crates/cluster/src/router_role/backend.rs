@@ -11,11 +11,9 @@
 
 use super::forward::PublishCall;
 use super::waiting::ReplyTo;
-use super::{RouterRole, BACKEND};
+use super::RouterRole;
 use crate::codec::WireAnswer;
-use crate::convert::reply_to_wire;
 use crate::subjects;
-use bus::Request;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
@@ -36,22 +34,14 @@ impl RouterRole {
         if self.is_draining() {
             return self.refuse_backend(id, reply_to(reply));
         }
-        if self.shards.count > 1 {
-            if self.shards.owns(id) {
-                let call = PublishCall {
-                    to: reply_to(reply),
-                    items: vec![(id, payload)],
-                };
-                self.publish_sharded(vec![call]);
-            }
-            return;
+        // Shards: the subject's shard takes it, the others drop it unread.
+        if self.shards.count == 1 || self.shards.owns(id) {
+            let call = PublishCall {
+                to: reply_to(reply),
+                items: vec![(id, payload)],
+            };
+            self.publish_calls(vec![call]);
         }
-        let request = Request::Publish {
-            subject: id,
-            payload,
-        };
-        let answer = reply_to_wire(self.call(BACKEND, request));
-        self.answer(reply_to(reply), answer);
     }
 }
 

@@ -22,7 +22,7 @@ use crate::codec::{
 use crate::subjects;
 use crate::timing::unix_ns;
 use bytes::Bytes;
-use hub::Reach;
+use hub::{Item, Publish, Reach};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
@@ -105,21 +105,24 @@ impl RouterRole {
                         });
                     }
                 }
-                let reach = Reach::Users {
-                    users: own,
-                    counted: true,
-                };
-                local.push((*subject, payload.clone(), reach));
+                local.push(Item {
+                    subject: *subject,
+                    payload: payload.clone(),
+                    reach: Reach::Users {
+                        users: own,
+                        counted: true,
+                    },
+                });
                 call_of_local.push(i);
             }
         }
-        let (counts, stored) = self.publish_and_queue(local, published_ns);
+        let published = self.publish_and_queue(Publish { items: local }, published_ns);
         let mut sums = vec![(0u64, 0u64); calls.len()];
-        for (c, &i) in counts.iter().zip(&call_of_local) {
+        for (c, &i) in published.counts.iter().zip(&call_of_local) {
             sums[i].0 += u64::from(c.connections);
             sums[i].1 += u64::from(c.users);
         }
-        let not_stored = stored.err().map(|why| why.to_string());
+        let not_stored = published.stored.err().map(|why| why.to_string());
         let now = Instant::now();
         let mut parts = parts.into_iter().peekable();
         for (i, call) in calls.into_iter().enumerate() {
@@ -193,22 +196,23 @@ impl RouterRole {
     fn reach_forwarded(&mut self, from: u16, items: Vec<ForwardItem>) {
         let published_ns = items.first().map_or(0, |i| i.published_ns);
         let calls: Vec<u64> = items.iter().map(|i| i.call).collect();
-        let list = items
+        let items = items
             .into_iter()
-            .map(|i| {
-                let reach = Reach::Users {
+            .map(|i| Item {
+                subject: i.subject,
+                payload: i.payload,
+                reach: Reach::Users {
                     users: i.users,
                     counted: false,
-                };
-                (i.subject, i.payload, reach)
+                },
             })
             .collect();
-        let (counts, stored) = self.publish_and_queue(list, published_ns);
+        let published = self.publish_and_queue(Publish { items }, published_ns);
         self.flush_all();
-        let error = stored.err().map(|why| why.to_string());
+        let error = published.stored.err().map(|why| why.to_string());
         let counts = calls
             .into_iter()
-            .zip(counts)
+            .zip(published.counts)
             .map(|(call, c)| ShardCount {
                 call,
                 connections: c.connections.into(),

@@ -25,7 +25,7 @@ use crate::codec::{self, GatewayId, InOrderItem, ToShard, WireAnswer, WireCall, 
 use crate::subjects;
 use crate::timing::{unix_ns, FORWARD_TIMEOUT, TICK};
 use bytes::Bytes;
-use hub::Reach;
+use hub::{Publish, Reach};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -282,29 +282,30 @@ impl RouterRole {
     /// Numbers and delivers a batch's items to this shard's users in the batch's
     /// order (one durable commit), and answers the gateway's call when it came.
     fn deliver_in_order(&mut self, ready: Ready) {
-        let list = ready
+        let items = ready
             .items
             .into_iter()
-            .map(|i| {
-                let reach = Reach::Users {
+            .map(|i| hub::Item {
+                subject: i.subject,
+                payload: i.payload,
+                reach: Reach::Users {
                     users: i.users,
                     counted: i.counted,
-                };
-                (i.subject, i.payload, reach)
+                },
             })
             .collect();
-        let (counts, stored) = self.publish_and_queue(list, ready.published_ns);
+        let published = self.publish_and_queue(Publish { items }, ready.published_ns);
         if !ready.missing.is_empty() {
             self.counters.ordered_incomplete.fetch_add(1, Relaxed);
         }
         let Some((to, messages)) = ready.call else {
             return;
         };
-        let (connections, users) = counts.iter().fold((0, 0), |(c, u), n| {
+        let (connections, users) = published.counts.iter().fold((0, 0), |(c, u), n| {
             (c + u64::from(n.connections), u + u64::from(n.users))
         });
         let answer = if ready.missing.is_empty() {
-            let not_stored = stored.err().map(|why| why.to_string());
+            let not_stored = published.stored.err().map(|why| why.to_string());
             WireAnswer::of_publish(messages, connections, users, not_stored)
         } else {
             let missing: Vec<String> = ready.missing.iter().map(u16::to_string).collect();

@@ -1,68 +1,63 @@
-//! A gateway's run of consecutive publishes, with durable history: one commit for
-//! the whole run ([`hub::Hub::publish_each`]) instead of one store round trip per
-//! publish — the router role handles one message at a time on its runtime thread,
-//! so without this its groups would hold a single publish each.
+//! Publishing at the router role: every publish — a gateway's run of `Publish` and
+//! `PublishBatch` calls, a back-end's `myriad.pub.<subject>`, a turn of the publish
+//! port, a shard's forwarded followers, an ordered batch's part — ends in ONE call
+//! into the hub, [`RouterRole::publish_and_queue`], with what varies as data
+//! ([`hub::Publish`]: the messages and whom each reaches).
+//!
+//! A run of calls is one hub publish: one durable commit for the whole run instead
+//! of a store round trip per call (the router role handles one message at a time
+//! on its runtime thread, so without this its groups would hold a single publish
+//! each). One router reaches the followers from its own index; with
+//! `--router-shards` the subjects' shard divides them (`super::forward`).
 
+use super::forward::PublishCall;
 use super::RouterRole;
-use crate::codec::{GatewayId, GatewayItem, WireCall, WireReply, WireRequest};
 use crate::convert::reply_to_wire;
 use crate::timing::unix_ns;
 use bus::Reply;
 use bytes::Bytes;
-
-/// A call this path takes: a single publish (a batch has one commit already).
-pub(super) fn is_publish(call: &WireCall) -> bool {
-    matches!(call.request, WireRequest::Publish { .. })
-}
+use hub::{Handout, Publish, Published};
 
 impl RouterRole {
-    /// Publishes `run` (calls [`is_publish`] accepted) in order and queues, for
-    /// `gateway`, every message's deliveries and then each call's reply. One
-    /// router only: shards take runs of publishes in `forward`.
-    pub(super) fn publish_run(&mut self, gateway: GatewayId, run: Vec<WireCall>) {
-        let mut answers = Vec::with_capacity(run.len());
-        let mut items = Vec::with_capacity(run.len());
-        for call in run {
-            if let WireRequest::Publish { subject, payload } = call.request {
-                answers.push((call.loop_id, call.token, call.part));
-                items.push((subject, payload));
-            }
+    /// Publishes `calls` in order and answers each: one router at once, shards once
+    /// every shard they forwarded to has counted.
+    pub(super) fn publish_calls(&mut self, calls: Vec<PublishCall>) {
+        if self.shards.count > 1 {
+            return self.publish_sharded(calls);
         }
-        let replies = self.publish_committed(items);
-        for ((loop_id, token, part), reply) in answers.into_iter().zip(replies) {
-            let reply = WireReply {
-                loop_id,
-                token,
-                part,
-                reply: reply_to_wire(reply),
-            };
-            self.push_item(gateway, GatewayItem::Reply(reply), 32);
+        let (to, items): (Vec<_>, Vec<_>) = calls.into_iter().map(|c| (c.to, c.items)).unzip();
+        for (to, reply) in to.into_iter().zip(self.publish_here(items)) {
+            self.answer(to, reply_to_wire(reply));
         }
     }
 
-    /// Publishes `items` in order with one durable commit, queues their deliveries
-    /// for the gateways and returns each item's reply.
-    pub(super) fn publish_committed(&mut self, items: Vec<(u64, Bytes)>) -> Vec<Reply> {
-        let published_ns = unix_ns();
-        let mut batches = Vec::new();
-        let hub = self.hub.clone();
-        let (counts, stored) =
-            hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
-        let messages = 1;
-        counts
+    /// One router: publishes every call's messages to their followers in order as
+    /// one hub publish, queues the deliveries and returns each call's answer.
+    pub(super) fn publish_here(&mut self, calls: Vec<Vec<(u64, Bytes)>>) -> Vec<Reply> {
+        let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+        let publish = Publish::to_followers(calls.into_iter().flatten());
+        let published = self.publish_and_queue(publish, unix_ns());
+        let mut counts = &published.counts[..];
+        sizes
             .into_iter()
-            .map(|c| {
-                let reply = Reply::Published {
-                    messages,
-                    connections: c.connections.into(),
-                    users: c.users.into(),
-                };
-                match &stored {
-                    Err(why) => reply.not_stored(why),
-                    Ok(()) => reply,
-                }
+            .map(|n| {
+                let (call, rest) = counts.split_at(n);
+                counts = rest;
+                published.reply_for(call)
             })
             .collect()
+    }
+
+    /// Publishes `publish` through the hub and queues its deliveries for the
+    /// gateways, each after what that gateway is already owed.
+    pub(super) fn publish_and_queue(&mut self, publish: Publish, published_ns: u64) -> Published {
+        let mut batches = Vec::new();
+        let hub = self.hub.clone();
+        let deliver = &mut |loop_id, batch| batches.push((loop_id, batch));
+        let published = hub
+            .publish(publish, Handout::Now(deliver))
+            .expect("a publish handed out now is answered now");
+        self.queue_batches(batches, published_ns);
+        published
     }
 }

@@ -65,10 +65,18 @@ fn a_publish_to_listed_users_reaches_them_only() {
         users: vec![3],
         counted: false,
     };
-    let (counts, stored) = hub.publish_to(1, Bytes::from_static(b"m"), reach, &mut |_, d| {
-        got.extend(d.targets.iter().map(|t| (t.token, t.seq)))
-    });
-    assert!(stored.is_ok());
+    let item = Item {
+        subject: 1,
+        payload: Bytes::from_static(b"m"),
+        reach,
+    };
+    let published = hub.publish(
+        Publish { items: vec![item] },
+        Handout::Now(&mut |_, d| got.extend(d.targets.iter().map(|t| (t.token, t.seq)))),
+    );
+    let published = published.expect("handed out now");
+    assert!(published.stored.is_ok());
+    let counts = published.counts[0];
     assert_eq!((counts.users, counts.connections), (1, 1));
     assert_eq!(got, [(3, 1)]);
     assert_eq!(hub.stats().messages_in, 0);

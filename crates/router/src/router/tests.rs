@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::PublishCounts;
+use crate::{PublishCounts, Reach};
 
 fn conn(loop_id: u16, token: u32) -> ConnRef {
     ConnRef { loop_id, token }
@@ -18,7 +18,9 @@ fn msg(subject: u64, text: &'static str) -> Arc<Message> {
 
 fn publish(r: &mut Router, subject: u64, now: Instant) -> (PublishCounts, Vec<(ConnRef, u64)>) {
     let mut got = Vec::new();
-    let counts = r.handle_publish(msg(subject, "x"), now, &mut |c, seq| got.push((c, seq)));
+    let counts = r.handle_publish(&msg(subject, "x"), &Reach::Followers, now, &mut |d| {
+        got.push((d.conn, d.seq))
+    });
     got.sort_by_key(|(c, _)| (c.loop_id, c.token));
     (counts, got)
 }
@@ -206,7 +208,7 @@ fn users_of_a_dead_gateway_keep_an_empty_history_to_resume_from() {
     r.handle_login(2, conn(4, 2));
     // Gateway loop 3 died: user 1 had no message yet, and keeps a history anyway.
     assert_eq!(r.logout_where(|c| c.loop_id == 3, now), 1);
-    let counts = r.handle_publish(msg(1, "while away"), now, &mut |_, _| {});
+    let counts = r.handle_publish(&msg(1, "while away"), &Reach::Followers, now, &mut |_| {});
     assert_eq!((counts.connections, counts.users), (0, 0), "nobody online");
     // Back through another gateway from 0: the message is there.
     r.handle_login(1, conn(4, 9));
