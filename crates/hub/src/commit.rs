@@ -28,11 +28,13 @@ use std::sync::Arc;
 use store::history::HistoryLog;
 
 pub struct GroupCommit {
-    shared: Arc<Shared>,
+    shared: Arc<Queue>,
     committer: Option<std::thread::JoinHandle<()>>,
 }
 
-struct Shared {
+/// The commit queue both sides hold: publishes push journal entries, the committer
+/// thread writes them in groups and runs what waits on each.
+struct Queue {
     state: Mutex<State>,
     changed: Condvar,
     log: Mutex<Box<dyn HistoryLog>>,
@@ -95,7 +97,7 @@ impl State {
 
 impl GroupCommit {
     pub fn new(log: Box<dyn HistoryLog>, keep: usize) -> std::io::Result<GroupCommit> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Queue {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             log: Mutex::new(log),
@@ -170,7 +172,7 @@ fn push(state: &mut State, journal: Vec<Journal>) -> u64 {
     state.pushed
 }
 
-impl Shared {
+impl Queue {
     fn wait_committed(&self, position: u64) -> Result<(), NotStored> {
         let mut state = self.state.lock();
         while state.committed < position {

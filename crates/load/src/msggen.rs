@@ -151,7 +151,8 @@ pub struct MsggenSummary {
 const MAX_ERROR_KINDS: usize = 16;
 
 #[derive(Default)]
-struct Shared {
+/// The counts every sender task adds to and the summary reads.
+struct Tallies {
     sent: AtomicU64,
     errors: AtomicU64,
     deliveries: AtomicU64,
@@ -198,7 +199,7 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
             Target::Http(dialer)
         }
     };
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Tallies {
         rtt: Mutex::new(Some(crate::flood::stats::new_hist())),
         ..Default::default()
     });
@@ -339,7 +340,7 @@ fn publisher(
     first: Instant,
     deadline: Instant,
     done: &AtomicBool,
-    shared: &Shared,
+    shared: &Tallies,
 ) {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let interval = if args.rate > 0.0 {
@@ -398,7 +399,7 @@ fn publisher(
     }
 }
 
-fn error(shared: &Shared, msg: String) {
+fn error(shared: &Tallies, msg: String) {
     shared.errors.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut kinds) = shared.error_kinds.lock() {
         let known = kinds.contains_key(&msg) || kinds.len() < MAX_ERROR_KINDS;

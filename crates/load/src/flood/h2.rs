@@ -58,12 +58,12 @@ struct Slot {
 }
 
 /// What tasks and the run loop share (one thread: `Rc<RefCell<_>>`).
-struct Shared {
+struct Run {
     tally: Tally,
     streams: Vec<Slot>,
 }
 
-type SharedRef = Rc<RefCell<Shared>>;
+type RunRef = Rc<RefCell<Run>>;
 
 /// Why an attempt failed before its response head.
 #[derive(Clone, Copy)]
@@ -74,9 +74,9 @@ enum Fail {
     Reset,
 }
 
-fn fail(shared: &SharedRef, local: u64, why: Fail) {
+fn fail(shared: &RunRef, local: u64, why: Fail) {
     let mut s = shared.borrow_mut();
-    let Shared { tally, streams } = &mut *s;
+    let Run { tally, streams } = &mut *s;
     let slot = &mut streams[local as usize];
     if slot.state != WAITING {
         return;
@@ -94,7 +94,7 @@ fn fail(shared: &SharedRef, local: u64, why: Fail) {
 }
 
 /// A stream that was open ended (server end of stream, reset, connection loss).
-fn ended(shared: &SharedRef, local: u64, why: Fail) {
+fn ended(shared: &RunRef, local: u64, why: Fail) {
     let mut s = shared.borrow_mut();
     let state = s.streams[local as usize].state;
     if state == OPEN {
@@ -115,7 +115,7 @@ struct H2<'a> {
     shared_plan: Rc<Plan>,
     rt: tokio::runtime::Runtime,
     local: LocalSet,
-    shared: SharedRef,
+    shared: RunRef,
     /// Per TCP connection: the channel that hands it streams to open.
     conns: Vec<Option<mpsc::UnboundedSender<u64>>>,
     /// (stream, deadline) of streams started, in start order.
@@ -153,7 +153,7 @@ pub fn run(
         shared_plan: Rc::new(plan.clone()),
         rt,
         local: LocalSet::new(),
-        shared: Rc::new(RefCell::new(Shared {
+        shared: Rc::new(RefCell::new(Run {
             tally: Tally::new(),
             streams: Vec::with_capacity(plan.count as usize),
         })),
@@ -284,7 +284,7 @@ impl Backend for H2<'_> {
 /// One TCP connection: connect, TLS, HTTP/2 handshake, then a task per stream.
 struct Connection {
     plan: Rc<Plan>,
-    shared: SharedRef,
+    shared: RunRef,
     headers: Rc<Vec<(http::HeaderName, http::HeaderValue)>>,
     /// Its first stream decides target and source address.
     first: u64,
@@ -386,7 +386,7 @@ impl Connection {
 /// One subscription stream.
 struct Stream {
     plan: Rc<Plan>,
-    shared: SharedRef,
+    shared: RunRef,
     headers: Rc<Vec<(http::HeaderName, http::HeaderValue)>>,
     target: Rc<Target>,
     local: u64,
