@@ -144,11 +144,20 @@ impl Reassembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode_to_gateway, GatewayItem, WireAnswer, WireHistory, WireReply};
+    use crate::codec::{decode_to_gateway, GatewayItem, WireReply};
+    use bus::{HistoryRead, Message, Reply};
+    use std::sync::Arc;
 
     fn history(n: usize, size: usize) -> ToGateway {
         let messages = (1..=n as u64)
-            .map(|seq| (seq, 7, Bytes::from(vec![b'x'; size])))
+            .map(|seq| {
+                let payload = Bytes::from(vec![b'x'; size]);
+                let msg = Arc::new(Message {
+                    subject: 7,
+                    payload,
+                });
+                (seq, msg)
+            })
             .collect();
         ToGateway::Batch {
             shard: 0,
@@ -158,7 +167,7 @@ mod tests {
                 loop_id: 1,
                 token: 9,
                 part: None,
-                reply: WireAnswer::History(WireHistory {
+                reply: Reply::History(HistoryRead {
                     messages,
                     last: n as u64,
                     gap: false,

@@ -23,8 +23,7 @@
 //! | gateway side | [`shard_calls`] | the gateway's calls divided among router shards ([`shards`]), and their replies gathered |
 //! | router side | [`router_role`] | the router ([`RouterRole`]), drained on SIGTERM like a gateway (new publishes refused, what it took finished, NATS flushed) |
 //! | router side | [`publish_port`] | `--publish-listen`, back-ends' HTTP publishes straight to the router |
-//! | shared | [`codec`] | the versioned binary messages and their encoding (postcard) |
-//! | shared | [`convert`] | between the bus seam's types and the wire's |
+//! | shared | [`codec`] | the versioned binary messages and their encoding (postcard): the bus's own types inside the wire's envelopes |
 //! | shared | [`fragment`] | router → gateway messages over NATS's max_payload, in parts |
 //! | shared | [`backend_answer`] | the JSON a back-end's publish over NATS is answered with |
 //! | shared | [`subjects`] | the NATS subjects |
@@ -37,7 +36,6 @@
 
 pub mod backend_answer;
 pub mod codec;
-pub mod convert;
 pub mod fragment;
 pub mod jet_history;
 pub mod loop_id;

@@ -30,8 +30,7 @@ mod presence;
 mod receiver;
 mod sender;
 
-use crate::codec::{self, GatewayId, ToRouter, WireCall};
-use crate::convert::request_to_wire;
+use crate::codec::{self, CallRequest, GatewayId, ToRouter, WireCall};
 use crate::fragment::Reassembly;
 use crate::shard_calls::Gathers;
 use crate::subjects;
@@ -278,7 +277,7 @@ impl Bus for NatsBus {
             loop_id: conn.loop_id,
             token: conn.token,
             part: None,
-            request: request_to_wire(request),
+            request: CallRequest::Bus(request),
         };
         if let Some(refusal) = too_large(&self.client, &call) {
             return Some(refusal);

@@ -36,10 +36,9 @@
 //! batched), [`replay`] (those batches numbered and kept, sent again to a gateway
 //! that lost some), [`stats`] (the counters).
 
-use crate::codec::{self, GatewayItem, ToGateway, ToRouter, WireReply};
-use crate::convert::{reply_to_wire, request_from_wire};
+use crate::codec::{self, CallRequest, GatewayItem, ToGateway, ToRouter, WireReply};
 use crate::fragment;
-use crate::loop_id::{self, loops_of, LOOP_BITS};
+use crate::loop_id::{self, loops_of};
 use crate::publish_port::{self, PublishPort};
 use crate::subjects;
 use crate::timing::{unix_ns, TICK};
@@ -58,14 +57,8 @@ use stats::Counters;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-/// Most gateways one router serves: the slots of the 16-bit loop id, less the
-/// last, whose top loop id is [`BACKEND`]'s.
-pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
-
-/// One loop's recipients of a message: `(loop, [(token, seq)])`.
-type LoopTargets = (u16, Vec<codec::WireTarget>);
-/// Recipients of one message per gateway slot.
-type PerSlot = Vec<(u16, Vec<LoopTargets>)>;
+/// One loop's recipients of a message: `(the gateway's own loop, its targets)`.
+type LoopTargets = (u16, Vec<bus::Target>);
 
 /// Recipients per delivery message: at ≤ 15 B each (varint token and seq), 64 Ki
 /// recipients stay under 1 MiB, NATS's default max_payload, with the payload.
@@ -73,7 +66,7 @@ const MAX_TARGETS: usize = 1 << 16;
 
 /// A back-end publisher has no connection; its publishes use this one.
 const BACKEND: ConnRef = ConnRef {
-    loop_id: u16::MAX,
+    loop_id: loop_id::BACKEND,
     token: 0,
 };
 
@@ -110,6 +103,8 @@ pub struct RouterRole {
     publish_port: Option<PublishPort>,
     /// Each gateway's recent batches, for a gateway that lost some ([`replay`]).
     rings: replay::Rings,
+    /// A message's recipients by gateway while its deliveries are queued ([`owed`]).
+    per_slot: owed::PerSlot,
     /// Notified on SIGTERM: start the drain ([`drain`]).
     stop: Arc<tokio::sync::Notify>,
     /// How long a drain may take at most (`--drain`).
@@ -137,6 +132,7 @@ impl RouterRole {
             shard_parts: fragment::Reassembly::default(),
             publish_port: None,
             rings: replay::Rings::new(replay::DEFAULT_RING_BYTES),
+            per_slot: owed::PerSlot::default(),
             stop: Arc::default(),
             drain: Duration::from_secs(5),
             draining: None,
@@ -299,7 +295,7 @@ impl RouterRole {
                 let mut calls = calls.into_iter().peekable();
                 while let Some(call) = calls.next() {
                     // A shard's part of a batch over several shards, in order.
-                    if matches!(call.request, codec::WireRequest::PublishInOrder { .. }) {
+                    if matches!(call.request, CallRequest::PublishInOrder { .. }) {
                         self.publish_in_order(gateway, call);
                         continue;
                     }
@@ -325,15 +321,14 @@ impl RouterRole {
                         loop_id: loop_id::pack(slot, call.loop_id),
                         token: call.token,
                     };
-                    let logout = matches!(call.request, codec::WireRequest::Logout { .. });
-                    let request = request_from_wire(call.request);
-                    let reply = self.call(conn, request);
+                    let logout = matches!(call.request, CallRequest::Bus(Request::Logout { .. }));
+                    let reply = self.call(conn, call.request.into_request());
                     if !logout {
                         let reply = WireReply {
                             loop_id: call.loop_id,
                             token: call.token,
                             part: call.part,
-                            reply: reply_to_wire(reply),
+                            reply,
                         };
                         self.push_item(gateway, GatewayItem::Reply(reply), 32);
                     }

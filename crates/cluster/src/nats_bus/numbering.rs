@@ -208,7 +208,8 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{WireAnswer, WireReply};
+    use crate::codec::WireReply;
+    use bus::Reply;
 
     /// An item that says which batch it came in.
     fn item(n: u64) -> Vec<GatewayItem> {
@@ -216,7 +217,7 @@ mod tests {
             loop_id: 0,
             token: n as u32,
             part: None,
-            reply: WireAnswer::Done,
+            reply: Reply::Done,
         })]
     }
 

@@ -5,11 +5,12 @@
 
 use super::presence::Presence;
 use super::{Outgoing, Shared};
-use crate::codec::{self, GatewayId, ToRouter, WireCall};
+use crate::codec::{self, CallRequest, GatewayId, ToRouter, WireCall};
 use crate::shard_calls::{self, Gathers};
 use crate::subjects;
 use crate::timing::HEARTBEAT;
 use async_nats::Client;
+use bus::Request;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Instant;
@@ -100,8 +101,8 @@ impl Sender {
     fn track(&mut self, call: &WireCall) {
         let key = (call.loop_id, call.token);
         match call.request {
-            codec::WireRequest::Login { user, .. } => self.presence.lock().login(key, user),
-            codec::WireRequest::Logout { .. } => self.presence.lock().logout(key),
+            CallRequest::Bus(Request::Login { user, .. }) => self.presence.lock().login(key, user),
+            CallRequest::Bus(Request::Logout { .. }) => self.presence.lock().logout(key),
             _ => {}
         }
     }
@@ -198,11 +199,11 @@ impl Queued {
 /// Bytes a call adds to a batch, roughly.
 pub(super) fn weight(call: &WireCall) -> usize {
     16 + match &call.request {
-        codec::WireRequest::Publish { payload, .. } => payload.len(),
-        codec::WireRequest::PublishBatch { items, .. } => {
+        CallRequest::Bus(Request::Publish { payload, .. }) => payload.len(),
+        CallRequest::Bus(Request::PublishBatch { items, .. }) => {
             items.iter().map(|(_, p)| p.len() + 10).sum()
         }
-        codec::WireRequest::ChangeSubscriptions { edges, .. } => edges.len() * 20,
+        CallRequest::Bus(Request::ChangeSubscriptions { edges, .. }) => edges.len() * 20,
         _ => 0,
     }
 }

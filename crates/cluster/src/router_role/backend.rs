@@ -12,10 +12,8 @@
 use super::forward::PublishCall;
 use super::waiting::ReplyTo;
 use super::{RouterRole, BACKEND};
-use crate::codec::WireAnswer;
-use crate::convert::reply_to_wire;
 use crate::subjects;
-use bus::Request;
+use bus::{Reply, Request};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
@@ -29,7 +27,7 @@ impl RouterRole {
             // Every shard sees it: the first answers.
             if self.shards.index == 0 {
                 let why = format!("bad subject {subject}: want myriad.pub.<u64>");
-                self.answer(reply_to(reply), WireAnswer::Unavailable(why));
+                self.answer(reply_to(reply), Reply::Unavailable(why));
             }
             return;
         };
@@ -50,7 +48,7 @@ impl RouterRole {
             subject: id,
             payload,
         };
-        let answer = reply_to_wire(self.call(BACKEND, request));
+        let answer = self.call(BACKEND, request);
         self.answer(reply_to(reply), answer);
     }
 }

@@ -2,9 +2,9 @@
 //! a restart in a dead gateway's place, the router's own reconnect (presence asked
 //! again), and forgetting (every connection of the gateway logged out).
 
-use super::{RouterRole, MAX_GATEWAYS};
+use super::RouterRole;
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway};
-use crate::loop_id::loops_of;
+use crate::loop_id::{loops_of, MAX_GATEWAYS};
 use crate::subjects;
 use crate::timing::{GATEWAY_TIMEOUT, GATEWAY_TIMEOUT_ALONE};
 use std::collections::HashMap;

@@ -4,15 +4,14 @@
 //! so without this its groups would hold a single publish each.
 
 use super::RouterRole;
-use crate::codec::{GatewayId, GatewayItem, WireCall, WireReply, WireRequest};
-use crate::convert::reply_to_wire;
+use crate::codec::{CallRequest, GatewayId, GatewayItem, WireCall, WireReply};
 use crate::timing::unix_ns;
-use bus::Reply;
+use bus::{Reply, Request};
 use bytes::Bytes;
 
 /// A call this path takes: a single publish (a batch has one commit already).
 pub(super) fn is_publish(call: &WireCall) -> bool {
-    matches!(call.request, WireRequest::Publish { .. })
+    matches!(call.request, CallRequest::Bus(Request::Publish { .. }))
 }
 
 impl RouterRole {
@@ -23,7 +22,7 @@ impl RouterRole {
         let mut answers = Vec::with_capacity(run.len());
         let mut items = Vec::with_capacity(run.len());
         for call in run {
-            if let WireRequest::Publish { subject, payload } = call.request {
+            if let CallRequest::Bus(Request::Publish { subject, payload }) = call.request {
                 answers.push((call.loop_id, call.token, call.part));
                 items.push((subject, payload));
             }
@@ -34,7 +33,7 @@ impl RouterRole {
                 loop_id,
                 token,
                 part,
-                reply: reply_to_wire(reply),
+                reply,
             };
             self.push_item(gateway, GatewayItem::Reply(reply), 32);
         }

@@ -291,7 +291,7 @@ mod tests {
                 loop_id: 0,
                 token: 1,
                 part: None,
-                reply: codec::WireAnswer::Stats("x".repeat(REPLAY_PIECE / 3)),
+                reply: bus::Reply::Unavailable("x".repeat(REPLAY_PIECE / 3)),
             })]
         };
         let stream = stream_of(&rings.number(1, item(), t0));
