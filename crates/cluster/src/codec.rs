@@ -89,9 +89,22 @@ pub struct WireCall {
     /// (`--router-shards`): the gateway's number for that part, echoed in its
     /// [`WireReply`] so the reply finds its call, and so a reply that comes after the
     /// call was answered without it is recognised and dropped
-    /// (`crate::shard_calls`). `None` for a call sent whole.
+    /// (`crate::shard_calls`). `None` for a call sent whole. Packed by
+    /// [`part_id`].
     pub part: Option<u64>,
     pub request: CallRequest,
+}
+
+/// A call part's number on the wire: the gateway's number for the divided call
+/// and the shard the part goes to, packed in one place. The gateway makes it; an
+/// ordered batch's shards read the call's number back ([`part_of`]).
+pub fn part_id(number: u64, shard: u16) -> u64 {
+    number << 16 | u64::from(shard)
+}
+
+/// The call's number and the shard of a part made by [`part_id`].
+pub fn part_of(part: u64) -> (u64, u16) {
+    (part >> 16, part as u16)
 }
 
 /// What a [`WireCall`] asks: the bus's own [`Request`], or the one request that

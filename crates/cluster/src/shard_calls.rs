@@ -26,10 +26,9 @@
 
 mod gathers;
 
-use crate::codec::{CallRequest, WireCall};
+use crate::codec::{part_id, CallRequest, WireCall};
 use crate::shards::Shards;
 use bus::Request;
-use gathers::part_id;
 pub use gathers::{Gathered, Gathers, GATHER_TICK, GATHER_TIMEOUT};
 use parking_lot::Mutex;
 use std::time::Instant;

@@ -236,7 +236,7 @@ impl RouterRole {
                 }
             }
         }
-        let number = part >> 16;
+        let (number, _) = codec::part_of(part);
         // A shard with items hands every other shard its part, even an empty one.
         let sends = senders.contains(&me);
         let parts = others.into_iter().enumerate().map(|(s, i)| (s as u16, i));

@@ -8,7 +8,7 @@
 //! time a parameter: the sender registers, the receiver gathers and, from a
 //! timer, expires.
 
-use crate::codec::CallRequest;
+use crate::codec::{part_of, CallRequest};
 use crate::timing::{FORWARD_TIMEOUT, TICK};
 use bus::{Reply, Request};
 use std::collections::BTreeMap;
@@ -24,11 +24,6 @@ pub const GATHER_TIMEOUT: Duration = FORWARD_TIMEOUT.saturating_add(TICK);
 /// How often the gateway's receiver answers calls past [`GATHER_TIMEOUT`]: their
 /// error comes at most this much later.
 pub const GATHER_TICK: Duration = Duration::from_millis(250);
-
-/// A part's number on the wire: its call's gather number and its shard.
-pub(super) fn part_id(number: u64, shard: u16) -> u64 {
-    number << 16 | u64::from(shard)
-}
 
 /// Calls divided among shards still waiting for some parts' replies, by gather
 /// number. Numbers are taken under one lock by the sender, with the time it read
@@ -109,7 +104,7 @@ impl Gathers {
 
     /// One part's reply (`part`: its [`crate::codec::WireCall::part`]).
     pub fn gather(&mut self, part: u64, answer: Reply) -> Gathered {
-        let (number, shard) = (part >> 16, part as u16);
+        let (number, shard) = part_of(part);
         let Some(call) = self.calls.get_mut(&number) else {
             return Gathered::Late;
         };
