@@ -4,9 +4,9 @@
 //! postcard-encoded value (varint integers, length-prefixed byte strings): a
 //! [`ToRouter`] on the router's subject, a [`ToGateway`] on a gateway's own subject.
 //! Nothing is sent per recipient: a gateway's requests of one wake-up travel as one
-//! [`ToRouter::Batch`]; a publish reaches each gateway as one [`GatewayDelivery`]
+//! [`ToRouter::Bundle`]; a publish reaches each gateway as one [`GatewayDelivery`]
 //! carrying its recipients as [`bus::Target`] lists per loop, inside the one
-//! [`ToGateway::Batch`] the router sends that gateway per message it handled.
+//! [`ToGateway::Bundle`] the router sends that gateway per message it handled.
 //! Router shards hand each other a publish's followers as [`ToShard`] messages.
 //!
 //! The bus seam's own types cross as they are — [`bus::Request`], [`bus::Reply`],
@@ -49,7 +49,7 @@ pub type GatewayId = u64;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToRouter {
     /// Requests of one gateway in the order its loops made them.
-    Batch {
+    Bundle {
         gateway: GatewayId,
         calls: Vec<WireCall>,
     },
@@ -69,9 +69,9 @@ pub enum ToRouter {
         replace: bool,
         conns: Vec<(u16, u32, u64)>,
     },
-    /// "Send me your batches from number `from` on again": the gateway saw
-    /// [`ToGateway::Batch`] numbers of `stream` skip, or its NATS connection dropped
-    /// (what the router sent meanwhile is gone). Answered with those batches, and a
+    /// "Send me your bundles from number `from` on again": the gateway saw
+    /// [`ToGateway::Bundle`] numbers of `stream` skip, or its NATS connection dropped
+    /// (what the router sent meanwhile is gone). Answered with those bundles, and a
     /// [`ToGateway::Missed`] for any the router no longer keeps.
     Replay {
         gateway: GatewayId,
@@ -146,19 +146,19 @@ impl CallRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToGateway {
     /// Replies and deliveries in the order the router decided them: everything for
-    /// this gateway from one message the router handled (a gateway's batch of calls,
+    /// this gateway from one message the router handled (a gateway's bundle of calls,
     /// a back-end's publish), so a publish's reply and its delivery to the same
     /// gateway cross NATS as one message. Numbered 1, 2, … within `stream` (one
     /// per router shard and gateway, random when the router starts keeping it), so
-    /// a gateway sees a lost batch and asks router shard `shard` for it again
+    /// a gateway sees a lost bundle and asks router shard `shard` for it again
     /// ([`ToRouter::Replay`]).
-    Batch {
+    Bundle {
         shard: u16,
         stream: u64,
         n: u64,
         items: Vec<GatewayItem>,
     },
-    /// The answer to a [`ToRouter::Replay`] the router cannot fully serve: batches
+    /// The answer to a [`ToRouter::Replay`] the router cannot fully serve: bundles
     /// `from..=to` of `stream` are no longer kept (`to`: `u64::MAX` when the router
     /// does not know the stream at all). They may have held deliveries, so the
     /// gateway tells every connection to resume.
@@ -174,12 +174,12 @@ pub enum ToGateway {
     RouterStats(String),
     /// A piece of an encoded [`ToGateway`] larger than NATS's max_payload
     /// (`crate::fragment`).
-    Part(Part),
+    Fragment(Fragment),
 }
 
 /// One piece of a message split by `crate::fragment::split`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Part {
+pub struct Fragment {
     /// Random per split message.
     pub id: u64,
     /// 0, 1, … in sending order.
@@ -189,7 +189,7 @@ pub struct Part {
     pub bytes: Bytes,
 }
 
-/// One item of a [`ToGateway::Batch`].
+/// One item of a [`ToGateway::Bundle`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum GatewayItem {
     /// The reply to one call.
@@ -243,7 +243,7 @@ pub enum ToShard {
     },
     /// A piece of an encoded [`ToShard`] larger than NATS's max_payload (a forward
     /// of a large payload to many followers; `crate::fragment`).
-    Part(Part),
+    Fragment(Fragment),
 }
 
 /// One publish's recipients on one shard.

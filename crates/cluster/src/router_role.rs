@@ -1,12 +1,12 @@
 //! The router role over NATS (`myriad serve --role router`): the [`Hub`] answering
-//! every gateway's batches, and back-ends' publishes on `myriad.pub.<subject>`.
+//! every gateway's bundles, and back-ends' publishes on `myriad.pub.<subject>`.
 //!
 //! One task handles everything in arrival order, so what it sends a gateway leaves
 //! in the order the hub decided it: a login's reply before the deliveries that
 //! follow it, and each user's deliveries in sequence order. Everything one handled
-//! message (a gateway's batch of calls, a back-end's publish) owes a gateway — its
+//! message (a gateway's bundle of calls, a back-end's publish) owes a gateway — its
 //! replies and, per publish, one delivery carrying that gateway's recipients — goes
-//! to it as ONE [`ToGateway::Batch`], in the order it was decided.
+//! to it as ONE [`ToGateway::Bundle`], in the order it was decided.
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
 //! `slot << LOOP_BITS | loop` ([`crate::loop_id`]), where `slot` is the gateway's
@@ -33,7 +33,7 @@
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
 //! the port itself is [`crate::publish_port`]), [`owed`] (what each gateway is sent,
-//! batched), [`replay`] (those batches numbered and kept, sent again to a gateway
+//! bundled), [`replay`] (those bundles numbered and kept, sent again to a gateway
 //! that lost some), [`stats`] (the counters).
 
 use crate::codec::{self, CallRequest, GatewayItem, ToGateway, ToRouter, WireReply};
@@ -72,7 +72,7 @@ const BACKEND: ConnRef = ConnRef {
 
 /// A gateway's pending items are sent once they weigh this much (NATS refuses
 /// messages over its max_payload, 1 MiB by default).
-const BATCH_BYTES: usize = 256 << 10;
+const BUNDLE_BYTES: usize = 256 << 10;
 
 pub struct RouterRole {
     hub: Arc<Hub>,
@@ -101,7 +101,7 @@ pub struct RouterRole {
     shard_parts: fragment::Reassembly,
     /// `--publish-listen`: served once the router runs.
     publish_port: Option<PublishPort>,
-    /// Each gateway's recent batches, for a gateway that lost some ([`replay`]).
+    /// Each gateway's recent bundles, for a gateway that lost some ([`replay`]).
     rings: replay::Rings,
     /// A message's recipients by gateway while its deliveries are queued ([`owed`]).
     per_slot: owed::PerSlot,
@@ -140,7 +140,7 @@ impl RouterRole {
         }
     }
 
-    /// Keeps at most `bytes` of each gateway's recent batches to send again
+    /// Keeps at most `bytes` of each gateway's recent bundles to send again
     /// (`--replay-bytes`).
     pub fn with_replay_bytes(mut self, bytes: usize) -> RouterRole {
         self.rings.max_bytes = bytes;
@@ -285,7 +285,7 @@ impl RouterRole {
 
     fn handle(&mut self, msg: ToRouter) {
         match msg {
-            ToRouter::Batch { gateway, mut calls } => {
+            ToRouter::Bundle { gateway, mut calls } => {
                 let Some(slot) = self.known(gateway, true) else {
                     return;
                 };
@@ -414,7 +414,7 @@ impl RouterRole {
         } else {
             handle()
         };
-        self.queue_batches(batches, published_ns);
+        self.queue_deliveries(batches, published_ns);
         reply
     }
 
@@ -432,7 +432,7 @@ impl RouterRole {
         let hub = self.hub.clone();
         let published =
             hub.publish_each_to(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
+        self.queue_deliveries(batches, published_ns);
         published
     }
 }

@@ -47,7 +47,7 @@ fn call(token: u32, part: Option<u64>, request: Request) -> WireCall {
 fn well_formed() -> Vec<Vec<u8>> {
     let b = |s: &'static str| Bytes::from_static(s.as_bytes());
     let to_router = [
-        ToRouter::Batch {
+        ToRouter::Bundle {
             gateway: 7,
             calls: vec![
                 call(
@@ -142,7 +142,7 @@ fn well_formed() -> Vec<Vec<u8>> {
         epoch: Some(9),
     });
     let to_gateway = [
-        ToGateway::Batch {
+        ToGateway::Bundle {
             shard: 1,
             stream: 5,
             n: 1,
@@ -198,7 +198,7 @@ fn well_formed() -> Vec<Vec<u8>> {
     scripts.extend(to_gateway.iter().map(|m| framed(1, &encode_to_gateway(m))));
     scripts.extend(to_shard.iter().map(|m| framed(2, &encode_to_shard(m))));
     // A history read and a forward too large for a (tiny) max_payload, in parts.
-    let big = encode_to_gateway(&ToGateway::Batch {
+    let big = encode_to_gateway(&ToGateway::Bundle {
         shard: 0,
         stream: 5,
         n: 2,

@@ -109,7 +109,7 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
                 0..6
             )
         )
-            .prop_map(|(gateway, calls)| ToRouter::Batch { gateway, calls }),
+            .prop_map(|(gateway, calls)| ToRouter::Bundle { gateway, calls }),
         any::<(u64, u64, Option<u32>)>().prop_map(|(gateway, connections, place)| {
             ToRouter::Heartbeat {
                 place,
@@ -177,7 +177,7 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
             any::<(u16, u64, u64)>(),
             proptest::collection::vec(item(), 0..6)
         )
-            .prop_map(|((shard, stream, n), items)| ToGateway::Batch {
+            .prop_map(|((shard, stream, n), items)| ToGateway::Bundle {
                 shard,
                 stream,
                 n,
@@ -190,7 +190,7 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
         ".{0,20}".prop_map(ToGateway::RouterStats),
         (any::<u64>(), any::<u32>(), any::<bool>(), bytes()).prop_map(
             |(id, index, last, bytes)| {
-                ToGateway::Part(Part {
+                ToGateway::Fragment(Fragment {
                     id,
                     index,
                     last,
@@ -265,7 +265,7 @@ fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
             seq: 5 + u64::from(i),
         })
         .collect();
-    let msg = ToGateway::Batch {
+    let msg = ToGateway::Bundle {
         shard: 1,
         stream: u64::MAX,
         n: u64::from(u32::MAX),

@@ -137,7 +137,7 @@ impl Receiver {
 
     fn handle(&mut self, msg: ToGateway, steps: &mut Vec<Step>) {
         match msg {
-            ToGateway::Part(part) => {
+            ToGateway::Fragment(part) => {
                 let whole = self.parts.add(part);
                 match whole.map(|bytes| codec::decode_to_gateway(&bytes)) {
                     Some(Ok(msg)) => self.handle(msg, steps),
@@ -145,14 +145,14 @@ impl Receiver {
                     None => {}
                 }
             }
-            ToGateway::Batch {
+            ToGateway::Bundle {
                 shard,
                 stream,
                 n,
                 items,
             } => self
                 .numbering
-                .batch(shard, stream, n, items, Instant::now(), steps),
+                .bundle(shard, stream, n, items, Instant::now(), steps),
             ToGateway::Rest { stream, .. } => self.numbering.rest(stream, Instant::now(), steps),
             ToGateway::Missed { stream, from, to } => {
                 tracing::warn!(

@@ -176,7 +176,7 @@ impl RouterRole {
                 number,
                 items,
             } => self.in_order_part(from, (gateway, number), items),
-            ToShard::Part(part) => {
+            ToShard::Fragment(part) => {
                 let whole = self.shard_parts.add(part);
                 match whole.map(|bytes| codec::decode_to_shard(&bytes)) {
                     Some(Ok(msg)) => self.handle_shard(msg),

@@ -18,8 +18,8 @@ pub(super) struct Gateway {
     pub(super) subject: String,
     pub(super) last_seen: Instant,
     /// Replies and deliveries decided but not sent yet, in order: sent as one
-    /// [`ToGateway::Batch`] once the current message is handled (or at
-    /// [`super::BATCH_BYTES`]).
+    /// [`ToGateway::Bundle`] once the current message is handled (or at
+    /// [`super::BUNDLE_BYTES`]).
     pub(super) items: Vec<GatewayItem>,
     /// Rough encoded size of `items`.
     pub(super) bytes: usize,

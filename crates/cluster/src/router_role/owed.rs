@@ -1,11 +1,11 @@
 //! What the gateways are owed: each handled message's replies and deliveries,
-//! gathered per gateway and sent as ONE [`ToGateway::Batch`](crate::codec::ToGateway::Batch)
-//! each (sooner when one weighs [`BATCH_BYTES`]), numbered and kept for a replay
+//! gathered per gateway and sent as ONE [`ToGateway::Bundle`](crate::codec::ToGateway::Bundle)
+//! each (sooner when one weighs [`BUNDLE_BYTES`]), numbered and kept for a replay
 //! ([`super::replay`]); a publish's recipients on one gateway cross as one delivery,
 //! split only past [`MAX_TARGETS`]. A loop's recipients are the hub's
-//! [`bus::Target`]s, moved from its batch into the message, never copied one by one.
+//! [`bus::Target`]s, moved from its delivery into the message, never copied one by one.
 
-use super::{LoopTargets, RouterRole, BATCH_BYTES, MAX_TARGETS};
+use super::{LoopTargets, RouterRole, BUNDLE_BYTES, MAX_TARGETS};
 use crate::codec::{GatewayDelivery, GatewayId, GatewayItem};
 use crate::loop_id;
 use bus::{Delivery, Message};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// One message's recipients grouped by gateway slot while a publish's loop
-/// batches are queued: the slot indexes its entry (no search over the gateways
+/// deliveries are queued: the slot indexes its entry (no search over the gateways
 /// touched so far), and each loop's targets are moved in as the hub made them.
 /// Kept between messages so that its table is sized once.
 #[derive(Default)]
@@ -51,24 +51,24 @@ impl RouterRole {
     /// Queues what a handled request owes the gateways: one publish (or several,
     /// for a PublishBatch or a run of publishes) whose batches of one message are
     /// consecutive; each message goes to each gateway once.
-    pub(super) fn queue_batches(&mut self, batches: Vec<(u16, Delivery)>, published_ns: u64) {
+    pub(super) fn queue_deliveries(&mut self, deliveries: Vec<(u16, Delivery)>, published_ns: u64) {
         let mut current: Option<Arc<Message>> = None;
-        for (loop_id, batch) in batches {
-            if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &batch.msg)) {
-                self.queue_deliveries(msg, published_ns);
+        for (loop_id, delivery) in deliveries {
+            if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &delivery.msg)) {
+                self.queue_for_gateways(msg, published_ns);
             }
-            current.get_or_insert_with(|| batch.msg.clone());
+            current.get_or_insert_with(|| delivery.msg.clone());
             let (slot, local) = loop_id::unpack(loop_id);
-            self.per_slot.add(slot, local, batch.targets);
+            self.per_slot.add(slot, local, delivery.targets);
         }
         if let Some(msg) = current {
-            self.queue_deliveries(msg, published_ns);
+            self.queue_for_gateways(msg, published_ns);
         }
     }
 
     /// Queues one delivery of `msg` per gateway slot grouped so far, after what
     /// that gateway is already owed.
-    fn queue_deliveries(&mut self, msg: Arc<Message>, published_ns: u64) {
+    fn queue_for_gateways(&mut self, msg: Arc<Message>, published_ns: u64) {
         for (slot, loops) in self.per_slot.take() {
             // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
             let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
@@ -88,14 +88,14 @@ impl RouterRole {
     }
 
     /// Adds `item` to what `gateway` is owed; sends it all once it weighs
-    /// [`BATCH_BYTES`].
+    /// [`BUNDLE_BYTES`].
     pub(super) fn push_item(&mut self, gateway: GatewayId, item: GatewayItem, weight: usize) {
         let Some(gw) = self.gateways.by_id.get_mut(&gateway) else {
             return;
         };
         gw.items.push(item);
         gw.bytes += weight;
-        if gw.bytes >= BATCH_BYTES {
+        if gw.bytes >= BUNDLE_BYTES {
             self.flush(gateway);
         }
     }

@@ -47,7 +47,7 @@ impl RouterRole {
         let hub = self.hub.clone();
         let (counts, stored) =
             hub.publish_each(items, &mut |loop_id, batch| batches.push((loop_id, batch)));
-        self.queue_batches(batches, published_ns);
+        self.queue_deliveries(batches, published_ns);
         let messages = 1;
         counts
             .into_iter()
