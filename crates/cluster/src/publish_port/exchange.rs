@@ -36,7 +36,7 @@ pub(super) enum Step {
 enum Reading {
     /// Between requests, or in a head.
     Head,
-    /// In a publish's body, `limit` bytes at most.
+    /// In a publish's body (its decoder holds the limit).
     Body {
         route: Route,
         keep: bool,
