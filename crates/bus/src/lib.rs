@@ -9,7 +9,9 @@
 //! batch per publish and loop, never one item per recipient.
 //!
 //! This crate is only the seam: types and the trait. It knows no socket, no store
-//! and no broker, so a gateway links neither the store nor a database driver.
+//! and no broker, so a gateway links neither the store nor a database driver. Its
+//! types are plain data with serde derives: over NATS they cross as they are
+//! (`cluster::codec` wraps them in envelopes), never as a copy made for the wire.
 //!
 //! Layout:
 //! - [`request`]: [`Request`] and [`Reply`], what crosses the seam.

@@ -20,8 +20,9 @@ pub struct Delivery {
 }
 
 /// One recipient connection of a [`Delivery`]: 16 bytes, like the `(token, seq)`
-/// pair it replaced (the epoch fills what was padding).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// pair it replaced (the epoch fills what was padding). Crosses NATS as it is, a
+/// few varint bytes each (`cluster::codec`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Target {
     /// The connection's token in its loop.
     pub token: u32,

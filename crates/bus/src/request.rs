@@ -1,10 +1,12 @@
-//! What a gateway asks of the router side, and what it gets back.
+//! What a gateway asks of the router side, and what it gets back. Both are plain
+//! data with serde derives: they cross NATS as they are (`cluster::codec`).
 
 use bytes::Bytes;
 use router::HistoryRead;
+use serde::{Deserialize, Serialize};
 
 /// A request from one connection (see [`crate::Bus::call`]).
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// The connection is now `user`'s (SPEC B1). With `since`, the reply carries the
     /// user's history after it, read in the same step as the login (SPEC B6); without,
@@ -84,7 +86,7 @@ impl Call {
 }
 
 /// The answer to a [`Request`].
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     /// `Login` and `ReadHistory`: messages after `since` (none without one), the
     /// user's current sequence number and whether some were lost.
@@ -113,7 +115,8 @@ pub enum Reply {
     Ids(Vec<u64>),
     /// `Stats`: counters as one JSON object (the router's, and whatever the
     /// answering side adds: a gateway answers `/stats` with its own counters too).
-    Stats(serde_json::Value),
+    /// Crosses NATS as JSON text (`json_text`).
+    Stats(#[serde(with = "json_text")] serde_json::Value),
     /// The router side could not do it (the store failed, the broker is away): the
     /// client gets a 503 with this text and may retry.
     Unavailable(String),
@@ -125,6 +128,29 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// A publish's answer from its counts: `Published`, or `NotStored` when its
+    /// durable history write failed (`not_stored`: why).
+    pub fn of_publish(
+        messages: u64,
+        connections: u64,
+        users: u64,
+        not_stored: Option<String>,
+    ) -> Reply {
+        match not_stored {
+            None => Reply::Published {
+                messages,
+                connections,
+                users,
+            },
+            Some(error) => Reply::NotStored {
+                messages,
+                connections,
+                users,
+                error,
+            },
+        }
+    }
+
     /// A publish's answer once its durable write failed: `Published` becomes
     /// `NotStored` with the same counts and `why`; any other reply is kept.
     pub fn not_stored(self, why: &str) -> Reply {
@@ -141,5 +167,22 @@ impl Reply {
             },
             other => other,
         }
+    }
+}
+
+/// A JSON document as its text: compact binary encodings cannot carry
+/// `serde_json::Value` itself (it needs a self-describing format to read back).
+/// Text that does not parse reads back as `null`, as a garbled document is no
+/// reason to drop the reply it came with.
+mod json_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(doc: &serde_json::Value, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&doc.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
     }
 }

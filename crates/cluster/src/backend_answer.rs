@@ -5,15 +5,15 @@
 //! it back into its HTTP answer (`publish_port::over_nats`). Not the gateways' wire:
 //! that is [`crate::codec`].
 
-use crate::codec::WireAnswer;
+use bus::Reply;
 
 /// The JSON a back-end gets for a publish's answer.
-pub fn answer_json(answer: &WireAnswer) -> String {
+pub fn answer_json(answer: &Reply) -> String {
     match answer {
-        WireAnswer::Published {
+        Reply::Published {
             connections, users, ..
         } => serde_json::json!({"connections": connections, "users": users}).to_string(),
-        WireAnswer::NotStored {
+        Reply::NotStored {
             connections,
             users,
             error,
@@ -27,9 +27,9 @@ pub fn answer_json(answer: &WireAnswer) -> String {
             "users": users,
         })
         .to_string(),
-        WireAnswer::Unavailable(why) => serde_json::json!({ "error": why }).to_string(),
+        Reply::Unavailable(why) => serde_json::json!({ "error": why }).to_string(),
         // Part may have gone out: retrying would repeat it.
-        WireAnswer::TimedOut(why) => {
+        Reply::TimedOut(why) => {
             serde_json::json!({ "error": why, "timed_out": true }).to_string()
         }
         other => serde_json::json!({ "error": format!("{other:?}") }).to_string(),
@@ -42,18 +42,18 @@ mod tests {
 
     #[test]
     fn a_back_end_gets_counts_or_the_error() {
-        let published = WireAnswer::Published {
+        let published = Reply::Published {
             messages: 1,
             connections: 7,
             users: 3,
         };
         assert_eq!(answer_json(&published), r#"{"connections":7,"users":3}"#);
-        let late = WireAnswer::Unavailable("router shard 1 did not count".into());
+        let late = Reply::Unavailable("router shard 1 did not count".into());
         assert_eq!(
             answer_json(&late),
             r#"{"error":"router shard 1 did not count"}"#
         );
-        let not_stored = WireAnswer::NotStored {
+        let not_stored = Reply::NotStored {
             messages: 1,
             connections: 2,
             users: 1,

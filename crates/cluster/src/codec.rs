@@ -4,20 +4,29 @@
 //! postcard-encoded value (varint integers, length-prefixed byte strings): a
 //! [`ToRouter`] on the router's subject, a [`ToGateway`] on a gateway's own subject.
 //! Nothing is sent per recipient: a gateway's requests of one wake-up travel as one
-//! [`ToRouter::Batch`]; a publish reaches each gateway as one [`WireDelivery`]
-//! carrying its recipients as `(token, epoch, seq)` lists per loop, inside the one
-//! [`ToGateway::Batch`] the router sends that gateway per message it handled.
+//! [`ToRouter::Bundle`]; a publish reaches each gateway as one [`GatewayDelivery`]
+//! carrying its recipients as [`bus::Target`] lists per loop, inside the one
+//! [`ToGateway::Bundle`] the router sends that gateway per message it handled.
 //! Router shards hand each other a publish's followers as [`ToShard`] messages.
+//!
+//! The bus seam's own types cross as they are — [`bus::Request`], [`bus::Reply`],
+//! [`bus::Target`], [`bus::Message`] — with no copy of them for the wire: this
+//! module only adds the envelopes that exist on the wire alone (which gateway,
+//! which connection and part of a call, numbering, pieces, what shards hand each
+//! other).
 //!
 //! [`decode_to_router`], [`decode_to_gateway`] and [`decode_to_shard`] reject a wrong version, a
 //! malformed value and trailing bytes with a [`DecodeError`]; they never panic.
 
+/// The bus seam's types these messages carry, as they are.
+pub use bus::{HistoryRead, Message, Reply, Request, Target};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +49,7 @@ pub type GatewayId = u64;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToRouter {
     /// Requests of one gateway in the order its loops made them.
-    Batch {
+    Bundle {
         gateway: GatewayId,
         calls: Vec<WireCall>,
     },
@@ -60,9 +69,9 @@ pub enum ToRouter {
         replace: bool,
         conns: Vec<(u16, u32, u64)>,
     },
-    /// "Send me your batches from number `from` on again": the gateway saw
-    /// [`ToGateway::Batch`] numbers of `stream` skip, or its NATS connection dropped
-    /// (what the router sent meanwhile is gone). Answered with those batches, and a
+    /// "Send me your bundles from number `from` on again": the gateway saw
+    /// [`ToGateway::Bundle`] numbers of `stream` skip, or its NATS connection dropped
+    /// (what the router sent meanwhile is gone). Answered with those bundles, and a
     /// [`ToGateway::Missed`] for any the router no longer keeps.
     Replay {
         gateway: GatewayId,
@@ -80,31 +89,30 @@ pub struct WireCall {
     /// (`--router-shards`): the gateway's number for that part, echoed in its
     /// [`WireReply`] so the reply finds its call, and so a reply that comes after the
     /// call was answered without it is recognised and dropped
-    /// (`crate::shard_calls`). `None` for a call sent whole.
+    /// (`crate::shard_calls`). `None` for a call sent whole. Packed by
+    /// [`part_id`].
     pub part: Option<u64>,
-    pub request: WireRequest,
+    pub request: CallRequest,
 }
 
-/// [`bus::Request`] on the wire.
+/// A call part's number on the wire: the gateway's number for the divided call
+/// and the shard the part goes to, packed in one place. The gateway makes it; an
+/// ordered batch's shards read the call's number back ([`part_of`]).
+pub fn part_id(number: u64, shard: u16) -> u64 {
+    number << 16 | u64::from(shard)
+}
+
+/// The call's number and the shard of a part made by [`part_id`].
+pub fn part_of(part: u64) -> (u64, u16) {
+    (part >> 16, part as u16)
+}
+
+/// What a [`WireCall`] asks: the bus's own [`Request`], or the one request that
+/// exists only between a gateway and router shards.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum WireRequest {
-    Login {
-        user: u64,
-        since: Option<u64>,
-        epoch: Option<u32>,
-    },
-    Logout {
-        user: u64,
-    },
-    Publish {
-        subject: u64,
-        payload: Bytes,
-    },
-    PublishBatch {
-        items: Vec<(u64, Bytes)>,
-        /// The items are independent: each shard's part may go at once.
-        parallel: bool,
-    },
+pub enum CallRequest {
+    /// A request of the bus seam, whole or one router shard's part of it.
+    Bus(Request),
     /// A shard's part of a publish batch over several router shards that keeps the
     /// batch's order (`crate::router_role::in_order`): the items whose subject it
     /// owns, each with its place in the batch. Every shard gets one, with or
@@ -114,40 +122,43 @@ pub enum WireRequest {
         items: Vec<(u32, u64, Bytes)>,
         senders: Vec<u16>,
     },
-    ChangeSubscriptions {
-        edges: Vec<(u64, u64)>,
-        add: bool,
-    },
-    ReadHistory {
-        user: u64,
-        since: u64,
-    },
-    Subscribers {
-        subject: u64,
-    },
-    Subscriptions {
-        subscriber: u64,
-    },
-    Stats,
+}
+
+impl CallRequest {
+    /// The bus request this is: an ordered part is the batch of its items in their
+    /// order (what one router makes of it).
+    pub fn into_request(self) -> Request {
+        match self {
+            CallRequest::Bus(request) => request,
+            CallRequest::PublishInOrder { mut items, .. } => {
+                items.sort_by_key(|(at, ..)| *at);
+                let items = items.into_iter().map(|(_, s, p)| (s, p)).collect();
+                Request::PublishBatch {
+                    items,
+                    parallel: false,
+                }
+            }
+        }
+    }
 }
 
 /// From the router to one gateway (or to all of them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToGateway {
     /// Replies and deliveries in the order the router decided them: everything for
-    /// this gateway from one message the router handled (a gateway's batch of calls,
+    /// this gateway from one message the router handled (a gateway's bundle of calls,
     /// a back-end's publish), so a publish's reply and its delivery to the same
     /// gateway cross NATS as one message. Numbered 1, 2, … within `stream` (one
     /// per router shard and gateway, random when the router starts keeping it), so
-    /// a gateway sees a lost batch and asks router shard `shard` for it again
+    /// a gateway sees a lost bundle and asks router shard `shard` for it again
     /// ([`ToRouter::Replay`]).
-    Batch {
+    Bundle {
         shard: u16,
         stream: u64,
         n: u64,
         items: Vec<GatewayItem>,
     },
-    /// The answer to a [`ToRouter::Replay`] the router cannot fully serve: batches
+    /// The answer to a [`ToRouter::Replay`] the router cannot fully serve: bundles
     /// `from..=to` of `stream` are no longer kept (`to`: `u64::MAX` when the router
     /// does not know the stream at all). They may have held deliveries, so the
     /// gateway tells every connection to resume.
@@ -163,12 +174,12 @@ pub enum ToGateway {
     RouterStats(String),
     /// A piece of an encoded [`ToGateway`] larger than NATS's max_payload
     /// (`crate::fragment`).
-    Part(Part),
+    Fragment(Fragment),
 }
 
 /// One piece of a message split by `crate::fragment::split`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Part {
+pub struct Fragment {
     /// Random per split message.
     pub id: u64,
     /// 0, 1, … in sending order.
@@ -178,13 +189,13 @@ pub struct Part {
     pub bytes: Bytes,
 }
 
-/// One item of a [`ToGateway::Batch`].
+/// One item of a [`ToGateway::Bundle`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum GatewayItem {
     /// The reply to one call.
     Reply(WireReply),
     /// One publish: the recipients this gateway holds.
-    Deliver(WireDelivery),
+    Deliver(GatewayDelivery),
 }
 
 /// The reply to one [`WireCall`], addressed to its connection.
@@ -194,80 +205,21 @@ pub struct WireReply {
     pub token: u32,
     /// The call's [`WireCall::part`], echoed.
     pub part: Option<u64>,
-    pub reply: WireAnswer,
+    pub reply: Reply,
 }
 
-/// [`bus::Reply`] on the wire.
+/// One message for the connections of one gateway: the parts of the
+/// [`bus::Delivery`] each of its loops gets, the message once for all of them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum WireAnswer {
-    History(WireHistory),
-    Done,
-    Published {
-        messages: u64,
-        connections: u64,
-        users: u64,
-    },
-    Changed {
-        edges: u64,
-        changed: u64,
-    },
-    Ids(Vec<u64>),
-    /// The router's counters as JSON text.
-    Stats(String),
-    Unavailable(String),
-    /// Published, but the durable history write failed (`bus::Reply::NotStored`).
-    NotStored {
-        messages: u64,
-        connections: u64,
-        users: u64,
-        error: String,
-    },
-    /// Partly done, partly unanswered in time (`bus::Reply::TimedOut`).
-    TimedOut(String),
-}
-
-impl WireAnswer {
-    /// A publish's answer from its counts: `Published`, or `NotStored` with why
-    /// the durable history write failed.
-    pub fn of_publish(messages: u64, connections: u64, users: u64, error: Option<String>) -> Self {
-        match error {
-            None => WireAnswer::Published {
-                messages,
-                connections,
-                users,
-            },
-            Some(error) => WireAnswer::NotStored {
-                messages,
-                connections,
-                users,
-                error,
-            },
-        }
-    }
-}
-
-/// [`router::HistoryRead`] on the wire: `(seq, subject, payload)` oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireHistory {
-    pub messages: Vec<(u64, u64, Bytes)>,
-    pub last: u64,
-    pub gap: bool,
-    pub epoch: Option<u32>,
-}
-
-/// One message for the connections of one gateway.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireDelivery {
-    pub subject: u64,
-    pub payload: Bytes,
-    /// When the router took the publish, in ns since the Unix epoch (latency).
+pub struct GatewayDelivery {
+    pub msg: Arc<Message>,
+    /// When the router took the publish, in ns since the Unix epoch (latency; an
+    /// `Instant` does not cross processes).
     pub published_ns: u64,
-    /// `(loop, [(token, the recipient user's seq)])`, one entry per loop.
-    pub loops: Vec<(u16, Vec<WireTarget>)>,
+    /// `(the gateway's own loop, its recipients)`, one entry per loop: each loop's
+    /// [`Target`]s as the router's hub made them, moved here, not copied.
+    pub loops: Vec<(u16, Vec<Target>)>,
 }
-
-/// One recipient on the wire: `(token, epoch, seq)` ([`bus::Target`]).
-pub type WireTarget = (u32, u32, u64);
 
 /// From one router shard to another (`--router-shards`), on
 /// `myriad.router.<shard>.forward`: the subject's shard hands the followers other
@@ -291,7 +243,7 @@ pub enum ToShard {
     },
     /// A piece of an encoded [`ToShard`] larger than NATS's max_payload (a forward
     /// of a large payload to many followers; `crate::fragment`).
-    Part(Part),
+    Fragment(Fragment),
 }
 
 /// One publish's recipients on one shard.

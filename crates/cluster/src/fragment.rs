@@ -1,14 +1,14 @@
 //! Router → gateway messages larger than the NATS server's `max_payload` (a resume
 //! reading a huge history, a subscriber list of a hub, a batch of many large
 //! deliveries), and router shard → shard forwards (a large payload to many
-//! followers): NATS refuses them, so they cross as several [`Part`]s
-//! ([`ToGateway::Part`], [`ToShard::Part`]), each under the limit, and the receiver
+//! followers): NATS refuses them, so they cross as several [`Fragment`]s
+//! ([`ToGateway::Fragment`], [`ToShard::Fragment`]), each under the limit, and the receiver
 //! puts the encoded message back together before decoding it. One publisher's
 //! messages on one subject keep their order in NATS, so a message's parts arrive in
 //! order; parts of different messages (several routers) are told apart by their
 //! random id.
 
-use crate::codec::{self, Part, ToGateway, ToShard};
+use crate::codec::{self, Fragment, ToGateway, ToShard};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -17,22 +17,22 @@ use std::time::{Duration, Instant};
 pub const PART_HEADER: usize = 32;
 
 /// A message for a gateway that fits `max_payload` goes as it is; a larger one as
-/// encoded [`ToGateway::Part`]s. `max_payload` 0 (unknown) means no limit.
+/// encoded [`ToGateway::Fragment`]s. `max_payload` 0 (unknown) means no limit.
 pub fn split(encoded: Bytes, max_payload: usize) -> Vec<Bytes> {
     split_as(encoded, max_payload, |part| {
-        codec::encode_to_gateway(&ToGateway::Part(part))
+        codec::encode_to_gateway(&ToGateway::Fragment(part))
     })
 }
 
-/// [`split`] for a message to another router shard: [`ToShard::Part`]s.
+/// [`split`] for a message to another router shard: [`ToShard::Fragment`]s.
 pub fn split_for_shard(encoded: Bytes, max_payload: usize) -> Vec<Bytes> {
     split_as(encoded, max_payload, |part| {
-        codec::encode_to_shard(&ToShard::Part(part))
+        codec::encode_to_shard(&ToShard::Fragment(part))
     })
 }
 
 /// `encoded` as it is, or as parts each encoded by `encode` under `max_payload`.
-fn split_as(encoded: Bytes, max_payload: usize, encode: impl Fn(Part) -> Bytes) -> Vec<Bytes> {
+fn split_as(encoded: Bytes, max_payload: usize, encode: impl Fn(Fragment) -> Bytes) -> Vec<Bytes> {
     if max_payload == 0 || encoded.len() <= max_payload {
         return vec![encoded];
     }
@@ -41,7 +41,7 @@ fn split_as(encoded: Bytes, max_payload: usize, encode: impl Fn(Part) -> Bytes) 
     let count = encoded.len().div_ceil(size);
     (0..count)
         .map(|i| {
-            let part = Part {
+            let part = Fragment {
                 id,
                 index: i as u32,
                 last: i + 1 == count,
@@ -88,7 +88,7 @@ impl Reassembly {
     /// Adds one part; returns the whole encoded message once its last part came. A
     /// part out of order drops the message (and is logged): NATS does not reorder,
     /// so it can only mean parts were lost. So does a part past the bounds.
-    pub fn add(&mut self, part: Part) -> Option<Vec<u8>> {
+    pub fn add(&mut self, part: Fragment) -> Option<Vec<u8>> {
         let now = Instant::now();
         let pending = &mut self.pending;
         self.partial.retain(|_, (_, buf, at)| {
@@ -144,13 +144,22 @@ impl Reassembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode_to_gateway, GatewayItem, WireAnswer, WireHistory, WireReply};
+    use crate::codec::{decode_to_gateway, GatewayItem, WireReply};
+    use bus::{HistoryRead, Message, Reply};
+    use std::sync::Arc;
 
     fn history(n: usize, size: usize) -> ToGateway {
         let messages = (1..=n as u64)
-            .map(|seq| (seq, 7, Bytes::from(vec![b'x'; size])))
+            .map(|seq| {
+                let payload = Bytes::from(vec![b'x'; size]);
+                let msg = Arc::new(Message {
+                    subject: 7,
+                    payload,
+                });
+                (seq, msg)
+            })
             .collect();
-        ToGateway::Batch {
+        ToGateway::Bundle {
             shard: 0,
             stream: 1,
             n: 1,
@@ -158,7 +167,7 @@ mod tests {
                 loop_id: 1,
                 token: 9,
                 part: None,
-                reply: WireAnswer::History(WireHistory {
+                reply: Reply::History(HistoryRead {
                     messages,
                     last: n as u64,
                     gap: false,
@@ -178,7 +187,7 @@ mod tests {
         let mut r = Reassembly::default();
         let mut whole = None;
         for (i, p) in parts.iter().enumerate() {
-            let ToGateway::Part(part) = decode_to_gateway(p).unwrap() else {
+            let ToGateway::Fragment(part) = decode_to_gateway(p).unwrap() else {
                 panic!("part {i} is not a part");
             };
             whole = r.add(part);
@@ -211,7 +220,7 @@ mod tests {
         assert!(parts.iter().all(|p| p.len() <= 65_536), "every part fits");
         let mut r = Reassembly::default();
         let whole = parts.iter().fold(None, |_, p| {
-            let Ok(ToShard::Part(part)) = codec::decode_to_shard(p) else {
+            let Ok(ToShard::Fragment(part)) = codec::decode_to_shard(p) else {
                 panic!("not a shard part");
             };
             r.add(part)
@@ -225,7 +234,7 @@ mod tests {
         let pa = split(codec::encode_to_gateway(&a), 1_024);
         let pb = split(codec::encode_to_gateway(&b), 1_024);
         let part = |p: &Bytes| match decode_to_gateway(p).unwrap() {
-            ToGateway::Part(part) => part,
+            ToGateway::Fragment(part) => part,
             other => panic!("{other:?}"),
         };
         let mut r = Reassembly::default();
@@ -254,7 +263,7 @@ mod tests {
     /// bound for all, are dropped and their memory freed; others still come whole.
     #[test]
     fn messages_past_the_bounds_are_dropped_and_their_memory_freed() {
-        let piece = |id, index, last| Part {
+        let piece = |id, index, last| Fragment {
             id,
             index,
             last,

@@ -3,9 +3,22 @@
 //!
 //! A gateway process runs its loops with a [`NatsBus`] instead of `hub::LocalBus`;
 //! the router process runs [`RouterRole`]: the same `hub::Hub` answering the
-//! gateways' batches over NATS. Nothing is sent per recipient or per connection:
-//! requests cross in batches per gateway wake-up, deliveries as one message per
+//! gateways' bundles over NATS. Nothing is sent per recipient or per connection:
+//! requests cross in one bundle per gateway wake-up, deliveries as one message per
 //! gateway per publish carrying that gateway's recipients.
+//!
+//! Words, one per thing (for the glossary): a **bundle** is one NATS message carrying
+//! many items ([`codec::ToRouter::Bundle`]: a gateway's calls of one wake-up;
+//! [`codec::ToGateway::Bundle`]: the router's replies and deliveries for one gateway,
+//! numbered); a **batch** is only a publish batch (`POST /pub`,
+//! `bus::Request::PublishBatch`); a **delivery** is one message for a loop's
+//! connections (`bus::Delivery`) or, over NATS, for a gateway's
+//! ([`codec::GatewayDelivery`]); a **call** is one connection's request to the router
+//! ([`codec::WireCall`]), and a **part** one router shard's share of a call divided
+//! among shards; a **fragment** is a piece of an encoded message over NATS's
+//! max_payload ([`codec::Fragment`], [`fragment`]); a **slot** is a gateway's number
+//! at the router, packed with its loop into a loop id ([`loop_id`]); a **stream** is
+//! the numbering of one router shard's bundles to one gateway.
 //!
 //! Trust: nothing arriving on myriad's subjects is authenticated by myriad; the NATS
 //! server is the boundary. Each process connects with the credentials and TLS of the
@@ -23,9 +36,8 @@
 //! | gateway side | [`shard_calls`] | the gateway's calls divided among router shards ([`shards`]), and their replies gathered |
 //! | router side | [`router_role`] | the router ([`RouterRole`]), drained on SIGTERM like a gateway (new publishes refused, what it took finished, NATS flushed) |
 //! | router side | [`publish_port`] | `--publish-listen`, back-ends' HTTP publishes straight to the router |
-//! | shared | [`codec`] | the versioned binary messages and their encoding (postcard) |
-//! | shared | [`convert`] | between the bus seam's types and the wire's |
-//! | shared | [`fragment`] | router → gateway messages over NATS's max_payload, in parts |
+//! | shared | [`codec`] | the versioned binary messages and their encoding (postcard): the bus's own types inside the wire's envelopes |
+//! | shared | [`fragment`] | router → gateway messages over NATS's max_payload, in fragments |
 //! | shared | [`backend_answer`] | the JSON a back-end's publish over NATS is answered with |
 //! | shared | [`subjects`] | the NATS subjects |
 //! | shared | [`loop_id`] | (gateway slot, loop) packed into the router's loop id, defined once |
@@ -37,7 +49,6 @@
 
 pub mod backend_answer;
 pub mod codec;
-pub mod convert;
 pub mod fragment;
 pub mod jet_history;
 pub mod loop_id;

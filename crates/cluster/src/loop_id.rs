@@ -8,6 +8,12 @@
 pub const LOOP_BITS: u32 = 6;
 /// Most loops a gateway process may run (see [`LOOP_BITS`]).
 pub const MAX_LOOPS: usize = 1 << LOOP_BITS;
+/// Most gateways one router serves: the slots the 16-bit loop id leaves, less the
+/// last, whose top loop id is [`BACKEND`].
+pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
+/// The loop id of the router's own publishes (a back-end's, the publish port's):
+/// no gateway's, since its slot is past [`MAX_GATEWAYS`].
+pub const BACKEND: u16 = u16::MAX;
 
 /// The router-side loop id of gateway `slot`'s loop `local`.
 pub fn pack(slot: u16, local: u16) -> u16 {
@@ -37,7 +43,9 @@ mod tests {
                 let id = pack(slot, local);
                 assert_eq!(unpack(id), (slot, local));
                 assert!(loops_of(slot).contains(&id));
+                assert_ne!(id, BACKEND);
             }
         }
+        assert_eq!(unpack(BACKEND).0, MAX_GATEWAYS as u16);
     }
 }

@@ -3,8 +3,8 @@
 //! `call` never blocks a loop: it queues the request for the link's sender task and
 //! returns `None` (the reply comes later through the loop's mailbox), except
 //! `Logout`, answered `Done` at once. The sender task drains whatever queued since
-//! its last wake-up and sends it as ONE [`ToRouter::Batch`] (logins, logouts and
-//! publishes of all loops together: batching by wake-up, so a quiet gateway sends
+//! its last wake-up and sends it as ONE [`ToRouter::Bundle`] (logins, logouts and
+//! publishes of all loops together: bundling by wake-up, so a quiet gateway sends
 //! at once and a busy one sends few large messages). The receiver task turns the
 //! router's messages on this gateway's subject into mailbox items: replies to their
 //! connection's loop, each delivery as one batch per loop. With several router
@@ -20,7 +20,7 @@
 //! That costs ~32 B per logged-in connection in this process: the loops' slabs are
 //! not reachable from the link's thread.
 //!
-//! Before that check comes another: the router's batches are numbered, and a
+//! Before that check comes another: the router's bundles are numbered, and a
 //! gateway that lost some asks for them again and gets them in order
 //! ([`numbering`]); only what the router no longer keeps makes its connections
 //! resume.
@@ -30,8 +30,7 @@ mod presence;
 mod receiver;
 mod sender;
 
-use crate::codec::{self, GatewayId, ToRouter, WireCall};
-use crate::convert::request_to_wire;
+use crate::codec::{self, CallRequest, GatewayId, ToRouter, WireCall};
 use crate::fragment::Reassembly;
 use crate::shard_calls::Gathers;
 use crate::subjects;
@@ -49,7 +48,7 @@ enum Outgoing {
     Call(WireCall),
     /// Send the whole presence again (the router asked, or NATS reconnected).
     Resync,
-    /// Ask router shard `shard` for its batches of `stream` from `from` on again
+    /// Ask router shard `shard` for its bundles of `stream` from `from` on again
     /// ([`numbering`]).
     Replay {
         shard: u16,
@@ -78,10 +77,10 @@ struct Shared {
     /// Messages the NATS client dropped because this gateway's subscription queue
     /// was full (its slow-consumer events): lost the same way.
     slow_consumer_drops: u64,
-    /// Connections told to resume: their deliveries skipped numbers, or batches
+    /// Connections told to resume: their deliveries skipped numbers, or bundles
     /// were lost for good ([`numbering`]).
     lost_told: u64,
-    /// Router batches that skipped numbers (the missing ones asked again), came
+    /// Router bundles that skipped numbers (the missing ones asked again), came
     /// twice (dropped), and gaps no answer filled in time.
     batch_gaps: u64,
     batches_twice: u64,
@@ -278,7 +277,7 @@ impl Bus for NatsBus {
             loop_id: conn.loop_id,
             token: conn.token,
             part: None,
-            request: request_to_wire(request),
+            request: CallRequest::Bus(request),
         };
         if let Some(refusal) = too_large(&self.client, &call) {
             return Some(refusal);
@@ -290,10 +289,10 @@ impl Bus for NatsBus {
     }
 }
 
-/// Room kept under max_payload for the batch's header (version, gateway id, counts).
-const BATCH_HEADER: usize = 64;
+/// Room kept under max_payload for the bundle's header (version, gateway id, counts).
+const BUNDLE_HEADER: usize = 64;
 
-/// A request that NATS would refuse (its batch over the server's max_payload, 1 MiB
+/// A request that NATS would refuse (its bundle over the server's max_payload, 1 MiB
 /// by default) is answered here at once with a clear error, instead of the client
 /// waiting for a reply that never comes. Encoded only when the rough weight says it
 /// may be near the limit.
@@ -302,11 +301,11 @@ fn too_large(client: &Client, call: &WireCall) -> Option<Reply> {
     if max == 0 || weight(call) < max / 4 {
         return None;
     }
-    let msg = ToRouter::Batch {
+    let msg = ToRouter::Bundle {
         gateway: 0,
         calls: vec![call.clone()],
     };
-    let size = codec::encode_to_router(&msg).len() + BATCH_HEADER;
+    let size = codec::encode_to_router(&msg).len() + BUNDLE_HEADER;
     (size > max).then(|| {
         Reply::Unavailable(format!(
             "the request is too large for the NATS link to the router: {size} bytes encoded, \

@@ -22,6 +22,7 @@
 //! in order (all at once with `?parallel=1`), and sums their counts.
 
 mod connection;
+mod exchange;
 mod over_nats;
 #[cfg(test)]
 mod tests;

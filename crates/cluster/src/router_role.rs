@@ -1,12 +1,12 @@
 //! The router role over NATS (`myriad serve --role router`): the [`Hub`] answering
-//! every gateway's batches, and back-ends' publishes on `myriad.pub.<subject>`.
+//! every gateway's bundles, and back-ends' publishes on `myriad.pub.<subject>`.
 //!
 //! One task handles everything in arrival order, so what it sends a gateway leaves
 //! in the order the hub decided it: a login's reply before the deliveries that
 //! follow it, and each user's deliveries in sequence order. Everything one handled
-//! message (a gateway's batch of calls, a back-end's publish) owes a gateway — its
+//! message (a gateway's bundle of calls, a back-end's publish) owes a gateway — its
 //! replies and, per publish, one delivery carrying that gateway's recipients — goes
-//! to it as ONE [`ToGateway::Batch`], in the order it was decided.
+//! to it as ONE [`ToGateway::Bundle`], in the order it was decided.
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
 //! `slot << LOOP_BITS | loop` ([`crate::loop_id`]), where `slot` is the gateway's
@@ -33,13 +33,12 @@
 //! [`in_order`] (a batch over several shards in its order), [`backend`]
 //! (`myriad.pub.<subject>`), [`port`] (a turn of the HTTP publish port's requests;
 //! the port itself is [`crate::publish_port`]), [`owed`] (what each gateway is sent,
-//! batched), [`replay`] (those batches numbered and kept, sent again to a gateway
+//! bundled), [`replay`] (those bundles numbered and kept, sent again to a gateway
 //! that lost some), [`stats`] (the counters).
 
-use crate::codec::{self, GatewayItem, ToGateway, ToRouter, WireReply};
-use crate::convert::{reply_to_wire, request_from_wire};
+use crate::codec::{self, CallRequest, GatewayItem, ToGateway, ToRouter, WireReply};
 use crate::fragment;
-use crate::loop_id::{self, loops_of, LOOP_BITS};
+use crate::loop_id::{self, loops_of};
 use crate::publish_port::{self, PublishPort};
 use crate::subjects;
 use crate::timing::{unix_ns, TICK};
@@ -58,14 +57,8 @@ use stats::Counters;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-/// Most gateways one router serves: the slots of the 16-bit loop id, less the
-/// last, whose top loop id is [`BACKEND`]'s.
-pub const MAX_GATEWAYS: usize = (1 << (16 - LOOP_BITS)) - 1;
-
-/// One loop's recipients of a message: `(loop, [(token, seq)])`.
-type LoopTargets = (u16, Vec<codec::WireTarget>);
-/// Recipients of one message per gateway slot.
-type PerSlot = Vec<(u16, Vec<LoopTargets>)>;
+/// One loop's recipients of a message: `(the gateway's own loop, its targets)`.
+type LoopTargets = (u16, Vec<bus::Target>);
 
 /// Recipients per delivery message: at ≤ 15 B each (varint token and seq), 64 Ki
 /// recipients stay under 1 MiB, NATS's default max_payload, with the payload.
@@ -73,13 +66,13 @@ const MAX_TARGETS: usize = 1 << 16;
 
 /// A back-end publisher has no connection; its publishes use this one.
 const BACKEND: ConnRef = ConnRef {
-    loop_id: u16::MAX,
+    loop_id: loop_id::BACKEND,
     token: 0,
 };
 
 /// A gateway's pending items are sent once they weigh this much (NATS refuses
 /// messages over its max_payload, 1 MiB by default).
-const BATCH_BYTES: usize = 256 << 10;
+const BUNDLE_BYTES: usize = 256 << 10;
 
 pub struct RouterRole {
     hub: Arc<Hub>,
@@ -108,8 +101,10 @@ pub struct RouterRole {
     shard_parts: fragment::Reassembly,
     /// `--publish-listen`: served once the router runs.
     publish_port: Option<PublishPort>,
-    /// Each gateway's recent batches, for a gateway that lost some ([`replay`]).
+    /// Each gateway's recent bundles, for a gateway that lost some ([`replay`]).
     rings: replay::Rings,
+    /// A message's recipients by gateway while its deliveries are queued ([`owed`]).
+    per_slot: owed::PerSlot,
     /// Notified on SIGTERM: start the drain ([`drain`]).
     stop: Arc<tokio::sync::Notify>,
     /// How long a drain may take at most (`--drain`).
@@ -137,6 +132,7 @@ impl RouterRole {
             shard_parts: fragment::Reassembly::default(),
             publish_port: None,
             rings: replay::Rings::new(replay::DEFAULT_RING_BYTES),
+            per_slot: owed::PerSlot::default(),
             stop: Arc::default(),
             drain: Duration::from_secs(5),
             draining: None,
@@ -144,7 +140,7 @@ impl RouterRole {
         }
     }
 
-    /// Keeps at most `bytes` of each gateway's recent batches to send again
+    /// Keeps at most `bytes` of each gateway's recent bundles to send again
     /// (`--replay-bytes`).
     pub fn with_replay_bytes(mut self, bytes: usize) -> RouterRole {
         self.rings.max_bytes = bytes;
@@ -289,7 +285,7 @@ impl RouterRole {
 
     fn handle(&mut self, msg: ToRouter) {
         match msg {
-            ToRouter::Batch { gateway, mut calls } => {
+            ToRouter::Bundle { gateway, mut calls } => {
                 let Some(slot) = self.known(gateway, true) else {
                     return;
                 };
@@ -299,7 +295,7 @@ impl RouterRole {
                 let mut calls = calls.into_iter().peekable();
                 while let Some(call) = calls.next() {
                     // A shard's part of a batch over several shards, in order.
-                    if matches!(call.request, codec::WireRequest::PublishInOrder { .. }) {
+                    if matches!(call.request, CallRequest::PublishInOrder { .. }) {
                         self.publish_in_order(gateway, call);
                         continue;
                     }
@@ -317,15 +313,14 @@ impl RouterRole {
                         loop_id: loop_id::pack(slot, call.loop_id),
                         token: call.token,
                     };
-                    let logout = matches!(call.request, codec::WireRequest::Logout { .. });
-                    let request = request_from_wire(call.request);
-                    let reply = self.call(conn, request);
+                    let logout = matches!(call.request, CallRequest::Bus(Request::Logout { .. }));
+                    let reply = self.call(conn, call.request.into_request());
                     if !logout {
                         let reply = WireReply {
                             loop_id: call.loop_id,
                             token: call.token,
                             part: call.part,
-                            reply: reply_to_wire(reply),
+                            reply,
                         };
                         self.push_item(gateway, GatewayItem::Reply(reply), 32);
                     }
@@ -412,7 +407,7 @@ impl RouterRole {
         } else {
             handle()
         };
-        self.queue_batches(batches, published_ns);
+        self.queue_deliveries(batches, published_ns);
         reply
     }
 }

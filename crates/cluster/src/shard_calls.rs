@@ -26,9 +26,9 @@
 
 mod gathers;
 
-use crate::codec::{WireCall, WireRequest};
+use crate::codec::{part_id, CallRequest, WireCall};
 use crate::shards::Shards;
-use gathers::part_id;
+use bus::Request;
 pub use gathers::{Gathered, Gathers, GATHER_TICK, GATHER_TIMEOUT};
 use parking_lot::Mutex;
 use std::time::Instant;
@@ -39,23 +39,29 @@ pub enum Dest {
     One(u16),
     All,
     /// A change, a batch (of independent items, or over several shards in order,
-    /// [`WireRequest::PublishInOrder`]) divided by subject: each shard's part (in
+    /// [`CallRequest::PublishInOrder`]) divided by subject: each shard's part (in
     /// the call's order), all sent at once.
-    Split(Vec<(u16, WireRequest)>),
+    Split(Vec<(u16, CallRequest)>),
 }
 
-pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
+pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
+    let request = match request {
+        CallRequest::Bus(request) => request,
+        // Made by this function, never routed again: already every shard's part.
+        CallRequest::PublishInOrder { .. } => return Dest::All,
+    };
+    let whole = |request| CallRequest::Bus(request);
     match request {
-        WireRequest::Login { user, .. }
-        | WireRequest::Logout { user }
-        | WireRequest::ReadHistory { user, .. } => Dest::One(shards.owner(*user)),
-        WireRequest::Publish { subject, .. } | WireRequest::Subscribers { subject } => {
+        Request::Login { user, .. }
+        | Request::Logout { user }
+        | Request::ReadHistory { user, .. } => Dest::One(shards.owner(*user)),
+        Request::Publish { subject, .. } | Request::Subscribers { subject } => {
             Dest::One(shards.owner(*subject))
         }
-        WireRequest::PublishBatch { items, parallel } => {
+        Request::PublishBatch { items, parallel } => {
             let owner = |(subject, _): &(u64, bytes::Bytes)| shards.owner(*subject);
             let parallel = *parallel;
-            let batch = |items| WireRequest::PublishBatch { items, parallel };
+            let batch = |items| whole(Request::PublishBatch { items, parallel });
             if parallel {
                 return one_or_split(divide(items, owner, shards.count), batch);
             }
@@ -73,7 +79,7 @@ pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
             let senders: Vec<u16> = (0..shards.count)
                 .filter(|s| !parts[usize::from(*s)].is_empty())
                 .collect();
-            let part = |items| WireRequest::PublishInOrder {
+            let part = |items| CallRequest::PublishInOrder {
                 items,
                 senders: senders.clone(),
             };
@@ -85,18 +91,15 @@ pub fn dest(request: &WireRequest, shards: Shards) -> Dest {
                     .collect(),
             )
         }
-        // Made by this function, never routed again: already every shard's part.
-        WireRequest::PublishInOrder { .. } => Dest::All,
-        WireRequest::ChangeSubscriptions { edges, add } => {
+        Request::ChangeSubscriptions { edges, add } => {
             let parts = divide(edges, |(_, subject)| shards.owner(*subject), shards.count);
             let add = *add;
-            one_or_split(parts, |edges| WireRequest::ChangeSubscriptions {
-                edges,
-                add,
+            one_or_split(parts, |edges| {
+                whole(Request::ChangeSubscriptions { edges, add })
             })
         }
-        WireRequest::Subscriptions { .. } => Dest::All,
-        WireRequest::Stats => Dest::One(0),
+        Request::Subscriptions { .. } => Dest::All,
+        Request::Stats => Dest::One(0),
     }
 }
 
@@ -115,7 +118,7 @@ fn divide<T: Clone>(items: &[T], owner: impl Fn(&T) -> u16, count: u16) -> Vec<(
 }
 
 /// Each shard's part as its own request (an empty batch goes to shard 0).
-fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> WireRequest) -> Dest {
+fn one_or_split<T>(parts: Vec<(u16, Vec<T>)>, request: impl Fn(Vec<T>) -> CallRequest) -> Dest {
     if parts.is_empty() {
         return Dest::Split(vec![(0, request(Vec::new()))]);
     }
@@ -171,27 +174,31 @@ pub fn route(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::WireAnswer;
+    use bus::Reply;
 
-    pub(super) fn call(token: u32, request: WireRequest) -> WireCall {
+    pub(super) fn call(token: u32, request: Request) -> WireCall {
         WireCall {
             loop_id: 1,
             token,
             part: None,
-            request,
+            request: CallRequest::Bus(request),
         }
     }
 
-    pub(super) fn batch(subjects: &[u64]) -> WireRequest {
+    fn whole(request: Request) -> CallRequest {
+        CallRequest::Bus(request)
+    }
+
+    pub(super) fn batch(subjects: &[u64]) -> Request {
         batch_of(subjects, false)
     }
 
-    fn batch_of(subjects: &[u64], parallel: bool) -> WireRequest {
+    fn batch_of(subjects: &[u64], parallel: bool) -> Request {
         let items = subjects
             .iter()
             .map(|&s| (s, bytes::Bytes::from(format!("m{s}"))))
             .collect();
-        WireRequest::PublishBatch { items, parallel }
+        Request::PublishBatch { items, parallel }
     }
 
     /// The part numbers `route` gave the calls of `token`, by shard.
@@ -207,19 +214,19 @@ mod tests {
     #[test]
     fn calls_go_to_their_users_or_subjects_shard_or_to_all() {
         let shards = Shards { index: 0, count: 3 };
-        let login = WireRequest::Login {
+        let login = Request::Login {
             user: 7,
             since: None,
             epoch: None,
         };
-        assert_eq!(dest(&login, shards), Dest::One(1));
-        let publish = WireRequest::Publish {
+        assert_eq!(dest(&whole(login), shards), Dest::One(1));
+        let publish = Request::Publish {
             subject: 8,
             payload: bytes::Bytes::new(),
         };
-        assert_eq!(dest(&publish, shards), Dest::One(2));
-        let subscriptions = WireRequest::Subscriptions { subscriber: 8 };
-        assert_eq!(dest(&subscriptions, shards), Dest::All);
+        assert_eq!(dest(&whole(publish.clone()), shards), Dest::One(2));
+        let subscriptions = Request::Subscriptions { subscriber: 8 };
+        assert_eq!(dest(&whole(subscriptions), shards), Dest::All);
         // Sent whole, answered alone: not numbered, nothing to gather.
         let gathers = Mutex::new(Gathers::default());
         let routed = route(vec![call(5, publish)], shards, &gathers, Instant::now());
@@ -233,7 +240,7 @@ mod tests {
         // A batch over several shards goes to every shard at once, each item with
         // its place in the batch, naming the shards with items; a shard without
         // items gets an empty part.
-        let in_order = |items: &[(u32, u64)]| WireRequest::PublishInOrder {
+        let in_order = |items: &[(u32, u64)]| CallRequest::PublishInOrder {
             items: items
                 .iter()
                 .map(|&(at, s)| (at, s, bytes::Bytes::from(format!("m{s}"))))
@@ -241,7 +248,7 @@ mod tests {
             senders: vec![1, 2],
         };
         assert_eq!(
-            dest(&batch(&[1, 4, 2, 7]), Shards { index: 0, count: 3 }),
+            dest(&whole(batch(&[1, 4, 2, 7])), Shards { index: 0, count: 3 }),
             Dest::Split(vec![
                 (0, in_order(&[])),
                 (1, in_order(&[(0, 1), (1, 4), (3, 7)])),
@@ -250,11 +257,11 @@ mod tests {
         );
         // On one shard: that shard's alone, sent whole.
         assert_eq!(
-            dest(&batch(&[1, 3]), shards),
-            Dest::Split(vec![(1, batch(&[1, 3]))])
+            dest(&whole(batch(&[1, 3])), shards),
+            Dest::Split(vec![(1, whole(batch(&[1, 3])))])
         );
         // Independent items (`?parallel=1`): each shard's part, all at once.
-        let parallel = |subjects: &[u64]| batch_of(subjects, true);
+        let parallel = |subjects: &[u64]| whole(batch_of(subjects, true));
         assert_eq!(
             dest(&parallel(&[1, 3, 2, 5]), shards),
             Dest::Split(vec![(0, parallel(&[2])), (1, parallel(&[1, 3, 5]))])
@@ -262,7 +269,7 @@ mod tests {
         // Edges go to their subject's shard; one shard's edges need no gathering.
         let change = call(
             9,
-            WireRequest::ChangeSubscriptions {
+            Request::ChangeSubscriptions {
                 edges: vec![(4, 3), (6, 5)],
                 add: true,
             },
@@ -272,18 +279,15 @@ mod tests {
         assert!(routed[0].is_empty());
         assert_eq!(routed[1], vec![change]);
         assert!(gathers.lock().is_empty());
-        let subs = call(9, WireRequest::Subscriptions { subscriber: 4 });
+        let subs = call(9, Request::Subscriptions { subscriber: 4 });
         let routed = route(vec![subs], shards, &gathers, Instant::now());
         assert!(routed.iter().all(|calls| calls.len() == 1));
         let p = parts(&routed, 9);
         let mut g = gathers.lock();
+        assert_eq!(g.gather(p[0], Reply::Ids(vec![3, 7])), Gathered::Waiting);
         assert_eq!(
-            g.gather(p[0], WireAnswer::Ids(vec![3, 7])),
-            Gathered::Waiting
-        );
-        assert_eq!(
-            g.gather(p[1], WireAnswer::Ids(vec![2, 3])),
-            Gathered::Done((1, 9), WireAnswer::Ids(vec![2, 3, 7]))
+            g.gather(p[1], Reply::Ids(vec![2, 3])),
+            Gathered::Done((1, 9), Reply::Ids(vec![2, 3, 7]))
         );
     }
 }

@@ -3,12 +3,12 @@
 //! | subject | who sends | what |
 //! |---|---|---|
 //! | `myriad.router` | gateways | [`crate::codec::ToRouter`]: batches of calls, heartbeats, presence |
-//! | `myriad.gw.<id>` | the router | [`crate::codec::ToGateway`] for one gateway (`<id>`: 16 hex digits); over max_payload in [`crate::codec::Part`]s |
+//! | `myriad.gw.<id>` | the router | [`crate::codec::ToGateway`] for one gateway (`<id>`: 16 hex digits); over max_payload in [`crate::codec::Fragment`]s |
 //! | `myriad.gateways` | the router | [`crate::codec::ToGateway::Resync`] to every gateway (router start) |
 //! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (from the subject's router shard, every shard's counts summed) |
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
-//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Part`]s |
+//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Fragment`]s |
 //! | `myriad.history.<user>` | the router (`--history-store jetstream`) | a user's kept messages in the stream `MYRIAD_HISTORY` ([`crate::jet_history`]), through the `$JS.API` requests |
 //! | `myriad.inbox.<id>` | NATS (replies) | answers to myriad's own requests (JetStream, a router shard's publishes): [`nats_link::config::MYRIAD_INBOX`], apart from back-ends' `_INBOX.>` |
 //!

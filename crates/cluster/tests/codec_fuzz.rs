@@ -13,6 +13,7 @@ use codec_script::{GATEWAY, ROUTER, SHARD, WHOLE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -32,12 +33,12 @@ fn framed(kind: u8, msg: &[u8]) -> Vec<u8> {
     out
 }
 
-fn call(token: u32, part: Option<u64>, request: WireRequest) -> WireCall {
+fn call(token: u32, part: Option<u64>, request: Request) -> WireCall {
     WireCall {
         loop_id: 1,
         token,
         part,
-        request,
+        request: CallRequest::Bus(request),
     }
 }
 
@@ -46,13 +47,13 @@ fn call(token: u32, part: Option<u64>, request: WireRequest) -> WireCall {
 fn well_formed() -> Vec<Vec<u8>> {
     let b = |s: &'static str| Bytes::from_static(s.as_bytes());
     let to_router = [
-        ToRouter::Batch {
+        ToRouter::Bundle {
             gateway: 7,
             calls: vec![
                 call(
                     1,
                     None,
-                    WireRequest::Login {
+                    Request::Login {
                         user: 42,
                         since: Some(3),
                         epoch: Some(9),
@@ -61,23 +62,24 @@ fn well_formed() -> Vec<Vec<u8>> {
                 call(
                     2,
                     None,
-                    WireRequest::Publish {
+                    Request::Publish {
                         subject: 42,
                         payload: b("hello"),
                     },
                 ),
-                call(
-                    3,
-                    Some(1 << 16 | 1),
-                    WireRequest::PublishInOrder {
+                WireCall {
+                    loop_id: 1,
+                    token: 3,
+                    part: Some(1 << 16 | 1),
+                    request: CallRequest::PublishInOrder {
                         items: vec![(0, 1, b("a")), (2, 3, b("c"))],
                         senders: vec![0, 1],
                     },
-                ),
+                },
                 call(
                     4,
                     None,
-                    WireRequest::PublishBatch {
+                    Request::PublishBatch {
                         items: vec![(5, b("x")), (6, b("y"))],
                         parallel: true,
                     },
@@ -85,7 +87,7 @@ fn well_formed() -> Vec<Vec<u8>> {
                 call(
                     5,
                     None,
-                    WireRequest::ChangeSubscriptions {
+                    Request::ChangeSubscriptions {
                         edges: vec![(1, 2)],
                         add: false,
                     },
@@ -108,11 +110,20 @@ fn well_formed() -> Vec<Vec<u8>> {
             from: 2,
         },
     ];
-    let delivery = GatewayItem::Deliver(WireDelivery {
-        subject: 42,
-        payload: b("news"),
+    let target = |token, epoch, seq| Target { token, epoch, seq };
+    let message = |subject, text| {
+        Arc::new(Message {
+            subject,
+            payload: b(text),
+        })
+    };
+    let delivery = GatewayItem::Deliver(GatewayDelivery {
+        msg: message(42, "news"),
         published_ns: 1_700_000_000_000_000_000,
-        loops: vec![(0, vec![(1, 9, 2)]), (1, vec![(5, 9, 3), (6, 0, 1)])],
+        loops: vec![
+            (0, vec![target(1, 9, 2)]),
+            (1, vec![target(5, 9, 3), target(6, 0, 1)]),
+        ],
     });
     let reply = |answer| {
         GatewayItem::Reply(WireReply {
@@ -122,19 +133,21 @@ fn well_formed() -> Vec<Vec<u8>> {
             reply: answer,
         })
     };
-    let history = WireAnswer::History(WireHistory {
-        messages: (1..=40).map(|seq| (seq, 42, b("an old message"))).collect(),
+    let history = Reply::History(HistoryRead {
+        messages: (1..=40)
+            .map(|seq| (seq, message(42, "an old message")))
+            .collect(),
         last: 40,
         gap: true,
         epoch: Some(9),
     });
     let to_gateway = [
-        ToGateway::Batch {
+        ToGateway::Bundle {
             shard: 1,
             stream: 5,
             n: 1,
             items: vec![
-                reply(WireAnswer::of_publish(2, 5, 4, Some("disk full".into()))),
+                reply(Reply::of_publish(2, 5, 4, Some("disk full".into()))),
                 delivery,
             ],
         },
@@ -185,7 +198,7 @@ fn well_formed() -> Vec<Vec<u8>> {
     scripts.extend(to_gateway.iter().map(|m| framed(1, &encode_to_gateway(m))));
     scripts.extend(to_shard.iter().map(|m| framed(2, &encode_to_shard(m))));
     // A history read and a forward too large for a (tiny) max_payload, in parts.
-    let big = encode_to_gateway(&ToGateway::Batch {
+    let big = encode_to_gateway(&ToGateway::Bundle {
         shard: 0,
         stream: 5,
         n: 2,

@@ -58,17 +58,17 @@ fn user(name: &str, password: &str) -> async_nats::ConnectOptions {
 
 /// A batch as a gateway sends it: one publish of `payload` to [`USER`].
 fn forged_batch(payload: &'static str) -> bytes::Bytes {
-    use cluster::codec::{encode_to_router, ToRouter, WireCall, WireRequest};
-    encode_to_router(&ToRouter::Batch {
+    use cluster::codec::{encode_to_router, CallRequest, Request, ToRouter, WireCall};
+    encode_to_router(&ToRouter::Bundle {
         gateway: 0x0bad,
         calls: vec![WireCall {
             loop_id: 0,
             token: 1,
             part: None,
-            request: WireRequest::Publish {
+            request: CallRequest::Bus(Request::Publish {
                 subject: USER,
                 payload: bytes::Bytes::from_static(payload.as_bytes()),
-            },
+            }),
         }],
     })
 }

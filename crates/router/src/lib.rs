@@ -38,6 +38,7 @@ pub mod publish;
 pub mod router;
 pub mod users;
 
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,14 +53,14 @@ pub type SubjectId = u64;
 
 /// A connection as the router sees it: the gateway event loop holding it and that
 /// loop's token for it (slab index + generation). Opaque to the router.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct ConnRef {
     pub loop_id: u16,
     pub token: u32,
 }
 
 /// One published message; shared (`Arc`) by every delivery and every history ring.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub subject: SubjectId,
     pub payload: bytes::Bytes,
@@ -135,7 +136,7 @@ pub struct PublishCounts {
 }
 
 /// Result of [`Router::history_read`]: what a resuming client gets.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryRead {
     /// `(seq, message)` to send, oldest first: those after the client's position
     /// when it is recoverable, else everything still kept.

@@ -1,73 +1,88 @@
 //! Round trips of every message kind (property tests) and refusal of garbage.
 
 use super::*;
+use bus::HistoryRead;
 use proptest::prelude::*;
 
 fn bytes() -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from)
 }
 
-fn request() -> impl Strategy<Value = WireRequest> {
+fn request() -> impl Strategy<Value = CallRequest> {
     prop_oneof![
         (any::<u64>(), any::<Option<u64>>(), any::<Option<u32>>())
-            .prop_map(|(user, since, epoch)| WireRequest::Login { user, since, epoch }),
-        any::<u64>().prop_map(|user| WireRequest::Logout { user }),
+            .prop_map(|(user, since, epoch)| Request::Login { user, since, epoch }),
+        any::<u64>().prop_map(|user| Request::Logout { user }),
         (any::<u64>(), bytes())
-            .prop_map(|(subject, payload)| WireRequest::Publish { subject, payload }),
+            .prop_map(|(subject, payload)| Request::Publish { subject, payload }),
         (
             proptest::collection::vec((any::<u64>(), bytes()), 0..8),
             any::<bool>()
         )
-            .prop_map(|(items, parallel)| WireRequest::PublishBatch { items, parallel }),
-        (
-            proptest::collection::vec((any::<u32>(), any::<u64>(), bytes()), 0..8),
-            proptest::collection::vec(any::<u16>(), 0..4)
-        )
-            .prop_map(|(items, senders)| WireRequest::PublishInOrder { items, senders }),
+            .prop_map(|(items, parallel)| Request::PublishBatch { items, parallel }),
         (
             proptest::collection::vec(any::<(u64, u64)>(), 0..8),
             any::<bool>()
         )
-            .prop_map(|(edges, add)| WireRequest::ChangeSubscriptions { edges, add }),
-        any::<(u64, u64)>().prop_map(|(user, since)| WireRequest::ReadHistory { user, since }),
-        any::<u64>().prop_map(|subject| WireRequest::Subscribers { subject }),
-        any::<u64>().prop_map(|subscriber| WireRequest::Subscriptions { subscriber }),
-        Just(WireRequest::Stats),
+            .prop_map(|(edges, add)| Request::ChangeSubscriptions { edges, add }),
+        any::<(u64, u64)>().prop_map(|(user, since)| Request::ReadHistory { user, since }),
+        any::<u64>().prop_map(|subject| Request::Subscribers { subject }),
+        any::<u64>().prop_map(|subscriber| Request::Subscriptions { subscriber }),
+        Just(Request::Stats),
     ]
+    .prop_map(CallRequest::Bus)
+    .boxed()
+    .prop_union(
+        (
+            proptest::collection::vec((any::<u32>(), any::<u64>(), bytes()), 0..8),
+            proptest::collection::vec(any::<u16>(), 0..4),
+        )
+            .prop_map(|(items, senders)| CallRequest::PublishInOrder { items, senders })
+            .boxed(),
+    )
 }
 
-fn answer() -> impl Strategy<Value = WireAnswer> {
+fn message() -> impl Strategy<Value = Arc<Message>> {
+    (any::<u64>(), bytes()).prop_map(|(subject, payload)| Arc::new(Message { subject, payload }))
+}
+
+/// A JSON document as `/stats` carries them: numbers, text, nesting.
+fn stats() -> impl Strategy<Value = serde_json::Value> {
+    (any::<u64>(), any::<i32>(), ".{0,12}", any::<bool>()).prop_map(|(n, f, text, b)| {
+        serde_json::json!({"n": n, "ratio": f64::from(f) / 8.0, "text": text, "on": b, "list": [n, null]})
+    })
+}
+
+fn answer() -> impl Strategy<Value = Reply> {
     prop_oneof![
         (
-            proptest::collection::vec((any::<u64>(), any::<u64>(), bytes()), 0..6),
+            proptest::collection::vec((any::<u64>(), message()), 0..6),
             any::<u64>(),
             any::<bool>(),
             any::<Option<u32>>()
         )
-            .prop_map(
-                |(messages, last, gap, epoch)| WireAnswer::History(WireHistory {
-                    messages,
-                    last,
-                    gap,
-                    epoch
-                })
-            ),
-        Just(WireAnswer::Done),
+            .prop_map(|(messages, last, gap, epoch)| Reply::History(HistoryRead {
+                messages,
+                last,
+                gap,
+                epoch
+            })),
+        Just(Reply::Done),
         any::<(u64, u64, u64)>().prop_map(|(messages, connections, users)| {
-            WireAnswer::Published {
+            Reply::Published {
                 messages,
                 connections,
                 users,
             }
         }),
-        any::<(u64, u64)>().prop_map(|(edges, changed)| WireAnswer::Changed { edges, changed }),
-        proptest::collection::vec(any::<u64>(), 0..8).prop_map(WireAnswer::Ids),
-        ".{0,20}".prop_map(WireAnswer::Stats),
-        ".{0,20}".prop_map(WireAnswer::Unavailable),
-        ".{0,20}".prop_map(WireAnswer::TimedOut),
+        any::<(u64, u64)>().prop_map(|(edges, changed)| Reply::Changed { edges, changed }),
+        proptest::collection::vec(any::<u64>(), 0..8).prop_map(Reply::Ids),
+        stats().prop_map(Reply::Stats),
+        ".{0,20}".prop_map(Reply::Unavailable),
+        ".{0,20}".prop_map(Reply::TimedOut),
         (any::<(u64, u64, u64)>(), ".{0,20}").prop_map(
             |((messages, connections, users), error)| {
-                WireAnswer::NotStored {
+                Reply::NotStored {
                     messages,
                     connections,
                     users,
@@ -94,7 +109,7 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
                 0..6
             )
         )
-            .prop_map(|(gateway, calls)| ToRouter::Batch { gateway, calls }),
+            .prop_map(|(gateway, calls)| ToRouter::Bundle { gateway, calls }),
         any::<(u64, u64, Option<u32>)>().prop_map(|(gateway, connections, place)| {
             ToRouter::Heartbeat {
                 place,
@@ -120,22 +135,21 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
     ]
 }
 
-fn delivery() -> impl Strategy<Value = WireDelivery> {
+fn target() -> impl Strategy<Value = Target> {
+    any::<(u32, u32, u64)>().prop_map(|(token, epoch, seq)| Target { token, epoch, seq })
+}
+
+fn delivery() -> impl Strategy<Value = GatewayDelivery> {
     (
-        any::<u64>(),
-        bytes(),
+        message(),
         any::<u64>(),
         proptest::collection::vec(
-            (
-                any::<u16>(),
-                proptest::collection::vec(any::<(u32, u32, u64)>(), 0..8),
-            ),
+            (any::<u16>(), proptest::collection::vec(target(), 0..8)),
             0..4,
         ),
     )
-        .prop_map(|(subject, payload, published_ns, loops)| WireDelivery {
-            subject,
-            payload,
+        .prop_map(|(msg, published_ns, loops)| GatewayDelivery {
+            msg,
             published_ns,
             loops,
         })
@@ -163,7 +177,7 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
             any::<(u16, u64, u64)>(),
             proptest::collection::vec(item(), 0..6)
         )
-            .prop_map(|((shard, stream, n), items)| ToGateway::Batch {
+            .prop_map(|((shard, stream, n), items)| ToGateway::Bundle {
                 shard,
                 stream,
                 n,
@@ -176,7 +190,7 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
         ".{0,20}".prop_map(ToGateway::RouterStats),
         (any::<u64>(), any::<u32>(), any::<bool>(), bytes()).prop_map(
             |(id, index, last, bytes)| {
-                ToGateway::Part(Part {
+                ToGateway::Fragment(Fragment {
                     id,
                     index,
                     last,
@@ -244,14 +258,22 @@ fn wrong_version_trailing_bytes_and_empty_input_are_refused() {
 /// batch's numbering).
 #[test]
 fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
-    let targets: Vec<(u32, u32, u64)> = (0..50).map(|i| (1000 + i, 1, 5 + u64::from(i))).collect();
-    let msg = ToGateway::Batch {
+    let targets: Vec<Target> = (0..50)
+        .map(|i| Target {
+            token: 1000 + i,
+            epoch: 1,
+            seq: 5 + u64::from(i),
+        })
+        .collect();
+    let msg = ToGateway::Bundle {
         shard: 1,
         stream: u64::MAX,
         n: u64::from(u32::MAX),
-        items: vec![GatewayItem::Deliver(WireDelivery {
-            subject: 42,
-            payload: Bytes::from(vec![b'x'; 60]),
+        items: vec![GatewayItem::Deliver(GatewayDelivery {
+            msg: Arc::new(Message {
+                subject: 42,
+                payload: Bytes::from(vec![b'x'; 60]),
+            }),
             published_ns: 1_700_000_000_000_000_000,
             loops: vec![(0, targets.clone()), (1, targets)],
         })],

@@ -1,6 +1,6 @@
-//! The router's batches in their numbered order: each router shard numbers what it
-//! sends this gateway ([`ToGateway::Batch`](crate::codec::ToGateway::Batch) `n` of
-//! its `stream`). A batch that skips numbers is held back while the missing ones
+//! The router's bundles in their numbered order: each router shard numbers what it
+//! sends this gateway ([`ToGateway::Bundle`](crate::codec::ToGateway::Bundle) `n` of
+//! its `stream`). A bundle that skips numbers is held back while the missing ones
 //! are asked for again ([`ToRouter::Replay`](crate::codec::ToRouter::Replay)); a
 //! number seen twice (a replay crossing the original) is dropped; a replay that
 //! comes in pieces is asked on ([`ToGateway::Rest`](crate::codec::ToGateway::Rest)). After the NATS
@@ -8,7 +8,7 @@
 //! lost meanwhile comes back even when nothing follows it. What the router no
 //! longer keeps ([`ToGateway::Missed`](crate::codec::ToGateway::Missed)), or does
 //! not send within [`GIVE_UP`] of the last progress, may have held deliveries to
-//! any connection: they are all told to resume, and the held batches go on.
+//! any connection: they are all told to resume, and the held bundles go on.
 
 use crate::codec::GatewayItem;
 use std::collections::{BTreeMap, HashMap};
@@ -24,18 +24,18 @@ pub(super) const GIVE_UP: Duration = Duration::from_secs(3);
 pub(super) enum Step {
     /// Hand these items to the loops.
     Apply(Vec<GatewayItem>),
-    /// Ask router shard `shard` for `stream`'s batches from `from` on.
+    /// Ask router shard `shard` for `stream`'s bundles from `from` on.
     Ask { shard: u16, stream: u64, from: u64 },
-    /// Batches were lost for good: tell every connection to resume.
+    /// Bundles were lost for good: tell every connection to resume.
     TellAll,
 }
 
 /// One router shard's stream to this gateway.
 struct Stream {
     stream: u64,
-    /// The number of the next batch to apply.
+    /// The number of the next bundle to apply.
     expect: u64,
-    /// Batches after a gap, by number.
+    /// Bundles after a gap, by number.
     held: BTreeMap<u64, Vec<GatewayItem>>,
     /// When the current gap was seen or last narrowed, and last asked for.
     gap_since: Option<Instant>,
@@ -52,8 +52,8 @@ pub(super) struct Numbering {
 }
 
 impl Numbering {
-    /// Batch `n` of `stream` from router shard `shard`.
-    pub(super) fn batch(
+    /// Bundle `n` of `stream` from router shard `shard`.
+    pub(super) fn bundle(
         &mut self,
         shard: u16,
         stream: u64,
@@ -98,7 +98,7 @@ impl Numbering {
         s.release(now, out);
     }
 
-    /// The router no longer keeps batches `from..=to` of `stream` (`to ==
+    /// The router no longer keeps bundles `from..=to` of `stream` (`to ==
     /// u64::MAX`: it does not know the stream).
     pub(super) fn missed(
         &mut self,
@@ -171,7 +171,7 @@ impl Numbering {
         }
     }
 
-    /// Gaps seen, batches seen twice, gaps given up.
+    /// Gaps seen, bundles seen twice, gaps given up.
     pub(super) fn counts(&self) -> (u64, u64, u64) {
         (self.gaps, self.duplicates, self.given_up)
     }
@@ -193,7 +193,7 @@ impl Stream {
         }
     }
 
-    /// Applies the held batches that now follow on; the gap is closed once none
+    /// Applies the held bundles that now follow on; the gap is closed once none
     /// is held. A gap still open counts from now: [`GIVE_UP`] is time without
     /// progress, so a long replay in pieces is not given up while it comes.
     fn release(&mut self, now: Instant, out: &mut Vec<Step>) {
@@ -208,19 +208,20 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{WireAnswer, WireReply};
+    use crate::codec::WireReply;
+    use bus::Reply;
 
-    /// An item that says which batch it came in.
+    /// An item that says which bundle it came in.
     fn item(n: u64) -> Vec<GatewayItem> {
         vec![GatewayItem::Reply(WireReply {
             loop_id: 0,
             token: n as u32,
             part: None,
-            reply: WireAnswer::Done,
+            reply: Reply::Done,
         })]
     }
 
-    /// The steps as text: "3" applies batch 3, "ask 2" asks from 2, "all" tells all.
+    /// The steps as text: "3" applies bundle 3, "ask 2" asks from 2, "all" tells all.
     fn show(out: &mut Vec<Step>) -> Vec<String> {
         out.drain(..)
             .map(|s| match s {
@@ -239,7 +240,7 @@ mod tests {
         let (t0, mut out) = (Instant::now(), Vec::new());
         let mut nb = Numbering::default();
         for n in [1, 2, 4, 5] {
-            nb.batch(0, 9, n, item(n), t0, &mut out);
+            nb.bundle(0, 9, n, item(n), t0, &mut out);
         }
         assert_eq!(show(&mut out), ["1", "2", "ask 3"]);
         assert!(nb.waiting());
@@ -250,15 +251,15 @@ mod tests {
         // only 1 s after 3 came, nothing is told.
         let mut slow = Numbering::default();
         for n in [1, 4] {
-            slow.batch(0, 9, n, item(n), t0, &mut out);
+            slow.bundle(0, 9, n, item(n), t0, &mut out);
         }
-        slow.batch(0, 9, 2, item(2), t0 + GIVE_UP - ASK_AGAIN, &mut out);
+        slow.bundle(0, 9, 2, item(2), t0 + GIVE_UP - ASK_AGAIN, &mut out);
         slow.tick(t0 + GIVE_UP, &mut out);
         assert_eq!(show(&mut out), ["1", "ask 2", "2", "ask 3"]);
         slow.tick(t0 + 2 * GIVE_UP, &mut out);
         assert_eq!(show(&mut out), ["all", "4"]);
         for n in [3, 4, 6] {
-            nb.batch(0, 9, n, item(n), t0, &mut out);
+            nb.bundle(0, 9, n, item(n), t0, &mut out);
         }
         assert_eq!(show(&mut out), ["3", "4", "5", "6"]);
         assert!(!nb.waiting());
@@ -268,12 +269,12 @@ mod tests {
         assert_eq!((nb.gaps, nb.duplicates), (1, 1));
         // After a reconnect every stream is asked from its next number; what comes
         // back twice is dropped.
-        nb.batch(1, 7, 1, item(1), t0, &mut out);
+        nb.bundle(1, 7, 1, item(1), t0, &mut out);
         assert_eq!(show(&mut out), ["1"]);
         nb.reconnected(t0, &mut out);
         out.sort_by_key(|s| format!("{s:?}"));
         assert_eq!(show(&mut out), ["ask 7", "ask 2"], "shard 0's, shard 1's");
-        nb.batch(0, 9, 6, item(6), t0, &mut out);
+        nb.bundle(0, 9, 6, item(6), t0, &mut out);
         assert!(out.is_empty());
     }
 
@@ -282,29 +283,29 @@ mod tests {
         let (t0, mut out) = (Instant::now(), Vec::new());
         let mut nb = Numbering::default();
         for n in [1, 5, 6] {
-            nb.batch(0, 9, n, item(n), t0, &mut out);
+            nb.bundle(0, 9, n, item(n), t0, &mut out);
         }
         assert_eq!(show(&mut out), ["1", "ask 2"]);
         // 2..=3 are gone, 4 comes again.
         nb.missed(9, 2, 3, t0, &mut out);
-        nb.batch(0, 9, 4, item(4), t0, &mut out);
+        nb.bundle(0, 9, 4, item(4), t0, &mut out);
         assert_eq!(show(&mut out), ["all", "4", "5", "6"]);
         // A second answer to the same gap changes nothing.
         nb.missed(9, 2, 3, t0, &mut out);
         assert!(out.is_empty());
         // A stream the router does not know: all told, the held ones go on.
-        nb.batch(0, 9, 9, item(9), t0, &mut out);
+        nb.bundle(0, 9, 9, item(9), t0, &mut out);
         nb.missed(9, 7, u64::MAX, t0, &mut out);
         assert_eq!(show(&mut out), ["ask 7", "all", "9"]);
         // Never answered: given up after GIVE_UP.
-        nb.batch(0, 9, 12, item(12), t0, &mut out);
+        nb.bundle(0, 9, 12, item(12), t0, &mut out);
         nb.tick(t0 + GIVE_UP, &mut out);
         assert_eq!(show(&mut out), ["ask 10", "all", "12"]);
         assert_eq!(nb.given_up, 1);
         // A new stream from the shard (it restarted) starts at 1; a gap the old
-        // one held is told and its batches go on first.
-        nb.batch(0, 9, 15, item(15), t0, &mut out);
-        nb.batch(0, 4, 1, item(1), t0, &mut out);
+        // one held is told and its bundles go on first.
+        nb.bundle(0, 9, 15, item(15), t0, &mut out);
+        nb.bundle(0, 4, 1, item(1), t0, &mut out);
         assert_eq!(show(&mut out), ["ask 13", "all", "15", "1"]);
         assert!(!nb.waiting());
     }

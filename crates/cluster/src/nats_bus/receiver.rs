@@ -7,12 +7,11 @@
 use super::numbering::{Numbering, Step};
 use super::presence::Presence;
 use super::{Outgoing, Shared};
-use crate::codec::{self, GatewayItem, ToGateway, WireAnswer, WireDelivery, WireReply};
-use crate::convert::reply_from_wire;
+use crate::codec::{self, GatewayDelivery, GatewayItem, ToGateway, WireReply};
 use crate::fragment::Reassembly;
 use crate::shard_calls::{self, Gathered, Gathers};
 use crate::timing::unix_ns;
-use bus::{Delivery, Inbound, Mailbox, Message, Target, Wake};
+use bus::{Delivery, Inbound, Mailbox, Reply, Wake};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -138,7 +137,7 @@ impl Receiver {
 
     fn handle(&mut self, msg: ToGateway, steps: &mut Vec<Step>) {
         match msg {
-            ToGateway::Part(part) => {
+            ToGateway::Fragment(part) => {
                 let whole = self.parts.add(part);
                 match whole.map(|bytes| codec::decode_to_gateway(&bytes)) {
                     Some(Ok(msg)) => self.handle(msg, steps),
@@ -146,14 +145,14 @@ impl Receiver {
                     None => {}
                 }
             }
-            ToGateway::Batch {
+            ToGateway::Bundle {
                 shard,
                 stream,
                 n,
                 items,
             } => self
                 .numbering
-                .batch(shard, stream, n, items, Instant::now(), steps),
+                .bundle(shard, stream, n, items, Instant::now(), steps),
             ToGateway::Rest { stream, .. } => self.numbering.rest(stream, Instant::now(), steps),
             ToGateway::Missed { stream, from, to } => {
                 tracing::warn!(
@@ -184,7 +183,7 @@ impl Receiver {
 impl Receiver {
     fn reply(&self, r: WireReply) {
         // A login's reply: where the connection's deliveries start.
-        if let (None, WireAnswer::History(h)) = (r.part, &r.reply) {
+        if let (None, Reply::History(h)) = (r.part, &r.reply) {
             self.presence
                 .lock()
                 .replied((r.loop_id, r.token), h.epoch, h.last);
@@ -203,9 +202,8 @@ impl Receiver {
         }
     }
 
-    fn answer(&self, loop_id: u16, token: u32, answer: WireAnswer) {
+    fn answer(&self, loop_id: u16, token: u32, reply: Reply) {
         if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
-            let reply = reply_from_wire(answer);
             mailbox.push(Inbound::Reply { token, reply }, Wake::Now);
         }
     }
@@ -216,7 +214,7 @@ impl Receiver {
         if expired.is_empty() {
             return;
         }
-        if let Some((_, WireAnswer::TimedOut(why))) = expired.first() {
+        if let Some((_, Reply::TimedOut(why))) = expired.first() {
             tracing::warn!(calls = expired.len(), first = %why, "router shards did not answer");
         }
         self.shared.lock().gathers_expired += expired.len() as u64;
@@ -225,13 +223,11 @@ impl Receiver {
         }
     }
 
-    /// One batch per loop: the loops' mailboxes wake once per burst.
-    fn deliver(&self, d: WireDelivery) {
+    /// One batch per loop: the loops' mailboxes wake once per burst. Each loop's
+    /// recipients arrive as the [`bus::Target`]s its batch carries, moved in.
+    fn deliver(&self, d: GatewayDelivery) {
         let published = instant_of(d.published_ns);
-        let msg = Arc::new(Message {
-            subject: d.subject,
-            payload: d.payload,
-        });
+        let msg = d.msg;
         let (mut n, mut lost) = (0, 0);
         let mut presence = self.presence.lock();
         for (loop_id, targets) in d.loops {
@@ -242,16 +238,12 @@ impl Receiver {
             // A connection that missed messages is told to resume before this one
             // reaches it (it then takes no delivery): resuming from this message's
             // id would skip the lost ones.
-            for &(token, epoch, seq) in &targets {
-                if !presence.follows((loop_id, token), epoch, seq) {
+            for t in &targets {
+                if !presence.follows((loop_id, t.token), t.epoch, t.seq) {
                     lost += 1;
-                    mailbox.push(Inbound::Lost { token }, Wake::Now);
+                    mailbox.push(Inbound::Lost { token: t.token }, Wake::Now);
                 }
             }
-            let targets = targets
-                .into_iter()
-                .map(|(token, epoch, seq)| Target { token, epoch, seq })
-                .collect();
             let batch = Delivery {
                 msg: msg.clone(),
                 published,

@@ -1,23 +1,24 @@
 //! The sender task: everything of this gateway to the router — the calls queued
-//! since its last wake-up as one batch (divided among router shards when there are
+//! since its last wake-up as one bundle (divided among router shards when there are
 //! several), heartbeats, the presence it keeps for resyncs, and requests to send
-//! lost batches again.
+//! lost bundles again.
 
 use super::presence::Presence;
 use super::{Outgoing, Shared};
-use crate::codec::{self, GatewayId, ToRouter, WireCall};
+use crate::codec::{self, CallRequest, GatewayId, ToRouter, WireCall};
 use crate::shard_calls::{self, Gathers};
 use crate::subjects;
 use crate::timing::HEARTBEAT;
 use async_nats::Client;
+use bus::Request;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// A batch is sent once its payloads reach this size (NATS refuses messages over
+/// A bundle is sent once its payloads reach this size (NATS refuses messages over
 /// its max_payload, 1 MiB by default).
-const BATCH_BYTES: usize = 256 << 10;
+const BUNDLE_BYTES: usize = 256 << 10;
 /// Connections per [`ToRouter::Presence`] chunk (≤ 17 B each encoded).
 const PRESENCE_CHUNK: usize = 32 * 1024;
 
@@ -46,8 +47,8 @@ impl Sender {
                     }
                     // Under the server's max_payload too (a NATS server may lower it).
                     let limit = match self.client.server_info().max_payload {
-                        0 => BATCH_BYTES,
-                        max => BATCH_BYTES.min(max / 2),
+                        0 => BUNDLE_BYTES,
+                        max => BUNDLE_BYTES.min(max / 2),
                     };
                     for item in items.drain(..) {
                         let call = match item {
@@ -56,7 +57,7 @@ impl Sender {
                                 call
                             }
                             Outgoing::Resync => {
-                                self.send_batch(&mut queued).await;
+                                self.send_bundle(&mut queued).await;
                                 self.send_presence().await;
                                 continue;
                             }
@@ -72,18 +73,18 @@ impl Sender {
                             }
                         };
                         let w = weight(&call);
-                        // A large call starts a batch of its own rather than
+                        // A large call starts a bundle of its own rather than
                         // pushing the current one past max_payload.
                         if queued.bytes + w > limit && !queued.is_empty() {
-                            self.send_batch(&mut queued).await;
+                            self.send_bundle(&mut queued).await;
                         }
                         queued.bytes += w;
                         queued.calls.push(call);
                         if queued.bytes >= limit {
-                            self.send_batch(&mut queued).await;
+                            self.send_bundle(&mut queued).await;
                         }
                     }
-                    self.send_batch(&mut queued).await;
+                    self.send_bundle(&mut queued).await;
                 }
                 _ = heartbeat.tick() => {
                     let msg = ToRouter::Heartbeat {
@@ -100,20 +101,20 @@ impl Sender {
     fn track(&mut self, call: &WireCall) {
         let key = (call.loop_id, call.token);
         match call.request {
-            codec::WireRequest::Login { user, .. } => self.presence.lock().login(key, user),
-            codec::WireRequest::Logout { .. } => self.presence.lock().logout(key),
+            CallRequest::Bus(Request::Login { user, .. }) => self.presence.lock().login(key, user),
+            CallRequest::Bus(Request::Logout { .. }) => self.presence.lock().logout(key),
             _ => {}
         }
     }
 
-    async fn send_batch(&mut self, queued: &mut Queued) {
+    async fn send_bundle(&mut self, queued: &mut Queued) {
         if queued.is_empty() {
             return;
         }
         queued.bytes = 0;
         let n = queued.calls.len() as u64;
         if self.shards <= 1 {
-            let msg = ToRouter::Batch {
+            let msg = ToRouter::Bundle {
                 gateway: self.id,
                 calls: std::mem::take(&mut queued.calls),
             };
@@ -128,7 +129,7 @@ impl Sender {
             let per_shard = shard_calls::route(calls, shards, &self.gathers, now);
             for (shard, calls) in per_shard.into_iter().enumerate() {
                 if !calls.is_empty() {
-                    let msg = ToRouter::Batch {
+                    let msg = ToRouter::Bundle {
                         gateway: self.id,
                         calls,
                     };
@@ -182,7 +183,7 @@ impl Sender {
     }
 }
 
-/// What goes in the next batch: calls to route, and their weight.
+/// What goes in the next bundle: calls to route, and their weight.
 #[derive(Default)]
 struct Queued {
     calls: Vec<WireCall>,
@@ -195,14 +196,14 @@ impl Queued {
     }
 }
 
-/// Bytes a call adds to a batch, roughly.
+/// Bytes a call adds to a bundle, roughly.
 pub(super) fn weight(call: &WireCall) -> usize {
     16 + match &call.request {
-        codec::WireRequest::Publish { payload, .. } => payload.len(),
-        codec::WireRequest::PublishBatch { items, .. } => {
+        CallRequest::Bus(Request::Publish { payload, .. }) => payload.len(),
+        CallRequest::Bus(Request::PublishBatch { items, .. }) => {
             items.iter().map(|(_, p)| p.len() + 10).sum()
         }
-        codec::WireRequest::ChangeSubscriptions { edges, .. } => edges.len() * 20,
+        CallRequest::Bus(Request::ChangeSubscriptions { edges, .. }) => edges.len() * 20,
         _ => 0,
     }
 }

@@ -12,8 +12,8 @@
 use super::forward::PublishCall;
 use super::waiting::ReplyTo;
 use super::RouterRole;
-use crate::codec::WireAnswer;
 use crate::subjects;
+use bus::Reply;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
@@ -27,7 +27,7 @@ impl RouterRole {
             // Every shard sees it: the first answers.
             if self.shards.index == 0 {
                 let why = format!("bad subject {subject}: want myriad.pub.<u64>");
-                self.answer(reply_to(reply), WireAnswer::Unavailable(why));
+                self.answer(reply_to(reply), Reply::Unavailable(why));
             }
             return;
         };

@@ -11,7 +11,8 @@
 
 use super::waiting::ReplyTo;
 use super::RouterRole;
-use crate::codec::{GatewayId, GatewayItem, WireAnswer, WireCall, WireReply};
+use crate::codec::{GatewayId, GatewayItem, WireCall, WireReply};
+use bus::Reply;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,7 +81,7 @@ impl RouterRole {
                 loop_id: call.loop_id,
                 token: call.token,
                 part: call.part,
-                reply: WireAnswer::Unavailable(DRAINING.into()),
+                reply: Reply::Unavailable(DRAINING.into()),
             };
             self.push_item(gateway, GatewayItem::Reply(reply), 32);
         }
@@ -90,7 +91,7 @@ impl RouterRole {
     /// A back-end's publish taken while draining: refused by the subject's shard.
     pub(super) fn refuse_backend(&mut self, subject: u64, to: ReplyTo) {
         if self.shards.count == 1 || self.shards.owns(subject) {
-            self.answer(to, WireAnswer::Unavailable(DRAINING.into()));
+            self.answer(to, Reply::Unavailable(DRAINING.into()));
         }
     }
 }

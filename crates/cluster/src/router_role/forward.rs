@@ -16,11 +16,12 @@ use super::waiting::ReplyTo;
 use super::RouterRole;
 use crate::backend_answer::answer_json;
 use crate::codec::{
-    self, ForwardItem, GatewayId, GatewayItem, ShardCount, ToShard, WireAnswer, WireCall,
-    WireReply, WireRequest,
+    self, CallRequest, ForwardItem, GatewayId, GatewayItem, ShardCount, ToShard, WireCall,
+    WireReply,
 };
 use crate::subjects;
 use crate::timing::unix_ns;
+use bus::{Reply, Request};
 use bytes::Bytes;
 use hub::{Item, Publish, Reach};
 use std::sync::atomic::Ordering::Relaxed;
@@ -43,7 +44,7 @@ pub(super) struct PublishCall {
 pub(super) fn is_any_publish(call: &WireCall) -> bool {
     matches!(
         call.request,
-        WireRequest::Publish { .. } | WireRequest::PublishBatch { .. }
+        CallRequest::Bus(Request::Publish { .. } | Request::PublishBatch { .. })
     )
 }
 
@@ -57,8 +58,8 @@ impl PublishCall {
             part: call.part,
         };
         let items = match call.request {
-            WireRequest::Publish { subject, payload } => vec![(subject, payload)],
-            WireRequest::PublishBatch { items, .. } => items,
+            CallRequest::Bus(Request::Publish { subject, payload }) => vec![(subject, payload)],
+            CallRequest::Bus(Request::PublishBatch { items, .. }) => items,
             _ => Vec::new(),
         };
         PublishCall { to, items }
@@ -133,8 +134,7 @@ impl RouterRole {
             }
             let (connections, users) = sums[i];
             if mine.is_empty() {
-                let answer =
-                    WireAnswer::of_publish(messages, connections, users, not_stored.clone());
+                let answer = Reply::of_publish(messages, connections, users, not_stored.clone());
                 self.answer(call.to, answer);
                 continue;
             }
@@ -179,7 +179,7 @@ impl RouterRole {
                 number,
                 items,
             } => self.in_order_part(from, (gateway, number), items),
-            ToShard::Part(part) => {
+            ToShard::Fragment(part) => {
                 let whole = self.shard_parts.add(part);
                 match whole.map(|bytes| codec::decode_to_shard(&bytes)) {
                     Some(Ok(msg)) => self.handle_shard(msg),
@@ -237,7 +237,7 @@ impl RouterRole {
     }
 
     /// Sends a publish's answer where it goes.
-    pub(super) fn answer(&mut self, to: ReplyTo, answer: WireAnswer) {
+    pub(super) fn answer(&mut self, to: ReplyTo, answer: Reply) {
         match to {
             ReplyTo::Gateway {
                 gateway,

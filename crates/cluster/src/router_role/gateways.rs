@@ -2,9 +2,9 @@
 //! a restart in a dead gateway's place, the router's own reconnect (presence asked
 //! again), and forgetting (every connection of the gateway logged out).
 
-use super::{RouterRole, MAX_GATEWAYS};
+use super::RouterRole;
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway};
-use crate::loop_id::loops_of;
+use crate::loop_id::{loops_of, MAX_GATEWAYS};
 use crate::subjects;
 use crate::timing::{GATEWAY_TIMEOUT, GATEWAY_TIMEOUT_ALONE};
 use std::collections::HashMap;
@@ -18,8 +18,8 @@ pub(super) struct Gateway {
     pub(super) subject: String,
     pub(super) last_seen: Instant,
     /// Replies and deliveries decided but not sent yet, in order: sent as one
-    /// [`ToGateway::Batch`] once the current message is handled (or at
-    /// [`super::BATCH_BYTES`]).
+    /// [`ToGateway::Bundle`] once the current message is handled (or at
+    /// [`super::BUNDLE_BYTES`]).
     pub(super) items: Vec<GatewayItem>,
     /// Rough encoded size of `items`.
     pub(super) bytes: usize,

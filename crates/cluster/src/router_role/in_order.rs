@@ -1,7 +1,7 @@
 //! A publish batch over several router shards, kept in the batch's order without a
 //! round trip per run (`--router-shards K > 1`).
 //!
-//! The gateway sends every shard its part at once ([`WireRequest::PublishInOrder`]:
+//! The gateway sends every shard its part at once ([`CallRequest::PublishInOrder`]:
 //! the items whose subject it owns, each with its place in the batch, and which
 //! shards own items — the senders; an empty part to a shard that owns none). Each
 //! sender looks up its items' followers and hands every other shard the followers
@@ -21,9 +21,10 @@
 
 use super::waiting::ReplyTo;
 use super::RouterRole;
-use crate::codec::{self, GatewayId, InOrderItem, ToShard, WireAnswer, WireCall, WireRequest};
+use crate::codec::{self, CallRequest, GatewayId, InOrderItem, ToShard, WireCall};
 use crate::subjects;
 use crate::timing::{unix_ns, FORWARD_TIMEOUT, TICK};
+use bus::Reply;
 use bytes::Bytes;
 use hub::{Publish, Reach};
 use std::collections::{BTreeSet, HashMap};
@@ -199,7 +200,7 @@ impl RouterRole {
     /// followers handed to their shards, its own users' kept until every other
     /// sender's part is in.
     pub(super) fn publish_in_order(&mut self, gateway: GatewayId, call: WireCall) {
-        let (WireRequest::PublishInOrder { items, senders }, Some(part)) =
+        let (CallRequest::PublishInOrder { items, senders }, Some(part)) =
             (call.request, call.part)
         else {
             tracing::warn!("an ordered batch's part without its number: dropped");
@@ -235,7 +236,7 @@ impl RouterRole {
                 }
             }
         }
-        let number = part >> 16;
+        let (number, _) = codec::part_of(part);
         // A shard with items hands every other shard its part, even an empty one.
         let sends = senders.contains(&me);
         let parts = others.into_iter().enumerate().map(|(s, i)| (s as u16, i));
@@ -306,10 +307,10 @@ impl RouterRole {
         });
         let answer = if ready.missing.is_empty() {
             let not_stored = published.stored.err().map(|why| why.to_string());
-            WireAnswer::of_publish(messages, connections, users, not_stored)
+            Reply::of_publish(messages, connections, users, not_stored)
         } else {
             let missing: Vec<String> = ready.missing.iter().map(u16::to_string).collect();
-            WireAnswer::TimedOut(format!(
+            Reply::TimedOut(format!(
                 "router shard {} sent no part of the batch within {} s: shard {} delivered \
                  its {messages} messages and what the others sent to {connections} \
                  connections of {users} users, in an order not known against the missing \

@@ -1,52 +1,75 @@
 //! What the gateways are owed: each handled message's replies and deliveries,
-//! gathered per gateway and sent as ONE [`ToGateway::Batch`](crate::codec::ToGateway::Batch)
-//! each (sooner when one weighs [`BATCH_BYTES`]), numbered and kept for a replay
+//! gathered per gateway and sent as ONE [`ToGateway::Bundle`](crate::codec::ToGateway::Bundle)
+//! each (sooner when one weighs [`BUNDLE_BYTES`]), numbered and kept for a replay
 //! ([`super::replay`]); a publish's recipients on one gateway cross as one delivery,
-//! split only past [`MAX_TARGETS`].
+//! split only past [`MAX_TARGETS`]. A loop's recipients are the hub's
+//! [`bus::Target`]s, moved from its delivery into the message, never copied one by one.
 
-use super::{LoopTargets, PerSlot, RouterRole, BATCH_BYTES, MAX_TARGETS};
-use crate::codec::{GatewayId, GatewayItem, WireDelivery};
+use super::{LoopTargets, RouterRole, BUNDLE_BYTES, MAX_TARGETS};
+use crate::codec::{GatewayDelivery, GatewayId, GatewayItem};
 use crate::loop_id;
-use bus::Delivery;
+use bus::{Delivery, Message};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// One message's recipients grouped by gateway slot while a publish's loop
+/// deliveries are queued: the slot indexes its entry (no search over the gateways
+/// touched so far), and each loop's targets are moved in as the hub made them.
+/// Kept between messages so that its table is sized once.
+#[derive(Default)]
+pub(super) struct PerSlot {
+    /// By slot: that gateway's loops and their targets (empty when untouched).
+    loops: Vec<Vec<LoopTargets>>,
+    /// The slots with loops, in the order they were first touched.
+    touched: Vec<u16>,
+}
+
+impl PerSlot {
+    fn add(&mut self, slot: u16, local: u16, targets: Vec<bus::Target>) {
+        let i = usize::from(slot);
+        if self.loops.len() <= i {
+            self.loops.resize_with(i + 1, Vec::new);
+        }
+        if self.loops[i].is_empty() {
+            self.touched.push(slot);
+        }
+        self.loops[i].push((local, targets));
+    }
+
+    /// Every touched slot with its loops, in the order first touched; leaves none.
+    fn take(&mut self) -> Vec<(u16, Vec<LoopTargets>)> {
+        let loops = &mut self.loops;
+        self.touched
+            .drain(..)
+            .map(|slot| (slot, std::mem::take(&mut loops[usize::from(slot)])))
+            .collect()
+    }
+}
 
 impl RouterRole {
     /// Queues what a handled request owes the gateways: one publish (or several,
     /// for a PublishBatch or a run of publishes) whose batches of one message are
     /// consecutive; each message goes to each gateway once.
-    pub(super) fn queue_batches(&mut self, batches: Vec<(u16, Delivery)>, published_ns: u64) {
-        if batches.is_empty() {
-            return;
-        }
-        let mut current: Option<Arc<bus::Message>> = None;
-        let mut per_slot: PerSlot = Vec::new();
-        for (loop_id, batch) in batches {
-            if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &batch.msg)) {
-                self.queue_deliveries(&msg, &mut per_slot, published_ns);
+    pub(super) fn queue_deliveries(&mut self, deliveries: Vec<(u16, Delivery)>, published_ns: u64) {
+        let mut current: Option<Arc<Message>> = None;
+        for (loop_id, delivery) in deliveries {
+            if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &delivery.msg)) {
+                self.queue_for_gateways(msg, published_ns);
             }
-            current.get_or_insert_with(|| batch.msg.clone());
+            current.get_or_insert_with(|| delivery.msg.clone());
             let (slot, local) = loop_id::unpack(loop_id);
-            let targets = batch
-                .targets
-                .iter()
-                .map(|t| (t.token, t.epoch, t.seq))
-                .collect();
-            match per_slot.iter_mut().find(|(s, _)| *s == slot) {
-                Some((_, loops)) => loops.push((local, targets)),
-                None => per_slot.push((slot, vec![(local, targets)])),
-            }
+            self.per_slot.add(slot, local, delivery.targets);
         }
         if let Some(msg) = current {
-            self.queue_deliveries(&msg, &mut per_slot, published_ns);
+            self.queue_for_gateways(msg, published_ns);
         }
     }
 
-    /// Queues one delivery per gateway slot in `per_slot` (emptied), after what
+    /// Queues one delivery of `msg` per gateway slot grouped so far, after what
     /// that gateway is already owed.
-    fn queue_deliveries(&mut self, msg: &bus::Message, per_slot: &mut PerSlot, published_ns: u64) {
-        for (slot, loops) in per_slot.drain(..) {
+    fn queue_for_gateways(&mut self, msg: Arc<Message>, published_ns: u64) {
+        for (slot, loops) in self.per_slot.take() {
             // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
             let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
                 continue;
@@ -54,9 +77,8 @@ impl RouterRole {
             for loops in split_targets(loops, MAX_TARGETS) {
                 let weight =
                     msg.payload.len() + 16 + 8 * loops.iter().map(|l| l.1.len()).sum::<usize>();
-                let delivery = WireDelivery {
-                    subject: msg.subject,
-                    payload: msg.payload.clone(),
+                let delivery = GatewayDelivery {
+                    msg: msg.clone(),
                     published_ns,
                     loops,
                 };
@@ -66,14 +88,14 @@ impl RouterRole {
     }
 
     /// Adds `item` to what `gateway` is owed; sends it all once it weighs
-    /// [`BATCH_BYTES`].
+    /// [`BUNDLE_BYTES`].
     pub(super) fn push_item(&mut self, gateway: GatewayId, item: GatewayItem, weight: usize) {
         let Some(gw) = self.gateways.by_id.get_mut(&gateway) else {
             return;
         };
         gw.items.push(item);
         gw.bytes += weight;
-        if gw.bytes >= BATCH_BYTES {
+        if gw.bytes >= BUNDLE_BYTES {
             self.flush(gateway);
         }
     }

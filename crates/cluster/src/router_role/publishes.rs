@@ -12,7 +12,6 @@
 
 use super::forward::PublishCall;
 use super::RouterRole;
-use crate::convert::reply_to_wire;
 use crate::timing::unix_ns;
 use bus::Reply;
 use bytes::Bytes;
@@ -27,7 +26,7 @@ impl RouterRole {
         }
         let (to, items): (Vec<_>, Vec<_>) = calls.into_iter().map(|c| (c.to, c.items)).unzip();
         for (to, reply) in to.into_iter().zip(self.publish_here(items)) {
-            self.answer(to, reply_to_wire(reply));
+            self.answer(to, reply);
         }
     }
 
@@ -57,7 +56,7 @@ impl RouterRole {
         let published = hub
             .publish(publish, Handout::Now(deliver))
             .expect("a publish handed out now is answered now");
-        self.queue_batches(batches, published_ns);
+        self.queue_deliveries(batches, published_ns);
         published
     }
 }

@@ -1,17 +1,17 @@
-//! What the router keeps of each gateway's batches, to send again: a NATS
+//! What the router keeps of each gateway's bundles, to send again: a NATS
 //! connection that drops on the gateway's side only (nats-server cutting off a
 //! gateway that fell behind, a blip on one host) loses what the router sent it
 //! meanwhile, with the router none the wiser. Each router → gateway
-//! [`ToGateway::Batch`] is numbered in a stream per gateway; the gateway asks again
+//! [`ToGateway::Bundle`] is numbered in a stream per gateway; the gateway asks again
 //! from the first number it missed ([`ToRouter::Replay`](crate::codec::ToRouter::Replay))
-//! when the numbers skip or its connection came back, and gets the batches this
+//! when the numbers skip or its connection came back, and gets the bundles this
 //! ring still holds, in pieces of [`REPLAY_PIECE`], with a [`ToGateway::Missed`]
 //! for the ones it no longer does.
 //!
-//! A ring holds the encoded batches (the bytes already made for sending, shared,
+//! A ring holds the encoded bundles (the bytes already made for sending, shared,
 //! not copied) for at most [`RING_AGE`] and `--replay-bytes` per gateway. It
 //! outlives a forgotten gateway for [`RING_KEEP`], so a gateway cut off long enough
-//! to be forgotten still gets its batches back when it returns.
+//! to be forgotten still gets its bundles back when it returns.
 
 use super::RouterRole;
 use crate::codec::{self, GatewayId, ToGateway};
@@ -21,10 +21,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-/// Batches older than this are not kept: a gateway cut off for longer has been
+/// Bundles older than this are not kept: a gateway cut off for longer has been
 /// forgotten, and its connections have reconnected elsewhere or will resume.
 pub const RING_AGE: Duration = Duration::from_secs(10);
-/// A forgotten gateway's ring is dropped after this long without a batch.
+/// A forgotten gateway's ring is dropped after this long without a bundle.
 pub const RING_KEEP: Duration = Duration::from_secs(60);
 /// Default for `--replay-bytes`: what a ring holds at most per gateway. Enough for
 /// [`RING_AGE`] of `bench c1m`'s publishing per gateway (~0.8 MiB of graph
@@ -34,22 +34,22 @@ pub const RING_KEEP: Duration = Duration::from_secs(60);
 pub const DEFAULT_RING_BYTES: usize = 1 << 20;
 /// Rings that held this much and then half as much give memory back.
 const TRIM_AT: usize = 1 << 20;
-/// A replay sends about this much (at least one batch), then [`ToGateway::Rest`]:
+/// A replay sends about this much (at least one bundle), then [`ToGateway::Rest`]:
 /// the gateway asks for more once it has these. All at once, a ring's worth could
 /// exceed nats-server's `max_pending` for a gateway just reconnected, and the
 /// gateway would lose it again (measured with a `max_pending` of 64 KiB: a 224 KiB
-/// replay was cut off at every try, one batch getting through each time). A full
+/// replay was cut off at every try, one bundle getting through each time). A full
 /// ring of 1 MiB comes back in 16 round trips.
 const REPLAY_PIECE: usize = 64 << 10;
 
-/// One gateway's numbered batches.
+/// One gateway's numbered bundles.
 struct Ring {
     /// Random when the ring starts: a gateway that sees another stream knows the
     /// numbering started over (a router restart, a ring dropped and begun again).
     stream: u64,
-    /// The number of the next batch.
+    /// The number of the next bundle.
     next: u64,
-    /// `(n, when, encoded batch)`, oldest first.
+    /// `(n, when, encoded bundle)`, oldest first.
     kept: VecDeque<(u64, Instant, Bytes)>,
     bytes: usize,
     last_sent: Instant,
@@ -57,7 +57,7 @@ struct Ring {
 
 /// The rings by gateway, and what they did.
 pub(super) struct Rings {
-    /// This router's shard, named in every batch.
+    /// This router's shard, named in every bundle.
     pub(super) shard: u16,
     by_gateway: HashMap<GatewayId, Ring>,
     /// `--replay-bytes`: what one ring holds at most.
@@ -82,13 +82,13 @@ impl Rings {
         }
     }
 
-    /// Requests to send again, batches sent again, requests that reached past the
+    /// Requests to send again, bundles sent again, requests that reached past the
     /// ring.
     pub(super) fn counts(&self) -> (u64, u64, u64) {
         (self.replays, self.batches_replayed, self.missed)
     }
 
-    /// Numbers `items` as `gateway`'s next batch, keeps it and returns it encoded.
+    /// Numbers `items` as `gateway`'s next bundle, keeps it and returns it encoded.
     pub(super) fn number(
         &mut self,
         gateway: GatewayId,
@@ -105,7 +105,7 @@ impl Rings {
         let n = ring.next;
         ring.next += 1;
         ring.last_sent = now;
-        let bytes = codec::encode_to_gateway(&ToGateway::Batch {
+        let bytes = codec::encode_to_gateway(&ToGateway::Bundle {
             shard: self.shard,
             stream: ring.stream,
             n,
@@ -147,7 +147,7 @@ impl Rings {
     }
 
     /// What answers `gateway`'s request for `stream` from `from` on: a
-    /// [`ToGateway::Missed`] for what is no longer kept, then the kept batches.
+    /// [`ToGateway::Missed`] for what is no longer kept, then the kept bundles.
     fn replay(&mut self, gateway: GatewayId, stream: u64, from: u64) -> Vec<Bytes> {
         self.replays += 1;
         let Some(ring) = self
@@ -166,9 +166,9 @@ impl Rings {
         }
         let mut bytes = 0;
         let mut again = ring.kept.iter().filter(|k| k.0 >= from).peekable();
-        while let Some((_, _, batch)) = again.next_if(|_| bytes < REPLAY_PIECE) {
-            bytes += batch.len();
-            out.push(batch.clone());
+        while let Some((_, _, bundle)) = again.next_if(|_| bytes < REPLAY_PIECE) {
+            bytes += bundle.len();
+            out.push(bundle.clone());
             self.batches_replayed += 1;
         }
         if let Some((next, _, _)) = again.peek() {
@@ -209,8 +209,8 @@ impl RouterRole {
         tracing::warn!(
             gateway = format!("{gateway:016x}"),
             from,
-            batches = again.len(),
-            "a gateway lost batches on the way: sent again"
+            bundles = again.len(),
+            "a gateway lost bundles on the way: sent again"
         );
         let subject = subjects::gateway(gateway);
         self.out
@@ -226,7 +226,7 @@ mod tests {
     fn numbers(out: &[Bytes]) -> Vec<String> {
         out.iter()
             .map(|b| match decode_to_gateway(b).unwrap() {
-                ToGateway::Batch { n, .. } => format!("{n}"),
+                ToGateway::Bundle { n, .. } => format!("{n}"),
                 ToGateway::Missed { from, to, .. } => format!("missed {from}..={to}"),
                 ToGateway::Rest { from, .. } => format!("rest from {from}"),
                 other => panic!("{other:?}"),
@@ -236,7 +236,7 @@ mod tests {
 
     fn stream_of(bytes: &Bytes) -> u64 {
         match decode_to_gateway(bytes).unwrap() {
-            ToGateway::Batch { stream, .. } => stream,
+            ToGateway::Bundle { stream, .. } => stream,
             other => panic!("{other:?}"),
         }
     }
@@ -247,7 +247,7 @@ mod tests {
         let mut rings = Rings::new(usize::MAX);
         let first = rings.number(1, Vec::new(), t0);
         let stream = stream_of(&first);
-        // Room for five batches like the first.
+        // Room for five bundles like the first.
         rings.max_bytes = 5 * first.len();
         for _ in 2..=8 {
             rings.number(1, Vec::new(), t0);
@@ -291,7 +291,7 @@ mod tests {
                 loop_id: 0,
                 token: 1,
                 part: None,
-                reply: codec::WireAnswer::Stats("x".repeat(REPLAY_PIECE / 3)),
+                reply: bus::Reply::Unavailable("x".repeat(REPLAY_PIECE / 3)),
             })]
         };
         let stream = stream_of(&rings.number(1, item(), t0));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// (`super::replay`).
 #[derive(Default)]
 pub(super) struct Counters {
-    /// [`ToGateway::Batch`](crate::codec::ToGateway::Batch)es sent (one NATS
+    /// [`ToGateway::Bundle`](crate::codec::ToGateway::Bundle)es sent (one NATS
     /// message each, but for a huge one's parts): against the deliveries the
     /// gateways received, how many recipients one message carries.
     pub(super) batches_to_gateways: AtomicU64,

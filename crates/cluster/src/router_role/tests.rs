@@ -19,10 +19,15 @@ fn a_gateway_is_silent_behind_the_others_or_after_the_long_timeout() {
 /// Every recipient once, in order, in messages of at most `max`.
 #[test]
 fn split_targets_keeps_every_recipient_in_order_within_the_bound() {
+    let target = |token, seq| bus::Target {
+        token,
+        epoch: 9,
+        seq,
+    };
     let loops: Vec<LoopTargets> = vec![
-        (0, (0..7).map(|t| (t, 9, 1)).collect()),
-        (1, (100..103).map(|t| (t, 9, 2)).collect()),
-        (2, (200..210).map(|t| (t, 9, 3)).collect()),
+        (0, (0..7).map(|t| target(t, 1)).collect()),
+        (1, (100..103).map(|t| target(t, 2)).collect()),
+        (2, (200..210).map(|t| target(t, 3)).collect()),
     ];
     assert_eq!(split_targets(loops.clone(), 100), vec![loops.clone()]);
     let parts = split_targets(loops.clone(), 4);
@@ -31,7 +36,7 @@ fn split_targets_keeps_every_recipient_in_order_within_the_bound() {
         .all(|p| p.iter().map(|(_, t)| t.len()).sum::<usize>() <= 4));
     let flat = |ls: &[LoopTargets]| -> Vec<(u16, u32, u64)> {
         ls.iter()
-            .flat_map(|(l, ts)| ts.iter().map(move |&(t, _, s)| (*l, t, s)))
+            .flat_map(|(l, ts)| ts.iter().map(move |t| (*l, t.token, t.seq)))
             .collect()
     };
     let joined: Vec<_> = parts.iter().flat_map(|p| flat(p)).collect();

@@ -6,8 +6,9 @@
 //! error saying which shards answered and what they delivered: never a silent
 //! partial count.
 
-use crate::codec::{GatewayId, ShardCount, WireAnswer};
+use crate::codec::{GatewayId, ShardCount};
 use crate::timing::FORWARD_TIMEOUT;
+use bus::Reply;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
@@ -84,7 +85,7 @@ impl Waiting {
     /// Shard `from`'s count of one forwarded item; the answer when it was the last
     /// one owed. Counts of a call no longer waiting (answered after the timeout)
     /// are dropped.
-    pub fn count(&mut self, from: u16, c: ShardCount) -> Option<(ReplyTo, WireAnswer)> {
+    pub fn count(&mut self, from: u16, c: ShardCount) -> Option<(ReplyTo, Reply)> {
         let call = self.calls.get_mut(&c.call)?;
         let Some(owed) = call.owed.get_mut(&from) else {
             tracing::warn!(
@@ -113,12 +114,12 @@ impl Waiting {
             .values()
             .fold((0, 0), |(c, u), &(dc, du)| (c + dc, u + du));
         let answer = match call.not_stored {
-            None => WireAnswer::Published {
+            None => Reply::Published {
                 messages: call.messages,
                 connections,
                 users,
             },
-            Some(error) => WireAnswer::NotStored {
+            Some(error) => Reply::NotStored {
                 messages: call.messages,
                 connections,
                 users,
@@ -129,7 +130,7 @@ impl Waiting {
     }
 
     /// Calls waiting [`FORWARD_TIMEOUT`] or longer, answered with an error.
-    pub fn expire(&mut self, now: Instant) -> Vec<(ReplyTo, WireAnswer)> {
+    pub fn expire(&mut self, now: Instant) -> Vec<(ReplyTo, Reply)> {
         let late: Vec<u64> = self
             .calls
             .iter()
@@ -152,7 +153,7 @@ impl Waiting {
                     FORWARD_TIMEOUT.as_secs(),
                     answered.join("; ")
                 );
-                (call.to, WireAnswer::TimedOut(why))
+                (call.to, Reply::TimedOut(why))
             })
             .collect()
     }
@@ -188,7 +189,7 @@ mod tests {
         assert_eq!(back, to);
         assert_eq!(
             answer,
-            WireAnswer::Published {
+            Reply::Published {
                 messages: 1,
                 connections: 10,
                 users: 8
@@ -208,7 +209,7 @@ mod tests {
         c.error = Some("disk full".into());
         assert_eq!(
             w.count(0, c).unwrap().1,
-            WireAnswer::NotStored {
+            Reply::NotStored {
                 messages: 2,
                 connections: 6,
                 users: 6,
@@ -226,7 +227,7 @@ mod tests {
         assert!(w.expire(t + FORWARD_TIMEOUT / 2).is_empty());
         let late = w.expire(t + FORWARD_TIMEOUT);
         assert_eq!(late.len(), 1);
-        let WireAnswer::TimedOut(why) = &late[0].1 else {
+        let Reply::TimedOut(why) = &late[0].1 else {
             panic!("{late:?}")
         };
         assert!(

@@ -8,8 +8,9 @@
 //! time a parameter: the sender registers, the receiver gathers and, from a
 //! timer, expires.
 
-use crate::codec::{WireAnswer, WireRequest};
+use crate::codec::{part_of, CallRequest};
 use crate::timing::{FORWARD_TIMEOUT, TICK};
+use bus::{Reply, Request};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -23,11 +24,6 @@ pub const GATHER_TIMEOUT: Duration = FORWARD_TIMEOUT.saturating_add(TICK);
 /// How often the gateway's receiver answers calls past [`GATHER_TIMEOUT`]: their
 /// error comes at most this much later.
 pub const GATHER_TICK: Duration = Duration::from_millis(250);
-
-/// A part's number on the wire: its call's gather number and its shard.
-pub(super) fn part_id(number: u64, shard: u16) -> u64 {
-    number << 16 | u64::from(shard)
-}
 
 /// Calls divided among shards still waiting for some parts' replies, by gather
 /// number. Numbers are taken under one lock by the sender, with the time it read
@@ -53,7 +49,7 @@ struct Gather {
     /// The sizes of all parts together.
     total: u64,
     /// The answered shards' replies, in arrival order.
-    answered: Vec<(u16, WireAnswer)>,
+    answered: Vec<(u16, Reply)>,
 }
 
 /// What kind of call is gathered, for the error when a shard does not answer.
@@ -70,7 +66,7 @@ pub enum Gathered {
     /// More parts to hear from.
     Waiting,
     /// The last part answered: the connection `(loop, token)` and the sum.
-    Done((u16, u32), WireAnswer),
+    Done((u16, u32), Reply),
     /// Its call was answered without it (past [`GATHER_TIMEOUT`]): dropped.
     Late,
 }
@@ -81,13 +77,15 @@ impl Gathers {
     pub(super) fn start(
         &mut self,
         to: (u16, u32),
-        request: &WireRequest,
-        parts: &[(u16, WireRequest)],
+        request: &CallRequest,
+        parts: &[(u16, CallRequest)],
         now: Instant,
     ) -> u64 {
         let what = match request {
-            WireRequest::ChangeSubscriptions { add, .. } => What::Change { add: *add },
-            WireRequest::Subscriptions { .. } => What::Subscriptions,
+            CallRequest::Bus(Request::ChangeSubscriptions { add, .. }) => {
+                What::Change { add: *add }
+            }
+            CallRequest::Bus(Request::Subscriptions { .. }) => What::Subscriptions,
             _ => What::Publish,
         };
         let owed: BTreeMap<u16, u64> = parts.iter().map(|(s, r)| (*s, size(r))).collect();
@@ -105,8 +103,8 @@ impl Gathers {
     }
 
     /// One part's reply (`part`: its [`crate::codec::WireCall::part`]).
-    pub fn gather(&mut self, part: u64, answer: WireAnswer) -> Gathered {
-        let (number, shard) = (part >> 16, part as u16);
+    pub fn gather(&mut self, part: u64, answer: Reply) -> Gathered {
+        let (number, shard) = part_of(part);
         let Some(call) = self.calls.get_mut(&number) else {
             return Gathered::Late;
         };
@@ -130,7 +128,7 @@ impl Gathers {
 
     /// Calls whose deadline is `now` or earlier, removed and answered with an error
     /// naming the shards that did not answer and saying what the others did.
-    pub fn expire(&mut self, now: Instant) -> Vec<((u16, u32), WireAnswer)> {
+    pub fn expire(&mut self, now: Instant) -> Vec<((u16, u32), Reply)> {
         let mut expired = Vec::new();
         while let Some(first) = self.calls.first_entry() {
             if first.get().deadline > now {
@@ -153,11 +151,11 @@ impl Gathers {
 }
 
 /// A part's size in messages or edges, for the error that says what is unknown.
-fn size(request: &WireRequest) -> u64 {
+fn size(request: &CallRequest) -> u64 {
     match request {
-        WireRequest::PublishBatch { items, .. } => items.len() as u64,
-        WireRequest::PublishInOrder { items, .. } => items.len() as u64,
-        WireRequest::ChangeSubscriptions { edges, .. } => edges.len() as u64,
+        CallRequest::Bus(Request::PublishBatch { items, .. }) => items.len() as u64,
+        CallRequest::PublishInOrder { items, .. } => items.len() as u64,
+        CallRequest::Bus(Request::ChangeSubscriptions { edges, .. }) => edges.len() as u64,
         _ => 0,
     }
 }
@@ -168,7 +166,7 @@ impl Gather {
     /// not look like nothing happened, nor like a success: the error says which
     /// shards published what, and that the silent shards' parts may or may not
     /// have been published (a slow shard may still do it).
-    fn error(self) -> WireAnswer {
+    fn error(self) -> Reply {
         let missing: Vec<String> = self.owed.keys().map(u16::to_string).collect();
         let plural = if missing.len() > 1 { "s" } else { "" };
         let owed: u64 = self.owed.values().sum();
@@ -197,9 +195,9 @@ impl Gather {
         let mut published = false;
         for (shard, answer) in &self.answered {
             let said = match (answer, self.what) {
-                (WireAnswer::Ids(_), _) => continue,
+                (Reply::Ids(_), _) => continue,
                 (
-                    WireAnswer::Published {
+                    Reply::Published {
                         messages,
                         connections,
                         users,
@@ -210,7 +208,7 @@ impl Gather {
                     format!("published {messages} messages to {connections} connections of {users} users")
                 }
                 (
-                    WireAnswer::NotStored {
+                    Reply::NotStored {
                         messages,
                         connections,
                         users,
@@ -224,11 +222,11 @@ impl Gather {
                          {users} users but did not store their history: {error}"
                     )
                 }
-                (WireAnswer::Changed { edges, changed }, What::Change { add }) => {
+                (Reply::Changed { edges, changed }, What::Change { add }) => {
                     let done = if add { "added" } else { "removed" };
                     format!("{done} {changed} of {edges} edges")
                 }
-                (WireAnswer::Unavailable(e) | WireAnswer::TimedOut(e), _) => {
+                (Reply::Unavailable(e) | Reply::TimedOut(e), _) => {
                     format!("answered: {e}")
                 }
                 _ => "answered".to_string(),
@@ -240,22 +238,22 @@ impl Gather {
         }
         match self.what {
             // Nothing was done: asking again is safe (503 with Retry-After).
-            What::Subscriptions => WireAnswer::Unavailable(why),
+            What::Subscriptions => Reply::Unavailable(why),
             // Some of it may have been done: a 504 the client should not repeat blindly.
-            What::Publish | What::Change { .. } => WireAnswer::TimedOut(why),
+            What::Publish | What::Change { .. } => Reply::TimedOut(why),
         }
     }
 }
 
 /// A publish's answer as counts and, when a shard's durable write failed, why.
-fn publish_part(answer: &WireAnswer) -> Option<(u64, u64, u64, Option<&str>)> {
+fn publish_part(answer: &Reply) -> Option<(u64, u64, u64, Option<&str>)> {
     match answer {
-        WireAnswer::Published {
+        Reply::Published {
             messages,
             connections,
             users,
         } => Some((*messages, *connections, *users, None)),
-        WireAnswer::NotStored {
+        Reply::NotStored {
             messages,
             connections,
             users,
@@ -267,34 +265,34 @@ fn publish_part(answer: &WireAnswer) -> Option<(u64, u64, u64, Option<&str>)> {
 
 /// Two shards' replies to one call as one: counts add up, an error wins (a
 /// publish one shard could not store is `NotStored` with everyone's counts).
-fn combine(a: WireAnswer, b: WireAnswer) -> WireAnswer {
+fn combine(a: Reply, b: Reply) -> Reply {
     if let (Some((m1, c1, u1, e1)), Some((m2, c2, u2, e2))) = (publish_part(&a), publish_part(&b)) {
         let error = e1.or(e2).map(str::to_string);
-        return WireAnswer::of_publish(m1 + m2, c1 + c2, u1 + u2, error);
+        return Reply::of_publish(m1 + m2, c1 + c2, u1 + u2, error);
     }
     match (a, b) {
         (
-            WireAnswer::Changed {
+            Reply::Changed {
                 edges: e1,
                 changed: c1,
             },
-            WireAnswer::Changed {
+            Reply::Changed {
                 edges: e2,
                 changed: c2,
             },
-        ) => WireAnswer::Changed {
+        ) => Reply::Changed {
             edges: e1 + e2,
             changed: c1 + c2,
         },
         // What a user follows: each shard knows the edges of its own subjects.
-        (WireAnswer::Ids(mut a), WireAnswer::Ids(b)) => {
+        (Reply::Ids(mut a), Reply::Ids(b)) => {
             a.extend(b);
             a.sort_unstable();
             a.dedup();
-            WireAnswer::Ids(a)
+            Reply::Ids(a)
         }
-        (e @ (WireAnswer::Unavailable(_) | WireAnswer::TimedOut(_)), _)
-        | (_, e @ (WireAnswer::Unavailable(_) | WireAnswer::TimedOut(_))) => e,
+        (e @ (Reply::Unavailable(_) | Reply::TimedOut(_)), _)
+        | (_, e @ (Reply::Unavailable(_) | Reply::TimedOut(_))) => e,
         (a, _) => a,
     }
 }

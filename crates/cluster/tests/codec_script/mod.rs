@@ -7,7 +7,7 @@
 //! (255: all the rest). Properties:
 //! - decoding never panics, whatever the bytes;
 //! - what decodes encodes to bytes that decode to the same value;
-//! - parts of a large message ([`ToGateway::Part`], [`ToShard::Part`]) go through one
+//! - parts of a large message ([`ToGateway::Fragment`], [`ToShard::Fragment`]) go through one
 //!   [`Reassembly`] per receiver, as in the gateway and the router, which holds no
 //!   more than its bound, and what it puts together is decoded the same way.
 
@@ -52,7 +52,7 @@ fn to_router(msg: &[u8]) -> u8 {
 fn to_gateway(msg: &[u8], parts: &mut Reassembly) -> u8 {
     match decoded(msg, codec::decode_to_gateway, codec::encode_to_gateway) {
         None => 0,
-        Some(ToGateway::Part(part)) => match parts.add(part) {
+        Some(ToGateway::Fragment(part)) => match parts.add(part) {
             Some(whole) => GATEWAY | WHOLE | to_gateway(&whole, parts),
             None => GATEWAY,
         },
@@ -63,7 +63,7 @@ fn to_gateway(msg: &[u8], parts: &mut Reassembly) -> u8 {
 fn to_shard(msg: &[u8], parts: &mut Reassembly) -> u8 {
     match decoded(msg, codec::decode_to_shard, codec::encode_to_shard) {
         None => 0,
-        Some(ToShard::Part(part)) => match parts.add(part) {
+        Some(ToShard::Fragment(part)) => match parts.add(part) {
             Some(whole) => SHARD | WHOLE | to_shard(&whole, parts),
             None => SHARD,
         },

@@ -13,23 +13,23 @@ fn shards_of(count: u16) -> (Shards, Mutex<Gathers>, Instant) {
     (shards, Mutex::new(Gathers::default()), Instant::now())
 }
 
-fn change(edges: &[(u64, u64)], add: bool) -> WireRequest {
-    WireRequest::ChangeSubscriptions {
+fn change(edges: &[(u64, u64)], add: bool) -> Request {
+    Request::ChangeSubscriptions {
         edges: edges.to_vec(),
         add,
     }
 }
 
-fn published(messages: u64, connections: u64, users: u64) -> WireAnswer {
-    WireAnswer::Published {
+fn published(messages: u64, connections: u64, users: u64) -> Reply {
+    Reply::Published {
         messages,
         connections,
         users,
     }
 }
 
-fn in_order(items: &[(u32, u64)]) -> WireRequest {
-    WireRequest::PublishInOrder {
+fn in_order(items: &[(u32, u64)]) -> CallRequest {
+    CallRequest::PublishInOrder {
         items: items
             .iter()
             .map(|&(at, s)| (at, s, bytes::Bytes::from(format!("m{s}"))))
@@ -45,7 +45,7 @@ fn a_batch_over_shards_goes_to_every_shard_at_once_and_is_answered_with_the_sum(
     let (shards, gathers, t) = shards_of(3);
     // Subjects 1 and 4 on shard 1, 2 on shard 2, 3 and 6 on shard 0.
     let routed = route(vec![call(9, batch(&[1, 4, 2, 3, 6]))], shards, &gathers, t);
-    let sent: Vec<&WireRequest> = routed.iter().flatten().map(|c| &c.request).collect();
+    let sent: Vec<&CallRequest> = routed.iter().flatten().map(|c| &c.request).collect();
     assert_eq!(
         sent,
         [
@@ -80,7 +80,7 @@ fn parts_are_summed_in_any_order_and_not_stored_wins() {
     );
     assert!(routed.iter().all(|calls| calls.len() == 1));
     let p = parts(&routed, 9);
-    let changed = |changed| WireAnswer::Changed { edges: 1, changed };
+    let changed = |changed| Reply::Changed { edges: 1, changed };
     let mut g = gathers.lock();
     assert_eq!(g.gather(p[2], changed(1)), Gathered::Waiting);
     assert_eq!(g.gather(p[0], changed(0)), Gathered::Waiting);
@@ -88,7 +88,7 @@ fn parts_are_summed_in_any_order_and_not_stored_wins() {
         g.gather(p[1], changed(1)),
         Gathered::Done(
             (1, 9),
-            WireAnswer::Changed {
+            Reply::Changed {
                 edges: 3,
                 changed: 2
             }
@@ -97,7 +97,7 @@ fn parts_are_summed_in_any_order_and_not_stored_wins() {
     drop(g);
     let routed = route(vec![call(10, batch(&[1, 2]))], shards, &gathers, t);
     let p = parts(&routed, 10);
-    let not_stored = WireAnswer::NotStored {
+    let not_stored = Reply::NotStored {
         messages: 1,
         connections: 3,
         users: 3,
@@ -110,7 +110,7 @@ fn parts_are_summed_in_any_order_and_not_stored_wins() {
         g.gather(p[2], published(1, 2, 2)),
         Gathered::Done(
             (1, 10),
-            WireAnswer::NotStored {
+            Reply::NotStored {
                 messages: 2,
                 connections: 5,
                 users: 5,
@@ -137,7 +137,7 @@ fn a_shard_that_does_not_answer_makes_the_call_an_error_at_its_deadline() {
     let expired = g.expire(t + GATHER_TIMEOUT);
     assert!(g.is_empty());
     drop(g);
-    let [((1, 9), WireAnswer::TimedOut(why))] = &expired[..] else {
+    let [((1, 9), Reply::TimedOut(why))] = &expired[..] else {
         panic!("{expired:?}");
     };
     assert_eq!(
@@ -171,7 +171,7 @@ fn a_change_some_shards_did_not_answer_says_what_the_others_changed() {
     );
     let p = parts(&routed, 9);
     let mut g = gathers.lock();
-    let changed = WireAnswer::Changed {
+    let changed = Reply::Changed {
         edges: 2,
         changed: 1,
     };
@@ -181,7 +181,7 @@ fn a_change_some_shards_did_not_answer_says_what_the_others_changed() {
         expired,
         [(
             (1, 9),
-            WireAnswer::TimedOut(
+            Reply::TimedOut(
                 "router shards 1, 2 did not answer within 3 s: their part of the change \
                  (2 of 4 edges) may or may not have been made; shard 0 removed 1 of 2 edges"
                     .into()
