@@ -16,7 +16,7 @@
 //! ([`codec::GatewayDelivery`]); a **call** is one connection's request to the router
 //! ([`codec::WireCall`]), and a **part** one router shard's share of a call divided
 //! among shards; a **fragment** is a piece of an encoded message over NATS's
-//! max_payload ([`codec::Fragment`], [`fragment`]); a **slot** is a gateway's number
+//! max_payload ([`codec::Fragment`], [`fragment`]); a **seat** is a gateway's number
 //! at the router, packed with its loop into a loop id ([`loop_id`]); a **stream** is
 //! the numbering of one router shard's bundles to one gateway.
 //!
@@ -40,7 +40,7 @@
 //! | shared | [`fragment`] | router → gateway messages over NATS's max_payload, in fragments |
 //! | shared | [`backend_answer`] | the JSON a back-end's publish over NATS is answered with |
 //! | shared | [`subjects`] | the NATS subjects |
-//! | shared | [`loop_id`] | (gateway slot, loop) packed into the router's loop id, defined once |
+//! | shared | [`loop_id`] | (gateway seat, loop) packed into the router's loop id, defined once |
 //! | shared | [`timing`] | the clock and the timeouts and ticks both sides count on |
 //! | shared | [`shards`] | which router shard owns a user or a subject |
 //! | below | `nats_link` (crate) | one NATS connection on a small runtime thread ([`Link`]), `--nats` and the `--nats-*` credential and TLS flags resolved ([`NatsConfig`]); shared with the load tool |

@@ -9,7 +9,7 @@
 //! to it as ONE [`ToGateway::Bundle`], in the order it was decided.
 //!
 //! Presence: the hub's router sees a gateway's connection as loop id
-//! `slot << LOOP_BITS | loop` ([`crate::loop_id`]), where `slot` is the gateway's
+//! `seat << LOOP_BITS | loop` ([`crate::loop_id`]), where `seat` is the gateway's
 //! number here. A gateway not heard for
 //! [`GATEWAY_TIMEOUT`](crate::timing::GATEWAY_TIMEOUT) while others were
 //! ([`GATEWAY_TIMEOUT_ALONE`](crate::timing::GATEWAY_TIMEOUT_ALONE) when none
@@ -104,7 +104,7 @@ pub struct RouterRole {
     /// Each gateway's recent bundles, for a gateway that lost some ([`replay`]).
     rings: replay::Rings,
     /// A message's recipients by gateway while its deliveries are queued ([`owed`]).
-    per_slot: owed::PerSlot,
+    per_seat: owed::PerSeat,
     /// Notified on SIGTERM: start the drain ([`drain`]).
     stop: Arc<tokio::sync::Notify>,
     /// How long a drain may take at most (`--drain`).
@@ -132,7 +132,7 @@ impl RouterRole {
             shard_parts: fragment::Reassembly::default(),
             publish_port: None,
             rings: replay::Rings::new(replay::DEFAULT_RING_BYTES),
-            per_slot: owed::PerSlot::default(),
+            per_seat: owed::PerSeat::default(),
             stop: Arc::default(),
             drain: Duration::from_secs(5),
             draining: None,
@@ -286,7 +286,7 @@ impl RouterRole {
     fn handle(&mut self, msg: ToRouter) {
         match msg {
             ToRouter::Bundle { gateway, mut calls } => {
-                let Some(slot) = self.known(gateway, true) else {
+                let Some(seat) = self.known(gateway, true) else {
                     return;
                 };
                 if self.is_draining() {
@@ -310,7 +310,7 @@ impl RouterRole {
                         continue;
                     }
                     let conn = ConnRef {
-                        loop_id: loop_id::pack(slot, call.loop_id),
+                        loop_id: loop_id::pack(seat, call.loop_id),
                         token: call.token,
                     };
                     let logout = matches!(call.request, CallRequest::Bus(Request::Logout { .. }));
@@ -343,10 +343,10 @@ impl RouterRole {
                 conns,
             } => {
                 // A presence message is the resync itself: no need to ask for one.
-                let Some(slot) = self.known(gateway, false) else {
+                let Some(seat) = self.known(gateway, false) else {
                     return;
                 };
-                let loops = loops_of(slot);
+                let loops = loops_of(seat);
                 if replace {
                     let dropped = self.hub.logout_loops(loops.clone(), Instant::now());
                     tracing::info!(
@@ -362,7 +362,7 @@ impl RouterRole {
                         continue;
                     }
                     let conn = ConnRef {
-                        loop_id: loop_id::pack(slot, loop_id),
+                        loop_id: loop_id::pack(seat, loop_id),
                         token,
                     };
                     self.hub.login_quietly(user, conn);

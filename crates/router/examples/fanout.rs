@@ -2,7 +2,7 @@
 //! bytes per directed edge from a store, presence memory with every user online,
 //! publish fan-out planning time for the highest-degree subject, and the cost of
 //! live changes: the worst single `subscribe` / `unsubscribe` over [`CHURN`]
-//! changes (a shard fold or split included), and bytes per edge after them.
+//! changes (a stripe fold or split included), and bytes per edge after them.
 //!
 //! `cargo run --release -p router --example fanout -- sqlite:/tmp/ba.db [CHURN]`
 //! (load the store first with `myriad friends load`). Prints; asserts nothing.
@@ -41,10 +41,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let built = t.elapsed();
     let bytes = index.memory_bytes();
     println!(
-        "index: {} directed edges in {} shards, read from store {:.2} s, built {:.2} s total, \
+        "index: {} directed edges in {} stripes, read from store {:.2} s, built {:.2} s total, \
          {} bytes = {:.2} B/edge",
         index.edge_count(),
-        index.shard_count(),
+        index.stripe_count(),
         streamed.as_secs_f64(),
         built.as_secs_f64(),
         bytes,
@@ -214,10 +214,10 @@ fn churn_index(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let before = r.index().memory_bytes() as f64 / r.index().edge_count().max(1) as f64;
     let (_, _, folds_before) = r.index().counters();
-    let shards_before = r.index().shard_count();
+    let stripes_before = r.index().stripe_count();
     let mut rng = XorShift(0x0c0f_fee5);
     let mut ns: Vec<u32> = Vec::with_capacity(changes);
-    // Calls that folded or split a shard, timed apart: on a shared machine the
+    // Calls that folded or split a stripe, timed apart: on a shared machine the
     // overall max can be a preemption, which then shows in plain calls too.
     let mut fold_ns: Vec<u32> = Vec::new();
     let mut hits = 0usize;
@@ -226,7 +226,7 @@ fn churn_index(
     let started = Instant::now();
     for k in 0..changes {
         let subject = 1 + rng.below(max_id);
-        let folds_then = (r.index().counters().2, r.index().shard_count());
+        let folds_then = (r.index().counters().2, r.index().stripe_count());
         let (t, cpu, changed) = if k % 2 == 0 {
             let subs = r.subscribers(subject);
             if subs.is_empty() {
@@ -245,7 +245,7 @@ fn churn_index(
         hits += usize::from(changed);
         cpu_max = cpu_max.max(cpu);
         let n = u32::try_from(t.as_nanos()).unwrap_or(u32::MAX);
-        if (r.index().counters().2, r.index().shard_count()) != folds_then {
+        if (r.index().counters().2, r.index().stripe_count()) != folds_then {
             fold_ns.push(n);
         } else {
             ns.push(n);
@@ -261,11 +261,11 @@ fn churn_index(
     let index = r.index();
     let (_, _, folds) = index.counters();
     println!(
-        "churn: {} timed calls ({hits} changed the index) in {:.2} s; shards {shards_before} -> {}, \
-         {} shard folds",
+        "churn: {} timed calls ({hits} changed the index) in {:.2} s; stripes {stripes_before} -> {}, \
+         {} stripe folds",
         ns.len(),
         wall.as_secs_f64(),
-        index.shard_count(),
+        index.stripe_count(),
         folds - folds_before
     );
     println!(
@@ -282,7 +282,7 @@ fn churn_index(
     );
     if !fold_ns.is_empty() {
         println!(
-            "  {} calls that folded or split a shard: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; \
+            "  {} calls that folded or split a stripe: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; \
              {plain} plain calls: max {:.1} µs",
             fold_ns.len(),
             pct(&fold_ns, 0.5),

@@ -19,7 +19,7 @@
 //!   epoch (issued per router, see `Epochs`) and byte count.
 //! - [`budget`]: the bound on all rings together (offline users' rings first,
 //!   longest offline first, then the oldest of the ring being written).
-//! - [`index`]: [`SubscriptionIndex`], CSR shards (~16k edges each), each with a small
+//! - [`index`]: [`SubscriptionIndex`], CSR stripes (~16k edges each), each with a small
 //!   delta for live changes that it folds back on its own.
 //! - [`users`]: [`users::UserMap`], the dense presence table (user → state).
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.

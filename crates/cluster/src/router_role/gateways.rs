@@ -1,4 +1,4 @@
-//! The router's table of gateways: joining (a slot each, presence asked for), silence,
+//! The router's table of gateways: joining (a seat each, presence asked for), silence,
 //! a restart in a dead gateway's place, the router's own reconnect (presence asked
 //! again), and forgetting (every connection of the gateway logged out).
 
@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 pub(super) struct Gateway {
-    pub(super) slot: u16,
+    pub(super) seat: u16,
     /// The supervisor's number for it, once a heartbeat said.
     pub(super) place: Option<u32>,
     pub(super) subject: String,
@@ -25,37 +25,37 @@ pub(super) struct Gateway {
     pub(super) bytes: usize,
 }
 
-/// Known gateways by id, and by slot.
+/// Known gateways by id, and by seat.
 #[derive(Default)]
 pub(super) struct Gateways {
     pub(super) by_id: HashMap<GatewayId, Gateway>,
-    pub(super) by_slot: Vec<Option<GatewayId>>,
+    pub(super) by_seat: Vec<Option<GatewayId>>,
 }
 
 impl RouterRole {
-    /// The gateway's slot, registering it if new (then asking it for its presence
-    /// when `ask`). `None` when every slot is taken.
+    /// The gateway's seat, registering it if new (then asking it for its presence
+    /// when `ask`). `None` when every seat is taken.
     pub(super) fn known(&mut self, gateway: GatewayId, ask: bool) -> Option<u16> {
         let now = Instant::now();
         if let Some(gw) = self.gateways.by_id.get_mut(&gateway) {
             gw.last_seen = now;
-            return Some(gw.slot);
+            return Some(gw.seat);
         }
-        let slots = &mut self.gateways.by_slot;
-        let slot = match slots.iter().position(Option::is_none) {
+        let seats = &mut self.gateways.by_seat;
+        let seat = match seats.iter().position(Option::is_none) {
             Some(free) => free,
-            None if slots.len() < MAX_GATEWAYS => {
-                slots.push(None);
-                slots.len() - 1
+            None if seats.len() < MAX_GATEWAYS => {
+                seats.push(None);
+                seats.len() - 1
             }
             None => {
                 tracing::error!(max = MAX_GATEWAYS, "too many gateways: one ignored");
                 return None;
             }
         };
-        slots[slot] = Some(gateway);
+        seats[seat] = Some(gateway);
         let subject = subjects::gateway(gateway);
-        tracing::info!(gateway = format!("{gateway:016x}"), slot, "gateway joined");
+        tracing::info!(gateway = format!("{gateway:016x}"), seat, "gateway joined");
         if ask {
             let resync = ToGateway::Resync {
                 router: self.instance,
@@ -66,7 +66,7 @@ impl RouterRole {
         self.gateways.by_id.insert(
             gateway,
             Gateway {
-                slot: slot as u16,
+                seat: seat as u16,
                 place: None,
                 subject,
                 last_seen: now,
@@ -76,7 +76,7 @@ impl RouterRole {
         );
         self.known_count
             .store(self.gateways.by_id.len(), Ordering::Relaxed);
-        Some(slot as u16)
+        Some(seat as u16)
     }
 
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
@@ -144,14 +144,14 @@ impl RouterRole {
         }
     }
 
-    /// Logs a gateway's connections out and frees its slot.
+    /// Logs a gateway's connections out and frees its seat.
     pub(super) fn forget(&mut self, id: GatewayId, now: Instant, why: &'static str) {
         let removed = self.gateways.by_id.remove(&id);
         self.known_count
             .store(self.gateways.by_id.len(), Ordering::Relaxed);
         if let Some(gw) = removed {
-            self.gateways.by_slot[usize::from(gw.slot)] = None;
-            let dropped = self.hub.logout_loops(loops_of(gw.slot), now);
+            self.gateways.by_seat[usize::from(gw.seat)] = None;
+            let dropped = self.hub.logout_loops(loops_of(gw.seat), now);
             tracing::warn!(gateway = format!("{id:016x}"), dropped, "{why}");
         }
     }

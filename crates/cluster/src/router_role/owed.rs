@@ -13,36 +13,36 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One message's recipients grouped by gateway slot while a publish's loop
-/// deliveries are queued: the slot indexes its entry (no search over the gateways
+/// One message's recipients grouped by gateway seat while a publish's loop
+/// deliveries are queued: the seat indexes its entry (no search over the gateways
 /// touched so far), and each loop's targets are moved in as the hub made them.
 /// Kept between messages so that its table is sized once.
 #[derive(Default)]
-pub(super) struct PerSlot {
-    /// By slot: that gateway's loops and their targets (empty when untouched).
+pub(super) struct PerSeat {
+    /// By seat: that gateway's loops and their targets (empty when untouched).
     loops: Vec<Vec<LoopTargets>>,
-    /// The slots with loops, in the order they were first touched.
+    /// The seats with loops, in the order they were first touched.
     touched: Vec<u16>,
 }
 
-impl PerSlot {
-    fn add(&mut self, slot: u16, local: u16, targets: Vec<bus::Target>) {
-        let i = usize::from(slot);
+impl PerSeat {
+    fn add(&mut self, seat: u16, local: u16, targets: Vec<bus::Target>) {
+        let i = usize::from(seat);
         if self.loops.len() <= i {
             self.loops.resize_with(i + 1, Vec::new);
         }
         if self.loops[i].is_empty() {
-            self.touched.push(slot);
+            self.touched.push(seat);
         }
         self.loops[i].push((local, targets));
     }
 
-    /// Every touched slot with its loops, in the order first touched; leaves none.
+    /// Every touched seat with its loops, in the order first touched; leaves none.
     fn take(&mut self) -> Vec<(u16, Vec<LoopTargets>)> {
         let loops = &mut self.loops;
         self.touched
             .drain(..)
-            .map(|slot| (slot, std::mem::take(&mut loops[usize::from(slot)])))
+            .map(|seat| (seat, std::mem::take(&mut loops[usize::from(seat)])))
             .collect()
     }
 }
@@ -58,20 +58,20 @@ impl RouterRole {
                 self.queue_for_gateways(msg, published_ns);
             }
             current.get_or_insert_with(|| delivery.msg.clone());
-            let (slot, local) = loop_id::unpack(loop_id);
-            self.per_slot.add(slot, local, delivery.targets);
+            let (seat, local) = loop_id::unpack(loop_id);
+            self.per_seat.add(seat, local, delivery.targets);
         }
         if let Some(msg) = current {
             self.queue_for_gateways(msg, published_ns);
         }
     }
 
-    /// Queues one delivery of `msg` per gateway slot grouped so far, after what
+    /// Queues one delivery of `msg` per gateway seat grouped so far, after what
     /// that gateway is already owed.
     fn queue_for_gateways(&mut self, msg: Arc<Message>, published_ns: u64) {
-        for (slot, loops) in self.per_slot.take() {
-            // A slot freed meanwhile (its gateway was forgotten): nobody to send to.
-            let Some(Some(gateway)) = self.gateways.by_slot.get(usize::from(slot)).copied() else {
+        for (seat, loops) in self.per_seat.take() {
+            // A seat freed meanwhile (its gateway was forgotten): nobody to send to.
+            let Some(Some(gateway)) = self.gateways.by_seat.get(usize::from(seat)).copied() else {
                 continue;
             };
             for loops in split_targets(loops, MAX_TARGETS) {

@@ -1,12 +1,12 @@
-//! Streaming construction of the sharded index from `(subscriber, subject)` edges.
+//! Streaming construction of the striped index from `(subscriber, subject)` edges.
 //!
 //! The store streams edges ordered by (subject, subscriber) — the order of its
-//! primary key — so the common path appends straight into each shard's final
-//! arrays with no intermediate copy (routing keeps that order within a shard). If
+//! primary key — so the common path appends straight into each stripe's final
+//! arrays with no intermediate copy (routing keeps that order within a stripe). If
 //! an edge arrives out of order the builder falls back to collecting packed pairs
 //! and sorting them once at `build()`; duplicates are dropped on both paths.
 
-use super::shard::ShardBuilder;
+use super::stripe::StripeBuilder;
 use super::{level_for, route, SubscriptionIndex};
 
 /// Edges collected when the input is not sorted, keyed (subject, subscriber).
@@ -36,10 +36,10 @@ impl Pairs {
 
 /// Builds a [`SubscriptionIndex`]: `push(subscriber, subject)` then `build()`.
 pub struct IndexBuilder {
-    /// `2^level` shards, chosen from the size hint; `build()` splits further if
+    /// `2^level` stripes, chosen from the size hint; `build()` splits further if
     /// more edges arrived than hinted.
     level: u32,
-    shards: Vec<ShardBuilder>,
+    stripes: Vec<StripeBuilder>,
     /// Last (subject, subscriber) appended on the sorted path.
     last: Option<(u64, u64)>,
     unsorted: Option<Pairs>,
@@ -54,17 +54,17 @@ impl IndexBuilder {
     pub fn with_capacity(edges: usize) -> IndexBuilder {
         let level = level_for(edges as u64);
         let n = 1usize << level;
-        // Routing spreads edges about evenly; a shard that gets more grows its
-        // own arrays, and `finish` trims every shard to its length.
-        let per_shard = if edges == 0 {
+        // Routing spreads edges about evenly; a stripe that gets more grows its
+        // own arrays, and `finish` trims every stripe to its length.
+        let per_stripe = if edges == 0 {
             0
         } else {
             edges / n + edges / n / 16 + 16
         };
         IndexBuilder {
             level,
-            shards: (0..n)
-                .map(|_| ShardBuilder::with_capacity(per_shard))
+            stripes: (0..n)
+                .map(|_| StripeBuilder::with_capacity(per_stripe))
                 .collect(),
             last: None,
             unsorted: None,
@@ -83,7 +83,7 @@ impl IndexBuilder {
             Some(last) if key < last => self.fall_back(subject, subscriber),
             _ => {
                 let (i, local) = route(self.level, 0, subject);
-                self.shards[i].push(local, subscriber);
+                self.stripes[i].push(local, subscriber);
                 self.last = Some(key);
             }
         }
@@ -91,11 +91,11 @@ impl IndexBuilder {
 
     /// Moves what the sorted path holds into pairs; later edges go there too.
     fn fall_back(&mut self, subject: u64, subscriber: u64) {
-        let held: usize = self.shards.iter().map(ShardBuilder::edges).sum();
+        let held: usize = self.stripes.iter().map(StripeBuilder::edges).sum();
         let mut pairs = Pairs::Packed(Vec::with_capacity(held * 2));
         let level = self.level;
-        for (i, shard) in std::mem::take(&mut self.shards).into_iter().enumerate() {
-            shard.for_each_edge(|local, u| pairs.push(super::unroute(i, level, local), u));
+        for (i, stripe) in std::mem::take(&mut self.stripes).into_iter().enumerate() {
+            stripe.for_each_edge(|local, u| pairs.push(super::unroute(i, level, local), u));
         }
         pairs.push(subject, subscriber);
         self.unsorted = Some(pairs);
@@ -106,8 +106,8 @@ impl IndexBuilder {
         match self.unsorted.take() {
             None => {
                 let level = self.level;
-                let shards = self.shards.into_iter().map(|s| s.finish(level)).collect();
-                SubscriptionIndex::from_shards(level, shards)
+                let stripes = self.stripes.into_iter().map(|s| s.finish(level)).collect();
+                SubscriptionIndex::from_stripes(level, stripes)
             }
             Some(Pairs::Packed(mut v)) => {
                 v.sort_unstable();

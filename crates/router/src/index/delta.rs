@@ -1,7 +1,7 @@
-//! Live changes on top of one shard's immutable CSR base: edges added since the
+//! Live changes on top of one stripe's immutable CSR base: edges added since the
 //! last build, and base edges removed since. Both lists per subject stay sorted
-//! and small; the shard folds them into a new base when they grow (see
-//! `Shard::needs_fold`).
+//! and small; the stripe folds them into a new base when they grow (see
+//! `Stripe::needs_fold`).
 //!
 //! Invariant: an added edge is never in the base, a removed edge always is.
 

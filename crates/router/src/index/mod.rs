@@ -1,15 +1,15 @@
 //! The subscription index: subject → subscribers, the graph the router fans out
-//! over. Subjects are routed to [`shard`]s by their low bits (mixed with the high
-//! ones, see [`route`](SubscriptionIndex::route)); each shard is an immutable CSR
-//! base ([`csr`]) plus a small [`delta`] of live changes that the shard folds back
+//! over. Subjects are routed to [`stripe`]s by their low bits (mixed with the high
+//! ones, see [`route`](SubscriptionIndex::route)); each stripe is an immutable CSR
+//! base ([`csr`]) plus a small [`delta`] of live changes that the stripe folds back
 //! into its base alone when the delta outgrows
-//! [`SHARD_MIN_DELTA`] + shard edges / [`SHARD_DELTA_DIVISOR`].
+//! [`STRIPE_MIN_DELTA`] + stripe edges / [`STRIPE_DELTA_DIVISOR`].
 //!
-//! Why shards: the gateway changes the index under the lock every publish needs,
-//! so the cost of one change must stay bounded. A fold costs O(shard edges), and
-//! shards hold about [`SHARD_EDGES`] edges each: the build picks the shard count
-//! from the edge count, and as the index grows, shards split one at a time
-//! (linear hashing), each split also O(shard edges). Nothing on the `insert` /
+//! Why stripes: the gateway changes the index under the lock every publish needs,
+//! so the cost of one change must stay bounded. A fold costs O(stripe edges), and
+//! stripes hold about [`STRIPE_EDGES`] edges each: the build picks the stripe count
+//! from the edge count, and as the index grows, stripes split one at a time
+//! (linear hashing), each split also O(stripe edges). Nothing on the `insert` /
 //! `remove` path is O(all edges); [`SubscriptionIndex::compact`] is, and is only
 //! for the caller's explicit full pass.
 //!
@@ -19,40 +19,40 @@
 pub mod builder;
 pub mod csr;
 pub mod delta;
-pub mod shard;
+pub mod stripe;
 
 pub use builder::IndexBuilder;
-use shard::{Shard, ShardBuilder};
-pub use shard::{SHARD_DELTA_DIVISOR, SHARD_MIN_DELTA};
+use stripe::{Stripe, StripeBuilder};
+pub use stripe::{STRIPE_DELTA_DIVISOR, STRIPE_MIN_DELTA};
 
 use crate::{SubjectId, UserId};
 
-/// Edges a shard is built with, about: bounds the cost of one fold or split.
-pub const SHARD_EDGES: u64 = 16_384;
-/// A shard splits when the index averages more than this many edges per shard.
-pub const SPLIT_EDGES: u64 = 2 * SHARD_EDGES;
-/// At most 2^this shards; the routing consumes at most this many low subject bits.
+/// Edges a stripe is built with, about: bounds the cost of one fold or split.
+pub const STRIPE_EDGES: u64 = 16_384;
+/// A stripe splits when the index averages more than this many edges per stripe.
+pub const SPLIT_EDGES: u64 = 2 * STRIPE_EDGES;
+/// At most 2^this stripes; the routing consumes at most this many low subject bits.
 pub const MAX_LEVEL: u32 = 16;
 
 /// Low 16 bits of `subject` XOR its higher 16-bit slices: spreads ids whose low
-/// bits are constant (e.g. multiples of 2^16, time-ordered ids) over the shards,
+/// bits are constant (e.g. multiples of 2^16, time-ordered ids) over the stripes,
 /// while ids below 2^16 keep their own low bits (sequential ids stay dense).
 #[inline]
 fn fold_bits(subject: u64) -> u64 {
     subject ^ (subject >> 16) ^ (subject >> 32) ^ (subject >> 48)
 }
 
-/// The smallest level whose shards hold at most about [`SHARD_EDGES`] each.
+/// The smallest level whose stripes hold at most about [`STRIPE_EDGES`] each.
 pub(crate) fn level_for(edges: u64) -> u32 {
     let mut level = 0;
-    while level < MAX_LEVEL && (SHARD_EDGES << level) < edges {
+    while level < MAX_LEVEL && (STRIPE_EDGES << level) < edges {
         level += 1;
     }
     level
 }
 
-/// Shard index and local id of `subject` for `level` / `split` (linear hashing:
-/// shards below `split` have already been split and use one more bit).
+/// Stripe index and local id of `subject` for `level` / `split` (linear hashing:
+/// stripes below `split` have already been split and use one more bit).
 #[inline]
 pub(crate) fn route(level: u32, split: usize, subject: u64) -> (usize, u64) {
     let f = fold_bits(subject);
@@ -67,29 +67,29 @@ pub(crate) fn route(level: u32, split: usize, subject: u64) -> (usize, u64) {
     }
 }
 
-/// Inverse of [`route`]: the subject at `local` in shard `shard` of depth `depth`.
+/// Inverse of [`route`]: the subject at `local` in stripe `stripe` of depth `depth`.
 #[inline]
-pub(crate) fn unroute(shard: usize, depth: u32, local: u64) -> u64 {
+pub(crate) fn unroute(stripe: usize, depth: u32, local: u64) -> u64 {
     if depth == 0 {
         return local;
     }
     let mask = (1u64 << depth) - 1;
     // depth ≤ 16, so `local` holds every bit of subject >> 16.
     let high = local >> (16 - depth);
-    let low = (shard as u64 ^ high ^ (high >> 16) ^ (high >> 32)) & mask;
+    let low = (stripe as u64 ^ high ^ (high >> 16) ^ (high >> 32)) & mask;
     local << depth | low
 }
 
-/// Moves every row of `2^from` shards into `2^to` new ones (`to > from`). Rows of
-/// source shard `i` land only in targets `≡ i (mod 2^from)`, in ascending local
-/// order, so every target stays on the builder's sorted path. Each source shard
-/// is dropped once copied: the extra memory is about one source shard.
-fn respread(from: u32, shards: Vec<Shard>, to: u32) -> Vec<Shard> {
-    let mut out: Vec<ShardBuilder> = (0..1usize << to)
-        .map(|_| ShardBuilder::with_capacity(0))
+/// Moves every row of `2^from` stripes into `2^to` new ones (`to > from`). Rows of
+/// source stripe `i` land only in targets `≡ i (mod 2^from)`, in ascending local
+/// order, so every target stays on the builder's sorted path. Each source stripe
+/// is dropped once copied: the extra memory is about one source stripe.
+fn respread(from: u32, stripes: Vec<Stripe>, to: u32) -> Vec<Stripe> {
+    let mut out: Vec<StripeBuilder> = (0..1usize << to)
+        .map(|_| StripeBuilder::with_capacity(0))
         .collect();
-    for (i, shard) in shards.into_iter().enumerate() {
-        shard.for_each_row(|local, subs| {
+    for (i, stripe) in stripes.into_iter().enumerate() {
+        stripe.for_each_row(|local, subs| {
             let (j, l) = route(to, 0, unroute(i, from, local));
             subs.iter().for_each(|&u| out[j].push(l, u));
         });
@@ -100,13 +100,13 @@ fn respread(from: u32, shards: Vec<Shard>, to: u32) -> Vec<Shard> {
 /// subject → sorted subscribers; see the module doc.
 #[derive(Debug, Clone)]
 pub struct SubscriptionIndex {
-    /// `2^level + split` shards; shard `i` has depth `level + 1` if `i < split`
+    /// `2^level + split` stripes; stripe `i` has depth `level + 1` if `i < split`
     /// or `i ≥ 2^level`, else `level`.
-    shards: Vec<Shard>,
+    stripes: Vec<Stripe>,
     level: u32,
     split: usize,
     edges: u64,
-    /// Entries pending in all shard deltas.
+    /// Entries pending in all stripe deltas.
     delta_len: usize,
     inserts: u64,
     removes: u64,
@@ -115,22 +115,22 @@ pub struct SubscriptionIndex {
 
 impl SubscriptionIndex {
     pub fn new() -> Self {
-        Self::from_shards(0, vec![Shard::empty(0)])
+        Self::from_stripes(0, vec![Stripe::empty(0)])
     }
 
-    /// Takes `2^level` freshly built shards; if the builder was given too small a
+    /// Takes `2^level` freshly built stripes; if the builder was given too small a
     /// size hint, re-spreads them in one pass to the level the edge count wants.
-    pub(crate) fn from_shards(level: u32, shards: Vec<Shard>) -> Self {
-        debug_assert_eq!(shards.len(), 1 << level);
-        let edges = shards.iter().map(|s| s.edges).sum();
+    pub(crate) fn from_stripes(level: u32, stripes: Vec<Stripe>) -> Self {
+        debug_assert_eq!(stripes.len(), 1 << level);
+        let edges = stripes.iter().map(|s| s.edges).sum();
         let wanted = level_for(edges);
-        let (level, shards) = if wanted > level {
-            (wanted, respread(level, shards, wanted))
+        let (level, stripes) = if wanted > level {
+            (wanted, respread(level, stripes, wanted))
         } else {
-            (level, shards)
+            (level, stripes)
         };
         SubscriptionIndex {
-            shards,
+            stripes,
             level,
             split: 0,
             edges,
@@ -155,10 +155,10 @@ impl SubscriptionIndex {
         IndexBuilder::new()
     }
 
-    /// Heap bytes held (shard table, base arrays, deltas), excluding this struct.
+    /// Heap bytes held (stripe table, base arrays, deltas), excluding this struct.
     pub fn memory_bytes(&self) -> usize {
-        self.shards.capacity() * std::mem::size_of::<Shard>()
-            + self.shards.iter().map(Shard::heap_bytes).sum::<usize>()
+        self.stripes.capacity() * std::mem::size_of::<Stripe>()
+            + self.stripes.iter().map(Stripe::heap_bytes).sum::<usize>()
     }
 
     /// Number of subscriptions (directed edges).
@@ -166,43 +166,43 @@ impl SubscriptionIndex {
         self.edges
     }
 
-    /// Number of shards (each folds and splits on its own).
-    pub fn shard_count(&self) -> usize {
-        self.shards.len()
+    /// Number of stripes (each folds and splits on its own).
+    pub fn stripe_count(&self) -> usize {
+        self.stripes.len()
     }
 
-    /// Entries pending in the shard deltas (adds + removes not yet folded).
+    /// Entries pending in the stripe deltas (adds + removes not yet folded).
     pub fn delta_len(&self) -> usize {
         self.delta_len
     }
 
-    /// (inserts, removes, shard folds) since creation.
+    /// (inserts, removes, stripe folds) since creation.
     pub fn counters(&self) -> (u64, u64, u64) {
         (self.inserts, self.removes, self.folds)
     }
 
     #[inline]
-    fn shard(&self, subject: SubjectId) -> (&Shard, u64) {
+    fn stripe(&self, subject: SubjectId) -> (&Stripe, u64) {
         let (i, local) = route(self.level, self.split, subject);
-        (&self.shards[i], local)
+        (&self.stripes[i], local)
     }
 
     pub fn contains(&self, subscriber: UserId, subject: SubjectId) -> bool {
-        let (shard, local) = self.shard(subject);
-        shard.contains(local, subscriber)
+        let (stripe, local) = self.stripe(subject);
+        stripe.contains(local, subscriber)
     }
 
     /// Adds `subscriber` → `subject`; true if it is new. Costs O(log) plus, at
-    /// most, one fold and one split of a single shard.
+    /// most, one fold and one split of a single stripe.
     pub fn insert(&mut self, subscriber: UserId, subject: SubjectId) -> bool {
         let (i, local) = route(self.level, self.split, subject);
-        let before = self.shards[i].delta.len;
-        let new = self.shards[i].insert(local, subscriber);
+        let before = self.stripes[i].delta.len;
+        let new = self.stripes[i].insert(local, subscriber);
         if new {
             self.edges += 1;
             self.inserts += 1;
             self.after_change(i, before);
-            if self.edges > self.shards.len() as u64 * SPLIT_EDGES && self.level < MAX_LEVEL {
+            if self.edges > self.stripes.len() as u64 * SPLIT_EDGES && self.level < MAX_LEVEL {
                 self.split_one();
             }
         }
@@ -210,11 +210,11 @@ impl SubscriptionIndex {
     }
 
     /// Removes `subscriber` → `subject`; true if it existed. Costs O(log) plus,
-    /// at most, one fold of a single shard.
+    /// at most, one fold of a single stripe.
     pub fn remove(&mut self, subscriber: UserId, subject: SubjectId) -> bool {
         let (i, local) = route(self.level, self.split, subject);
-        let before = self.shards[i].delta.len;
-        let existed = self.shards[i].remove(local, subscriber);
+        let before = self.stripes[i].delta.len;
+        let existed = self.stripes[i].remove(local, subscriber);
         if existed {
             self.edges -= 1;
             self.removes += 1;
@@ -223,28 +223,28 @@ impl SubscriptionIndex {
         existed
     }
 
-    /// Keeps `delta_len` in step with shard `i` and folds it if it outgrew its delta.
+    /// Keeps `delta_len` in step with stripe `i` and folds it if it outgrew its delta.
     fn after_change(&mut self, i: usize, delta_before: usize) {
-        let shard = &mut self.shards[i];
-        self.delta_len = self.delta_len + shard.delta.len - delta_before;
-        if shard.needs_fold() {
-            self.delta_len -= shard.delta.len;
-            shard.fold();
+        let stripe = &mut self.stripes[i];
+        self.delta_len = self.delta_len + stripe.delta.len - delta_before;
+        if stripe.needs_fold() {
+            self.delta_len -= stripe.delta.len;
+            stripe.fold();
             self.folds += 1;
         }
     }
 
-    /// Splits shard `split` into itself and shard `2^level + split` (one more
-    /// routing bit), folding its delta on the way. O(that shard's edges).
+    /// Splits stripe `split` into itself and stripe `2^level + split` (one more
+    /// routing bit), folding its delta on the way. O(that stripe's edges).
     fn split_one(&mut self) {
         let j = self.split;
         let depth = self.level;
-        let old = std::mem::replace(&mut self.shards[j], Shard::empty(depth + 1));
+        let old = std::mem::replace(&mut self.stripes[j], Stripe::empty(depth + 1));
         self.delta_len -= old.delta.len;
         let half = old.edges as usize / 2 + 1;
         let (mut lo, mut hi) = (
-            ShardBuilder::with_capacity(half),
-            ShardBuilder::with_capacity(half),
+            StripeBuilder::with_capacity(half),
+            StripeBuilder::with_capacity(half),
         );
         old.for_each_row(|local, subs| {
             let subject = unroute(j, depth, local);
@@ -256,8 +256,8 @@ impl SubscriptionIndex {
             subs.iter().for_each(|&u| b.push(local >> 1, u));
         });
         drop(old);
-        self.shards[j] = lo.finish(depth + 1);
-        self.shards.push(hi.finish(depth + 1));
+        self.stripes[j] = lo.finish(depth + 1);
+        self.stripes.push(hi.finish(depth + 1));
         self.split += 1;
         if self.split == 1 << self.level {
             self.level += 1;
@@ -268,22 +268,22 @@ impl SubscriptionIndex {
     /// Calls `f` once per subscriber of `subject` (no order promised, no allocation).
     #[inline]
     pub fn for_each_subscriber(&self, subject: SubjectId, f: impl FnMut(UserId)) {
-        let (shard, local) = self.shard(subject);
-        shard.for_each_subscriber(local, f);
+        let (stripe, local) = self.stripe(subject);
+        stripe.for_each_subscriber(local, f);
     }
 
     /// Number of subscribers of `subject`.
     pub fn degree(&self, subject: SubjectId) -> usize {
-        let (shard, local) = self.shard(subject);
-        shard.degree(local)
+        let (stripe, local) = self.stripe(subject);
+        stripe.degree(local)
     }
 
     /// The subscribers of `subject`, sorted.
     pub fn subscribers(&self, subject: SubjectId) -> Vec<UserId> {
-        let (shard, local) = self.shard(subject);
-        let mut out = Vec::with_capacity(shard.degree(local));
-        shard.for_each_subscriber(local, |u| out.push(u));
-        if !shard.delta.added(local).is_empty() {
+        let (stripe, local) = self.stripe(subject);
+        let mut out = Vec::with_capacity(stripe.degree(local));
+        stripe.for_each_subscriber(local, |u| out.push(u));
+        if !stripe.delta.added(local).is_empty() {
             out.sort_unstable();
         }
         out
@@ -292,9 +292,9 @@ impl SubscriptionIndex {
     /// The subject with the most subscribers (ties: lowest id), if any. O(subjects).
     pub fn max_degree_subject(&self) -> Option<(SubjectId, usize)> {
         let mut best: Option<(SubjectId, usize)> = None;
-        for (i, shard) in self.shards.iter().enumerate() {
-            shard.for_each_local(|l| {
-                let (s, d) = (unroute(i, shard.depth, l), shard.degree(l));
+        for (i, stripe) in self.stripes.iter().enumerate() {
+            stripe.for_each_local(|l| {
+                let (s, d) = (unroute(i, stripe.depth, l), stripe.degree(l));
                 let better = match best {
                     None => true,
                     Some((bs, bd)) => d > bd || (d == bd && s < bs),
@@ -307,12 +307,12 @@ impl SubscriptionIndex {
         best
     }
 
-    /// Folds every shard's delta into its base: a full O(edges) pass, for an
+    /// Folds every stripe's delta into its base: a full O(edges) pass, for an
     /// explicit maintenance point (live changes never need it). No-op when empty.
     pub fn compact(&mut self) {
-        for shard in &mut self.shards {
-            if shard.delta.len > 0 {
-                shard.fold();
+        for stripe in &mut self.stripes {
+            if stripe.delta.len > 0 {
+                stripe.fold();
                 self.folds += 1;
             }
         }

@@ -176,7 +176,7 @@ fn route_and_unroute_are_inverse_at_every_level() {
 }
 
 /// Draws a subject: mostly a small hot range (long rows, many folds), some wide
-/// ids so sparse shards and the high-bit mixing are exercised too.
+/// ids so sparse stripes and the high-bit mixing are exercised too.
 fn subject(rng: &mut XorShift) -> u64 {
     match rng.below(8) {
         0 => (rng.below(64) << 16) | 7,
@@ -234,10 +234,10 @@ fn random_changes_match_a_btreeset_after_every_step() {
     let (_, _, folds) = idx.counters();
     assert!(
         folds > 10,
-        "shards should have folded their deltas ({folds})"
+        "stripes should have folded their deltas ({folds})"
     );
     assert!(
-        idx.shard_count() > 1,
+        idx.stripe_count() > 1,
         "the index should have split as it grew"
     );
     let subjects: BTreeSet<u64> = model.iter().map(|&(s, _)| s).collect();
@@ -253,10 +253,10 @@ fn random_changes_match_a_btreeset_after_every_step() {
 }
 
 #[test]
-fn a_sized_build_has_shards_of_about_shard_edges() {
-    let edges = 40 * SHARD_EDGES;
+fn a_sized_build_has_stripes_of_about_stripe_edges() {
+    let edges = 40 * STRIPE_EDGES;
     let idx = SubscriptionIndex::from_edges((0..edges).map(|e| (e / 100_000, e % 100_000)));
-    assert_eq!(idx.shard_count(), 64);
+    assert_eq!(idx.stripe_count(), 64);
     assert_eq!(idx.edge_count(), edges);
     assert_eq!(idx.subscribers(12_345), (0..=6).collect::<Vec<_>>());
 }
@@ -265,7 +265,7 @@ fn a_sized_build_has_shards_of_about_shard_edges() {
 fn an_unhinted_sorted_build_respreads_to_the_right_level() {
     let mut rng = XorShift(11);
     let mut model = BTreeSet::new();
-    while model.len() < 40 * SHARD_EDGES as usize {
+    while model.len() < 40 * STRIPE_EDGES as usize {
         let s = if rng.below(4) == 0 {
             rng.next()
         } else {
@@ -278,7 +278,7 @@ fn an_unhinted_sorted_build_respreads_to_the_right_level() {
         b.push(u, s);
     }
     let idx = b.build();
-    assert_eq!(idx.shard_count(), 64);
+    assert_eq!(idx.stripe_count(), 64);
     let wide: Vec<u64> = model
         .iter()
         .map(|&(s, _)| s)

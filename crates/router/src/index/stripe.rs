@@ -1,7 +1,7 @@
-//! One shard of the subscription index: an immutable CSR base plus its own small
-//! delta, keyed by *local* subject ids (see `SubscriptionIndex::route`). A shard
+//! One stripe of the subscription index: an immutable CSR base plus its own small
+//! delta, keyed by *local* subject ids (see `SubscriptionIndex::route`). A stripe
 //! folds its delta back into its base on its own, so the cost of a fold is bounded
-//! by the shard's size, not the whole index's: that is what keeps every live
+//! by the stripe's size, not the whole index's: that is what keeps every live
 //! change short (issue 3: no publish may stall behind a compaction).
 //!
 //! It is not a router of its own: it never sees a full subject id, only local ids.
@@ -9,16 +9,16 @@
 use super::csr::{Csr, Slice, Targets};
 use super::delta::Delta;
 
-/// A shard's delta may always hold this many entries before it is folded.
-pub const SHARD_MIN_DELTA: usize = 64;
-/// ...plus the shard's edge count divided by this. Larger means a smaller delta
+/// A stripe's delta may always hold this many entries before it is folded.
+pub const STRIPE_MIN_DELTA: usize = 64;
+/// ...plus the stripe's edge count divided by this. Larger means a smaller delta
 /// (memory) and more frequent folds (amortised copies per change = this number).
-pub const SHARD_DELTA_DIVISOR: u64 = 64;
+pub const STRIPE_DELTA_DIVISOR: u64 = 64;
 
-/// Base + delta of one shard; `depth` is the number of low subject bits the
+/// Base + delta of one stripe; `depth` is the number of low subject bits the
 /// routing consumed to reach it (local id = subject >> depth).
 #[derive(Debug, Clone)]
-pub struct Shard {
+pub struct Stripe {
     pub(super) base: Csr,
     pub(super) delta: Delta,
     pub(super) depth: u32,
@@ -26,9 +26,9 @@ pub struct Shard {
     pub(super) edges: u64,
 }
 
-impl Shard {
-    pub fn empty(depth: u32) -> Shard {
-        Shard {
+impl Stripe {
+    pub fn empty(depth: u32) -> Stripe {
+        Stripe {
             base: Csr::empty(),
             delta: Delta::default(),
             depth,
@@ -88,7 +88,7 @@ impl Shard {
 
     /// True when the delta has outgrown its allowance and should be folded.
     pub fn needs_fold(&self) -> bool {
-        self.delta.len as u64 > SHARD_MIN_DELTA as u64 + self.edges / SHARD_DELTA_DIVISOR
+        self.delta.len as u64 > STRIPE_MIN_DELTA as u64 + self.edges / STRIPE_DELTA_DIVISOR
     }
 
     #[inline]
@@ -123,7 +123,7 @@ impl Shard {
     }
 
     /// Calls `f(local, subscribers)` for every non-empty merged row, ascending by
-    /// local id, subscribers sorted. O(shard edges + delta log delta).
+    /// local id, subscribers sorted. O(stripe edges + delta log delta).
     pub fn for_each_row(&self, mut f: impl FnMut(u64, &[u64])) {
         let mut add_only: Vec<u64> = self
             .delta
@@ -169,7 +169,7 @@ impl Shard {
         if self.delta.len == 0 {
             return;
         }
-        let mut b = ShardBuilder::with_capacity(self.edges as usize);
+        let mut b = StripeBuilder::with_capacity(self.edges as usize);
         self.for_each_row(|l, subs| subs.iter().for_each(|&u| b.push(l, u)));
         *self = b.finish(self.depth);
     }
@@ -181,16 +181,16 @@ impl Shard {
 
 /// Appends rows in ascending (local, subscriber) order straight into CSR arrays.
 #[derive(Debug)]
-pub struct ShardBuilder {
+pub struct StripeBuilder {
     subjects: Vec<u64>,
     offsets: Vec<u64>,
     targets: Targets,
     last_local: Option<u64>,
 }
 
-impl ShardBuilder {
-    pub fn with_capacity(edges: usize) -> ShardBuilder {
-        ShardBuilder {
+impl StripeBuilder {
+    pub fn with_capacity(edges: usize) -> StripeBuilder {
+        StripeBuilder {
             subjects: Vec::new(),
             offsets: Vec::new(),
             targets: Targets::U32(Vec::with_capacity(edges)),
@@ -227,9 +227,9 @@ impl ShardBuilder {
         }
     }
 
-    pub fn finish(self, depth: u32) -> Shard {
+    pub fn finish(self, depth: u32) -> Stripe {
         let edges = self.targets.len() as u64;
-        Shard {
+        Stripe {
             base: Csr::from_sorted_parts(self.subjects, self.offsets, self.targets),
             delta: Delta::default(),
             depth,
