@@ -5,8 +5,8 @@
 //! log in (and read history), log out, publish, change subscriptions, read history,
 //! list ids. The reply comes back at once when the router lives in this process
 //! (`hub::LocalBus`), or later through the loop's [`Mailbox`] when it lives
-//! elsewhere (over NATS). Deliveries always arrive in the mailbox: one [`Delivery`]
-//! batch per publish and loop, never one item per recipient.
+//! elsewhere (over NATS). Deliveries always arrive in the mailbox: one [`Mail`]
+//! per publish and loop, never one item per recipient.
 //!
 //! This crate is only the seam: types and the trait. It knows no socket, no store
 //! and no broker, so a gateway links neither the store nor a database driver. Its
@@ -24,7 +24,7 @@ pub mod mailbox;
 pub mod request;
 
 pub use http::PublishAnswer;
-pub use mailbox::{Delivery, Inbound, Mailbox, Target, Wake};
+pub use mailbox::{Inbound, Mail, Mailbox, Target, Wake};
 pub use request::{Call, Reply, Request};
 pub use router::{ConnRef, HistoryRead, Message, PublishCounts, RouterStats};
 

@@ -1,5 +1,6 @@
-//! A gateway loop's inbox: delivery batches and late replies queue here, and the
-//! loop is woken once per batch of arrivals, not once per item.
+//! A gateway loop's inbox: mail (a publish's message for the loop's connections)
+//! and late replies queue here, and the loop is woken once per burst of arrivals,
+//! not once per item.
 
 use crate::request::Reply;
 use parking_lot::Mutex;
@@ -8,10 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A message for some connections of one loop: one batch per publish and loop, so
-/// deliveries cross threads in bulk, never one by one.
+/// Mail: a message for some connections of one loop, one per publish and loop, so
+/// deliveries (one message to one connection) cross threads in bulk, never one by
+/// one.
 #[derive(Debug)]
-pub struct Delivery {
+pub struct Mail {
     pub msg: Arc<Message>,
     /// When the router side received the publish (for delivery latency).
     pub published: Instant,
@@ -19,7 +21,7 @@ pub struct Delivery {
     pub targets: Vec<Target>,
 }
 
-/// One recipient connection of a [`Delivery`]: 16 bytes, like the `(token, seq)`
+/// One recipient connection of a [`Mail`]: 16 bytes, like the `(token, seq)`
 /// pair it replaced (the epoch fills what was padding). Crosses NATS as it is, a
 /// few varint bytes each (`cluster::codec`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -36,7 +38,7 @@ pub struct Target {
 /// What arrives in a mailbox.
 #[derive(Debug)]
 pub enum Inbound {
-    Deliver(Delivery),
+    Deliver(Mail),
     /// A reply that was not ready when the connection asked (see [`crate::Bus::call`]).
     Reply {
         token: u32,
@@ -151,7 +153,7 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     fn delivery(n: u32) -> Inbound {
-        Inbound::Deliver(Delivery {
+        Inbound::Deliver(Mail {
             msg: Arc::new(Message {
                 subject: 1,
                 payload: bytes::Bytes::from_static(b"x"),

@@ -4,7 +4,7 @@
 //! postcard-encoded value (varint integers, length-prefixed byte strings): a
 //! [`ToRouter`] on the router's subject, a [`ToGateway`] on a gateway's own subject.
 //! Nothing is sent per recipient: a gateway's requests of one wake-up travel as one
-//! [`ToRouter::Bundle`]; a publish reaches each gateway as one [`GatewayDelivery`]
+//! [`ToRouter::Bundle`]; a publish reaches each gateway as one [`GatewayMail`]
 //! carrying its recipients as [`bus::Target`] lists per loop, inside the one
 //! [`ToGateway::Bundle`] the router sends that gateway per message it handled.
 //! Router shards hand each other a publish's followers as [`ToShard`] messages.
@@ -195,7 +195,7 @@ pub enum GatewayItem {
     /// The reply to one call.
     Reply(WireReply),
     /// One publish: the recipients this gateway holds.
-    Deliver(GatewayDelivery),
+    Deliver(GatewayMail),
 }
 
 /// The reply to one [`WireCall`], addressed to its connection.
@@ -209,9 +209,9 @@ pub struct WireReply {
 }
 
 /// One message for the connections of one gateway: the parts of the
-/// [`bus::Delivery`] each of its loops gets, the message once for all of them.
+/// [`bus::Mail`] each of its loops gets, the message once for all of them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GatewayDelivery {
+pub struct GatewayMail {
     pub msg: Arc<Message>,
     /// When the router took the publish, in ns since the Unix epoch (latency; an
     /// `Instant` does not cross processes).

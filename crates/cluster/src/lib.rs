@@ -12,8 +12,8 @@
 //! [`codec::ToGateway::Bundle`]: the router's replies and deliveries for one gateway,
 //! numbered); a **batch** is only a publish batch (`POST /pub`,
 //! `bus::Request::PublishBatch`); a **delivery** is one message for a loop's
-//! connections (`bus::Delivery`) or, over NATS, for a gateway's
-//! ([`codec::GatewayDelivery`]); a **call** is one connection's request to the router
+//! connections (`bus::Mail`) or, over NATS, for a gateway's
+//! ([`codec::GatewayMail`]); a **call** is one connection's request to the router
 //! ([`codec::WireCall`]), and a **part** one router shard's share of a call divided
 //! among shards; a **fragment** is a piece of an encoded message over NATS's
 //! max_payload ([`codec::Fragment`], [`fragment`]); a **seat** is a gateway's number

@@ -43,7 +43,7 @@ use crate::publish_port::{self, PublishPort};
 use crate::subjects;
 use crate::timing::{unix_ns, TICK};
 use backend::next_or_never;
-use bus::{ConnRef, Delivery, Reply, Request};
+use bus::{ConnRef, Mail, Reply, Request};
 use bytes::Bytes;
 use forward::{is_any_publish, PublishCall};
 use futures_util::StreamExt;
@@ -386,7 +386,7 @@ impl RouterRole {
     /// all the same, each after what that gateway is already owed.
     fn call(&mut self, conn: ConnRef, request: Request) -> Reply {
         let published_ns = unix_ns();
-        let mut batches: Vec<(u16, Delivery)> = Vec::new();
+        let mut batches: Vec<(u16, Mail)> = Vec::new();
         let touches_store = matches!(
             request,
             Request::ChangeSubscriptions { .. } | Request::Subscriptions { .. }

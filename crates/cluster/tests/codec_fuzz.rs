@@ -117,7 +117,7 @@ fn well_formed() -> Vec<Vec<u8>> {
             payload: b(text),
         })
     };
-    let delivery = GatewayItem::Deliver(GatewayDelivery {
+    let delivery = GatewayItem::Deliver(GatewayMail {
         msg: message(42, "news"),
         published_ns: 1_700_000_000_000_000_000,
         loops: vec![

@@ -36,7 +36,7 @@ pub use local::LocalBus;
 pub use publish::{Handout, Item, Publish, Published, Reach};
 
 use anyhow::Context;
-use bus::{ConnRef, Delivery, HistoryRead, Reply, Request};
+use bus::{ConnRef, HistoryRead, Mail, Reply, Request};
 use parking_lot::Mutex;
 use router::{Router, RouterConfig, RouterStats};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,7 +162,7 @@ impl Hub {
         &self,
         conn: ConnRef,
         request: Request,
-        deliver: &mut dyn FnMut(u16, Delivery),
+        deliver: &mut dyn FnMut(u16, Mail),
     ) -> Reply {
         match request {
             Request::Login { user, since, epoch } => {
@@ -197,7 +197,7 @@ impl Hub {
     }
 
     /// A publish handed out before the answer, answered with its reach summed.
-    fn publish_now(&self, publish: Publish, deliver: &mut dyn FnMut(u16, Delivery)) -> Reply {
+    fn publish_now(&self, publish: Publish, deliver: &mut dyn FnMut(u16, Mail)) -> Reply {
         self.publish(publish, Handout::Now(deliver))
             .expect("a publish handed out now is answered now")
             .reply()

@@ -3,7 +3,7 @@
 //!
 //! Each message is planned under the router lock — one lock per message, so a long
 //! batch never holds the router for its whole length — into one
-//! [`bus::Delivery`] per loop it reaches, and handed out:
+//! [`bus::Mail`] per loop it reaches, and handed out:
 //! - without durable history, at once, under that lock: that is what keeps each
 //!   user's messages in sequence order on every loop;
 //! - with durable history (`--history-store store`), after ONE commit for all the
@@ -19,7 +19,7 @@
 
 use crate::commit::NotStored;
 use crate::Hub;
-use bus::{ConnRef, Delivery, Inbound, Reply, Target};
+use bus::{ConnRef, Inbound, Mail, Reply, Target};
 use bytes::Bytes;
 pub use router::Reach;
 use router::{Message, PublishCounts, Router};
@@ -62,8 +62,8 @@ impl Publish {
 
 /// Where a publish's deliveries go, and when.
 pub enum Handout<'a> {
-    /// To `deliver(loop id, batch)` before [`Hub::publish`] returns.
-    Now(&'a mut dyn FnMut(u16, Delivery)),
+    /// To `deliver(loop id, mail)` before [`Hub::publish`] returns.
+    Now(&'a mut dyn FnMut(u16, Mail)),
     /// Posted through `post` by the committer thread after the commit, followed by
     /// the answer to `conn` ([`Inbound::Reply`], the summed [`Published::reply`]):
     /// a 200 and every number a client sees still come after the commit, but the
@@ -141,16 +141,16 @@ impl Planned {
         }
     }
 
-    /// Gives each loop its batch (one per loop with targets).
-    fn hand_out(self, deliver: &mut dyn FnMut(u16, Delivery)) {
+    /// Gives each loop its mail (one per loop with targets).
+    fn hand_out(self, deliver: &mut dyn FnMut(u16, Mail)) {
         for (loop_id, targets) in self.per_loop.into_iter().enumerate() {
             if !targets.is_empty() {
-                let batch = Delivery {
+                let mail = Mail {
                     msg: self.msg.clone(),
                     published: self.published,
                     targets,
                 };
-                deliver(loop_id as u16, batch);
+                deliver(loop_id as u16, mail);
             }
         }
     }
@@ -163,10 +163,10 @@ impl Hub {
     pub fn publish(&self, publish: Publish, handout: Handout<'_>) -> Option<Published> {
         let Some(commit) = &self.history else {
             let mut post_all;
-            let deliver: &mut dyn FnMut(u16, Delivery) = match handout {
+            let deliver: &mut dyn FnMut(u16, Mail) = match handout {
                 Handout::Now(deliver) => deliver,
                 Handout::Later { post, .. } => {
-                    post_all = |loop_id, batch| post(loop_id, Inbound::Deliver(batch));
+                    post_all = |loop_id, mail| post(loop_id, Inbound::Deliver(mail));
                     &mut post_all
                 }
             };
@@ -201,7 +201,7 @@ impl Hub {
         &self,
         commit: &crate::commit::GroupCommit,
         publish: Publish,
-        deliver: &mut dyn FnMut(u16, Delivery),
+        deliver: &mut dyn FnMut(u16, Mail),
     ) -> Published {
         let mut planned = Vec::with_capacity(publish.items.len());
         let (mut last, mut stores) = (0, false);
@@ -266,7 +266,7 @@ impl Hub {
             commit.push_later(
                 router.take_journal(),
                 Box::new(move |stored| {
-                    planned.hand_out(&mut |loop_id, batch| post(loop_id, Inbound::Deliver(batch)));
+                    planned.hand_out(&mut |loop_id, mail| post(loop_id, Inbound::Deliver(mail)));
                     if let Err(why) = stored {
                         failed.lock().get_or_insert(why);
                     }

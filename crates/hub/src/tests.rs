@@ -16,7 +16,7 @@ fn conn(loop_id: u16, token: u32) -> ConnRef {
     ConnRef { loop_id, token }
 }
 
-/// Delivery batches as (loop, targets).
+/// Mail as (loop, targets).
 type Batches = Vec<(u16, Vec<(u32, u64)>)>;
 
 /// Sends `request` and collects the delivery batches.

@@ -139,7 +139,7 @@ fn target() -> impl Strategy<Value = Target> {
     any::<(u32, u32, u64)>().prop_map(|(token, epoch, seq)| Target { token, epoch, seq })
 }
 
-fn delivery() -> impl Strategy<Value = GatewayDelivery> {
+fn delivery() -> impl Strategy<Value = GatewayMail> {
     (
         message(),
         any::<u64>(),
@@ -148,7 +148,7 @@ fn delivery() -> impl Strategy<Value = GatewayDelivery> {
             0..4,
         ),
     )
-        .prop_map(|(msg, published_ns, loops)| GatewayDelivery {
+        .prop_map(|(msg, published_ns, loops)| GatewayMail {
             msg,
             published_ns,
             loops,
@@ -269,7 +269,7 @@ fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
         shard: 1,
         stream: u64::MAX,
         n: u64::from(u32::MAX),
-        items: vec![GatewayItem::Deliver(GatewayDelivery {
+        items: vec![GatewayItem::Deliver(GatewayMail {
             msg: Arc::new(Message {
                 subject: 42,
                 payload: Bytes::from(vec![b'x'; 60]),

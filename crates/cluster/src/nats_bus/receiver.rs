@@ -7,11 +7,11 @@
 use super::numbering::{Numbering, Step};
 use super::presence::Presence;
 use super::{Outgoing, Shared};
-use crate::codec::{self, GatewayDelivery, GatewayItem, ToGateway, WireReply};
+use crate::codec::{self, GatewayItem, GatewayMail, ToGateway, WireReply};
 use crate::fragment::Reassembly;
 use crate::shard_calls::{self, Gathered, Gathers};
 use crate::timing::unix_ns;
-use bus::{Delivery, Inbound, Mailbox, Reply, Wake};
+use bus::{Inbound, Mail, Mailbox, Reply, Wake};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -225,7 +225,7 @@ impl Receiver {
 
     /// One batch per loop: the loops' mailboxes wake once per burst. Each loop's
     /// recipients arrive as the [`bus::Target`]s its batch carries, moved in.
-    fn deliver(&self, d: GatewayDelivery) {
+    fn deliver(&self, d: GatewayMail) {
         let published = instant_of(d.published_ns);
         let msg = d.msg;
         let (mut n, mut lost) = (0, 0);
@@ -244,7 +244,7 @@ impl Receiver {
                     mailbox.push(Inbound::Lost { token: t.token }, Wake::Now);
                 }
             }
-            let batch = Delivery {
+            let batch = Mail {
                 msg: msg.clone(),
                 published,
                 targets,

@@ -6,9 +6,9 @@
 //! [`bus::Target`]s, moved from its delivery into the message, never copied one by one.
 
 use super::{LoopTargets, RouterRole, BUNDLE_BYTES, MAX_TARGETS};
-use crate::codec::{GatewayDelivery, GatewayId, GatewayItem};
+use crate::codec::{GatewayId, GatewayItem, GatewayMail};
 use crate::loop_id;
-use bus::{Delivery, Message};
+use bus::{Mail, Message};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,7 +51,7 @@ impl RouterRole {
     /// Queues what a handled request owes the gateways: one publish (or several,
     /// for a PublishBatch or a run of publishes) whose batches of one message are
     /// consecutive; each message goes to each gateway once.
-    pub(super) fn queue_deliveries(&mut self, deliveries: Vec<(u16, Delivery)>, published_ns: u64) {
+    pub(super) fn queue_deliveries(&mut self, deliveries: Vec<(u16, Mail)>, published_ns: u64) {
         let mut current: Option<Arc<Message>> = None;
         for (loop_id, delivery) in deliveries {
             if let Some(msg) = current.take_if(|m| !Arc::ptr_eq(m, &delivery.msg)) {
@@ -77,7 +77,7 @@ impl RouterRole {
             for loops in split_targets(loops, MAX_TARGETS) {
                 let weight =
                     msg.payload.len() + 16 + 8 * loops.iter().map(|l| l.1.len()).sum::<usize>();
-                let delivery = GatewayDelivery {
+                let delivery = GatewayMail {
                     msg: msg.clone(),
                     published_ns,
                     loops,

@@ -13,7 +13,7 @@
 
 use super::send_batch::MIN_BATCH;
 use super::EventLoop;
-use bus::{Delivery, Inbound, Reply};
+use bus::{Inbound, Mail, Reply};
 use connection::{Cx, Frames, Outcome};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ impl EventLoop {
     /// One batch: every target connection's core writes the message its way; written
     /// at once, or only queued once `queue_only` (returned: whether the rest of this
     /// pass queues).
-    fn deliver(&mut self, batch: &Delivery, mut queue_only: bool, deadline: Instant) -> bool {
+    fn deliver(&mut self, batch: &Mail, mut queue_only: bool, deadline: Instant) -> bool {
         let mut frames = Frames::new(&batch.msg.payload);
         let (mut sent, mut dropped) = (0u64, 0u64);
         // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
