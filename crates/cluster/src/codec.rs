@@ -70,12 +70,12 @@ pub enum ToRouter {
         conns: Vec<(u16, u32, u64)>,
     },
     /// "Send me your bundles from number `from` on again": the gateway saw
-    /// [`ToGateway::Bundle`] numbers of `stream` skip, or its NATS connection dropped
+    /// [`ToGateway::Bundle`] numbers of `lane` skip, or its NATS connection dropped
     /// (what the router sent meanwhile is gone). Answered with those bundles, and a
     /// [`ToGateway::Missed`] for any the router no longer keeps.
     Replay {
         gateway: GatewayId,
-        stream: u64,
+        lane: u64,
         from: u64,
     },
 }
@@ -148,24 +148,24 @@ pub enum ToGateway {
     /// Replies and deliveries in the order the router decided them: everything for
     /// this gateway from one message the router handled (a gateway's bundle of calls,
     /// a back-end's publish), so a publish's reply and its delivery to the same
-    /// gateway cross NATS as one message. Numbered 1, 2, … within `stream` (one
+    /// gateway cross NATS as one message. Numbered 1, 2, … within `lane` (one
     /// per router shard and gateway, random when the router starts keeping it), so
     /// a gateway sees a lost bundle and asks router shard `shard` for it again
     /// ([`ToRouter::Replay`]).
     Bundle {
         shard: u16,
-        stream: u64,
+        lane: u64,
         n: u64,
         items: Vec<GatewayItem>,
     },
     /// The answer to a [`ToRouter::Replay`] the router cannot fully serve: bundles
-    /// `from..=to` of `stream` are no longer kept (`to`: `u64::MAX` when the router
-    /// does not know the stream at all). They may have held deliveries, so the
+    /// `from..=to` of `lane` are no longer kept (`to`: `u64::MAX` when the router
+    /// does not know the lane at all). They may have held deliveries, so the
     /// gateway tells every connection to resume.
-    Missed { stream: u64, from: u64, to: u64 },
+    Missed { lane: u64, from: u64, to: u64 },
     /// A replay stopped short (it goes in pieces, so that it cannot push a
     /// reconnected gateway past nats-server's `max_pending`): ask again from `from`.
-    Rest { stream: u64, from: u64 },
+    Rest { lane: u64, from: u64 },
     /// The router does not know this gateway's presence (it restarted, or it forgot
     /// a silent gateway): send every logged-in connection as [`ToRouter::Presence`].
     Resync { router: u64 },

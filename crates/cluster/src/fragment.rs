@@ -161,7 +161,7 @@ mod tests {
             .collect();
         ToGateway::Bundle {
             shard: 0,
-            stream: 1,
+            lane: 1,
             n: 1,
             items: vec![GatewayItem::Reply(WireReply {
                 loop_id: 1,

@@ -17,7 +17,7 @@
 //! ([`codec::WireCall`]), and a **part** one router shard's share of a call divided
 //! among shards; a **fragment** is a piece of an encoded message over NATS's
 //! max_payload ([`codec::Fragment`], [`fragment`]); a **seat** is a gateway's number
-//! at the router, packed with its loop into a loop id ([`loop_id`]); a **stream** is
+//! at the router, packed with its loop into a loop id ([`loop_id`]); a **lane** is
 //! the numbering of one router shard's bundles to one gateway.
 //!
 //! Trust: nothing arriving on myriad's subjects is authenticated by myriad; the NATS

@@ -48,11 +48,11 @@ enum Outgoing {
     Call(WireCall),
     /// Send the whole presence again (the router asked, or NATS reconnected).
     Resync,
-    /// Ask router shard `shard` for its bundles of `stream` from `from` on again
+    /// Ask router shard `shard` for its bundles of `lane` from `from` on again
     /// ([`numbering`]).
     Replay {
         shard: u16,
-        stream: u64,
+        lane: u64,
         from: u64,
     },
 }

@@ -375,9 +375,9 @@ impl RouterRole {
             }
             ToRouter::Replay {
                 gateway,
-                stream,
+                lane,
                 from,
-            } => self.replay(gateway, stream, from),
+            } => self.replay(gateway, lane, from),
         }
     }
 

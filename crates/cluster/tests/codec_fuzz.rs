@@ -106,7 +106,7 @@ fn well_formed() -> Vec<Vec<u8>> {
         },
         ToRouter::Replay {
             gateway: 7,
-            stream: 5,
+            lane: 5,
             from: 2,
         },
     ];
@@ -144,7 +144,7 @@ fn well_formed() -> Vec<Vec<u8>> {
     let to_gateway = [
         ToGateway::Bundle {
             shard: 1,
-            stream: 5,
+            lane: 5,
             n: 1,
             items: vec![
                 reply(Reply::of_publish(2, 5, 4, Some("disk full".into()))),
@@ -152,11 +152,11 @@ fn well_formed() -> Vec<Vec<u8>> {
             ],
         },
         ToGateway::Missed {
-            stream: 5,
+            lane: 5,
             from: 2,
             to: u64::MAX,
         },
-        ToGateway::Rest { stream: 5, from: 9 },
+        ToGateway::Rest { lane: 5, from: 9 },
         ToGateway::Resync { router: 11 },
         ToGateway::RouterStats("{\"connections\":1}".into()),
     ];
@@ -200,7 +200,7 @@ fn well_formed() -> Vec<Vec<u8>> {
     // A history read and a forward too large for a (tiny) max_payload, in parts.
     let big = encode_to_gateway(&ToGateway::Bundle {
         shard: 0,
-        stream: 5,
+        lane: 5,
         n: 2,
         items: vec![reply(history)],
     });

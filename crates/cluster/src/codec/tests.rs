@@ -127,9 +127,9 @@ fn to_router() -> impl Strategy<Value = ToRouter> {
                 replace,
                 conns
             }),
-        any::<(u64, u64, u64)>().prop_map(|(gateway, stream, from)| ToRouter::Replay {
+        any::<(u64, u64, u64)>().prop_map(|(gateway, lane, from)| ToRouter::Replay {
             gateway,
-            stream,
+            lane,
             from
         }),
     ]
@@ -177,15 +177,18 @@ fn to_gateway() -> impl Strategy<Value = ToGateway> {
             any::<(u16, u64, u64)>(),
             proptest::collection::vec(item(), 0..6)
         )
-            .prop_map(|((shard, stream, n), items)| ToGateway::Bundle {
+            .prop_map(|((shard, lane, n), items)| ToGateway::Bundle {
                 shard,
-                stream,
+                lane,
                 n,
                 items
             }),
-        (any::<u64>(), any::<u64>(), any::<u64>())
-            .prop_map(|(stream, from, to)| ToGateway::Missed { stream, from, to }),
-        any::<(u64, u64)>().prop_map(|(stream, from)| ToGateway::Rest { stream, from }),
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(lane, from, to)| ToGateway::Missed {
+            lane,
+            from,
+            to
+        }),
+        any::<(u64, u64)>().prop_map(|(lane, from)| ToGateway::Rest { lane, from }),
         any::<u64>().prop_map(|router| ToGateway::Resync { router }),
         ".{0,20}".prop_map(ToGateway::RouterStats),
         (any::<u64>(), any::<u32>(), any::<bool>(), bytes()).prop_map(
@@ -267,7 +270,7 @@ fn a_delivery_is_the_payload_once_plus_a_few_bytes_per_recipient() {
         .collect();
     let msg = ToGateway::Bundle {
         shard: 1,
-        stream: u64::MAX,
+        lane: u64::MAX,
         n: u64::from(u32::MAX),
         items: vec![GatewayItem::Deliver(GatewayMail {
             msg: Arc::new(Message {

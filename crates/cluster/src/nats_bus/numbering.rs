@@ -1,10 +1,10 @@
 //! The router's bundles in their numbered order: each router shard numbers what it
 //! sends this gateway ([`ToGateway::Bundle`](crate::codec::ToGateway::Bundle) `n` of
-//! its `stream`). A bundle that skips numbers is held back while the missing ones
+//! its `lane`). A bundle that skips numbers is held back while the missing ones
 //! are asked for again ([`ToRouter::Replay`](crate::codec::ToRouter::Replay)); a
 //! number seen twice (a replay crossing the original) is dropped; a replay that
 //! comes in pieces is asked on ([`ToGateway::Rest`](crate::codec::ToGateway::Rest)). After the NATS
-//! connection came back, every stream is asked from its next number, so what was
+//! connection came back, every lane is asked from its next number, so what was
 //! lost meanwhile comes back even when nothing follows it. What the router no
 //! longer keeps ([`ToGateway::Missed`](crate::codec::ToGateway::Missed)), or does
 //! not send within [`GIVE_UP`] of the last progress, may have held deliveries to
@@ -24,15 +24,15 @@ pub(super) const GIVE_UP: Duration = Duration::from_secs(3);
 pub(super) enum Step {
     /// Hand these items to the loops.
     Apply(Vec<GatewayItem>),
-    /// Ask router shard `shard` for `stream`'s bundles from `from` on.
-    Ask { shard: u16, stream: u64, from: u64 },
+    /// Ask router shard `shard` for `lane`'s bundles from `from` on.
+    Ask { shard: u16, lane: u64, from: u64 },
     /// Bundles were lost for good: tell every connection to resume.
     TellAll,
 }
 
-/// One router shard's stream to this gateway.
-struct Stream {
-    stream: u64,
+/// One router shard's lane to this gateway.
+struct Lane {
+    lane: u64,
     /// The number of the next bundle to apply.
     expect: u64,
     /// Bundles after a gap, by number.
@@ -42,21 +42,21 @@ struct Stream {
     asked: Instant,
 }
 
-/// Every shard's stream, and counts for `/stats`.
+/// Every shard's lane, and counts for `/stats`.
 #[derive(Default)]
 pub(super) struct Numbering {
-    by_shard: HashMap<u16, Stream>,
+    by_shard: HashMap<u16, Lane>,
     gaps: u64,
     duplicates: u64,
     given_up: u64,
 }
 
 impl Numbering {
-    /// Bundle `n` of `stream` from router shard `shard`.
+    /// Bundle `n` of `lane` from router shard `shard`.
     pub(super) fn bundle(
         &mut self,
         shard: u16,
-        stream: u64,
+        lane: u64,
         n: u64,
         items: Vec<GatewayItem>,
         now: Instant,
@@ -65,15 +65,15 @@ impl Numbering {
         let s = self
             .by_shard
             .entry(shard)
-            .or_insert_with(|| Stream::new(stream, now));
-        if s.stream != stream {
-            // The shard restarted or began the stream again: what the old stream
+            .or_insert_with(|| Lane::new(lane, now));
+        if s.lane != lane {
+            // The shard restarted or began the lane again: what the old lane
             // still held back after a gap goes on, with the gap told.
             if !s.held.is_empty() {
                 out.push(Step::TellAll);
                 out.extend(std::mem::take(&mut s.held).into_values().map(Step::Apply));
             }
-            *s = Stream::new(stream, now);
+            *s = Lane::new(lane, now);
         }
         if n < s.expect || s.held.contains_key(&n) {
             self.duplicates += 1;
@@ -87,7 +87,7 @@ impl Numbering {
                 s.asked = now;
                 out.push(Step::Ask {
                     shard,
-                    stream,
+                    lane,
                     from: s.expect,
                 });
             }
@@ -98,17 +98,17 @@ impl Numbering {
         s.release(now, out);
     }
 
-    /// The router no longer keeps bundles `from..=to` of `stream` (`to ==
-    /// u64::MAX`: it does not know the stream).
+    /// The router no longer keeps bundles `from..=to` of `lane` (`to ==
+    /// u64::MAX`: it does not know the lane).
     pub(super) fn missed(
         &mut self,
-        stream: u64,
+        lane: u64,
         from: u64,
         to: u64,
         now: Instant,
         out: &mut Vec<Step>,
     ) {
-        let Some(s) = self.by_shard.values_mut().find(|s| s.stream == stream) else {
+        let Some(s) = self.by_shard.values_mut().find(|s| s.lane == lane) else {
             return;
         };
         if s.expect < from || s.expect > to {
@@ -124,25 +124,25 @@ impl Numbering {
         s.release(now, out);
     }
 
-    /// The router's replay of `stream` stopped short: ask for the rest.
-    pub(super) fn rest(&mut self, stream: u64, now: Instant, out: &mut Vec<Step>) {
-        if let Some((&shard, s)) = self.by_shard.iter_mut().find(|(_, s)| s.stream == stream) {
+    /// The router's replay of `lane` stopped short: ask for the rest.
+    pub(super) fn rest(&mut self, lane: u64, now: Instant, out: &mut Vec<Step>) {
+        if let Some((&shard, s)) = self.by_shard.iter_mut().find(|(_, s)| s.lane == lane) {
             s.asked = now;
             out.push(Step::Ask {
                 shard,
-                stream,
+                lane,
                 from: s.expect,
             });
         }
     }
 
-    /// The NATS connection came back: ask every stream from its next number.
+    /// The NATS connection came back: ask every lane from its next number.
     pub(super) fn reconnected(&mut self, now: Instant, out: &mut Vec<Step>) {
         for (&shard, s) in &mut self.by_shard {
             s.asked = now;
             out.push(Step::Ask {
                 shard,
-                stream: s.stream,
+                lane: s.lane,
                 from: s.expect,
             });
         }
@@ -164,7 +164,7 @@ impl Numbering {
                 s.asked = now;
                 out.push(Step::Ask {
                     shard,
-                    stream: s.stream,
+                    lane: s.lane,
                     from: s.expect,
                 });
             }
@@ -182,10 +182,10 @@ impl Numbering {
     }
 }
 
-impl Stream {
-    fn new(stream: u64, now: Instant) -> Stream {
-        Stream {
-            stream,
+impl Lane {
+    fn new(lane: u64, now: Instant) -> Lane {
+        Lane {
+            lane,
             expect: 1,
             held: BTreeMap::new(),
             gap_since: None,
@@ -267,7 +267,7 @@ mod tests {
         nb.rest(9, t0, &mut out);
         assert_eq!(show(&mut out), ["ask 7"]);
         assert_eq!((nb.gaps, nb.duplicates), (1, 1));
-        // After a reconnect every stream is asked from its next number; what comes
+        // After a reconnect every lane is asked from its next number; what comes
         // back twice is dropped.
         nb.bundle(1, 7, 1, item(1), t0, &mut out);
         assert_eq!(show(&mut out), ["1"]);
@@ -293,7 +293,7 @@ mod tests {
         // A second answer to the same gap changes nothing.
         nb.missed(9, 2, 3, t0, &mut out);
         assert!(out.is_empty());
-        // A stream the router does not know: all told, the held ones go on.
+        // A lane the router does not know: all told, the held ones go on.
         nb.bundle(0, 9, 9, item(9), t0, &mut out);
         nb.missed(9, 7, u64::MAX, t0, &mut out);
         assert_eq!(show(&mut out), ["ask 7", "all", "9"]);
@@ -302,7 +302,7 @@ mod tests {
         nb.tick(t0 + GIVE_UP, &mut out);
         assert_eq!(show(&mut out), ["ask 10", "all", "12"]);
         assert_eq!(nb.given_up, 1);
-        // A new stream from the shard (it restarted) starts at 1; a gap the old
+        // A new lane from the shard (it restarted) starts at 1; a gap the old
         // one held is told and its bundles go on first.
         nb.bundle(0, 9, 15, item(15), t0, &mut out);
         nb.bundle(0, 4, 1, item(1), t0, &mut out);

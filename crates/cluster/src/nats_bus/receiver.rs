@@ -92,16 +92,8 @@ impl Receiver {
                         }
                     }
                 }
-                Step::Ask {
-                    shard,
-                    stream,
-                    from,
-                } => {
-                    let _ = self.tx.send(Outgoing::Replay {
-                        shard,
-                        stream,
-                        from,
-                    });
+                Step::Ask { shard, lane, from } => {
+                    let _ = self.tx.send(Outgoing::Replay { shard, lane, from });
                 }
                 Step::TellAll => self.tell_all(),
             }
@@ -147,21 +139,20 @@ impl Receiver {
             }
             ToGateway::Bundle {
                 shard,
-                stream,
+                lane,
                 n,
                 items,
             } => self
                 .numbering
-                .bundle(shard, stream, n, items, Instant::now(), steps),
-            ToGateway::Rest { stream, .. } => self.numbering.rest(stream, Instant::now(), steps),
-            ToGateway::Missed { stream, from, to } => {
+                .bundle(shard, lane, n, items, Instant::now(), steps),
+            ToGateway::Rest { lane, .. } => self.numbering.rest(lane, Instant::now(), steps),
+            ToGateway::Missed { lane, from, to } => {
                 tracing::warn!(
                     from,
                     to,
                     "the router no longer keeps batches this gateway lost"
                 );
-                self.numbering
-                    .missed(stream, from, to, Instant::now(), steps);
+                self.numbering.missed(lane, from, to, Instant::now(), steps);
             }
             ToGateway::Resync { router } => {
                 tracing::info!(

@@ -61,10 +61,10 @@ impl Sender {
                                 self.send_presence().await;
                                 continue;
                             }
-                            Outgoing::Replay { shard, stream, from } => {
+                            Outgoing::Replay { shard, lane, from } => {
                                 let msg = ToRouter::Replay {
                                     gateway: self.id,
-                                    stream,
+                                    lane,
                                     from,
                                 };
                                 self.send_to(&subjects::router(shard, self.shards), &msg)

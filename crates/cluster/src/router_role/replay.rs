@@ -2,7 +2,7 @@
 //! connection that drops on the gateway's side only (nats-server cutting off a
 //! gateway that fell behind, a blip on one host) loses what the router sent it
 //! meanwhile, with the router none the wiser. Each router → gateway
-//! [`ToGateway::Bundle`] is numbered in a stream per gateway; the gateway asks again
+//! [`ToGateway::Bundle`] is numbered in a lane per gateway; the gateway asks again
 //! from the first number it missed ([`ToRouter::Replay`](crate::codec::ToRouter::Replay))
 //! when the numbers skip or its connection came back, and gets the bundles this
 //! ring still holds, in pieces of [`REPLAY_PIECE`], with a [`ToGateway::Missed`]
@@ -44,9 +44,9 @@ const REPLAY_PIECE: usize = 64 << 10;
 
 /// One gateway's numbered bundles.
 struct Ring {
-    /// Random when the ring starts: a gateway that sees another stream knows the
+    /// Random when the ring starts: a gateway that sees another lane knows the
     /// numbering started over (a router restart, a ring dropped and begun again).
-    stream: u64,
+    lane: u64,
     /// The number of the next bundle.
     next: u64,
     /// `(n, when, encoded bundle)`, oldest first.
@@ -96,7 +96,7 @@ impl Rings {
         now: Instant,
     ) -> Bytes {
         let ring = self.by_gateway.entry(gateway).or_insert_with(|| Ring {
-            stream: rand::random(),
+            lane: rand::random(),
             next: 1,
             kept: VecDeque::new(),
             bytes: 0,
@@ -107,7 +107,7 @@ impl Rings {
         ring.last_sent = now;
         let bytes = codec::encode_to_gateway(&ToGateway::Bundle {
             shard: self.shard,
-            stream: ring.stream,
+            lane: ring.lane,
             n,
             items,
         });
@@ -146,23 +146,23 @@ impl Rings {
         self.by_gateway.values().map(|r| r.bytes).sum()
     }
 
-    /// What answers `gateway`'s request for `stream` from `from` on: a
+    /// What answers `gateway`'s request for `lane` from `from` on: a
     /// [`ToGateway::Missed`] for what is no longer kept, then the kept bundles.
-    fn replay(&mut self, gateway: GatewayId, stream: u64, from: u64) -> Vec<Bytes> {
+    fn replay(&mut self, gateway: GatewayId, lane: u64, from: u64) -> Vec<Bytes> {
         self.replays += 1;
         let Some(ring) = self
             .by_gateway
             .get(&gateway)
-            .filter(|ring| ring.stream == stream)
+            .filter(|ring| ring.lane == lane)
         else {
             self.missed += 1;
-            return vec![missed(stream, from, u64::MAX)];
+            return vec![missed(lane, from, u64::MAX)];
         };
         let mut out = Vec::new();
         let oldest = ring.kept.front().map_or(ring.next, |k| k.0);
         if from < oldest {
             self.missed += 1;
-            out.push(missed(stream, from, oldest - 1));
+            out.push(missed(lane, from, oldest - 1));
         }
         let mut bytes = 0;
         let mut again = ring.kept.iter().filter(|k| k.0 >= from).peekable();
@@ -173,7 +173,7 @@ impl Rings {
         }
         if let Some((next, _, _)) = again.peek() {
             out.push(codec::encode_to_gateway(&ToGateway::Rest {
-                stream,
+                lane,
                 from: *next,
             }));
         }
@@ -193,15 +193,15 @@ impl Ring {
     }
 }
 
-fn missed(stream: u64, from: u64, to: u64) -> Bytes {
-    codec::encode_to_gateway(&ToGateway::Missed { stream, from, to })
+fn missed(lane: u64, from: u64, to: u64) -> Bytes {
+    codec::encode_to_gateway(&ToGateway::Missed { lane, from, to })
 }
 
 impl RouterRole {
     /// A gateway's [`ToRouter::Replay`](crate::codec::ToRouter::Replay): what it
     /// asked for goes out again, in order, after what is queued for it already.
-    pub(super) fn replay(&mut self, gateway: GatewayId, stream: u64, from: u64) {
-        let again = self.rings.replay(gateway, stream, from);
+    pub(super) fn replay(&mut self, gateway: GatewayId, lane: u64, from: u64) {
+        let again = self.rings.replay(gateway, lane, from);
         let (replays, replayed, missed) = self.rings.counts();
         self.counters.replays.store(replays, Relaxed);
         self.counters.batches_replayed.store(replayed, Relaxed);
@@ -234,9 +234,9 @@ mod tests {
             .collect()
     }
 
-    fn stream_of(bytes: &Bytes) -> u64 {
+    fn lane_of(bytes: &Bytes) -> u64 {
         match decode_to_gateway(bytes).unwrap() {
-            ToGateway::Bundle { stream, .. } => stream,
+            ToGateway::Bundle { lane, .. } => lane,
             other => panic!("{other:?}"),
         }
     }
@@ -246,22 +246,22 @@ mod tests {
         let t0 = Instant::now();
         let mut rings = Rings::new(usize::MAX);
         let first = rings.number(1, Vec::new(), t0);
-        let stream = stream_of(&first);
+        let lane = lane_of(&first);
         // Room for five bundles like the first.
         rings.max_bytes = 5 * first.len();
         for _ in 2..=8 {
             rings.number(1, Vec::new(), t0);
         }
         // 8 sent, the last 5 kept.
-        assert_eq!(numbers(&rings.replay(1, stream, 6)), ["6", "7", "8"]);
+        assert_eq!(numbers(&rings.replay(1, lane, 6)), ["6", "7", "8"]);
         assert_eq!(
-            numbers(&rings.replay(1, stream, 2)),
+            numbers(&rings.replay(1, lane, 2)),
             ["missed 2..=3", "4", "5", "6", "7", "8"]
         );
-        assert!(rings.replay(1, stream, 9).is_empty(), "up to date");
-        // Another stream (this one began after the gateway's), another gateway.
+        assert!(rings.replay(1, lane, 9).is_empty(), "up to date");
+        // Another lane (this one began after the gateway's), another gateway.
         assert_eq!(
-            numbers(&rings.replay(1, stream ^ 1, 3)),
+            numbers(&rings.replay(1, lane ^ 1, 3)),
             [format!("missed 3..={}", u64::MAX)]
         );
         assert_eq!(
@@ -275,7 +275,7 @@ mod tests {
         let later = t0 + RING_AGE;
         rings.number(2, Vec::new(), t0);
         rings.age(|id| id == 1, later);
-        assert_eq!(numbers(&rings.replay(1, stream, 8)), ["missed 8..=8"]);
+        assert_eq!(numbers(&rings.replay(1, lane, 8)), ["missed 8..=8"]);
         rings.age(|id| id == 1, t0 + RING_KEEP);
         assert!(rings.by_gateway.contains_key(&1));
         assert!(!rings.by_gateway.contains_key(&2));
@@ -294,14 +294,14 @@ mod tests {
                 reply: bus::Reply::Unavailable("x".repeat(REPLAY_PIECE / 3)),
             })]
         };
-        let stream = stream_of(&rings.number(1, item(), t0));
+        let lane = lane_of(&rings.number(1, item(), t0));
         for _ in 2..=5 {
             rings.number(1, item(), t0);
         }
         assert_eq!(
-            numbers(&rings.replay(1, stream, 1)),
+            numbers(&rings.replay(1, lane, 1)),
             ["1", "2", "3", "rest from 4"]
         );
-        assert_eq!(numbers(&rings.replay(1, stream, 4)), ["4", "5"]);
+        assert_eq!(numbers(&rings.replay(1, lane, 4)), ["4", "5"]);
     }
 }
