@@ -2,6 +2,10 @@
 //! the code that runs it (`gateway`, `load`, `host`, `observe`, `viewer`, `store`); this
 //! file only wires them together, sets up logging, and turns errors into a message and an
 //! exit code.
+//!
+//! The words below are the project's one word per thing (`docs/glossary.md`); the
+//! crates' own docs use them.
+#![doc = include_str!("../../../docs/glossary.md")]
 
 mod bench;
 mod cli;
