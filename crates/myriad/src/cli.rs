@@ -76,7 +76,11 @@ pub fn main() -> anyhow::Result<()> {
         Command::Top(args) => viewer::top::run(args),
         Command::Plot(args) => viewer::plot::run(args),
         Command::Friends(args) => load::friends::run(args),
-        Command::Serve(args) => crate::serve::run(args),
+        // Children are started with an explicit --role: only `all` supervises.
+        Command::Serve(args) => match (args.processes, args.cluster.role) {
+            (Some(processes), cluster::Role::All) => crate::supervise::run(&args, processes),
+            _ => crate::serve::run(args),
+        },
         Command::Demo(args) => crate::demo::run(args),
     }
 }

@@ -36,11 +36,10 @@ pub struct ServeArgs {
     pub processes: Option<crate::supervise::plan::Processes>,
 }
 
+/// One process: the loops and the router here, or one side with `--role` (a
+/// supervisor's children are started with one; `cli` sends `--processes` to the
+/// supervisor).
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    // Children are started with an explicit --role: only `all` supervises.
-    if let (Some(processes), Role::All) = (args.processes, args.cluster.role) {
-        return crate::supervise::run(&args, processes);
-    }
     host::sys::raise_nofile();
     // A loop that panics must not leave a half-alive server (one listener fewer,
     // its connections frozen): abort the whole process so its supervisor restarts

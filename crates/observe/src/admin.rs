@@ -19,8 +19,8 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use tiny_http::{Header, Method, Response, Server};
 
-use crate::monitor::MonitorState;
 use crate::prometheus;
+use crate::state::MonitorState;
 
 /// The dashboard page, embedded so the binary needs no files and no network.
 const DASHBOARD_HTML: &str = include_str!("dashboard.html");

@@ -11,7 +11,8 @@
 //! - [`kernel`]: kernel memory per TCP socket, the one definition all figures use.
 //! - [`procfs`]: parsers for `/proc` files (process CPU/RSS, machine CPU/memory, sockstat, slabinfo).
 //! - [`sample`]: one second of a process, [`Sample`], made by the [`sample::Sampler`].
-//! - [`monitor`]: the sampler thread, CSV log and the admin listener's state.
+//! - [`monitor`]: the sampler thread and the CSV log; it starts the admin listener.
+//! - `state`: what the sampler, the admin listener and the monitor share.
 //! - `admin`: `/metrics`, `/healthz`, `/stats`, `/history` and the dashboard page.
 //! - [`prometheus`]: the text exposition format.
 //! - [`csv`]: the CSV columns, writer and a header-driven reader.
@@ -28,6 +29,7 @@ pub mod per_process;
 pub mod procfs;
 pub mod prometheus;
 pub mod sample;
+mod state;
 
 pub use metrics::{LoopMetrics, ProcessMetrics};
 pub use monitor::{Monitor, MonitorOptions};

@@ -18,18 +18,13 @@ use crate::admin::Admin;
 use crate::csv::CsvWriter;
 use crate::metrics::ProcessMetrics;
 use crate::sample::{Sample, Sampler};
+use crate::state::MonitorState;
+pub use crate::state::{ChildSamples, ExtraStats};
 
 /// Time between samples.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// Samples kept for `/history` (five minutes at one a second).
 pub const HISTORY_LEN: usize = 300;
-
-/// Server-specific figures (router counts and the like) merged into `/stats` and `/metrics`.
-pub type ExtraStats = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
-
-/// Samples of other processes of the same server (e.g. gateway processes under a
-/// supervisor), listed after this one in `/stats` `processes` so `myriad top` shows them all.
-pub type ChildSamples = Arc<dyn Fn() -> Vec<Sample> + Send + Sync>;
 
 /// What the monitor writes and serves.
 pub struct MonitorOptions {
@@ -53,26 +48,6 @@ impl Default for MonitorOptions {
             extra: Arc::new(|| serde_json::json!({})),
             slab: true,
         }
-    }
-}
-
-/// State shared by the sampler thread, the admin thread and [`Monitor`].
-pub(crate) struct MonitorState {
-    pub(crate) metrics: Arc<ProcessMetrics>,
-    pub(crate) extra: ExtraStats,
-    pub(crate) children: Mutex<Option<ChildSamples>>,
-    /// The latest samples, newest last; never empty.
-    pub(crate) history: Mutex<VecDeque<Sample>>,
-    stop: Mutex<bool>,
-    wake: Condvar,
-}
-
-impl MonitorState {
-    /// The newest sample.
-    pub(crate) fn latest(&self) -> Sample {
-        let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-        // The history is filled with one sample before any thread starts.
-        h.back().cloned().unwrap_or_default()
     }
 }
 

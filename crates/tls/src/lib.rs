@@ -18,7 +18,8 @@
 //! | `driver` | running rustls's unbuffered state machine over a caller's buffer |
 //! | `record` | [`RecordLayer`]: established TLS 1.3 records, KeyUpdate, alerts (RFC 8446 §5–7) |
 //! | `keylog` | catching the traffic secrets the lean layer needs for KeyUpdate |
-//! | `config` | certificates and keys from PEM, ALPN, [`ReloadableConfig`], client trust |
+//! | `identity` | [`Identity`]: a certificate chain and key from PEM |
+//! | `config` | server and client configs: ALPN, [`ReloadableConfig`], client trust |
 //! | `selfsigned` | generated certificates: `--tls self-signed`, a [`TestCa`] for tests |
 //! | `ktls` | the kernel TLS hook: detected, used when present |
 //! | `sighup` | SIGHUP as a reload request, polled |
@@ -44,6 +45,7 @@
 mod config;
 mod driver;
 mod error;
+mod identity;
 mod key_schedule;
 mod keylog;
 pub mod ktls;
@@ -53,11 +55,12 @@ mod session;
 pub mod sighup;
 
 pub use config::{
-    client_config, provider, server_config, server_name, CertSource, Identity, ReloadableConfig,
-    Roots, ServerOptions, SYSTEM_CA_BUNDLE,
+    client_config, provider, server_config, server_name, CertSource, ReloadableConfig, Roots,
+    ServerOptions, SYSTEM_CA_BUNDLE,
 };
 pub use driver::Endpoint;
 pub use error::{Alert, ConfigError, TlsError};
+pub use identity::Identity;
 pub use record::{RecordLayer, Suite, MAX_PLAINTEXT, OVERHEAD};
 pub use selfsigned::{self_signed, self_signed_with_key, Generated, TestCa, DEFAULT_NAMES};
 pub use session::{Alpn, ClientSession, Phase, ServerSession, Session, Status};

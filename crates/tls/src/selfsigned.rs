@@ -5,8 +5,8 @@
 //! Keys are ECDSA P-256 (ring cannot generate RSA keys; [`self_signed_with_key`] signs
 //! a certificate for a key made elsewhere, e.g. `openssl genpkey -algorithm RSA`).
 
-use crate::config::Identity;
 use crate::error::ConfigError;
+use crate::identity::Identity;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
     KeyUsagePurpose,

@@ -184,7 +184,13 @@ impl Ctx {
         csv: &Path,
     ) -> anyhow::Result<(ServerProcess, Option<std::path::PathBuf>)> {
         match peer {
-            Some(peer) => Ok((super::peer::start(peer, dir)?, None)),
+            Some(peer) => {
+                anyhow::ensure!(
+                    scheme() == "http",
+                    "the peers serve plain HTTP only: --tls and --peer do not go together"
+                );
+                Ok((super::peer::start(peer, dir)?, None))
+            }
             None => Ok((self.server(csv, &[])?, Some(csv.to_path_buf()))),
         }
     }

@@ -49,12 +49,9 @@ pub fn server_name(peer: Option<Peer>) -> String {
     }
 }
 
-/// Starts `peer` on a free loopback port, writing its files into `dir`.
+/// Starts `peer` on a free loopback port, writing its files into `dir`. The peers
+/// serve plain HTTP only (the caller refuses `--tls` with `--peer`).
 pub fn start(peer: Peer, dir: &Path) -> anyhow::Result<ServerProcess> {
-    anyhow::ensure!(
-        super::context::scheme() == "http",
-        "the peers serve plain HTTP only: --tls and --peer do not go together"
-    );
     match peer {
         Peer::Node => start_node(dir),
         Peer::Nchan => start_nchan(dir),
