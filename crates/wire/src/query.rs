@@ -4,8 +4,17 @@
 //! Other parameters are ignored (cache busters); a repeated `since`, `token` or
 //! `parallel` is refused, since two readers could disagree about which one counts.
 
-use crate::route::RouteError;
 use crate::since::Since;
+
+/// Why a query was refused; the route answers it as `QueryError::BadSince` or
+/// `QueryError::Bad`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueryError {
+    /// `since` is repeated or not a position.
+    BadSince,
+    /// Another parameter is malformed or repeated.
+    Bad(&'static str),
+}
 
 /// `since` and `token` of a subscription path's query.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -14,21 +23,21 @@ pub(crate) struct SubscriptionQuery {
     pub token: Option<String>,
 }
 
-pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, RouteError> {
+pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, QueryError> {
     let mut q = SubscriptionQuery::default();
     for (k, v) in pairs(query) {
         match k {
             "since" => {
                 if q.since.is_some() {
-                    return Err(RouteError::BadId);
+                    return Err(QueryError::BadSince);
                 }
-                q.since = Some(Since::parse(v.as_bytes()).ok_or(RouteError::BadId)?);
+                q.since = Some(Since::parse(v.as_bytes()).ok_or(QueryError::BadSince)?);
             }
             "token" => {
                 if q.token.is_some() {
-                    return Err(RouteError::BadQuery("token given twice"));
+                    return Err(QueryError::Bad("token given twice"));
                 }
-                q.token = Some(percent_decode(v).ok_or(RouteError::BadQuery(
+                q.token = Some(percent_decode(v).ok_or(QueryError::Bad(
                     "token is not valid percent-encoded UTF-8",
                 ))?);
             }
@@ -40,16 +49,16 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Rout
 
 /// `parallel` of `POST /pub`'s query: `1` or `true` (the batch's items are
 /// independent), `0` or `false` or absent (keep their order).
-pub(crate) fn parse_parallel(query: Option<&str>) -> Result<bool, RouteError> {
+pub(crate) fn parse_parallel(query: Option<&str>) -> Result<bool, QueryError> {
     let mut parallel = None;
     for (_, v) in pairs(query).filter(|(k, _)| *k == "parallel") {
         if parallel.is_some() {
-            return Err(RouteError::BadQuery("parallel given twice"));
+            return Err(QueryError::Bad("parallel given twice"));
         }
         parallel = Some(match v {
             "1" | "true" => true,
             "0" | "false" => false,
-            _ => return Err(RouteError::BadQuery("parallel is 1, true, 0 or false")),
+            _ => return Err(QueryError::Bad("parallel is 1, true, 0 or false")),
         });
     }
     Ok(parallel.unwrap_or(false))
@@ -114,16 +123,16 @@ mod tests {
             Some("")
         );
         for (bad, want) in [
-            ("since=1&since=2", RouteError::BadId),
-            ("since=01", RouteError::BadId),
-            ("since=", RouteError::BadId),
-            ("token=a&token=b", RouteError::BadQuery("token given twice")),
+            ("since=1&since=2", QueryError::BadSince),
+            ("since=01", QueryError::BadSince),
+            ("since=", QueryError::BadSince),
+            ("token=a&token=b", QueryError::Bad("token given twice")),
         ] {
             assert_eq!(parse_query(Some(bad)), Err(want), "{bad}");
         }
         for bad in ["token=%", "token=%4", "token=%zz", "token=%ff"] {
             assert!(
-                matches!(parse_query(Some(bad)), Err(RouteError::BadQuery(_))),
+                matches!(parse_query(Some(bad)), Err(QueryError::Bad(_))),
                 "{bad}"
             );
         }

@@ -12,7 +12,7 @@
 //! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
 
 use crate::head::{Method, RequestHead};
-use crate::query::{parse_parallel, parse_query};
+use crate::query::{parse_parallel, parse_query, QueryError};
 use crate::since::{canonical_u64, Since};
 
 /// How a subscription is delivered.
@@ -83,6 +83,15 @@ pub enum RouteError {
     /// A subscription query parameter is malformed or repeated.
     #[error("invalid query: {0}")]
     BadQuery(&'static str),
+}
+
+impl From<QueryError> for RouteError {
+    fn from(e: QueryError) -> RouteError {
+        match e {
+            QueryError::BadSince => RouteError::BadId,
+            QueryError::Bad(why) => RouteError::BadQuery(why),
+        }
+    }
 }
 
 impl RouteError {
