@@ -37,9 +37,10 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                 if q.token.is_some() {
                     return Err(QueryError::Bad("token given twice"));
                 }
-                q.token = Some(percent_decode(v).ok_or(QueryError::Bad(
-                    "token is not valid percent-encoded UTF-8",
-                ))?);
+                q.token = Some(
+                    percent_decode(v)
+                        .ok_or(QueryError::Bad("token is not valid percent-encoded UTF-8"))?,
+                );
             }
             _ => {}
         }

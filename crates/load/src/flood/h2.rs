@@ -21,8 +21,8 @@
 //! Closing a stream aborts its task, which resets the stream (RST_STREAM); connections
 //! end with the run.
 
-use super::engine::Plan;
 use super::lifecycle::{self, Backend, Tally};
+use super::plan::Plan;
 use super::request::open_socket;
 use super::scan::{Event, Scanner, Transport};
 use super::stats::{ProcSummary, Sample};

@@ -4,7 +4,7 @@
 //! [`ProcSummary`]. A [`Backend`] starts attempts, moves bytes and counts into a
 //! [`Tally`]: HTTP/1.1 (and TLS) on mio in `engine`, HTTP/2 on tokio in `h2`.
 
-use super::engine::{CloseMode, Plan, BURST};
+use super::plan::{CloseMode, Plan, BURST};
 use super::stats::{hist_pairs, new_hist, FailCounts, ProcSummary, ResumeCounts, Sample};
 use host::sys;
 use std::io;

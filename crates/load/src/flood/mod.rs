@@ -13,6 +13,7 @@ mod children;
 pub mod engine;
 mod h2;
 mod lifecycle;
+pub mod plan;
 mod report;
 mod request;
 pub mod resume;
@@ -21,7 +22,7 @@ pub mod stamp;
 pub mod stats;
 pub mod target;
 
-pub use engine::CloseMode;
+pub use plan::CloseMode;
 pub use scan::Transport;
 pub use stamp::LatencyAt;
 
@@ -342,7 +343,7 @@ pub fn run_until(
 }
 
 /// Turn flags into a plan for this process (its share when a child).
-fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
+fn make_plan(args: &FloodArgs) -> anyhow::Result<plan::Plan> {
     if args.urls.is_empty() {
         bail!("give at least one --url, e.g. --url 'http://127.0.0.1:8000/sub/%d'");
     }
@@ -393,7 +394,7 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
     } else {
         None
     };
-    Ok(engine::Plan {
+    Ok(plan::Plan {
         targets,
         transport: args.transport,
         sources,
@@ -419,7 +420,7 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<engine::Plan> {
 
 /// Run the plan in this process on the engine its protocol needs.
 fn run_here(
-    plan: &engine::Plan,
+    plan: &plan::Plan,
     stop: &AtomicBool,
     on_sample: &mut dyn FnMut(stats::Sample),
 ) -> anyhow::Result<ProcSummary> {
@@ -432,7 +433,7 @@ fn run_here(
 }
 
 /// A child: JSON lines on stdout, the parent sums them.
-fn run_child(plan: &engine::Plan, stop: &AtomicBool) -> anyhow::Result<FloodSummary> {
+fn run_child(plan: &plan::Plan, stop: &AtomicBool) -> anyhow::Result<FloodSummary> {
     children::child_setup();
     let mut out = std::io::stdout();
     let sum = run_here(plan, stop, &mut |s| {
