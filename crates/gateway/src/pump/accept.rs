@@ -231,7 +231,7 @@ impl EventLoop {
         let slot = &mut self.slots[index];
         let token = slot::token(index, self.gens[index]);
         let mut cx = Cx {
-            now: self.now,
+            now: self.timers.now(),
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
@@ -240,7 +240,7 @@ impl EventLoop {
         };
         slot.conn.handle_open(&mut cx);
         if let Some(tick) = self.outbox.take_timer() {
-            self.fresh.push((token, tick));
+            self.timers.open(token, tick);
         }
         // Opening only arms the timer; anything else is applied as usual.
         if !self.outbox.is_empty() {
@@ -252,12 +252,12 @@ impl EventLoop {
     /// wheel, unless the connection has set another timer since (then that one is
     /// in the wheel already).
     pub(super) fn arm_fresh(&mut self) {
-        for (token, tick) in std::mem::take(&mut self.fresh) {
+        for (token, tick) in self.timers.take_fresh() {
             let Some(index) = self.live(token) else {
                 continue;
             };
             if self.slots[index].conn.deadline() == tick {
-                let at = self.wheel.schedule(token, tick);
+                let at = self.timers.schedule(token, tick);
                 if at != tick {
                     self.slots[index].conn.reschedule(at);
                 }

@@ -245,7 +245,7 @@ impl EventLoop {
         if h2.conns.len() <= index {
             h2.conns.resize_with(index + 1, || None);
         }
-        h2.conns[index] = Some(Box::new(H2Conn::new(loopback, self.now)));
+        h2.conns[index] = Some(Box::new(H2Conn::new(loopback, self.timers.now())));
         let mut out = std::mem::take(&mut h2.out);
         out.clear();
         frames::write_settings(
@@ -261,7 +261,7 @@ impl EventLoop {
         if let Some(h2) = self.h2.as_mut() {
             h2.out = out;
         }
-        let next_ping = self.now.wrapping_add(self.config.heartbeat);
+        let next_ping = self.timers.now().wrapping_add(self.config.heartbeat);
         if let Some(conn) = self.h2_conn(index) {
             conn.next_ping = next_ping;
         }
@@ -275,7 +275,7 @@ impl EventLoop {
     /// Arms connection `index`'s timer for its next PING or, with no stream, the end
     /// of its keep-alive, whichever comes first.
     fn h2_rearm(&mut self, index: usize) {
-        let (now, keepalive) = (self.now, self.config.keepalive_timeout);
+        let (now, keepalive) = (self.timers.now(), self.config.keepalive_timeout);
         let Some(conn) = self.h2_conn(index) else {
             return;
         };
@@ -293,8 +293,8 @@ impl EventLoop {
     fn h2_arm(&mut self, index: usize, after: u32) {
         let token = super::slot::token(index, self.gens[index]);
         let at = self
-            .wheel
-            .schedule(token, self.now.wrapping_add(after.max(1)));
+            .timers
+            .schedule(token, self.timers.now().wrapping_add(after.max(1)));
         if let Some(slot) = self.slots.get_mut(index) {
             slot.conn.reschedule(at);
         }
@@ -318,7 +318,7 @@ impl EventLoop {
         let limits = Limits {
             max_streams: h2.max_streams,
             receiving: self.config.max_batch.max(self.config.max_message),
-            now: self.now,
+            now: self.timers.now(),
         };
         if let Err(e) = conn.handle_bytes(input, &limits, &mut out, &mut actions) {
             tracing::debug!(error = %e, "http/2 connection error");
@@ -389,7 +389,7 @@ impl EventLoop {
     /// A stream of connection `index` ended. With none left the keep-alive clock
     /// starts; after the peer's GOAWAY (NO_ERROR), our GOAWAY (NO_ERROR) and the close.
     pub(super) fn h2_finish_if_idle(&mut self, index: usize) {
-        let now = self.now;
+        let now = self.timers.now();
         let Some(conn) = self.h2_conn(index) else {
             return;
         };
@@ -411,7 +411,7 @@ impl EventLoop {
     /// GOAWAY.
     pub(super) fn h2_timeout(&mut self, index: usize) {
         let (now, keepalive, heartbeat) = (
-            self.now,
+            self.timers.now(),
             self.config.keepalive_timeout,
             self.config.heartbeat,
         );

@@ -94,7 +94,7 @@ impl EventLoop {
             }
             let slot = &mut self.slots[index];
             let mut cx = Cx {
-                now: self.now,
+                now: self.timers.now(),
                 config: &self.config,
                 queued: slot.queued_bytes(),
                 out: &mut self.outbox,

@@ -78,7 +78,7 @@ impl EventLoop {
             return false;
         };
         let mut cx = Cx {
-            now: self.now,
+            now: self.timers.now(),
             config: &self.config,
             queued: slot.queued_bytes(),
             out: &mut self.outbox,
@@ -131,7 +131,7 @@ impl EventLoop {
     /// moves (past a full revolution's slot) is told back to the core.
     fn arm(&mut self, index: usize, tick: u32) {
         let token = slot::token(index, self.gens[index]);
-        let at = self.wheel.schedule(token, tick);
+        let at = self.timers.schedule(token, tick);
         if at != tick {
             self.slots[index].conn.reschedule(at);
         }
@@ -464,7 +464,7 @@ impl EventLoop {
         };
         let key = slot::token(index, self.gens[index]);
         let mut cx = Cx {
-            now: self.now,
+            now: self.timers.now(),
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,

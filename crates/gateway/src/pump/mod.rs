@@ -19,7 +19,8 @@
 //! sleeping loop's small mail on the posting thread; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
-//! slab entry; [`tls`] the TLS byte transform between socket and core; [`h2`] and
+//! slab entry; [`timers`] the loop's clock, its 10-ms marks and the timing wheel;
+//! [`tls`] the TLS byte transform between socket and core; [`h2`] and
 //! [`h2_stream`] HTTP/2 on TLS connections, a virtual connection per stream.
 
 mod accept;
@@ -32,6 +33,7 @@ mod io;
 pub mod output;
 mod send_batch;
 pub mod slot;
+mod timers;
 mod tls;
 
 /// One HTTP/2 connection's frame handling on a script of bytes and time (fuzz target
@@ -43,10 +45,10 @@ pub(crate) use accept::bind_reuseport;
 pub use handoff::{cells, LoopCell, LoopCells, RUN_ELSEWHERE_MAX};
 
 use crate::gateway::Gateway;
-use crate::wheel::{self, Wheel};
+use crate::wheel;
 use bus::{Inbound, Request};
 use connection::clock::{reached, TICK_MS};
-use connection::{Credentials, Outbox, Tick};
+use connection::{Credentials, Outbox};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
@@ -56,6 +58,7 @@ use slot::Slot;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use timers::Timers;
 
 /// A bus request of one connection, made during a round and sent at its end.
 struct Call {
@@ -79,8 +82,6 @@ const SCRATCH: usize = 64 * 1024;
 /// the arena's top stays resident for good (`malloc_trim` does not cut a thread
 /// arena's top).
 const FIRST_SLOTS: usize = 4096;
-/// The loop's lag probe fires this often (SPEC F1: a 10 ms tick, measured).
-const LAG_TICK: Duration = Duration::from_millis(10);
 
 pub struct EventLoop {
     id: u16,
@@ -93,16 +94,11 @@ pub struct EventLoop {
     slots: Slab<Slot>,
     /// Generation per slab slot, bumped on close (1 byte per slot ever used).
     gens: Vec<u8>,
-    wheel: Wheel,
+    /// The clock, the 10-ms marks and the timing wheel.
+    timers: Timers,
     /// Token expiries and failed authentications of the few connections that have
     /// any (a side table: the slot stays 40 bytes); expiries fire with the timers.
     credentials: Credentials,
-    /// Tick 0 of the wheel and of the cores' clock.
-    epoch: Instant,
-    /// `epoch` as wall-clock milliseconds since 1970.
-    epoch_unix_ms: u64,
-    /// The current tick, read once per round of events.
-    now: Tick,
     config: connection::Config,
     gateway: Arc<Gateway>,
     /// Every loop's cell, this one's included, for the hand-off (`handoff`).
@@ -123,11 +119,6 @@ pub struct EventLoop {
     /// Connections whose reading paused over `max_queued` and whose queue has since
     /// drained: their sockets are read again with the resumes (see `io`).
     reread: Vec<u32>,
-    /// Tokens due in the current timer pass.
-    due: Vec<u32>,
-    /// Connections opened since the last tick, with their head-timeout tick: put in
-    /// the wheel on the next tick only if still needed (see `accept`).
-    fresh: Vec<(u32, Tick)>,
     /// Connections that got queued output during a merged delivery pass, flushed in
     /// order from `dirty_pos` (see `inbox`).
     dirty: Vec<usize>,
@@ -156,9 +147,6 @@ pub struct EventLoop {
     send_batch: Option<send_batch::SendBatch>,
     /// A delivery pass is gathering its sends in `send_batch` (see `inbox`).
     batching: bool,
-    /// The next 10-ms mark and the next give-back second.
-    next_tick: Instant,
-    next_second: Instant,
 }
 
 impl EventLoop {
@@ -193,7 +181,6 @@ impl EventLoop {
         let epoch = epoch
             .checked_sub(gateway.config.tick_offset)
             .unwrap_or(epoch);
-        let now = Instant::now();
         Ok(EventLoop {
             id,
             registry,
@@ -201,11 +188,8 @@ impl EventLoop {
             listen_addr,
             slots: Slab::with_capacity(FIRST_SLOTS),
             gens: Vec::with_capacity(FIRST_SLOTS),
-            wheel: Wheel::new(0),
+            timers: Timers::new(epoch, epoch_unix_ms, Instant::now()),
             credentials: Credentials::default(),
-            epoch,
-            epoch_unix_ms,
-            now: 0,
             config,
             gateway,
             loops,
@@ -218,8 +202,6 @@ impl EventLoop {
             inbox: Vec::new(),
             resume: Vec::new(),
             reread: Vec::new(),
-            due: Vec::new(),
-            fresh: Vec::new(),
             dirty: Vec::new(),
             dirty_pos: 0,
             more_work: false,
@@ -233,8 +215,6 @@ impl EventLoop {
             h2,
             send_batch,
             batching: false,
-            next_tick: next_tick_after(epoch, now),
-            next_second: now + Duration::from_secs(1),
         })
     }
 
@@ -268,9 +248,8 @@ impl EventLoop {
             return None;
         }
         let now = Instant::now();
-        if now >= self.next_tick {
-            self.metrics.record_lag(now - self.next_tick);
-            self.next_tick = next_tick_after(self.epoch, now);
+        if let Some(lag) = self.timers.tick_due(now) {
+            self.metrics.record_lag(lag);
             self.set_clock(now);
             self.run_timers();
             self.tls_tick();
@@ -285,44 +264,34 @@ impl EventLoop {
                 .queued_bytes
                 .store(self.queued as u64, Ordering::Relaxed);
         }
-        if now >= self.next_second {
-            self.next_second = now + Duration::from_secs(1);
+        if self.timers.second_due(now) {
             self.give_back_memory();
         }
         self.finish_round();
         Some(if self.more_work {
             Duration::ZERO
         } else {
-            self.next_tick.saturating_duration_since(Instant::now())
+            self.timers.until_next_tick()
         })
     }
 
-    /// Sets the current tick from `at`. Ticks are u32 and wrap every 2^32 ticks (497
-    /// days); the cores' wall clock (`unix_start_ms`, for token expiry) is moved to the
-    /// start of the current wrap so it never runs backwards.
+    /// Sets the current tick from `at`, and the cores' wall clock with it (see
+    /// [`Timers::set_clock`]).
     fn set_clock(&mut self, at: Instant) {
-        let ticks = at.saturating_duration_since(self.epoch).as_millis() as u64 / TICK_MS;
-        self.now = ticks as Tick;
-        self.config.unix_start_ms = self.epoch_unix_ms + (ticks >> 32 << 32) * TICK_MS;
+        self.config.unix_start_ms = self.timers.set_clock(at);
     }
 
     fn run_timers(&mut self) {
         self.arm_fresh();
-        let now = self.now;
-        let mut due = std::mem::take(&mut self.due);
+        let now = self.timers.now();
         let (slots, gens) = (&self.slots, &self.gens);
-        let deadline_of = |token: u32| {
+        let mut due = self.timers.take_due(|token: u32| {
             let (index, gen) = slot::untoken(token);
             slots
                 .get(index)
                 .filter(|_| gens[index] == gen)
                 .map(|s| s.conn.deadline())
-        };
-        self.wheel.poll_due(
-            now,
-            |token, slot_tick| wheel::judge(deadline_of(token), slot_tick, now),
-            |token| due.push(token),
-        );
+        });
         // Heartbeats due on one grid mark leave together (`--io-uring`): one submit
         // per slice instead of a `writev` and a reader's wake-up each.
         self.batching = self.send_batch.is_some() && due.len() >= MIN_BATCH;
@@ -344,7 +313,7 @@ impl EventLoop {
         }
         self.submit_sends();
         self.batching = false;
-        self.due = due;
+        self.timers.recycle_due(due);
         self.run_expiries();
         self.run_resumes();
     }
@@ -352,7 +321,7 @@ impl EventLoop {
     /// Ends the connections whose token has expired by now (`connection::expiry`), and
     /// counts the loop's failed authentications into its metrics.
     fn run_expiries(&mut self) {
-        let unix_now = (self.config.unix_start_ms + u64::from(self.now) * TICK_MS) / 1000;
+        let unix_now = (self.config.unix_start_ms + u64::from(self.timers.now()) * TICK_MS) / 1000;
         while let Some(token) = self.credentials.pop_expired(unix_now) {
             if let Some(index) = self.live(token) {
                 self.with_core(index, |conn, cx| conn.handle_expired(cx));
@@ -422,11 +391,9 @@ impl EventLoop {
                 self.dirty = Vec::new();
                 self.dirty_pos = 0;
             }
-            self.due = Vec::new();
-            self.fresh = Vec::new();
+            self.timers.shrink();
             self.inbox = Vec::new();
             self.resume = Vec::new();
-            self.wheel.shrink();
             if let Some(tls) = self.tls.as_mut() {
                 tls.shrink();
             }
@@ -479,13 +446,4 @@ pub fn run(loops: LoopCells, id: u16, mut poll: Poll) -> std::io::Result<()> {
             }
         }
     }
-}
-
-/// The first 10-ms mark after `now`, counted from the aligned epoch: every loop of
-/// the machine's tick group (`--tick-groups`) wakes at the same marks, so heartbeats
-/// due on the grid leave together.
-fn next_tick_after(epoch: Instant, now: Instant) -> Instant {
-    let since = now.saturating_duration_since(epoch).as_nanos();
-    let marks = since / LAG_TICK.as_nanos() + 1;
-    epoch + Duration::from_nanos((marks * LAG_TICK.as_nanos()) as u64)
 }
