@@ -329,7 +329,7 @@ impl EventLoop {
                 slot.out
                     .get_or_insert_with(Box::<OutQueue>::default)
                     .push(Bytes::copy_from_slice(rest));
-                self.queued += rest.len();
+                self.writer.add_queued(rest.len());
             }
             if ended {
                 if self.slots[index].out.is_none() {
@@ -432,7 +432,7 @@ impl EventLoop {
         let moved = before - queue.bytes();
         stream.window -= moved as i64;
         conn.window -= moved as i64;
-        self.queued -= moved;
+        self.writer.remove_queued(moved);
         let mut finished = false;
         if queue.is_empty() {
             if stream.end_queued {

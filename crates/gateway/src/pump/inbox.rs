@@ -11,7 +11,6 @@
 //! meanwhile. Over budget, the loop goes back to its sockets (reads, accepts, timers)
 //! and comes back at once.
 
-use super::send_batch::MIN_BATCH;
 use super::EventLoop;
 use bus::{Delivery, Inbound, Reply};
 use connection::{Cx, Frames, Outcome};
@@ -38,7 +37,7 @@ impl EventLoop {
                     .filter(|i| matches!(i, Inbound::Deliver(_)))
                     .count();
                 // Several batches, or output of this pass still queued: merge.
-                let mut queue_only = batches > 1 || self.dirty_pending();
+                let mut queue_only = batches > 1 || self.writer.dirty_pending();
                 for item in inbox.drain(..) {
                     match item {
                         Inbound::Deliver(batch) => {
@@ -48,7 +47,7 @@ impl EventLoop {
                         Inbound::Lost { token } => self.lost(token),
                     }
                 }
-            } else if !self.dirty_pending() {
+            } else if !self.writer.dirty_pending() {
                 break;
             }
             if !self.flush_dirty(deadline) {
@@ -67,7 +66,7 @@ impl EventLoop {
         let (mut sent, mut dropped) = (0u64, 0u64);
         // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
         // is written at once.
-        self.batching = self.send_batch.is_some() && batch.targets.len() >= MIN_BATCH;
+        self.writer.start_pass(batch.targets.len());
         for (i, target) in batch.targets.iter().enumerate() {
             let token = target.token;
             if i > 0 && i % SLICE == 0 {
@@ -114,7 +113,7 @@ impl EventLoop {
             }
         }
         self.submit_sends();
-        self.batching = false;
+        self.writer.end_pass();
         self.metrics.messages_out.fetch_add(sent, Ordering::Relaxed);
         if dropped > 0 {
             self.metrics
@@ -131,28 +130,20 @@ impl EventLoop {
         self.gateway.mailboxes[self.id as usize].has_mail() || Instant::now() >= deadline
     }
 
-    pub(super) fn dirty_pending(&self) -> bool {
-        self.dirty_pos < self.dirty.len()
-    }
-
     /// Flushes queued connections slice by slice. Returns false when the budget ran
     /// out with work left; true when all are flushed or new mail should be merged.
     fn flush_dirty(&mut self, deadline: Instant) -> bool {
         loop {
-            if !self.dirty_pending() {
-                self.dirty.clear();
-                self.dirty_pos = 0;
+            let Some(slice) = self.writer.next_dirty_slice(SLICE) else {
                 return true;
-            }
-            let end = (self.dirty_pos + SLICE).min(self.dirty.len());
+            };
             // A slot closed (and maybe reused) meanwhile has nothing queued from
             // this pass: flushing it is harmless.
-            self.flush_batched(self.dirty_pos..end);
-            self.dirty_pos = end;
+            self.flush_batched(slice);
             if self.gateway.mailboxes[self.id as usize].has_mail() {
                 return true;
             }
-            if self.dirty_pending() && Instant::now() >= deadline {
+            if self.writer.dirty_pending() && Instant::now() >= deadline {
                 return false;
             }
         }

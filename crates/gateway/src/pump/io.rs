@@ -4,7 +4,7 @@
 //! back to the core: [`EventLoop::send_calls`]), input to resume, and closing.
 
 use super::output::{write_now, OutQueue};
-use super::send_batch::{SendBatch, Sent, MIN_BATCH};
+use super::send_batch::{SendBatch, Sent};
 use super::slot;
 use super::{Call, EventLoop};
 use bus::{ConnRef, Reply, Request};
@@ -223,25 +223,23 @@ impl EventLoop {
         let len = self.outbox.len();
         if let Some(queue) = slot.out.as_mut() {
             queue.push_outbox(&self.outbox, 0);
-            self.queued += len;
+            self.writer.add_queued(len);
         } else if coalesce {
             let mut queue = Box::<OutQueue>::default();
             queue.push_outbox(&self.outbox, 0);
             slot.out = Some(queue);
-            self.queued += len;
-            self.dirty.push(index);
+            self.writer.add_queued(len);
+            self.writer.mark_dirty(index);
         } else {
-            if self.batching {
+            if self.writer.batching() {
                 // Sent with the rest of the slice (`submit_sends`); a closing
                 // connection is written now, to half-close after its last bytes.
                 let closing = slot.conn.is_closing();
                 let stream = slot.stream.as_ref().expect("checked at the top");
                 let fd = stream.as_raw_fd();
-                if let Some(batch) = self.send_batch.as_mut().filter(|_| !closing) {
-                    if batch.add(index, fd, &self.outbox) {
-                        self.outbox.clear_bytes();
-                        return true;
-                    }
+                if !closing && self.writer.gather(index, fd, &self.outbox) {
+                    self.outbox.clear_bytes();
+                    return true;
                 }
                 // Written now: what is gathered (maybe this connection's earlier
                 // bytes) leaves first.
@@ -260,7 +258,7 @@ impl EventLoop {
                         .fetch_add(n as u64, Ordering::Relaxed);
                     match rest {
                         Some(queue) => {
-                            self.queued += queue.bytes();
+                            self.writer.add_queued(queue.bytes());
                             slot.out = Some(queue);
                         }
                         None if slot.conn.is_closing() => half_close(stream),
@@ -281,13 +279,9 @@ impl EventLoop {
     /// Submits the sends gathered in `send_batch` and applies what became of each:
     /// bytes counted, the rest queued behind the socket, a failed send closed.
     pub(super) fn submit_sends(&mut self) {
-        let Some(batch) = self.send_batch.take() else {
+        let Some(batch) = self.writer.take_gathered() else {
             return;
         };
-        if batch.is_empty() {
-            self.send_batch = Some(batch);
-            return;
-        }
         let mut done = self.submit_batch(batch);
         for sent in done.drain(..) {
             let index = sent.index;
@@ -307,42 +301,38 @@ impl EventLoop {
             };
             let slot = &mut self.slots[index];
             debug_assert!(slot.out.is_none(), "a gathered connection had a queue");
-            self.queued += rest.bytes();
+            self.writer.add_queued(rest.bytes());
             slot.out = Some(rest);
             if sent.untried {
                 self.flush(index);
             }
         }
-        if let Some(batch) = self.send_batch.as_mut() {
-            batch.recycle(done);
-        }
+        self.writer.recycle(done);
     }
 
-    /// Submits `batch` (taken out of the loop), counts its sends and puts it back —
-    /// unless it failed: a ring that failed once is not trusted again, writev from
-    /// then on. Give the result back to the batch when done with it.
-    fn submit_batch(&mut self, mut batch: SendBatch) -> Vec<Sent> {
-        let done = batch.submit();
-        let tried = done.iter().filter(|s| !s.untried).count();
+    /// Submits `batch` (taken out of the writer, see [`Writer::submit`]) and counts
+    /// its sends. Give the result back to the writer when done with it.
+    ///
+    /// [`Writer::submit`]: super::writer::Writer::submit
+    fn submit_batch(&mut self, batch: SendBatch) -> Vec<Sent> {
+        let (done, tried) = self.writer.submit(batch);
         self.metrics
             .batched_sends
             .fetch_add(tried as u64, Ordering::Relaxed);
-        self.send_batch = (!batch.failed()).then_some(batch);
         done
     }
 
     /// Flushes the queued output of connections `indexes` with one io_uring submit
     /// (see `flush` for one connection; HTTP/2 streams are flushed one by one).
     pub(super) fn flush_batched(&mut self, indexes: std::ops::Range<usize>) {
-        let few = indexes.len() < MIN_BATCH;
-        let Some(mut batch) = self.send_batch.take_if(|_| !few) else {
+        let Some(mut batch) = self.writer.take_for_flush(indexes.len()) else {
             for i in indexes {
-                self.flush(self.dirty[i]);
+                self.flush(self.writer.dirty_at(i));
             }
             return;
         };
         for i in indexes {
-            let index = self.dirty[i];
+            let index = self.writer.dirty_at(i);
             let Some(slot) = self.slots.get(index) else {
                 continue;
             };
@@ -371,9 +361,7 @@ impl EventLoop {
                 self.flush(index);
             }
         }
-        if let Some(batch) = self.send_batch.as_mut() {
-            batch.recycle(done);
-        }
+        self.writer.recycle(done);
     }
 
     /// Writes queued output; drops the queue once it is empty, and half-closes a
@@ -402,7 +390,7 @@ impl EventLoop {
             return;
         };
         let after = queue.bytes();
-        self.queued = self.queued + after - before;
+        self.writer.requeued(before, after);
         if before > self.config.max_queued && after <= self.config.max_queued {
             // Reading and held input paused over the limit may go on (`read_socket`,
             // `run_resumes`); at the next resume pass, never inside this flush.
@@ -455,7 +443,7 @@ impl EventLoop {
     /// slot is freed and the socket closed (which also removes it from epoll).
     pub(super) fn close(&mut self, index: usize) {
         // Bytes gathered for this connection leave before its socket closes.
-        if self.send_batch.as_ref().is_some_and(|b| b.holds(index)) {
+        if self.writer.holds(index) {
             self.submit_sends();
         }
         self.h2_close_streams(index);
@@ -484,7 +472,7 @@ impl EventLoop {
         let slot = self.slots.remove(index);
         self.tls_forget(index);
         self.h2_forget(index);
-        self.queued -= slot.queued_bytes();
+        self.writer.remove_queued(slot.queued_bytes());
         self.gens[index] = self.gens[index].wrapping_add(1);
         if slot.stream.is_none() {
             return; // an HTTP/2 stream: no socket, not counted as a connection

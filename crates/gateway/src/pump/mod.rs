@@ -20,8 +20,10 @@
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
 //! slab entry; [`timers`] the loop's clock, its 10-ms marks and the timing wheel;
-//! [`tls`] the TLS byte transform between socket and core; [`h2`] and
-//! [`h2_stream`] HTTP/2 on TLS connections, a virtual connection per stream.
+//! [`writer`] the bytes queued on the sockets, a merged pass's flush list and the
+//! io_uring ring ([`send_batch`]); [`tls`] the TLS byte transform between socket
+//! and core; [`h2`] and [`h2_stream`] HTTP/2 on TLS connections, a virtual
+//! connection per stream.
 
 mod accept;
 mod drain;
@@ -35,6 +37,7 @@ mod send_batch;
 pub mod slot;
 mod timers;
 mod tls;
+mod writer;
 
 /// One HTTP/2 connection's frame handling on a script of bytes and time (fuzz target
 /// `h2_conn`).
@@ -52,13 +55,13 @@ use connection::{Credentials, Outbox};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
-use send_batch::MIN_BATCH;
 use slab::Slab;
 use slot::Slot;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timers::Timers;
+use writer::Writer;
 
 /// A bus request of one connection, made during a round and sent at its end.
 struct Call {
@@ -119,14 +122,8 @@ pub struct EventLoop {
     /// Connections whose reading paused over `max_queued` and whose queue has since
     /// drained: their sockets are read again with the resumes (see `io`).
     reread: Vec<u32>,
-    /// Connections that got queued output during a merged delivery pass, flushed in
-    /// order from `dirty_pos` (see `inbox`).
-    dirty: Vec<usize>,
-    dirty_pos: usize,
     /// A delivery pass ran out of its budget: come back at once after the sockets.
     more_work: bool,
-    /// Output bytes queued on this loop's sockets (mirrored into metrics each tick).
-    queued: usize,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
     /// Connections accepted since the heap was last trimmed (see `accept`).
@@ -143,10 +140,8 @@ pub struct EventLoop {
     tls: Option<self::tls::TlsLayer>,
     /// HTTP/2 connections and streams (TLS listener with `h2` offered).
     h2: Option<self::h2::H2Layer>,
-    /// `--io-uring`: a fan-out's sends gathered and submitted together.
-    send_batch: Option<send_batch::SendBatch>,
-    /// A delivery pass is gathering its sends in `send_batch` (see `inbox`).
-    batching: bool,
+    /// Queued bytes, the merged pass's flush list and the io_uring ring.
+    writer: Writer,
 }
 
 impl EventLoop {
@@ -202,10 +197,7 @@ impl EventLoop {
             inbox: Vec::new(),
             resume: Vec::new(),
             reread: Vec::new(),
-            dirty: Vec::new(),
-            dirty_pos: 0,
             more_work: false,
-            queued: 0,
             peak: 0,
             accepted: 0,
             accept_paused: false,
@@ -213,8 +205,7 @@ impl EventLoop {
             drain: None,
             tls,
             h2,
-            send_batch,
-            batching: false,
+            writer: Writer::new(send_batch),
         })
     }
 
@@ -262,7 +253,7 @@ impl EventLoop {
             }
             self.metrics
                 .queued_bytes
-                .store(self.queued as u64, Ordering::Relaxed);
+                .store(self.writer.queued() as u64, Ordering::Relaxed);
         }
         if self.timers.second_due(now) {
             self.give_back_memory();
@@ -294,7 +285,7 @@ impl EventLoop {
         });
         // Heartbeats due on one grid mark leave together (`--io-uring`): one submit
         // per slice instead of a `writev` and a reader's wake-up each.
-        self.batching = self.send_batch.is_some() && due.len() >= MIN_BATCH;
+        self.writer.start_pass(due.len());
         for (i, token) in due.drain(..).enumerate() {
             if i > 0 && i % inbox::SLICE == 0 {
                 self.submit_sends();
@@ -312,7 +303,7 @@ impl EventLoop {
             }
         }
         self.submit_sends();
-        self.batching = false;
+        self.writer.end_pass();
         self.timers.recycle_due(due);
         self.run_expiries();
         self.run_resumes();
@@ -387,10 +378,7 @@ impl EventLoop {
         } else if self.peak >= 1024 && open < self.peak / 2 {
             // `gens` stays: one byte per slot keeps stale tokens from matching new ones.
             self.slots.shrink_to_fit();
-            if !self.dirty_pending() {
-                self.dirty = Vec::new();
-                self.dirty_pos = 0;
-            }
+            self.writer.shrink();
             self.timers.shrink();
             self.inbox = Vec::new();
             self.resume = Vec::new();

@@ -335,15 +335,15 @@ impl EventLoop {
         };
         if let Some(queue) = slot.out.as_mut() {
             queue.push(Bytes::copy_from_slice(bytes));
-            self.queued += bytes.len();
+            self.writer.add_queued(bytes.len());
             return true;
         }
         if coalesce {
             let mut queue = Box::<OutQueue>::default();
             queue.push(Bytes::copy_from_slice(bytes));
             slot.out = Some(queue);
-            self.queued += bytes.len();
-            self.dirty.push(index);
+            self.writer.add_queued(bytes.len());
+            self.writer.mark_dirty(index);
             return true;
         }
         let mut written = 0;
@@ -365,7 +365,7 @@ impl EventLoop {
         if written < bytes.len() {
             let mut queue = Box::<OutQueue>::default();
             queue.push(Bytes::copy_from_slice(&bytes[written..]));
-            self.queued += queue.bytes();
+            self.writer.add_queued(queue.bytes());
             slot.out = Some(queue);
         } else if slot.conn.is_closing() {
             let _ = stream.shutdown(std::net::Shutdown::Write);
