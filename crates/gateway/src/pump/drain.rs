@@ -60,9 +60,7 @@ impl EventLoop {
     /// sends them to servers still listening, or refuses them).
     fn stop_listening(&mut self) {
         // Closing the socket takes it out of the SO_REUSEPORT group.
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.registry.deregister(&mut listener);
-        }
+        self.listener.leave(&self.registry);
         self.drain = Some(Progress {
             last: Instant::now(),
         });

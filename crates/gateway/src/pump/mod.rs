@@ -15,8 +15,9 @@
 //! ([`handoff`]) instead of waking the other thread: on the unicast path a message
 //! crosses loops without a wake-up.
 //!
-//! Layout: [`accept`] binds the listener and admits sockets; [`handoff`] runs a
-//! sleeping loop's small mail on the posting thread; [`io`] reads into cores and applies their
+//! Layout: [`accept`] admits sockets and steers the loop in and out of the port's
+//! listening group; [`listener`] is the listening socket (bind, accept, leave,
+//! rejoin); [`handoff`] runs a sleeping loop's small mail on the posting thread; [`io`] reads into cores and applies their
 //! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
 //! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
 //! slab entry; [`timers`] the loop's clock, its 10-ms marks and the timing wheel;
@@ -32,6 +33,7 @@ mod h2_stream;
 mod handoff;
 mod inbox;
 mod io;
+mod listener;
 pub mod output;
 mod send_batch;
 pub mod slot;
@@ -44,16 +46,17 @@ mod writer;
 #[doc(hidden)]
 pub use h2::script::run as h2_script;
 
-pub(crate) use accept::bind_reuseport;
 pub use handoff::{cells, LoopCell, LoopCells, RUN_ELSEWHERE_MAX};
+pub(crate) use listener::bind_reuseport;
 
 use crate::gateway::Gateway;
 use crate::wheel;
 use bus::{Inbound, Request};
 use connection::clock::{reached, TICK_MS};
 use connection::{Credentials, Outbox};
+use listener::Listener;
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::{Events, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
 use slab::Slab;
 use slot::Slot;
@@ -90,10 +93,8 @@ pub struct EventLoop {
     id: u16,
     /// The loop's epoll, to register sockets (the thread's `Poll` waits on it).
     registry: Registry,
-    /// `None` while this process has left the listening group (see `accept`).
-    listener: Option<TcpListener>,
-    /// The address the listener is bound to, to rejoin the group.
-    listen_addr: std::net::SocketAddr,
+    /// The listening socket, in or out of the port's group (see `accept`).
+    listener: Listener,
     slots: Slab<Slot>,
     /// Generation per slab slot, bumped on close (1 byte per slot ever used).
     gens: Vec<u8>,
@@ -126,13 +127,6 @@ pub struct EventLoop {
     more_work: bool,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
-    /// Connections accepted since the heap was last trimmed (see `accept`).
-    accepted: u32,
-    /// Accepting paused by EMFILE/ENFILE; retried on every tick.
-    accept_paused: bool,
-    /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the
-    /// listener).
-    nodelay_inherited: bool,
     /// Draining: the listener has left the accept group; when the last drain step
     /// ran (see `drain`).
     drain: Option<drain::Progress>,
@@ -148,11 +142,11 @@ impl EventLoop {
     pub fn new(
         id: u16,
         registry: Registry,
-        mut listener: TcpListener,
+        listener: TcpListener,
         gateway: Arc<Gateway>,
         loops: LoopCells,
     ) -> std::io::Result<EventLoop> {
-        registry.register(&mut listener, LISTENER, Interest::READABLE)?;
+        let listener = Listener::new(&registry, listener)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
         let config = gateway.config.core();
         let tls =
@@ -161,7 +155,6 @@ impl EventLoop {
             });
         let max_streams = gateway.config.max_streams_per_connection;
         let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
-        let listen_addr = listener.local_addr()?;
         let send_batch = (gateway.config.io_uring && tls.is_none())
             .then(send_batch::SendBatch::new)
             .and_then(|ring| {
@@ -179,8 +172,7 @@ impl EventLoop {
         Ok(EventLoop {
             id,
             registry,
-            listener: Some(listener),
-            listen_addr,
+            listener,
             slots: Slab::with_capacity(FIRST_SLOTS),
             gens: Vec::with_capacity(FIRST_SLOTS),
             timers: Timers::new(epoch, epoch_unix_ms, Instant::now()),
@@ -199,9 +191,6 @@ impl EventLoop {
             reread: Vec::new(),
             more_work: false,
             peak: 0,
-            accepted: 0,
-            accept_paused: false,
-            nodelay_inherited: false,
             drain: None,
             tls,
             h2,
@@ -244,8 +233,7 @@ impl EventLoop {
             self.set_clock(now);
             self.run_timers();
             self.tls_tick();
-            if self.accept_paused {
-                self.accept_paused = false;
+            if self.listener.take_paused() {
                 self.accept_all();
             }
             if self.gateway.config.leave_when_full {

@@ -65,7 +65,7 @@ pub(super) struct TlsLayer {
 }
 
 /// Handshakes between two heap trims (see [`TlsLayer::trim_after_handshakes`]).
-const TRIM_EVERY: u32 = super::accept::TRIM_EVERY;
+const TRIM_EVERY: u32 = super::listener::TRIM_EVERY;
 
 impl TlsLayer {
     /// `ktls`: hand sessions' transmit side to the kernel after their handshake.
