@@ -14,7 +14,7 @@
 //! price of a BPF map shared by processes; the close is simpler and was enough
 //! (figures in docs/decisions/supervisor-and-listening-group.md).
 
-use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
+use super::slot::{self, Slot};
 use super::EventLoop;
 use crate::peers::Prefix;
 use connection::{Connection, Cx};
@@ -159,19 +159,14 @@ impl EventLoop {
         if self.gateway.config.tcp_nodelay {
             self.listener.set_nodelay(&stream);
         }
-        let entry = self.slots.vacant_entry();
-        let index = entry.key();
-        if index >= MAX_SLOTS_PER_LOOP {
+        let Some(index) = self.conns.vacant() else {
             self.gateway.release(ip_key);
             return reject(&mut stream, "too many connections in this loop");
-        }
-        if self.gens.len() <= index {
-            self.gens.resize(index + 1, 0);
-        }
+        };
         let mut conn = Connection::new();
         conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
         conn.set_beat_phase(crate::wheel::beat_phase_of(addr.ip()));
-        entry.insert(Slot {
+        self.conns.insert(Slot {
             conn,
             out: None,
             stream: Some(stream),
@@ -180,11 +175,11 @@ impl EventLoop {
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
         self.listener.count_accept();
-        debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);
+        debug_assert_eq!(slot::untoken(self.conns.token(index)).0, index);
         if !self.tls_open(index) {
             return self.close(index);
         }
-        let generation = self.gens[index];
+        let generation = self.conns.gen(index);
         self.open_core(index);
         // Read before registering: the request is usually in the socket already when
         // accept returns (the client sends it with the handshake's last ACK), so it
@@ -194,14 +189,14 @@ impl EventLoop {
         // is lost by registering afterwards: EPOLL_CTL_ADD reports what is ready at
         // that moment, edge-triggered included. A read that finds nothing costs one
         // recv.
-        if self.gens[index] != generation {
+        if self.conns.gen(index) != generation {
             return; // closed while opening
         }
         self.on_readable(index);
-        if self.gens[index] != generation {
+        if self.conns.gen(index) != generation {
             return; // closed while answering
         }
-        let Some(stream) = self.slots[index].stream.as_mut() else {
+        let Some(stream) = self.conns[index].stream.as_mut() else {
             return;
         };
         if let Err(e) = self.registry.register(
@@ -221,14 +216,13 @@ impl EventLoop {
     /// second largest share of an idle connection's memory). [`EventLoop::arm_fresh`]
     /// schedules the ones still waiting on the next tick.
     fn open_core(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
-        let token = slot::token(index, self.gens[index]);
+        let (slot, credentials, token) = self.conns.for_core(index).expect("just opened");
         let mut cx = Cx {
             now: self.timers.now(),
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
-            credentials: &mut self.credentials,
+            credentials,
             key: token,
         };
         slot.conn.handle_open(&mut cx);
@@ -246,13 +240,13 @@ impl EventLoop {
     /// in the wheel already).
     pub(super) fn arm_fresh(&mut self) {
         for (token, tick) in self.timers.take_fresh() {
-            let Some(index) = self.live(token) else {
+            let Some(index) = self.conns.live(token) else {
                 continue;
             };
-            if self.slots[index].conn.deadline() == tick {
+            if self.conns[index].conn.deadline() == tick {
                 let at = self.timers.schedule(token, tick);
                 if at != tick {
-                    self.slots[index].conn.reschedule(at);
+                    self.conns[index].conn.reschedule(at);
                 }
             }
         }

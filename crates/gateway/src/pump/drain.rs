@@ -29,12 +29,12 @@ impl EventLoop {
                 now
             }
         };
-        if now >= until + GRACE || self.slots.is_empty() {
+        if now >= until + GRACE || self.conns.is_empty() {
             self.close_all();
             return true;
         }
         let open: Vec<usize> = self
-            .slots
+            .conns
             .iter()
             .filter(|(_, s)| !s.conn.is_closing())
             .map(|(i, _)| i)

@@ -237,7 +237,7 @@ impl EventLoop {
         let Some(h2) = self.h2.as_mut() else {
             return;
         };
-        let loopback = self.slots[index]
+        let loopback = self.conns[index]
             .stream
             .as_ref()
             .and_then(|s| s.peer_addr().ok())
@@ -291,11 +291,11 @@ impl EventLoop {
 
     /// Sets connection `index`'s one timer `after` ticks from now.
     fn h2_arm(&mut self, index: usize, after: u32) {
-        let token = super::slot::token(index, self.gens[index]);
+        let token = self.conns.token(index);
         let at = self
             .timers
             .schedule(token, self.timers.now().wrapping_add(after.max(1)));
-        if let Some(slot) = self.slots.get_mut(index) {
+        if let Some(slot) = self.conns.get_mut(index) {
             slot.conn.reschedule(at);
         }
     }
@@ -353,7 +353,7 @@ impl EventLoop {
 
     /// The slot at `index` if it is open.
     fn live_slot(&self, index: usize) -> Option<()> {
-        self.slots.contains(index).then_some(())
+        self.conns.contains(index).then_some(())
     }
 
     /// GOAWAY with `code` on connection `index`, then its close (streams first).
@@ -376,7 +376,7 @@ impl EventLoop {
     /// (FIN at once, the close at the linger timeout), so the client reads the code.
     fn h2_goaway_sent(&mut self, index: usize) {
         self.h2_close_streams(index);
-        if let Some(slot) = self.slots.get(index) {
+        if let Some(slot) = self.conns.get(index) {
             if slot.out.is_none() {
                 if let Some(stream) = slot.stream.as_ref() {
                     let _ = stream.shutdown(std::net::Shutdown::Write);

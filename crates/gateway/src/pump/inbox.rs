@@ -76,28 +76,30 @@ impl EventLoop {
                 }
             }
             // Planned for a connection that has closed since: skip.
-            let Some(index) = self.live(token) else {
+            let Some(index) = self.conns.live(token) else {
                 continue;
             };
             // The slow-consumer policy is judged on what the socket refused, not on
             // what this pass queued (SPEC D4): a connection that would go over the
             // limit with output never tried gets a write first.
-            let slot = &self.slots[index];
+            let slot = &self.conns[index];
             if slot.out.is_some()
                 && slot.queued_bytes() + batch.msg.payload.len() + 32 > self.config.max_queued
             {
                 self.flush(index);
-                if self.live(token).is_none() {
+                if self.conns.live(token).is_none() {
                     continue; // the write failed and closed it
                 }
             }
-            let slot = &mut self.slots[index];
+            let Some((slot, credentials, _)) = self.conns.for_core(index) else {
+                continue; // live: checked above
+            };
             let mut cx = Cx {
                 now: self.timers.now(),
                 config: &self.config,
                 queued: slot.queued_bytes(),
                 out: &mut self.outbox,
-                credentials: &mut self.credentials,
+                credentials,
                 key: token,
             };
             match slot
@@ -152,7 +154,7 @@ impl EventLoop {
     /// Deliveries for `token` were lost before they reached this loop: its client is
     /// told to reconnect and resume (see `Connection::handle_lost`).
     fn lost(&mut self, token: u32) {
-        if let Some(index) = self.live(token) {
+        if let Some(index) = self.conns.live(token) {
             self.with_core(index, |conn, cx| conn.handle_lost(cx));
         }
     }
@@ -160,7 +162,7 @@ impl EventLoop {
     /// A reply that arrived after the request (a bus across processes).
     fn late_reply(&mut self, token: u32, reply: Reply) {
         self.count_reply(&reply);
-        if let Some(index) = self.live(token) {
+        if let Some(index) = self.conns.live(token) {
             self.with_core(index, |conn, cx| conn.handle_reply(cx, reply));
         }
     }

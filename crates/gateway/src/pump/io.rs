@@ -5,7 +5,6 @@
 
 use super::output::{write_now, OutQueue};
 use super::send_batch::{SendBatch, Sent};
-use super::slot;
 use super::{Call, EventLoop};
 use bus::{ConnRef, Reply, Request};
 use connection::{Connection, Cx};
@@ -26,7 +25,7 @@ impl EventLoop {
     /// for the call's reply (`finish_round` reads on).
     fn read_socket(&mut self, index: usize) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        while let Some(slot) = self.slots.get_mut(index) {
+        while let Some(slot) = self.conns.get_mut(index) {
             if slot.queued_bytes() > self.config.max_queued {
                 break;
             }
@@ -50,7 +49,7 @@ impl EventLoop {
                     }
                     // The core asked the bus: read on once it is answered (what
                     // follows a WebSocket upgrade is frames, not held input).
-                    let token = slot::token(index, self.gens[index]);
+                    let token = self.conns.token(index);
                     if self.calls.last().is_some_and(|call| call.token == token) {
                         self.reread.push(token);
                         break;
@@ -74,7 +73,7 @@ impl EventLoop {
         index: usize,
         call: impl FnOnce(&mut Connection, &mut Cx),
     ) -> bool {
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some((slot, credentials, key)) = self.conns.for_core(index) else {
             return false;
         };
         let mut cx = Cx {
@@ -82,8 +81,8 @@ impl EventLoop {
             config: &self.config,
             queued: slot.queued_bytes(),
             out: &mut self.outbox,
-            credentials: &mut self.credentials,
-            key: slot::token(index, self.gens[index]),
+            credentials,
+            key,
         };
         call(&mut slot.conn, &mut cx);
         self.settle(index, false)
@@ -108,7 +107,7 @@ impl EventLoop {
         }
         let timer = self.outbox.take_timer();
         if self.outbox.take_resume() {
-            self.resume.push(slot::token(index, self.gens[index]));
+            self.resume.push(self.conns.token(index));
         }
         let close = self.outbox.take_close();
         self.outbox.take_requests(&mut self.requests);
@@ -130,10 +129,10 @@ impl EventLoop {
     /// Puts connection `index`'s timer for `tick` in the wheel; a tick the wheel
     /// moves (past a full revolution's slot) is told back to the core.
     fn arm(&mut self, index: usize, tick: u32) {
-        let token = slot::token(index, self.gens[index]);
+        let token = self.conns.token(index);
         let at = self.timers.schedule(token, tick);
         if at != tick {
-            self.slots[index].conn.reschedule(at);
+            self.conns[index].conn.reschedule(at);
         }
     }
 
@@ -141,7 +140,7 @@ impl EventLoop {
     /// calls, in the order the core made them; with `arm`, the last one arms the
     /// connection's timer once it is answered.
     fn queue_calls(&mut self, index: usize, arm: bool) {
-        let token = slot::token(index, self.gens[index]);
+        let token = self.conns.token(index);
         let last = self.requests.len();
         self.calls.extend(
             self.requests
@@ -164,7 +163,7 @@ impl EventLoop {
             let mut calls = std::mem::take(&mut self.calls);
             for call in calls.drain(..) {
                 let reply = self.dispatch(call.token, call.request);
-                let Some(index) = self.live(call.token) else {
+                let Some(index) = self.conns.live(call.token) else {
                     continue;
                 };
                 let armed = match reply {
@@ -173,8 +172,8 @@ impl EventLoop {
                 };
                 // The timer the core set with this call, unless its reply armed a
                 // newer one.
-                if call.arm && !armed && self.live(call.token).is_some() {
-                    self.arm(index, self.slots[index].conn.deadline());
+                if call.arm && !armed && self.conns.live(call.token).is_some() {
+                    self.arm(index, self.conns[index].conn.deadline());
                 }
             }
             if self.calls.is_empty() {
@@ -213,13 +212,13 @@ impl EventLoop {
     /// behind the queued output; with `coalesce` only queued. False if the write
     /// failed (the connection is then closed).
     fn send(&mut self, index: usize, coalesce: bool) -> bool {
-        if self.slots[index].stream.is_none() {
+        if self.conns[index].stream.is_none() {
             return self.h2_stream_send(index, coalesce);
         }
         if self.tls.is_some() {
             return self.tls_send(index, coalesce);
         }
-        let slot = &mut self.slots[index];
+        let slot = &mut self.conns[index];
         let len = self.outbox.len();
         if let Some(queue) = slot.out.as_mut() {
             queue.push_outbox(&self.outbox, 0);
@@ -244,12 +243,12 @@ impl EventLoop {
                 // Written now: what is gathered (maybe this connection's earlier
                 // bytes) leaves first.
                 self.submit_sends();
-                if !self.slots.contains(index) {
+                if !self.conns.contains(index) {
                     self.outbox.clear_bytes();
                     return false; // its gathered send failed: closed
                 }
             }
-            let slot = &mut self.slots[index];
+            let slot = &mut self.conns[index];
             let stream = slot.stream.as_mut().expect("checked at the top");
             match write_now(stream, &self.outbox) {
                 Ok((n, rest)) => {
@@ -299,7 +298,7 @@ impl EventLoop {
             let Some(rest) = sent.rest else {
                 continue;
             };
-            let slot = &mut self.slots[index];
+            let slot = &mut self.conns[index];
             debug_assert!(slot.out.is_none(), "a gathered connection had a queue");
             self.writer.add_queued(rest.bytes());
             slot.out = Some(rest);
@@ -333,7 +332,7 @@ impl EventLoop {
         };
         for i in indexes {
             let index = self.writer.dirty_at(i);
-            let Some(slot) = self.slots.get(index) else {
+            let Some(slot) = self.conns.get(index) else {
                 continue;
             };
             match (&slot.out, &slot.stream) {
@@ -345,7 +344,7 @@ impl EventLoop {
         let mut done = self.submit_batch(batch);
         for sent in done.drain(..) {
             let index = sent.index;
-            let queue = self.slots[index]
+            let queue = self.conns[index]
                 .out
                 .as_mut()
                 .expect("queued output was sent");
@@ -367,7 +366,7 @@ impl EventLoop {
     /// Writes queued output; drops the queue once it is empty, and half-closes a
     /// closing connection whose last bytes are out.
     pub(super) fn flush(&mut self, index: usize) {
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some(slot) = self.conns.get_mut(index) else {
             return;
         };
         let Some(queue) = slot.out.as_mut() else {
@@ -385,8 +384,7 @@ impl EventLoop {
     /// queued before): the loop's count, reading resumed under the limit, the queue
     /// dropped once empty, a closing connection half-closed, a failed one closed.
     fn flushed(&mut self, index: usize, before: usize, result: io::Result<usize>) {
-        let slot = &mut self.slots[index];
-        let Some(queue) = slot.out.as_mut() else {
+        let Some(queue) = self.conns[index].out.as_ref() else {
             return;
         };
         let after = queue.bytes();
@@ -394,7 +392,7 @@ impl EventLoop {
         if before > self.config.max_queued && after <= self.config.max_queued {
             // Reading and held input paused over the limit may go on (`read_socket`,
             // `run_resumes`); at the next resume pass, never inside this flush.
-            let token = slot::token(index, self.gens[index]);
+            let token = self.conns.token(index);
             self.resume.push(token);
             self.reread.push(token);
         }
@@ -404,6 +402,7 @@ impl EventLoop {
                     .bytes_out
                     .fetch_add(n as u64, Ordering::Relaxed);
                 if after == 0 {
+                    let slot = &mut self.conns[index];
                     slot.out = None;
                     if slot.conn.is_closing() {
                         if let Some(stream) = slot.stream.as_ref() {
@@ -422,8 +421,8 @@ impl EventLoop {
     pub(super) fn run_resumes(&mut self) {
         loop {
             while let Some(token) = self.resume.pop() {
-                if let Some(index) = self.live(token) {
-                    if self.slots[index].queued_bytes() <= self.config.max_queued {
+                if let Some(index) = self.conns.live(token) {
+                    if self.conns[index].queued_bytes() <= self.config.max_queued {
                         self.with_core(index, |conn, cx| conn.handle_bytes(cx, &[]));
                     }
                 }
@@ -431,7 +430,7 @@ impl EventLoop {
             let Some(token) = self.reread.pop() else {
                 return;
             };
-            if let Some(index) = self.live(token) {
+            if let Some(index) = self.conns.live(token) {
                 self.read_socket(index);
                 // An HTTP/2 connection's socket drained: its streams' data moves.
                 self.h2_pump(index);
@@ -447,20 +446,18 @@ impl EventLoop {
             self.submit_sends();
         }
         self.h2_close_streams(index);
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some((slot, credentials, key)) = self.conns.for_core(index) else {
             return;
         };
-        let key = slot::token(index, self.gens[index]);
         let mut cx = Cx {
             now: self.timers.now(),
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
-            credentials: &mut self.credentials,
+            credentials,
             key,
         };
         slot.conn.handle_close(&mut cx);
-        self.credentials.forget(key);
         self.outbox.clear_bytes();
         self.outbox.take_timer();
         self.outbox.take_resume();
@@ -469,11 +466,10 @@ impl EventLoop {
         // write closed this connection.
         self.outbox.take_requests(&mut self.requests);
         self.queue_calls(index, false);
-        let slot = self.slots.remove(index);
+        let slot = self.conns.remove(index);
         self.tls_forget(index);
         self.h2_forget(index);
         self.writer.remove_queued(slot.queued_bytes());
-        self.gens[index] = self.gens[index].wrapping_add(1);
         if slot.stream.is_none() {
             return; // an HTTP/2 stream: no socket, not counted as a connection
         }

@@ -1,7 +1,7 @@
-//! The pump: one event loop per core, a thread that owns a listener (SO_REUSEPORT),
-//! a slab of [`slot::Slot`]s, a timing wheel, a scratch read buffer and the loop's
-//! [`Outbox`], and moves bytes between sockets and connection cores — nothing else.
-//! Protocol decisions are the core's; who receives what is the bus's.
+//! The pump: one event loop per core, a thread that owns its parts (below), a
+//! scratch read buffer and the loop's [`Outbox`], and moves bytes between sockets
+//! and connection cores — nothing else. Protocol decisions are the core's; who
+//! receives what is the bus's.
 //!
 //! Readiness is edge-triggered (mio): reads go on until the socket is drained. Every
 //! socket is registered once for READABLE | WRITABLE and never re-registered: with
@@ -15,18 +15,29 @@
 //! ([`handoff`]) instead of waking the other thread: on the unicast path a message
 //! crosses loops without a wake-up.
 //!
-//! Layout: [`accept`] admits sockets and steers the loop in and out of the port's
-//! listening group; [`listener`] is the listening socket (bind, accept, leave,
-//! rejoin); [`handoff`] runs a sleeping loop's small mail on the posting thread; [`io`] reads into cores and applies their
-//! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
-//! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
-//! slab entry; [`timers`] the loop's clock, its 10-ms marks and the timing wheel;
-//! [`writer`] the bytes queued on the sockets, a merged pass's flush list and the
-//! io_uring ring ([`send_batch`]); [`tls`] the TLS byte transform between socket
-//! and core; [`h2`] and [`h2_stream`] HTTP/2 on TLS connections, a virtual
-//! connection per stream.
+//! Layout. A loop's state is parts, each a type that owns its fields and is tested
+//! alone:
+//! - [`conns`]: the connections — the slab of [`slot::Slot`]s (socket, core, output
+//!   queue), the slots' generations behind every token, the credentials side table;
+//! - [`timers`]: the clock, the 10-ms marks, the give-back second and the timing
+//!   wheel (with the head timeouts not yet in it);
+//! - [`writer`]: the bytes queued on the sockets, a merged pass's flush list and the
+//!   io_uring ring ([`send_batch`]) with the decision to gather a pass's sends;
+//! - [`listener`]: the listening socket — bind, accept, leave and rejoin the port's
+//!   SO_REUSEPORT group;
+//! - [`tls`]: the TLS byte transform between socket and core (`TlsLayer`);
+//! - [`h2`]: HTTP/2 on TLS connections (`H2Layer`), [`h2_stream`] a virtual
+//!   connection per stream.
+//!
+//! [`EventLoop`] holds them and does what needs several at once, borrowing the parts
+//! it uses: [`accept`] admits sockets and steers the loop in and out of the port's
+//! group; [`io`] reads into cores and applies their outboxes (writes, timers, bus
+//! requests, closes); [`inbox`] runs the mailbox (delivery batches, late replies);
+//! [`handoff`] runs a sleeping loop's small mail on the posting thread; [`drain`]
+//! is the loop's side of a graceful drain; [`output`] is the write queue.
 
 mod accept;
+mod conns;
 mod drain;
 mod h2;
 mod h2_stream;
@@ -53,13 +64,12 @@ use crate::gateway::Gateway;
 use crate::wheel;
 use bus::{Inbound, Request};
 use connection::clock::{reached, TICK_MS};
-use connection::{Credentials, Outbox};
+use connection::Outbox;
+use conns::Conns;
 use listener::Listener;
 use mio::net::TcpListener;
 use mio::{Events, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
-use slab::Slab;
-use slot::Slot;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,14 +105,10 @@ pub struct EventLoop {
     registry: Registry,
     /// The listening socket, in or out of the port's group (see `accept`).
     listener: Listener,
-    slots: Slab<Slot>,
-    /// Generation per slab slot, bumped on close (1 byte per slot ever used).
-    gens: Vec<u8>,
+    /// The connections: slab, generations, credentials.
+    conns: Conns,
     /// The clock, the 10-ms marks and the timing wheel.
     timers: Timers,
-    /// Token expiries and failed authentications of the few connections that have
-    /// any (a side table: the slot stays 40 bytes); expiries fire with the timers.
-    credentials: Credentials,
     config: connection::Config,
     gateway: Arc<Gateway>,
     /// Every loop's cell, this one's included, for the hand-off (`handoff`).
@@ -173,10 +179,8 @@ impl EventLoop {
             id,
             registry,
             listener,
-            slots: Slab::with_capacity(FIRST_SLOTS),
-            gens: Vec::with_capacity(FIRST_SLOTS),
+            conns: Conns::with_capacity(FIRST_SLOTS),
             timers: Timers::new(epoch, epoch_unix_ms, Instant::now()),
-            credentials: Credentials::default(),
             config,
             gateway,
             loops,
@@ -263,14 +267,8 @@ impl EventLoop {
     fn run_timers(&mut self) {
         self.arm_fresh();
         let now = self.timers.now();
-        let (slots, gens) = (&self.slots, &self.gens);
-        let mut due = self.timers.take_due(|token: u32| {
-            let (index, gen) = slot::untoken(token);
-            slots
-                .get(index)
-                .filter(|_| gens[index] == gen)
-                .map(|s| s.conn.deadline())
-        });
+        let conns = &self.conns;
+        let mut due = self.timers.take_due(|token| conns.deadline(token));
         // Heartbeats due on one grid mark leave together (`--io-uring`): one submit
         // per slice instead of a `writev` and a reader's wake-up each.
         self.writer.start_pass(due.len());
@@ -280,8 +278,8 @@ impl EventLoop {
             }
             // Check again: an earlier timer's work may have closed this connection,
             // or an entry scheduled twice for one tick already fired.
-            if let Some(index) = self.live(token) {
-                if reached(self.slots[index].conn.deadline(), now) {
+            if let Some(index) = self.conns.live(token) {
+                if reached(self.conns[index].conn.deadline(), now) {
                     if self.h2.as_ref().is_some_and(|h| h.is_conn(index)) {
                         self.h2_timeout(index);
                     } else {
@@ -301,12 +299,12 @@ impl EventLoop {
     /// counts the loop's failed authentications into its metrics.
     fn run_expiries(&mut self) {
         let unix_now = (self.config.unix_start_ms + u64::from(self.timers.now()) * TICK_MS) / 1000;
-        while let Some(token) = self.credentials.pop_expired(unix_now) {
-            if let Some(index) = self.live(token) {
+        while let Some(token) = self.conns.pop_expired(unix_now) {
+            if let Some(index) = self.conns.live(token) {
                 self.with_core(index, |conn, cx| conn.handle_expired(cx));
             }
         }
-        let failed = self.credentials.take_failed();
+        let failed = self.conns.take_failed();
         if failed > 0 {
             self.metrics
                 .auth_failures
@@ -314,15 +312,9 @@ impl EventLoop {
         }
     }
 
-    /// The slab index of `token` if that connection is still open.
-    fn live(&self, token: u32) -> Option<usize> {
-        let (index, gen) = slot::untoken(token);
-        (self.slots.contains(index) && self.gens[index] == gen).then_some(index)
-    }
-
     /// Closes every connection (shutdown), and sends their logouts.
     fn close_all(&mut self) {
-        let all: Vec<usize> = self.slots.iter().map(|(i, _)| i).collect();
+        let all: Vec<usize> = self.conns.iter().map(|(i, _)| i).collect();
         for index in all {
             self.close(index);
         }
@@ -360,12 +352,11 @@ impl EventLoop {
         if !trimmed {
             self.trim_after_accepts();
         }
-        let open = self.slots.len();
+        let open = self.conns.len();
         if open > self.peak {
             self.peak = open;
         } else if self.peak >= 1024 && open < self.peak / 2 {
-            // `gens` stays: one byte per slot keeps stale tokens from matching new ones.
-            self.slots.shrink_to_fit();
+            self.conns.shrink();
             self.writer.shrink();
             self.timers.shrink();
             self.inbox = Vec::new();
