@@ -11,9 +11,10 @@
 //! uses for PING heartbeats.
 //!
 //! Budget: an HTTP/1.1 connection pays nothing for this (the tables below are only
-//! made on a TLS listener and are indexed like `gens`); an HTTP/2 connection adds a
-//! boxed [`H2Conn`] (~250 B with its HPACK decoder, which holds a dynamic table only
-//! until the client obeys our `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
+//! made on a TLS listener and are indexed by slab index, like `Conns`'s generations);
+//! an HTTP/2 connection adds a boxed [`H2Conn`] (~250 B with its HPACK decoder,
+//! which holds a dynamic table only until the client obeys our
+//! `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
 //! (40 B), its core's state and an [`H2Stream`] entry (~100 B).
 //!
 //! What a peer can make a connection cost is bounded (issue 39): a header block at

@@ -275,7 +275,7 @@ impl EventLoop {
         true
     }
 
-    /// Submits the sends gathered in `send_batch` and applies what became of each:
+    /// Submits the sends gathered in the writer's ring and applies what became of each:
     /// bytes counted, the rest queued behind the socket, a failed send closed.
     pub(super) fn submit_sends(&mut self) {
         let Some(batch) = self.writer.take_gathered() else {
