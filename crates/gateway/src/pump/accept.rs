@@ -1,5 +1,6 @@
 //! Accepting sockets: the process and per-address limits (503 + Retry-After beyond
-//! them), TCP_NODELAY, a slab slot and the head timeout.
+//! them), TCP_NODELAY, a slab slot and the head timeout; when to leave and rejoin
+//! the listening group (the socket itself is [`super::listener`]'s).
 //!
 //! With `leave_when_full` (several gateway processes on one port) a full process
 //! leaves the SO_REUSEPORT listening group instead of refusing: the kernel hashes
@@ -13,15 +14,13 @@
 //! price of a BPF map shared by processes; the close is simpler and was enough
 //! (figures in docs/decisions/supervisor-and-listening-group.md).
 
-use super::slot::{self, Slot, MAX_SLOTS_PER_LOOP};
-use super::{EventLoop, LISTENER};
+use super::slot::{self, Slot};
+use super::EventLoop;
 use crate::peers::Prefix;
 use connection::{Connection, Cx};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Interest, Token};
-use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 impl EventLoop {
@@ -33,10 +32,10 @@ impl EventLoop {
             return self.accept_steered();
         }
         loop {
-            let Some(listener) = self.listener.as_ref() else {
+            let Some(accepted) = self.listener.accept() else {
                 return;
             };
-            match listener.accept() {
+            match accepted {
                 Ok((stream, addr)) => self.on_accept(stream, addr, false),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -44,7 +43,7 @@ impl EventLoop {
                     // EMFILE / ENFILE: out of descriptors. Leave the rest in the backlog
                     // and retry on the next tick (edge-triggered: no new event would come).
                     tracing::warn!(loop_id = self.id, error = %e, "accept failed; pausing accepts for a tick");
-                    self.accept_paused = true;
+                    self.listener.pause();
                     return;
                 }
             }
@@ -55,13 +54,17 @@ impl EventLoop {
     /// reserved before each accept; when none is left the listener is closed first.
     fn accept_steered(&mut self) {
         loop {
-            let Some(listener) = self.listener.as_ref() else {
+            if !self.listener.is_listening() {
                 return;
-            };
+            }
             if !self.gateway.reserve() {
                 return self.leave_group();
             }
-            match listener.accept() {
+            let Some(accepted) = self.listener.accept() else {
+                self.gateway.unreserve();
+                return; // not listening: checked above
+            };
+            match accepted {
                 Ok((stream, addr)) => {
                     if self.gateway.connections() >= self.gateway.config.max_connections {
                         // This accept filled the process: leave before answering it.
@@ -76,7 +79,7 @@ impl EventLoop {
                         io::ErrorKind::Interrupted => continue,
                         _ => {
                             tracing::warn!(loop_id = self.id, error = %e, "accept failed; pausing accepts for a tick");
-                            self.accept_paused = true;
+                            self.listener.pause();
                             return;
                         }
                     }
@@ -93,19 +96,15 @@ impl EventLoop {
         }
         let open = self.gateway.connections();
         let config = &self.gateway.config;
-        if self.listener.is_some() && open >= config.max_connections {
+        if self.listener.is_listening() && open >= config.max_connections {
             self.leave_group();
-        } else if self.listener.is_none() && open < config.rejoin_below() {
-            match bind_reuseport(self.listen_addr, config.tcp_nodelay) {
-                Ok(mut listener) => {
-                    if let Err(e) =
-                        self.registry
-                            .register(&mut listener, LISTENER, Interest::READABLE)
-                    {
+        } else if !self.listener.is_listening() && open < config.rejoin_below() {
+            match self.listener.rebind(config.tcp_nodelay) {
+                Ok(socket) => {
+                    if let Err(e) = self.listener.join(&self.registry, socket) {
                         tracing::warn!(loop_id = self.id, error = %e, "cannot register the listener again");
                         return;
                     }
-                    self.listener = Some(listener);
                     self.metrics.listening.store(1, Ordering::Relaxed);
                     tracing::info!(
                         loop_id = self.id,
@@ -124,9 +123,7 @@ impl EventLoop {
 
     /// Closes this loop's listener: SO_REUSEPORT stops hashing clients to it.
     fn leave_group(&mut self) {
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.registry.deregister(&mut listener);
-            drop(listener);
+        if self.listener.leave(&self.registry) {
             self.metrics.listening.store(0, Ordering::Relaxed);
             tracing::info!(
                 loop_id = self.id,
@@ -159,26 +156,17 @@ impl EventLoop {
         };
         // The listener has TCP_NODELAY and Linux copies it to accepted sockets; the
         // first accept checks that once, so the storm path saves a setsockopt each.
-        if self.gateway.config.tcp_nodelay && !self.nodelay_inherited {
-            if stream.nodelay().unwrap_or(false) {
-                self.nodelay_inherited = true;
-            } else {
-                let _ = stream.set_nodelay(true);
-            }
+        if self.gateway.config.tcp_nodelay {
+            self.listener.set_nodelay(&stream);
         }
-        let entry = self.slots.vacant_entry();
-        let index = entry.key();
-        if index >= MAX_SLOTS_PER_LOOP {
+        let Some(index) = self.conns.vacant() else {
             self.gateway.release(ip_key);
             return reject(&mut stream, "too many connections in this loop");
-        }
-        if self.gens.len() <= index {
-            self.gens.resize(index + 1, 0);
-        }
+        };
         let mut conn = Connection::new();
         conn.set_peer_loopback(addr.ip().to_canonical().is_loopback());
         conn.set_beat_phase(crate::wheel::beat_phase_of(addr.ip()));
-        entry.insert(Slot {
+        self.conns.insert(Slot {
             conn,
             out: None,
             stream: Some(stream),
@@ -186,12 +174,12 @@ impl EventLoop {
         });
         self.metrics.connects.fetch_add(1, Ordering::Relaxed);
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
-        self.accepted = self.accepted.saturating_add(1);
-        debug_assert_eq!(slot::untoken(slot::token(index, self.gens[index])).0, index);
+        self.listener.count_accept();
+        debug_assert_eq!(slot::untoken(self.conns.token(index)).0, index);
         if !self.tls_open(index) {
             return self.close(index);
         }
-        let generation = self.gens[index];
+        let generation = self.conns.gen(index);
         self.open_core(index);
         // Read before registering: the request is usually in the socket already when
         // accept returns (the client sends it with the handshake's last ACK), so it
@@ -201,14 +189,14 @@ impl EventLoop {
         // is lost by registering afterwards: EPOLL_CTL_ADD reports what is ready at
         // that moment, edge-triggered included. A read that finds nothing costs one
         // recv.
-        if self.gens[index] != generation {
+        if self.conns.gen(index) != generation {
             return; // closed while opening
         }
         self.on_readable(index);
-        if self.gens[index] != generation {
+        if self.conns.gen(index) != generation {
             return; // closed while answering
         }
-        let Some(stream) = self.slots[index].stream.as_mut() else {
+        let Some(stream) = self.conns[index].stream.as_mut() else {
             return;
         };
         if let Err(e) = self.registry.register(
@@ -228,19 +216,18 @@ impl EventLoop {
     /// second largest share of an idle connection's memory). [`EventLoop::arm_fresh`]
     /// schedules the ones still waiting on the next tick.
     fn open_core(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
-        let token = slot::token(index, self.gens[index]);
+        let (slot, credentials, token) = self.conns.for_core(index).expect("just opened");
         let mut cx = Cx {
-            now: self.now,
+            now: self.timers.now(),
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
-            credentials: &mut self.credentials,
+            credentials,
             key: token,
         };
         slot.conn.handle_open(&mut cx);
         if let Some(tick) = self.outbox.take_timer() {
-            self.fresh.push((token, tick));
+            self.timers.open(token, tick);
         }
         // Opening only arms the timer; anything else is applied as usual.
         if !self.outbox.is_empty() {
@@ -252,22 +239,19 @@ impl EventLoop {
     /// wheel, unless the connection has set another timer since (then that one is
     /// in the wheel already).
     pub(super) fn arm_fresh(&mut self) {
-        for (token, tick) in std::mem::take(&mut self.fresh) {
-            let Some(index) = self.live(token) else {
+        for (token, tick) in self.timers.take_fresh() {
+            let Some(index) = self.conns.live(token) else {
                 continue;
             };
-            if self.slots[index].conn.deadline() == tick {
-                let at = self.wheel.schedule(token, tick);
+            if self.conns[index].conn.deadline() == tick {
+                let at = self.timers.schedule(token, tick);
                 if at != tick {
-                    self.slots[index].conn.reschedule(at);
+                    self.conns[index].conn.reschedule(at);
                 }
             }
         }
     }
 }
-
-/// Connections accepted (or TLS handshakes finished) between two heap trims.
-pub(super) const TRIM_EVERY: u32 = 1024;
 
 impl EventLoop {
     /// A burst of connections leaves freed but resident chunks in the malloc heaps
@@ -276,9 +260,10 @@ impl EventLoop {
     /// connection (docs/decisions/connection-budget.md). Once per second (the loop's
     /// give-back tick), after at least [`TRIM_EVERY`] accepts, those pages go back
     /// to the kernel.
+    ///
+    /// [`TRIM_EVERY`]: super::listener::TRIM_EVERY
     pub(super) fn trim_after_accepts(&mut self) {
-        if self.accepted >= TRIM_EVERY {
-            self.accepted = 0;
+        if self.listener.trim_due() {
             super::trim_heap();
         }
     }
@@ -291,44 +276,4 @@ fn reject(stream: &mut TcpStream, why: &str) {
     // Best effort: a fresh socket's send buffer takes a short response at once.
     let _ = io::Write::write(stream, &response);
     let _ = stream.shutdown(std::net::Shutdown::Write);
-}
-
-/// Accept backlog per listener; the kernel caps it at net.core.somaxconn.
-const BACKLOG: i32 = 65_535;
-
-/// A non-blocking listener sharing `addr` with the other loops (SO_REUSEPORT). With
-/// `nodelay`, TCP_NODELAY is set on the listener so accepted sockets inherit it.
-pub(crate) fn bind_reuseport(addr: SocketAddr, nodelay: bool) -> io::Result<TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    if nodelay {
-        socket.set_nodelay(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(BACKLOG)?;
-    Ok(TcpListener::from_std(socket.into()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The accept path relies on Linux copying TCP_NODELAY from the listener; if a kernel
-    /// does not, the loop sets it per socket (checked once), but we want to know.
-    #[test]
-    fn accepted_sockets_inherit_nodelay_from_the_listener() {
-        let listener = bind_reuseport("127.0.0.1:0".parse().unwrap(), true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let _client = std::net::TcpStream::connect(addr).unwrap();
-        let accepted = loop {
-            match listener.accept() {
-                Ok((stream, _)) => break stream,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) => panic!("accept: {e}"),
-            }
-        };
-        assert!(accepted.nodelay().unwrap());
-    }
 }

@@ -29,12 +29,12 @@ impl EventLoop {
                 now
             }
         };
-        if now >= until + GRACE || self.slots.is_empty() {
+        if now >= until + GRACE || self.conns.is_empty() {
             self.close_all();
             return true;
         }
         let open: Vec<usize> = self
-            .slots
+            .conns
             .iter()
             .filter(|(_, s)| !s.conn.is_closing())
             .map(|(i, _)| i)
@@ -60,9 +60,7 @@ impl EventLoop {
     /// sends them to servers still listening, or refuses them).
     fn stop_listening(&mut self) {
         // Closing the socket takes it out of the SO_REUSEPORT group.
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.registry.deregister(&mut listener);
-        }
+        self.listener.leave(&self.registry);
         self.drain = Some(Progress {
             last: Instant::now(),
         });

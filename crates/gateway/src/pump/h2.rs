@@ -11,9 +11,10 @@
 //! uses for PING heartbeats.
 //!
 //! Budget: an HTTP/1.1 connection pays nothing for this (the tables below are only
-//! made on a TLS listener and are indexed like `gens`); an HTTP/2 connection adds a
-//! boxed [`H2Conn`] (~250 B with its HPACK decoder, which holds a dynamic table only
-//! until the client obeys our `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
+//! made on a TLS listener and are indexed by slab index, like `Conns`'s generations);
+//! an HTTP/2 connection adds a boxed [`H2Conn`] (~250 B with its HPACK decoder,
+//! which holds a dynamic table only until the client obeys our
+//! `SETTINGS_HEADER_TABLE_SIZE = 0`); a stream adds a slot
 //! (40 B), its core's state and an [`H2Stream`] entry (~100 B).
 //!
 //! What a peer can make a connection cost is bounded (issue 39): a header block at
@@ -237,7 +238,7 @@ impl EventLoop {
         let Some(h2) = self.h2.as_mut() else {
             return;
         };
-        let loopback = self.slots[index]
+        let loopback = self.conns[index]
             .stream
             .as_ref()
             .and_then(|s| s.peer_addr().ok())
@@ -245,7 +246,7 @@ impl EventLoop {
         if h2.conns.len() <= index {
             h2.conns.resize_with(index + 1, || None);
         }
-        h2.conns[index] = Some(Box::new(H2Conn::new(loopback, self.now)));
+        h2.conns[index] = Some(Box::new(H2Conn::new(loopback, self.timers.now())));
         let mut out = std::mem::take(&mut h2.out);
         out.clear();
         frames::write_settings(
@@ -261,7 +262,7 @@ impl EventLoop {
         if let Some(h2) = self.h2.as_mut() {
             h2.out = out;
         }
-        let next_ping = self.now.wrapping_add(self.config.heartbeat);
+        let next_ping = self.timers.now().wrapping_add(self.config.heartbeat);
         if let Some(conn) = self.h2_conn(index) {
             conn.next_ping = next_ping;
         }
@@ -275,7 +276,7 @@ impl EventLoop {
     /// Arms connection `index`'s timer for its next PING or, with no stream, the end
     /// of its keep-alive, whichever comes first.
     fn h2_rearm(&mut self, index: usize) {
-        let (now, keepalive) = (self.now, self.config.keepalive_timeout);
+        let (now, keepalive) = (self.timers.now(), self.config.keepalive_timeout);
         let Some(conn) = self.h2_conn(index) else {
             return;
         };
@@ -291,11 +292,11 @@ impl EventLoop {
 
     /// Sets connection `index`'s one timer `after` ticks from now.
     fn h2_arm(&mut self, index: usize, after: u32) {
-        let token = super::slot::token(index, self.gens[index]);
+        let token = self.conns.token(index);
         let at = self
-            .wheel
-            .schedule(token, self.now.wrapping_add(after.max(1)));
-        if let Some(slot) = self.slots.get_mut(index) {
+            .timers
+            .schedule(token, self.timers.now().wrapping_add(after.max(1)));
+        if let Some(slot) = self.conns.get_mut(index) {
             slot.conn.reschedule(at);
         }
     }
@@ -318,7 +319,7 @@ impl EventLoop {
         let limits = Limits {
             max_streams: h2.max_streams,
             receiving: self.config.max_batch.max(self.config.max_message),
-            now: self.now,
+            now: self.timers.now(),
         };
         if let Err(e) = conn.handle_bytes(input, &limits, &mut out, &mut actions) {
             tracing::debug!(error = %e, "http/2 connection error");
@@ -353,7 +354,7 @@ impl EventLoop {
 
     /// The slot at `index` if it is open.
     fn live_slot(&self, index: usize) -> Option<()> {
-        self.slots.contains(index).then_some(())
+        self.conns.contains(index).then_some(())
     }
 
     /// GOAWAY with `code` on connection `index`, then its close (streams first).
@@ -376,7 +377,7 @@ impl EventLoop {
     /// (FIN at once, the close at the linger timeout), so the client reads the code.
     fn h2_goaway_sent(&mut self, index: usize) {
         self.h2_close_streams(index);
-        if let Some(slot) = self.slots.get(index) {
+        if let Some(slot) = self.conns.get(index) {
             if slot.out.is_none() {
                 if let Some(stream) = slot.stream.as_ref() {
                     let _ = stream.shutdown(std::net::Shutdown::Write);
@@ -389,7 +390,7 @@ impl EventLoop {
     /// A stream of connection `index` ended. With none left the keep-alive clock
     /// starts; after the peer's GOAWAY (NO_ERROR), our GOAWAY (NO_ERROR) and the close.
     pub(super) fn h2_finish_if_idle(&mut self, index: usize) {
-        let now = self.now;
+        let now = self.timers.now();
         let Some(conn) = self.h2_conn(index) else {
             return;
         };
@@ -411,7 +412,7 @@ impl EventLoop {
     /// GOAWAY.
     pub(super) fn h2_timeout(&mut self, index: usize) {
         let (now, keepalive, heartbeat) = (
-            self.now,
+            self.timers.now(),
             self.config.keepalive_timeout,
             self.config.heartbeat,
         );

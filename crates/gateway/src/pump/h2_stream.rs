@@ -14,7 +14,7 @@
 
 use super::h2::{H2Layer, NONE};
 use super::output::OutQueue;
-use super::slot::{Slot, MAX_SLOTS_PER_LOOP};
+use super::slot::Slot;
 use super::EventLoop;
 use bytes::Bytes;
 use connection::{Connection, SlowPolicy};
@@ -66,13 +66,9 @@ impl EventLoop {
             return;
         };
         let head = std::mem::take(&mut stream.head);
-        let index = self.slots.vacant_entry().key();
-        if index >= MAX_SLOTS_PER_LOOP {
+        let Some(index) = self.conns.vacant() else {
             return self.h2_refuse(parent, id, code::REFUSED_STREAM);
-        }
-        if self.gens.len() <= index {
-            self.gens.resize(index + 1, 0);
-        }
+        };
         let h2 = self.h2_layer();
         if h2.parent.len() <= index {
             h2.parent.resize(index + 1, NONE);
@@ -87,14 +83,14 @@ impl EventLoop {
         let mut conn = Connection::new();
         conn.set_peer_loopback(loopback);
         conn.set_multiplexed();
-        self.slots.insert(Slot {
+        self.conns.insert(Slot {
             conn,
             out: None,
             stream: None,
             ip_key: 0,
         });
         self.with_core(index, |conn, cx| conn.handle_open(cx));
-        if self.slots.contains(index) && self.h2_layer().parent_of(index) == Some(parent) {
+        if self.conns.contains(index) && self.h2_layer().parent_of(index) == Some(parent) {
             self.with_core(index, |conn, cx| conn.handle_bytes(cx, &head));
         }
     }
@@ -137,7 +133,7 @@ impl EventLoop {
                 return;
             }
         }
-        if !bytes.is_empty() && self.slots.contains(index) {
+        if !bytes.is_empty() && self.conns.contains(index) {
             self.with_core(index, |conn, cx| conn.handle_bytes(cx, &bytes));
         }
     }
@@ -183,10 +179,10 @@ impl EventLoop {
             .iter()
             .filter(|s| s.slot != NONE)
             .map(|s| s.slot as usize)
-            .filter(|&i| self.slots.get(i).is_some_and(|s| s.out.is_some()))
+            .filter(|&i| self.conns.get(i).is_some_and(|s| s.out.is_some()))
             .collect();
         for index in waiting {
-            if !self.slots.contains(parent) {
+            if !self.conns.contains(parent) {
                 return;
             }
             self.h2_flush_stream(index);
@@ -259,9 +255,9 @@ impl EventLoop {
         self.outbox.clear_bytes();
         // SPEC D4: the connection is judged on what its socket refused, not on what a
         // merged delivery pass queued without a try (50 streams' frames per message).
-        if self.slots[parent].queued_bytes() > self.config.max_queued {
+        if self.conns[parent].queued_bytes() > self.config.max_queued {
             self.flush(parent);
-            if !self.slots.contains(index) {
+            if !self.conns.contains(index) {
                 self.discard_stale_outbox();
                 return false; // the write failed: closed with its connection
             }
@@ -304,8 +300,8 @@ impl EventLoop {
             conn.streams.swap_remove(pos);
             finished = true;
         } else {
-            let slot_queued = self.slots[index].out.is_some();
-            let parent_blocked = self.slots[parent].queued_bytes() > self.config.max_queued;
+            let slot_queued = self.conns[index].out.is_some();
+            let parent_blocked = self.conns[parent].queued_bytes() > self.config.max_queued;
             let stream = &mut conn.streams[pos];
             let mut sent = 0;
             if !slot_queued && !parent_blocked {
@@ -325,14 +321,14 @@ impl EventLoop {
             }
             let rest = &body[sent..];
             if !rest.is_empty() {
-                let slot = &mut self.slots[index];
+                let slot = &mut self.conns[index];
                 slot.out
                     .get_or_insert_with(Box::<OutQueue>::default)
                     .push(Bytes::copy_from_slice(rest));
-                self.queued += rest.len();
+                self.writer.add_queued(rest.len());
             }
             if ended {
-                if self.slots[index].out.is_none() {
+                if self.conns[index].out.is_none() {
                     if !stream.remote_closed {
                         // Answered before the request's end (a refusal): the client
                         // may stop sending (RFC 9113 8.1).
@@ -359,14 +355,14 @@ impl EventLoop {
         self.h2_restore(out, body);
         if too_many && alive {
             // The goaway closes the streams it still lists; a finished one is not.
-            if finished && self.slots.contains(index) {
+            if finished && self.conns.contains(index) {
                 self.close(index);
             }
             self.h2_goaway(parent, code::ENHANCE_YOUR_CALM);
             return false;
         }
         if finished || !alive {
-            if self.slots.contains(index) {
+            if self.conns.contains(index) {
                 self.close(index);
                 self.h2_finish_if_idle(parent);
             } else {
@@ -411,11 +407,11 @@ impl EventLoop {
         let Some(pos) = conn.streams.iter().position(|s| s.slot == index as u32) else {
             return;
         };
-        let Some(mut queue) = self.slots[index].out.take() else {
+        let Some(mut queue) = self.conns[index].out.take() else {
             return;
         };
         let stream = &mut conn.streams[pos];
-        let blocked = self.slots[parent].queued_bytes() > self.config.max_queued;
+        let blocked = self.conns[parent].queued_bytes() > self.config.max_queued;
         let budget = if blocked {
             0
         } else {
@@ -432,7 +428,7 @@ impl EventLoop {
         let moved = before - queue.bytes();
         stream.window -= moved as i64;
         conn.window -= moved as i64;
-        self.queued -= moved;
+        self.writer.remove_queued(moved);
         let mut finished = false;
         if queue.is_empty() {
             if stream.end_queued {
@@ -444,7 +440,7 @@ impl EventLoop {
                 finished = true;
             }
         } else {
-            self.slots[index].out = Some(queue);
+            self.conns[index].out = Some(queue);
         }
         let alive = out.is_empty() || self.h2_write(parent, &out, false);
         if let Some(h2) = self.h2.as_mut() {
@@ -452,7 +448,7 @@ impl EventLoop {
         }
         // A finished stream's slot goes even when its last write failed (that closed
         // the connection, which no longer lists this stream).
-        if finished && self.slots.contains(index) {
+        if finished && self.conns.contains(index) {
             self.close(index);
         }
         if finished && alive {

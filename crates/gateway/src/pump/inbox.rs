@@ -11,7 +11,6 @@
 //! meanwhile. Over budget, the loop goes back to its sockets (reads, accepts, timers)
 //! and comes back at once.
 
-use super::send_batch::MIN_BATCH;
 use super::EventLoop;
 use bus::{Inbound, Mail, Reply};
 use connection::{Cx, Frames, Outcome};
@@ -38,7 +37,7 @@ impl EventLoop {
                     .filter(|i| matches!(i, Inbound::Deliver(_)))
                     .count();
                 // Several batches, or output of this pass still queued: merge.
-                let mut queue_only = batches > 1 || self.dirty_pending();
+                let mut queue_only = batches > 1 || self.writer.dirty_pending();
                 for item in inbox.drain(..) {
                     match item {
                         Inbound::Deliver(batch) => {
@@ -48,7 +47,7 @@ impl EventLoop {
                         Inbound::Lost { token } => self.lost(token),
                     }
                 }
-            } else if !self.dirty_pending() {
+            } else if !self.writer.dirty_pending() {
                 break;
             }
             if !self.flush_dirty(deadline) {
@@ -67,7 +66,7 @@ impl EventLoop {
         let (mut sent, mut dropped) = (0u64, 0u64);
         // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
         // is written at once.
-        self.batching = self.send_batch.is_some() && batch.targets.len() >= MIN_BATCH;
+        self.writer.start_pass(batch.targets.len());
         for (i, target) in batch.targets.iter().enumerate() {
             let token = target.token;
             if i > 0 && i % SLICE == 0 {
@@ -77,28 +76,30 @@ impl EventLoop {
                 }
             }
             // Planned for a connection that has closed since: skip.
-            let Some(index) = self.live(token) else {
+            let Some(index) = self.conns.live(token) else {
                 continue;
             };
             // The slow-consumer policy is judged on what the socket refused, not on
             // what this pass queued (SPEC D4): a connection that would go over the
             // limit with output never tried gets a write first.
-            let slot = &self.slots[index];
+            let slot = &self.conns[index];
             if slot.out.is_some()
                 && slot.queued_bytes() + batch.msg.payload.len() + 32 > self.config.max_queued
             {
                 self.flush(index);
-                if self.live(token).is_none() {
+                if self.conns.live(token).is_none() {
                     continue; // the write failed and closed it
                 }
             }
-            let slot = &mut self.slots[index];
+            let Some((slot, credentials, _)) = self.conns.for_core(index) else {
+                continue; // live: checked above
+            };
             let mut cx = Cx {
-                now: self.now,
+                now: self.timers.now(),
                 config: &self.config,
                 queued: slot.queued_bytes(),
                 out: &mut self.outbox,
-                credentials: &mut self.credentials,
+                credentials,
                 key: token,
             };
             match slot
@@ -114,7 +115,7 @@ impl EventLoop {
             }
         }
         self.submit_sends();
-        self.batching = false;
+        self.writer.end_pass();
         self.metrics.messages_out.fetch_add(sent, Ordering::Relaxed);
         if dropped > 0 {
             self.metrics
@@ -131,28 +132,20 @@ impl EventLoop {
         self.gateway.mailboxes[self.id as usize].has_mail() || Instant::now() >= deadline
     }
 
-    pub(super) fn dirty_pending(&self) -> bool {
-        self.dirty_pos < self.dirty.len()
-    }
-
     /// Flushes queued connections slice by slice. Returns false when the budget ran
     /// out with work left; true when all are flushed or new mail should be merged.
     fn flush_dirty(&mut self, deadline: Instant) -> bool {
         loop {
-            if !self.dirty_pending() {
-                self.dirty.clear();
-                self.dirty_pos = 0;
+            let Some(slice) = self.writer.next_dirty_slice(SLICE) else {
                 return true;
-            }
-            let end = (self.dirty_pos + SLICE).min(self.dirty.len());
+            };
             // A slot closed (and maybe reused) meanwhile has nothing queued from
             // this pass: flushing it is harmless.
-            self.flush_batched(self.dirty_pos..end);
-            self.dirty_pos = end;
+            self.flush_batched(slice);
             if self.gateway.mailboxes[self.id as usize].has_mail() {
                 return true;
             }
-            if self.dirty_pending() && Instant::now() >= deadline {
+            if self.writer.dirty_pending() && Instant::now() >= deadline {
                 return false;
             }
         }
@@ -161,7 +154,7 @@ impl EventLoop {
     /// Deliveries for `token` were lost before they reached this loop: its client is
     /// told to reconnect and resume (see `Connection::handle_lost`).
     fn lost(&mut self, token: u32) {
-        if let Some(index) = self.live(token) {
+        if let Some(index) = self.conns.live(token) {
             self.with_core(index, |conn, cx| conn.handle_lost(cx));
         }
     }
@@ -169,7 +162,7 @@ impl EventLoop {
     /// A reply that arrived after the request (a bus across processes).
     fn late_reply(&mut self, token: u32, reply: Reply) {
         self.count_reply(&reply);
-        if let Some(index) = self.live(token) {
+        if let Some(index) = self.conns.live(token) {
             self.with_core(index, |conn, cx| conn.handle_reply(cx, reply));
         }
     }

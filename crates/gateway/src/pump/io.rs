@@ -4,8 +4,7 @@
 //! back to the core: [`EventLoop::send_calls`]), input to resume, and closing.
 
 use super::output::{write_now, OutQueue};
-use super::send_batch::{SendBatch, Sent, MIN_BATCH};
-use super::slot;
+use super::send_batch::{SendBatch, Sent};
 use super::{Call, EventLoop};
 use bus::{ConnRef, Reply, Request};
 use connection::{Connection, Cx};
@@ -26,7 +25,7 @@ impl EventLoop {
     /// for the call's reply (`finish_round` reads on).
     fn read_socket(&mut self, index: usize) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        while let Some(slot) = self.slots.get_mut(index) {
+        while let Some(slot) = self.conns.get_mut(index) {
             if slot.queued_bytes() > self.config.max_queued {
                 break;
             }
@@ -50,7 +49,7 @@ impl EventLoop {
                     }
                     // The core asked the bus: read on once it is answered (what
                     // follows a WebSocket upgrade is frames, not held input).
-                    let token = slot::token(index, self.gens[index]);
+                    let token = self.conns.token(index);
                     if self.calls.last().is_some_and(|call| call.token == token) {
                         self.reread.push(token);
                         break;
@@ -74,16 +73,16 @@ impl EventLoop {
         index: usize,
         call: impl FnOnce(&mut Connection, &mut Cx),
     ) -> bool {
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some((slot, credentials, key)) = self.conns.for_core(index) else {
             return false;
         };
         let mut cx = Cx {
-            now: self.now,
+            now: self.timers.now(),
             config: &self.config,
             queued: slot.queued_bytes(),
             out: &mut self.outbox,
-            credentials: &mut self.credentials,
-            key: slot::token(index, self.gens[index]),
+            credentials,
+            key,
         };
         call(&mut slot.conn, &mut cx);
         self.settle(index, false)
@@ -108,7 +107,7 @@ impl EventLoop {
         }
         let timer = self.outbox.take_timer();
         if self.outbox.take_resume() {
-            self.resume.push(slot::token(index, self.gens[index]));
+            self.resume.push(self.conns.token(index));
         }
         let close = self.outbox.take_close();
         self.outbox.take_requests(&mut self.requests);
@@ -130,10 +129,10 @@ impl EventLoop {
     /// Puts connection `index`'s timer for `tick` in the wheel; a tick the wheel
     /// moves (past a full revolution's slot) is told back to the core.
     fn arm(&mut self, index: usize, tick: u32) {
-        let token = slot::token(index, self.gens[index]);
-        let at = self.wheel.schedule(token, tick);
+        let token = self.conns.token(index);
+        let at = self.timers.schedule(token, tick);
         if at != tick {
-            self.slots[index].conn.reschedule(at);
+            self.conns[index].conn.reschedule(at);
         }
     }
 
@@ -141,7 +140,7 @@ impl EventLoop {
     /// calls, in the order the core made them; with `arm`, the last one arms the
     /// connection's timer once it is answered.
     fn queue_calls(&mut self, index: usize, arm: bool) {
-        let token = slot::token(index, self.gens[index]);
+        let token = self.conns.token(index);
         let last = self.requests.len();
         self.calls.extend(
             self.requests
@@ -164,7 +163,7 @@ impl EventLoop {
             let mut calls = std::mem::take(&mut self.calls);
             for call in calls.drain(..) {
                 let reply = self.dispatch(call.token, call.request);
-                let Some(index) = self.live(call.token) else {
+                let Some(index) = self.conns.live(call.token) else {
                     continue;
                 };
                 let armed = match reply {
@@ -173,8 +172,8 @@ impl EventLoop {
                 };
                 // The timer the core set with this call, unless its reply armed a
                 // newer one.
-                if call.arm && !armed && self.live(call.token).is_some() {
-                    self.arm(index, self.slots[index].conn.deadline());
+                if call.arm && !armed && self.conns.live(call.token).is_some() {
+                    self.arm(index, self.conns[index].conn.deadline());
                 }
             }
             if self.calls.is_empty() {
@@ -213,45 +212,43 @@ impl EventLoop {
     /// behind the queued output; with `coalesce` only queued. False if the write
     /// failed (the connection is then closed).
     fn send(&mut self, index: usize, coalesce: bool) -> bool {
-        if self.slots[index].stream.is_none() {
+        if self.conns[index].stream.is_none() {
             return self.h2_stream_send(index, coalesce);
         }
         if self.tls.is_some() {
             return self.tls_send(index, coalesce);
         }
-        let slot = &mut self.slots[index];
+        let slot = &mut self.conns[index];
         let len = self.outbox.len();
         if let Some(queue) = slot.out.as_mut() {
             queue.push_outbox(&self.outbox, 0);
-            self.queued += len;
+            self.writer.add_queued(len);
         } else if coalesce {
             let mut queue = Box::<OutQueue>::default();
             queue.push_outbox(&self.outbox, 0);
             slot.out = Some(queue);
-            self.queued += len;
-            self.dirty.push(index);
+            self.writer.add_queued(len);
+            self.writer.mark_dirty(index);
         } else {
-            if self.batching {
+            if self.writer.batching() {
                 // Sent with the rest of the slice (`submit_sends`); a closing
                 // connection is written now, to half-close after its last bytes.
                 let closing = slot.conn.is_closing();
                 let stream = slot.stream.as_ref().expect("checked at the top");
                 let fd = stream.as_raw_fd();
-                if let Some(batch) = self.send_batch.as_mut().filter(|_| !closing) {
-                    if batch.add(index, fd, &self.outbox) {
-                        self.outbox.clear_bytes();
-                        return true;
-                    }
+                if !closing && self.writer.gather(index, fd, &self.outbox) {
+                    self.outbox.clear_bytes();
+                    return true;
                 }
                 // Written now: what is gathered (maybe this connection's earlier
                 // bytes) leaves first.
                 self.submit_sends();
-                if !self.slots.contains(index) {
+                if !self.conns.contains(index) {
                     self.outbox.clear_bytes();
                     return false; // its gathered send failed: closed
                 }
             }
-            let slot = &mut self.slots[index];
+            let slot = &mut self.conns[index];
             let stream = slot.stream.as_mut().expect("checked at the top");
             match write_now(stream, &self.outbox) {
                 Ok((n, rest)) => {
@@ -260,7 +257,7 @@ impl EventLoop {
                         .fetch_add(n as u64, Ordering::Relaxed);
                     match rest {
                         Some(queue) => {
-                            self.queued += queue.bytes();
+                            self.writer.add_queued(queue.bytes());
                             slot.out = Some(queue);
                         }
                         None if slot.conn.is_closing() => half_close(stream),
@@ -278,16 +275,12 @@ impl EventLoop {
         true
     }
 
-    /// Submits the sends gathered in `send_batch` and applies what became of each:
+    /// Submits the sends gathered in the writer's ring and applies what became of each:
     /// bytes counted, the rest queued behind the socket, a failed send closed.
     pub(super) fn submit_sends(&mut self) {
-        let Some(batch) = self.send_batch.take() else {
+        let Some(batch) = self.writer.take_gathered() else {
             return;
         };
-        if batch.is_empty() {
-            self.send_batch = Some(batch);
-            return;
-        }
         let mut done = self.submit_batch(batch);
         for sent in done.drain(..) {
             let index = sent.index;
@@ -305,45 +298,41 @@ impl EventLoop {
             let Some(rest) = sent.rest else {
                 continue;
             };
-            let slot = &mut self.slots[index];
+            let slot = &mut self.conns[index];
             debug_assert!(slot.out.is_none(), "a gathered connection had a queue");
-            self.queued += rest.bytes();
+            self.writer.add_queued(rest.bytes());
             slot.out = Some(rest);
             if sent.untried {
                 self.flush(index);
             }
         }
-        if let Some(batch) = self.send_batch.as_mut() {
-            batch.recycle(done);
-        }
+        self.writer.recycle(done);
     }
 
-    /// Submits `batch` (taken out of the loop), counts its sends and puts it back —
-    /// unless it failed: a ring that failed once is not trusted again, writev from
-    /// then on. Give the result back to the batch when done with it.
-    fn submit_batch(&mut self, mut batch: SendBatch) -> Vec<Sent> {
-        let done = batch.submit();
-        let tried = done.iter().filter(|s| !s.untried).count();
+    /// Submits `batch` (taken out of the writer, see [`Writer::submit`]) and counts
+    /// its sends. Give the result back to the writer when done with it.
+    ///
+    /// [`Writer::submit`]: super::writer::Writer::submit
+    fn submit_batch(&mut self, batch: SendBatch) -> Vec<Sent> {
+        let (done, tried) = self.writer.submit(batch);
         self.metrics
             .batched_sends
             .fetch_add(tried as u64, Ordering::Relaxed);
-        self.send_batch = (!batch.failed()).then_some(batch);
         done
     }
 
     /// Flushes the queued output of connections `indexes` with one io_uring submit
     /// (see `flush` for one connection; HTTP/2 streams are flushed one by one).
     pub(super) fn flush_batched(&mut self, indexes: std::ops::Range<usize>) {
-        let few = indexes.len() < MIN_BATCH;
-        let Some(mut batch) = self.send_batch.take_if(|_| !few) else {
+        let Some(mut batch) = self.writer.take_for_flush(indexes.len()) else {
             for i in indexes {
-                self.flush(self.dirty[i]);
+                self.flush(self.writer.dirty_at(i));
             }
             return;
         };
         for i in indexes {
-            let index = self.dirty[i];
-            let Some(slot) = self.slots.get(index) else {
+            let index = self.writer.dirty_at(i);
+            let Some(slot) = self.conns.get(index) else {
                 continue;
             };
             match (&slot.out, &slot.stream) {
@@ -355,7 +344,7 @@ impl EventLoop {
         let mut done = self.submit_batch(batch);
         for sent in done.drain(..) {
             let index = sent.index;
-            let queue = self.slots[index]
+            let queue = self.conns[index]
                 .out
                 .as_mut()
                 .expect("queued output was sent");
@@ -371,15 +360,13 @@ impl EventLoop {
                 self.flush(index);
             }
         }
-        if let Some(batch) = self.send_batch.as_mut() {
-            batch.recycle(done);
-        }
+        self.writer.recycle(done);
     }
 
     /// Writes queued output; drops the queue once it is empty, and half-closes a
     /// closing connection whose last bytes are out.
     pub(super) fn flush(&mut self, index: usize) {
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some(slot) = self.conns.get_mut(index) else {
             return;
         };
         let Some(queue) = slot.out.as_mut() else {
@@ -397,16 +384,15 @@ impl EventLoop {
     /// queued before): the loop's count, reading resumed under the limit, the queue
     /// dropped once empty, a closing connection half-closed, a failed one closed.
     fn flushed(&mut self, index: usize, before: usize, result: io::Result<usize>) {
-        let slot = &mut self.slots[index];
-        let Some(queue) = slot.out.as_mut() else {
+        let Some(queue) = self.conns[index].out.as_ref() else {
             return;
         };
         let after = queue.bytes();
-        self.queued = self.queued + after - before;
+        self.writer.requeued(before, after);
         if before > self.config.max_queued && after <= self.config.max_queued {
             // Reading and held input paused over the limit may go on (`read_socket`,
             // `run_resumes`); at the next resume pass, never inside this flush.
-            let token = slot::token(index, self.gens[index]);
+            let token = self.conns.token(index);
             self.resume.push(token);
             self.reread.push(token);
         }
@@ -416,6 +402,7 @@ impl EventLoop {
                     .bytes_out
                     .fetch_add(n as u64, Ordering::Relaxed);
                 if after == 0 {
+                    let slot = &mut self.conns[index];
                     slot.out = None;
                     if slot.conn.is_closing() {
                         if let Some(stream) = slot.stream.as_ref() {
@@ -434,8 +421,8 @@ impl EventLoop {
     pub(super) fn run_resumes(&mut self) {
         loop {
             while let Some(token) = self.resume.pop() {
-                if let Some(index) = self.live(token) {
-                    if self.slots[index].queued_bytes() <= self.config.max_queued {
+                if let Some(index) = self.conns.live(token) {
+                    if self.conns[index].queued_bytes() <= self.config.max_queued {
                         self.with_core(index, |conn, cx| conn.handle_bytes(cx, &[]));
                     }
                 }
@@ -443,7 +430,7 @@ impl EventLoop {
             let Some(token) = self.reread.pop() else {
                 return;
             };
-            if let Some(index) = self.live(token) {
+            if let Some(index) = self.conns.live(token) {
                 self.read_socket(index);
                 // An HTTP/2 connection's socket drained: its streams' data moves.
                 self.h2_pump(index);
@@ -455,24 +442,22 @@ impl EventLoop {
     /// slot is freed and the socket closed (which also removes it from epoll).
     pub(super) fn close(&mut self, index: usize) {
         // Bytes gathered for this connection leave before its socket closes.
-        if self.send_batch.as_ref().is_some_and(|b| b.holds(index)) {
+        if self.writer.holds(index) {
             self.submit_sends();
         }
         self.h2_close_streams(index);
-        let Some(slot) = self.slots.get_mut(index) else {
+        let Some((slot, credentials, key)) = self.conns.for_core(index) else {
             return;
         };
-        let key = slot::token(index, self.gens[index]);
         let mut cx = Cx {
-            now: self.now,
+            now: self.timers.now(),
             config: &self.config,
             queued: 0,
             out: &mut self.outbox,
-            credentials: &mut self.credentials,
+            credentials,
             key,
         };
         slot.conn.handle_close(&mut cx);
-        self.credentials.forget(key);
         self.outbox.clear_bytes();
         self.outbox.take_timer();
         self.outbox.take_resume();
@@ -481,11 +466,10 @@ impl EventLoop {
         // write closed this connection.
         self.outbox.take_requests(&mut self.requests);
         self.queue_calls(index, false);
-        let slot = self.slots.remove(index);
+        let slot = self.conns.remove(index);
         self.tls_forget(index);
         self.h2_forget(index);
-        self.queued -= slot.queued_bytes();
-        self.gens[index] = self.gens[index].wrapping_add(1);
+        self.writer.remove_queued(slot.queued_bytes());
         if slot.stream.is_none() {
             return; // an HTTP/2 stream: no socket, not counted as a connection
         }

@@ -1,7 +1,7 @@
-//! The pump: one event loop per core, a thread that owns a listener (SO_REUSEPORT),
-//! a slab of [`slot::Slot`]s, a timing wheel, a scratch read buffer and the loop's
-//! [`Outbox`], and moves bytes between sockets and connection cores — nothing else.
-//! Protocol decisions are the core's; who receives what is the bus's.
+//! The pump: one event loop per core, a thread that owns its parts (below), a
+//! scratch read buffer and the loop's [`Outbox`], and moves bytes between sockets
+//! and connection cores — nothing else. Protocol decisions are the core's; who
+//! receives what is the bus's.
 //!
 //! Readiness is edge-triggered (mio): reads go on until the socket is drained. Every
 //! socket is registered once for READABLE | WRITABLE and never re-registered: with
@@ -15,47 +15,66 @@
 //! ([`handoff`]) instead of waking the other thread: on the unicast path a message
 //! crosses loops without a wake-up.
 //!
-//! Layout: [`accept`] binds the listener and admits sockets; [`handoff`] runs a
-//! sleeping loop's small mail on the posting thread; [`io`] reads into cores and applies their
-//! outboxes (writes, timers, bus requests, closes); [`inbox`] runs the mailbox
-//! (delivery batches, late replies); [`output`] is the write queue; [`slot`] the
-//! slab entry; [`tls`] the TLS byte transform between socket and core; [`h2`] and
-//! [`h2_stream`] HTTP/2 on TLS connections, a virtual connection per stream.
+//! Layout. A loop's state is parts, each a type that owns its fields and is tested
+//! alone:
+//! - [`conns`]: the connections — the slab of [`slot::Slot`]s (socket, core, output
+//!   queue), the slots' generations behind every token, the credentials side table;
+//! - [`timers`]: the clock, the 10-ms marks, the give-back second and the timing
+//!   wheel (with the head timeouts not yet in it);
+//! - [`writer`]: the bytes queued on the sockets, a merged pass's flush list and the
+//!   io_uring ring ([`send_batch`]) with the decision to gather a pass's sends;
+//! - [`listener`]: the listening socket — bind, accept, leave and rejoin the port's
+//!   SO_REUSEPORT group;
+//! - [`tls`]: the TLS byte transform between socket and core (`TlsLayer`);
+//! - [`h2`]: HTTP/2 on TLS connections (`H2Layer`), [`h2_stream`] a virtual
+//!   connection per stream.
+//!
+//! [`EventLoop`] holds them and does what needs several at once, borrowing the parts
+//! it uses: [`accept`] admits sockets and steers the loop in and out of the port's
+//! group; [`io`] reads into cores and applies their outboxes (writes, timers, bus
+//! requests, closes); [`inbox`] runs the mailbox (delivery batches, late replies);
+//! [`handoff`] runs a sleeping loop's small mail on the posting thread; [`drain`]
+//! is the loop's side of a graceful drain; [`output`] is the write queue.
 
 mod accept;
+mod conns;
 mod drain;
 mod h2;
 mod h2_stream;
 mod handoff;
 mod inbox;
 mod io;
+mod listener;
 pub mod output;
 mod send_batch;
 pub mod slot;
+mod timers;
 mod tls;
+mod writer;
 
 /// One HTTP/2 connection's frame handling on a script of bytes and time (fuzz target
 /// `h2_conn`).
 #[doc(hidden)]
 pub use h2::script::run as h2_script;
 
-pub(crate) use accept::bind_reuseport;
 pub use handoff::{cells, LoopCell, LoopCells, RUN_ELSEWHERE_MAX};
+pub(crate) use listener::bind_reuseport;
 
 use crate::gateway::Gateway;
-use crate::wheel::{self, Wheel};
+use crate::wheel;
 use bus::{Inbound, Request};
 use connection::clock::{reached, TICK_MS};
-use connection::{Credentials, Outbox, Tick};
+use connection::Outbox;
+use conns::Conns;
+use listener::Listener;
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::{Events, Poll, Registry, Token};
 use observe::metrics::LoopMetrics;
-use send_batch::MIN_BATCH;
-use slab::Slab;
-use slot::Slot;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use timers::Timers;
+use writer::Writer;
 
 /// A bus request of one connection, made during a round and sent at its end.
 struct Call {
@@ -79,30 +98,17 @@ const SCRATCH: usize = 64 * 1024;
 /// the arena's top stays resident for good (`malloc_trim` does not cut a thread
 /// arena's top).
 const FIRST_SLOTS: usize = 4096;
-/// The loop's lag probe fires this often (SPEC F1: a 10 ms tick, measured).
-const LAG_TICK: Duration = Duration::from_millis(10);
 
 pub struct EventLoop {
     id: u16,
     /// The loop's epoll, to register sockets (the thread's `Poll` waits on it).
     registry: Registry,
-    /// `None` while this process has left the listening group (see `accept`).
-    listener: Option<TcpListener>,
-    /// The address the listener is bound to, to rejoin the group.
-    listen_addr: std::net::SocketAddr,
-    slots: Slab<Slot>,
-    /// Generation per slab slot, bumped on close (1 byte per slot ever used).
-    gens: Vec<u8>,
-    wheel: Wheel,
-    /// Token expiries and failed authentications of the few connections that have
-    /// any (a side table: the slot stays 40 bytes); expiries fire with the timers.
-    credentials: Credentials,
-    /// Tick 0 of the wheel and of the cores' clock.
-    epoch: Instant,
-    /// `epoch` as wall-clock milliseconds since 1970.
-    epoch_unix_ms: u64,
-    /// The current tick, read once per round of events.
-    now: Tick,
+    /// The listening socket, in or out of the port's group (see `accept`).
+    listener: Listener,
+    /// The connections: slab, generations, credentials.
+    conns: Conns,
+    /// The clock, the 10-ms marks and the timing wheel.
+    timers: Timers,
     config: connection::Config,
     gateway: Arc<Gateway>,
     /// Every loop's cell, this one's included, for the hand-off (`handoff`).
@@ -123,28 +129,10 @@ pub struct EventLoop {
     /// Connections whose reading paused over `max_queued` and whose queue has since
     /// drained: their sockets are read again with the resumes (see `io`).
     reread: Vec<u32>,
-    /// Tokens due in the current timer pass.
-    due: Vec<u32>,
-    /// Connections opened since the last tick, with their head-timeout tick: put in
-    /// the wheel on the next tick only if still needed (see `accept`).
-    fresh: Vec<(u32, Tick)>,
-    /// Connections that got queued output during a merged delivery pass, flushed in
-    /// order from `dirty_pos` (see `inbox`).
-    dirty: Vec<usize>,
-    dirty_pos: usize,
     /// A delivery pass ran out of its budget: come back at once after the sockets.
     more_work: bool,
-    /// Output bytes queued on this loop's sockets (mirrored into metrics each tick).
-    queued: usize,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
-    /// Connections accepted since the heap was last trimmed (see `accept`).
-    accepted: u32,
-    /// Accepting paused by EMFILE/ENFILE; retried on every tick.
-    accept_paused: bool,
-    /// Accepted sockets arrive with TCP_NODELAY already set (inherited from the
-    /// listener).
-    nodelay_inherited: bool,
     /// Draining: the listener has left the accept group; when the last drain step
     /// ran (see `drain`).
     drain: Option<drain::Progress>,
@@ -152,24 +140,19 @@ pub struct EventLoop {
     tls: Option<self::tls::TlsLayer>,
     /// HTTP/2 connections and streams (TLS listener with `h2` offered).
     h2: Option<self::h2::H2Layer>,
-    /// `--io-uring`: a fan-out's sends gathered and submitted together.
-    send_batch: Option<send_batch::SendBatch>,
-    /// A delivery pass is gathering its sends in `send_batch` (see `inbox`).
-    batching: bool,
-    /// The next 10-ms mark and the next give-back second.
-    next_tick: Instant,
-    next_second: Instant,
+    /// Queued bytes, the merged pass's flush list and the io_uring ring.
+    writer: Writer,
 }
 
 impl EventLoop {
     pub fn new(
         id: u16,
         registry: Registry,
-        mut listener: TcpListener,
+        listener: TcpListener,
         gateway: Arc<Gateway>,
         loops: LoopCells,
     ) -> std::io::Result<EventLoop> {
-        registry.register(&mut listener, LISTENER, Interest::READABLE)?;
+        let listener = Listener::new(&registry, listener)?;
         let metrics = gateway.metrics.loops[id as usize].clone();
         let config = gateway.config.core();
         let tls =
@@ -178,7 +161,6 @@ impl EventLoop {
             });
         let max_streams = gateway.config.max_streams_per_connection;
         let h2 = (tls.is_some() && max_streams > 0).then(|| self::h2::H2Layer::new(max_streams));
-        let listen_addr = listener.local_addr()?;
         let send_batch = (gateway.config.io_uring && tls.is_none())
             .then(send_batch::SendBatch::new)
             .and_then(|ring| {
@@ -193,19 +175,12 @@ impl EventLoop {
         let epoch = epoch
             .checked_sub(gateway.config.tick_offset)
             .unwrap_or(epoch);
-        let now = Instant::now();
         Ok(EventLoop {
             id,
             registry,
-            listener: Some(listener),
-            listen_addr,
-            slots: Slab::with_capacity(FIRST_SLOTS),
-            gens: Vec::with_capacity(FIRST_SLOTS),
-            wheel: Wheel::new(0),
-            credentials: Credentials::default(),
-            epoch,
-            epoch_unix_ms,
-            now: 0,
+            listener,
+            conns: Conns::with_capacity(FIRST_SLOTS),
+            timers: Timers::new(epoch, epoch_unix_ms, Instant::now()),
             config,
             gateway,
             loops,
@@ -218,23 +193,12 @@ impl EventLoop {
             inbox: Vec::new(),
             resume: Vec::new(),
             reread: Vec::new(),
-            due: Vec::new(),
-            fresh: Vec::new(),
-            dirty: Vec::new(),
-            dirty_pos: 0,
             more_work: false,
-            queued: 0,
             peak: 0,
-            accepted: 0,
-            accept_paused: false,
-            nodelay_inherited: false,
             drain: None,
             tls,
             h2,
-            send_batch,
-            batching: false,
-            next_tick: next_tick_after(epoch, now),
-            next_second: now + Duration::from_secs(1),
+            writer: Writer::new(send_batch),
         })
     }
 
@@ -268,14 +232,12 @@ impl EventLoop {
             return None;
         }
         let now = Instant::now();
-        if now >= self.next_tick {
-            self.metrics.record_lag(now - self.next_tick);
-            self.next_tick = next_tick_after(self.epoch, now);
+        if let Some(lag) = self.timers.tick_due(now) {
+            self.metrics.record_lag(lag);
             self.set_clock(now);
             self.run_timers();
             self.tls_tick();
-            if self.accept_paused {
-                self.accept_paused = false;
+            if self.listener.take_paused() {
                 self.accept_all();
             }
             if self.gateway.config.leave_when_full {
@@ -283,57 +245,41 @@ impl EventLoop {
             }
             self.metrics
                 .queued_bytes
-                .store(self.queued as u64, Ordering::Relaxed);
+                .store(self.writer.queued() as u64, Ordering::Relaxed);
         }
-        if now >= self.next_second {
-            self.next_second = now + Duration::from_secs(1);
+        if self.timers.second_due(now) {
             self.give_back_memory();
         }
         self.finish_round();
         Some(if self.more_work {
             Duration::ZERO
         } else {
-            self.next_tick.saturating_duration_since(Instant::now())
+            self.timers.until_next_tick()
         })
     }
 
-    /// Sets the current tick from `at`. Ticks are u32 and wrap every 2^32 ticks (497
-    /// days); the cores' wall clock (`unix_start_ms`, for token expiry) is moved to the
-    /// start of the current wrap so it never runs backwards.
+    /// Sets the current tick from `at`, and the cores' wall clock with it (see
+    /// [`Timers::set_clock`]).
     fn set_clock(&mut self, at: Instant) {
-        let ticks = at.saturating_duration_since(self.epoch).as_millis() as u64 / TICK_MS;
-        self.now = ticks as Tick;
-        self.config.unix_start_ms = self.epoch_unix_ms + (ticks >> 32 << 32) * TICK_MS;
+        self.config.unix_start_ms = self.timers.set_clock(at);
     }
 
     fn run_timers(&mut self) {
         self.arm_fresh();
-        let now = self.now;
-        let mut due = std::mem::take(&mut self.due);
-        let (slots, gens) = (&self.slots, &self.gens);
-        let deadline_of = |token: u32| {
-            let (index, gen) = slot::untoken(token);
-            slots
-                .get(index)
-                .filter(|_| gens[index] == gen)
-                .map(|s| s.conn.deadline())
-        };
-        self.wheel.poll_due(
-            now,
-            |token, slot_tick| wheel::judge(deadline_of(token), slot_tick, now),
-            |token| due.push(token),
-        );
+        let now = self.timers.now();
+        let conns = &self.conns;
+        let mut due = self.timers.take_due(|token| conns.deadline(token));
         // Heartbeats due on one grid mark leave together (`--io-uring`): one submit
         // per slice instead of a `writev` and a reader's wake-up each.
-        self.batching = self.send_batch.is_some() && due.len() >= MIN_BATCH;
+        self.writer.start_pass(due.len());
         for (i, token) in due.drain(..).enumerate() {
             if i > 0 && i % inbox::SLICE == 0 {
                 self.submit_sends();
             }
             // Check again: an earlier timer's work may have closed this connection,
             // or an entry scheduled twice for one tick already fired.
-            if let Some(index) = self.live(token) {
-                if reached(self.slots[index].conn.deadline(), now) {
+            if let Some(index) = self.conns.live(token) {
+                if reached(self.conns[index].conn.deadline(), now) {
                     if self.h2.as_ref().is_some_and(|h| h.is_conn(index)) {
                         self.h2_timeout(index);
                     } else {
@@ -343,8 +289,8 @@ impl EventLoop {
             }
         }
         self.submit_sends();
-        self.batching = false;
-        self.due = due;
+        self.writer.end_pass();
+        self.timers.recycle_due(due);
         self.run_expiries();
         self.run_resumes();
     }
@@ -352,13 +298,13 @@ impl EventLoop {
     /// Ends the connections whose token has expired by now (`connection::expiry`), and
     /// counts the loop's failed authentications into its metrics.
     fn run_expiries(&mut self) {
-        let unix_now = (self.config.unix_start_ms + u64::from(self.now) * TICK_MS) / 1000;
-        while let Some(token) = self.credentials.pop_expired(unix_now) {
-            if let Some(index) = self.live(token) {
+        let unix_now = (self.config.unix_start_ms + u64::from(self.timers.now()) * TICK_MS) / 1000;
+        while let Some(token) = self.conns.pop_expired(unix_now) {
+            if let Some(index) = self.conns.live(token) {
                 self.with_core(index, |conn, cx| conn.handle_expired(cx));
             }
         }
-        let failed = self.credentials.take_failed();
+        let failed = self.conns.take_failed();
         if failed > 0 {
             self.metrics
                 .auth_failures
@@ -366,15 +312,9 @@ impl EventLoop {
         }
     }
 
-    /// The slab index of `token` if that connection is still open.
-    fn live(&self, token: u32) -> Option<usize> {
-        let (index, gen) = slot::untoken(token);
-        (self.slots.contains(index) && self.gens[index] == gen).then_some(index)
-    }
-
     /// Closes every connection (shutdown), and sends their logouts.
     fn close_all(&mut self) {
-        let all: Vec<usize> = self.slots.iter().map(|(i, _)| i).collect();
+        let all: Vec<usize> = self.conns.iter().map(|(i, _)| i).collect();
         for index in all {
             self.close(index);
         }
@@ -412,21 +352,15 @@ impl EventLoop {
         if !trimmed {
             self.trim_after_accepts();
         }
-        let open = self.slots.len();
+        let open = self.conns.len();
         if open > self.peak {
             self.peak = open;
         } else if self.peak >= 1024 && open < self.peak / 2 {
-            // `gens` stays: one byte per slot keeps stale tokens from matching new ones.
-            self.slots.shrink_to_fit();
-            if !self.dirty_pending() {
-                self.dirty = Vec::new();
-                self.dirty_pos = 0;
-            }
-            self.due = Vec::new();
-            self.fresh = Vec::new();
+            self.conns.shrink();
+            self.writer.shrink();
+            self.timers.shrink();
             self.inbox = Vec::new();
             self.resume = Vec::new();
-            self.wheel.shrink();
             if let Some(tls) = self.tls.as_mut() {
                 tls.shrink();
             }
@@ -479,13 +413,4 @@ pub fn run(loops: LoopCells, id: u16, mut poll: Poll) -> std::io::Result<()> {
             }
         }
     }
-}
-
-/// The first 10-ms mark after `now`, counted from the aligned epoch: every loop of
-/// the machine's tick group (`--tick-groups`) wakes at the same marks, so heartbeats
-/// due on the grid leave together.
-fn next_tick_after(epoch: Instant, now: Instant) -> Instant {
-    let since = now.saturating_duration_since(epoch).as_nanos();
-    let marks = since / LAG_TICK.as_nanos() + 1;
-    epoch + Duration::from_nanos((marks * LAG_TICK.as_nanos()) as u64)
 }

@@ -65,7 +65,7 @@ pub(super) struct TlsLayer {
 }
 
 /// Handshakes between two heap trims (see [`TlsLayer::trim_after_handshakes`]).
-const TRIM_EVERY: u32 = super::accept::TRIM_EVERY;
+const TRIM_EVERY: u32 = super::listener::TRIM_EVERY;
 
 impl TlsLayer {
     /// `ktls`: hand sessions' transmit side to the kernel after their handshake.
@@ -180,7 +180,7 @@ impl EventLoop {
         let Some(tls) = self.tls.as_mut().filter(|t| t.ktls) else {
             return;
         };
-        let slot = &self.slots[index];
+        let slot = &self.conns[index];
         let (Some(stream), None) = (slot.stream.as_ref(), slot.out.as_ref()) else {
             return;
         };
@@ -244,7 +244,7 @@ impl EventLoop {
                     }
                 }
                 let h2 = self.h2.as_ref().is_some_and(|h| h.is_conn(index));
-                if alive && !plain.is_empty() && self.slots.contains(index) {
+                if alive && !plain.is_empty() && self.conns.contains(index) {
                     if h2 {
                         self.h2_input(index, &plain);
                     } else {
@@ -252,7 +252,7 @@ impl EventLoop {
                     }
                 }
                 // close_notify: no more input comes, like a plain EOF.
-                if status.peer_closed && self.slots.contains(index) {
+                if status.peer_closed && self.conns.contains(index) {
                     self.close(index);
                 }
             }
@@ -291,7 +291,7 @@ impl EventLoop {
     /// Seals `parts` for connection `index` and writes or queues the records (HTTP/2
     /// frames). False if the connection was closed.
     pub(super) fn tls_send_bytes(&mut self, index: usize, parts: &[&[u8]], coalesce: bool) -> bool {
-        if !self.slots.contains(index) {
+        if !self.conns.contains(index) {
             return false;
         }
         let tls = self.tls.as_mut().expect("tls_send_bytes on a TLS loop");
@@ -306,7 +306,7 @@ impl EventLoop {
     /// After sealing: close_notify for a closing connection, then the write.
     fn finish_send(&mut self, index: usize, sealed: bool, coalesce: bool) -> bool {
         let tls = self.tls.as_mut().expect("finish_send on a TLS loop");
-        let closing = self.slots[index].conn.is_closing();
+        let closing = self.conns[index].conn.is_closing();
         let mut sealed = sealed;
         if sealed && closing {
             // The last bytes: close_notify after them, then the FIN.
@@ -329,21 +329,21 @@ impl EventLoop {
     fn write_cipher(&mut self, index: usize, coalesce: bool) -> bool {
         let tls = self.tls.as_mut().expect("write_cipher on a TLS loop");
         let bytes = &tls.cipher[..];
-        let slot = &mut self.slots[index];
+        let slot = &mut self.conns[index];
         let Some(stream) = slot.stream.as_mut() else {
             return false; // a stream's virtual slot never writes ciphertext
         };
         if let Some(queue) = slot.out.as_mut() {
             queue.push(Bytes::copy_from_slice(bytes));
-            self.queued += bytes.len();
+            self.writer.add_queued(bytes.len());
             return true;
         }
         if coalesce {
             let mut queue = Box::<OutQueue>::default();
             queue.push(Bytes::copy_from_slice(bytes));
             slot.out = Some(queue);
-            self.queued += bytes.len();
-            self.dirty.push(index);
+            self.writer.add_queued(bytes.len());
+            self.writer.mark_dirty(index);
             return true;
         }
         let mut written = 0;
@@ -365,7 +365,7 @@ impl EventLoop {
         if written < bytes.len() {
             let mut queue = Box::<OutQueue>::default();
             queue.push(Bytes::copy_from_slice(&bytes[written..]));
-            self.queued += queue.bytes();
+            self.writer.add_queued(queue.bytes());
             slot.out = Some(queue);
         } else if slot.conn.is_closing() {
             let _ = stream.shutdown(std::net::Shutdown::Write);
