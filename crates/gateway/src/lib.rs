@@ -5,32 +5,33 @@
 //! sockets, a slab, a timing [`wheel`], a scratch read buffer and write queues. The
 //! gateway never knows about subscriptions or stores: it asks the [`bus`] seam.
 //!
-//! One publish, socket to socket:
+//! One publish, socket to socket, in a loop's round (the whole path through the
+//! types is in docs/architecture.md):
 //! 1. `pump::io` reads a publisher's socket into the per-loop scratch buffer and
-//!    hands the bytes to its `connection::Connection`.
-//! 2. `connection::request` parses the head and body (`wire`) and leaves a
-//!    `Request::Publish` in the loop's `Outbox`.
-//! 3. `pump::io::settle` sends it with `Bus::call`; the router side (`hub`) plans
-//!    the fan-out and pushes one `Delivery` batch into each loop's `Mailbox`. A
-//!    small batch for a loop asleep in `epoll_wait` is run at once by this loop
-//!    (`pump::handoff`); other loops are woken.
-//! 4. The reply goes back to the core (`connection::reply`), which writes the 200.
-//! 5. Each loop's `pump::inbox` takes its batch; for every target
-//!    `connection::delivery` writes the message in its transport's framing (encoded once
-//!    per loop), and `pump::io` writes it to the socket — at once, or coalesced
-//!    into one `writev` per connection when several batches arrived together.
+//!    hands the bytes to its `connection::Connection`, which parses them (`wire`)
+//!    and leaves a `bus::Request::Publish` in the loop's `Outbox`.
+//! 2. `pump::io::settle` moves the request into the round's calls; no bus call is
+//!    made while the round's events run.
+//! 3. At the round's end (`EventLoop::finish_round`) the calls are sent with
+//!    `Bus::call`; the router side (`hub`) plans the fan-out and leaves one
+//!    `bus::Mail` in each loop's `Mailbox`; the reply goes back to the core, which
+//!    writes the 200. The loop writes its own mail, then settles the other loops'
+//!    mailboxes once (`pump::handoff`): a sleeping loop's small mail is written
+//!    here, any other loop is woken.
+//! 4. Each loop's `pump::inbox` takes its mail; for every target
+//!    `connection::delivery` writes the message in its transport's framing (encoded
+//!    once per loop), and `pump::io` writes it to the socket — at once, or coalesced
+//!    into one `writev` per connection when several mails arrived together.
 //!
-//! Glossary (one word per thing): a *connection* is one client socket and its
-//! core; a *loop* is one event-loop thread; a *slot* is a connection's slab entry;
-//! a *token* names a slot and its generation; a *tick* is one step of the wheel;
-//! a *subject*, *subscription*, *publish* and *delivery* are as in the `router`
-//! crate; the *bus* is the seam to the router, the *hub* its in-process other side.
+//! Words are the project's (docs/glossary.md): a *round*, a *call*, *mail*, a
+//! *slot*, a *token*, a *tick*.
 //!
 //! Layout: [`config`] flags and settings (it builds the core's `connection::Config`; the
 //! core names no flag); [`server`] start/stop; [`gateway`] what the loops share;
 //! [`peers`] connections per client address; `connection` (crate) the protocol, with its own
-//! settings and policies ([`WsHeartbeat`], [`SlowPolicy`]); [`pump`] the loops, their
-//! listener (`pump::accept`) and the hand-off between them (`pump::handoff`);
+//! settings and policies ([`WsHeartbeat`], [`SlowPolicy`]); [`pump`] the loops, each of owned
+//! parts (connections, timers, writer, listener, TLS, HTTP/2) and the hand-off
+//! between them (`pump::handoff`);
 //! [`wheel`] the timers. Imports run one way: `server` → `pump` → `gateway` →
 //! `config` → `connection` (crate).
 

@@ -1,17 +1,17 @@
 //! One hashed timing wheel per event loop (SPEC A5): heartbeats, head timeouts,
 //! keep-alive idle timeouts and long-poll timeouts of every connection of the loop.
 //!
-//! Not a timer per connection: an entry is a 4-byte connection token in a slot vector,
+//! Not a timer per connection: an entry is a 4-byte connection token in a bucket vector,
 //! and cancelling costs nothing. The connection keeps its own `deadline` tick, which is
-//! the truth: when a slot comes round the owner says, for each token, whether it is due
-//! now, belongs to a later revolution of this slot (kept), or is stale (dropped: the
+//! the truth: when a bucket comes round the owner says, for each token, whether it is due
+//! now, belongs to a later revolution of this bucket (kept), or is stale (dropped: the
 //! connection closed or its timer moved, which pushed a new entry elsewhere).
 
 use connection::clock::reached;
 
-/// Slots per revolution: 4096 × 10 ms ≈ 41 s covers heartbeats and the usual
-/// timeouts in one turn; a longer deadline stays in its slot for later revolutions.
-pub const SLOTS: u32 = 4096;
+/// Buckets per revolution: 4096 × 10 ms ≈ 41 s covers heartbeats and the usual
+/// timeouts in one turn; a longer deadline stays in its bucket for later revolutions.
+pub const BUCKETS: u32 = 4096;
 /// Loops' epochs lie on whole wall-clock seconds, so every heartbeat grid that divides
 /// a second (`--heartbeat-grid`) falls on the same instants in every loop and process
 /// (shifted per process by its tick group's offset, `ServerConfig::tick_offset`).
@@ -49,19 +49,19 @@ pub fn beat_phase_of(ip: std::net::IpAddr) -> u8 {
     }
 }
 
-/// What the owner says about an entry when its slot comes round.
+/// What the owner says about an entry when its bucket comes round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry {
     /// Its deadline is this tick: it fires (and leaves the wheel).
     Due,
-    /// Its deadline is a later revolution of the same slot: it stays.
+    /// Its deadline is a later revolution of the same bucket: it stays.
     Later,
     /// The connection is gone or its deadline moved: it leaves.
     Stale,
 }
 
 pub struct Wheel {
-    slots: Vec<Vec<u32>>,
+    buckets: Vec<Vec<u32>>,
     /// The next tick to process; every tick before it has been handed out.
     next: u32,
 }
@@ -70,7 +70,7 @@ impl Wheel {
     /// A wheel whose first tick is `now_tick`.
     pub fn new(now_tick: u32) -> Wheel {
         Wheel {
-            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
             next: now_tick,
         }
     }
@@ -83,12 +83,12 @@ impl Wheel {
         } else {
             tick
         };
-        self.slots[(tick % SLOTS) as usize].push(token);
+        self.buckets[(tick % BUCKETS) as usize].push(token);
         tick
     }
 
-    /// Visits every slot from the last call up to `now_tick`. `judge(token, slot_tick)`
-    /// classifies each entry (`slot_tick` is the tick being visited); `Due` entries go to
+    /// Visits every bucket from the last call up to `now_tick`. `judge(token, bucket_tick)`
+    /// classifies each entry (`bucket_tick` is the tick being visited); `Due` entries go to
     /// `fire`, which must not touch the wheel (collect them, then act).
     pub fn poll_due(
         &mut self,
@@ -99,19 +99,19 @@ impl Wheel {
         if !reached(self.next, now_tick) {
             return;
         }
-        // After a stall longer than a revolution, one pass over every slot is enough:
+        // After a stall longer than a revolution, one pass over every bucket is enough:
         // the owner judges by the connection's own deadline, not by the visited tick.
         let visits = now_tick
             .wrapping_sub(self.next)
             .saturating_add(1)
-            .min(SLOTS);
+            .min(BUCKETS);
         for i in 0..visits {
             let tick = now_tick.wrapping_sub(visits - 1 - i);
-            let slot = &mut self.slots[(tick % SLOTS) as usize];
-            if slot.is_empty() {
+            let bucket = &mut self.buckets[(tick % BUCKETS) as usize];
+            if bucket.is_empty() {
                 continue;
             }
-            slot.retain(|&token| match judge(token, tick) {
+            bucket.retain(|&token| match judge(token, tick) {
                 Entry::Due => {
                     fire(token);
                     false
@@ -119,37 +119,37 @@ impl Wheel {
                 Entry::Later => true,
                 Entry::Stale => false,
             });
-            // An emptied slot gives its vector back: the heap then holds what the
-            // wheel holds now, not every slot's largest burst.
-            if slot.is_empty() {
-                *slot = Vec::new();
+            // An emptied bucket gives its vector back: the heap then holds what the
+            // wheel holds now, not every bucket's largest burst.
+            if bucket.is_empty() {
+                *bucket = Vec::new();
             }
         }
         self.next = now_tick.wrapping_add(1);
     }
 
-    /// Frees slot vectors left large after a mass disconnect.
+    /// Frees bucket vectors left large after a mass disconnect.
     pub fn shrink(&mut self) {
-        for slot in &mut self.slots {
-            slot.shrink_to_fit();
+        for bucket in &mut self.buckets {
+            bucket.shrink_to_fit();
         }
     }
 
     /// Number of entries held, stale ones included (for tests and stats).
     pub fn len(&self) -> usize {
-        self.slots.iter().map(Vec::len).sum()
+        self.buckets.iter().map(Vec::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(Vec::is_empty)
+        self.buckets.iter().all(Vec::is_empty)
     }
 }
 
 /// The usual judge: an entry is due when the connection's deadline has come, later when
-/// the deadline is a future revolution of the visited slot, and stale otherwise.
-pub fn judge(deadline: Option<u32>, slot_tick: u32, now_tick: u32) -> Entry {
+/// the deadline is a future revolution of the visited bucket, and stale otherwise.
+pub fn judge(deadline: Option<u32>, bucket_tick: u32, now_tick: u32) -> Entry {
     match deadline {
-        Some(d) if d % SLOTS != slot_tick % SLOTS => Entry::Stale,
+        Some(d) if d % BUCKETS != bucket_tick % BUCKETS => Entry::Stale,
         Some(d) if reached(d, now_tick) => Entry::Due,
         Some(_) => Entry::Later,
         _ => Entry::Stale,
@@ -173,7 +173,7 @@ mod tests {
             let deadlines = &self.deadlines;
             wheel.poll_due(
                 now,
-                |t, slot| judge(deadlines.get(&t).copied(), slot, now),
+                |t, bucket| judge(deadlines.get(&t).copied(), bucket, now),
                 |t| out.push(t),
             );
             for t in &out {
@@ -283,15 +283,19 @@ mod tests {
         for t in 0..100 {
             o.schedule(&mut w, t, 5);
         }
-        o.schedule(&mut w, 500, 5 + SLOTS); // a later revolution of the same slot
+        o.schedule(&mut w, 500, 5 + BUCKETS); // a later revolution of the same bucket
         o.schedule(&mut w, 600, 6);
         assert_eq!(o.fired(&mut w, 5).len(), 100);
-        assert_eq!(w.slots[5].len(), 1, "the later revolution stays");
+        assert_eq!(w.buckets[5].len(), 1, "the later revolution stays");
         o.deadlines.remove(&600); // stale: its connection went away
         assert!(o.fired(&mut w, 6).is_empty());
-        assert_eq!(w.slots[6].capacity(), 0, "nothing left: memory given back");
-        assert_eq!(o.fired(&mut w, 5 + SLOTS), vec![500]);
-        assert_eq!(w.slots[5].capacity(), 0);
+        assert_eq!(
+            w.buckets[6].capacity(),
+            0,
+            "nothing left: memory given back"
+        );
+        assert_eq!(o.fired(&mut w, 5 + BUCKETS), vec![500]);
+        assert_eq!(w.buckets[5].capacity(), 0);
     }
 
     #[test]
@@ -305,7 +309,7 @@ mod tests {
     #[test]
     fn deadlines_beyond_one_revolution_wait_their_turn() {
         let (mut w, mut o) = (Wheel::new(0), owner());
-        let far = SLOTS + 5;
+        let far = BUCKETS + 5;
         o.schedule(&mut w, 9, far);
         assert!(o.fired(&mut w, 5).is_empty());
         assert!(o.fired(&mut w, far - 1).is_empty());
@@ -329,7 +333,7 @@ mod tests {
         let (mut w, mut o) = (Wheel::new(start), owner());
         o.schedule(&mut w, 1, start + 10);
         o.schedule(&mut w, 2, start.wrapping_add(30)); // past the wrap: tick 9
-        o.schedule(&mut w, 3, start.wrapping_add(30 + SLOTS)); // and a revolution later
+        o.schedule(&mut w, 3, start.wrapping_add(30 + BUCKETS)); // and a revolution later
         assert_eq!(o.deadlines[&2], 9);
         assert!(o.fired(&mut w, start + 5).is_empty());
         assert_eq!(o.fired(&mut w, start + 15), vec![1]);
@@ -338,8 +342,8 @@ mod tests {
             "tick 8, after the wrap: 2 not yet"
         );
         assert_eq!(o.fired(&mut w, 9), vec![2]);
-        assert!(o.fired(&mut w, 9 + SLOTS - 1).is_empty());
-        assert_eq!(o.fired(&mut w, 9 + SLOTS), vec![3]);
+        assert!(o.fired(&mut w, 9 + BUCKETS - 1).is_empty());
+        assert_eq!(o.fired(&mut w, 9 + BUCKETS), vec![3]);
         // A deadline just before the wrap, asked for after it, is clamped forward.
         let mut w = Wheel::new(3);
         assert_eq!(w.schedule(7, u32::MAX - 1), 3);

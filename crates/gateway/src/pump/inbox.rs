@@ -1,8 +1,8 @@
-//! The loop's mailbox: delivery batches from the bus become writes, and late replies
+//! The loop's mailbox: mail from the bus becomes writes, and late replies
 //! reach their connection.
 //!
 //! Latency has to stay bounded at every rate (DESIGN: what arrives while a fan-out is
-//! still writing joins the writes still to come). A lone batch on idle connections is
+//! still writing joins the writes still to come). A lone mail on idle connections is
 //! written at once, target by target: the lowest latency for one message. Every
 //! [`SLICE`] targets the loop looks at its mailbox and its time budget; when more mail
 //! has arrived, or [`ROUND_BUDGET`] is used, the rest of the fan-out is only queued on
@@ -32,16 +32,16 @@ impl EventLoop {
         loop {
             self.gateway.mailboxes[self.id as usize].drain(&mut inbox);
             if !inbox.is_empty() {
-                let batches = inbox
+                let mails = inbox
                     .iter()
                     .filter(|i| matches!(i, Inbound::Deliver(_)))
                     .count();
-                // Several batches, or output of this pass still queued: merge.
-                let mut queue_only = batches > 1 || self.writer.dirty_pending();
+                // Several mails, or output of this pass still queued: merge.
+                let mut queue_only = mails > 1 || self.writer.dirty_pending();
                 for item in inbox.drain(..) {
                     match item {
-                        Inbound::Deliver(batch) => {
-                            queue_only = self.deliver(&batch, queue_only, deadline)
+                        Inbound::Deliver(mail) => {
+                            queue_only = self.deliver(&mail, queue_only, deadline)
                         }
                         Inbound::Reply { token, reply } => self.late_reply(token, reply),
                         Inbound::Lost { token } => self.lost(token),
@@ -58,16 +58,16 @@ impl EventLoop {
         self.inbox = inbox;
     }
 
-    /// One batch: every target connection's core writes the message its way; written
+    /// One mail: every target connection's core writes the message its way; written
     /// at once, or only queued once `queue_only` (returned: whether the rest of this
     /// pass queues).
-    fn deliver(&mut self, batch: &Mail, mut queue_only: bool, deadline: Instant) -> bool {
-        let mut frames = Frames::new(&batch.msg.payload);
+    fn deliver(&mut self, mail: &Mail, mut queue_only: bool, deadline: Instant) -> bool {
+        let mut frames = Frames::new(&mail.msg.payload);
         let (mut sent, mut dropped) = (0u64, 0u64);
         // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
         // is written at once.
-        self.writer.start_pass(batch.targets.len());
-        for (i, target) in batch.targets.iter().enumerate() {
+        self.writer.start_pass(mail.targets.len());
+        for (i, target) in mail.targets.iter().enumerate() {
             let token = target.token;
             if i > 0 && i % SLICE == 0 {
                 self.submit_sends();
@@ -84,7 +84,7 @@ impl EventLoop {
             // limit with output never tried gets a write first.
             let slot = &self.conns[index];
             if slot.out.is_some()
-                && slot.queued_bytes() + batch.msg.payload.len() + 32 > self.config.max_queued
+                && slot.queued_bytes() + mail.msg.payload.len() + 32 > self.config.max_queued
             {
                 self.flush(index);
                 if self.conns.live(token).is_none() {
@@ -123,7 +123,7 @@ impl EventLoop {
                 .fetch_add(dropped, Ordering::Relaxed);
         }
         self.metrics
-            .record_delivery_latency(Instant::now().saturating_duration_since(batch.published));
+            .record_delivery_latency(Instant::now().saturating_duration_since(mail.published));
         queue_only
     }
 
