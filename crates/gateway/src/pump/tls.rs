@@ -404,3 +404,68 @@ fn seal(tls: &mut TlsLayer, index: usize, parts: &[&[u8]]) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer() -> TlsLayer {
+        let names = vec!["localhost".to_string()];
+        let identity = ::tls::self_signed(&names).unwrap().identity().unwrap();
+        let source = ::tls::CertSource::Given(identity);
+        let config = ReloadableConfig::new(source, ::tls::ServerOptions::default()).unwrap();
+        TlsLayer::new(Arc::new(config), false)
+    }
+
+    fn session(layer: &TlsLayer) -> ServerSession {
+        ServerSession::new(layer.config.current()).unwrap()
+    }
+
+    /// Each session is found from its own slot and from no other: a removal moves
+    /// the last session into the freed place, and its slot must follow it.
+    fn consistent(layer: &TlsLayer, open: &[usize]) {
+        assert_eq!(layer.sessions.len(), open.len());
+        for (pos, &owner) in layer.owner.iter().enumerate() {
+            assert_eq!(
+                layer.by_slot[owner as usize] as usize,
+                pos + 1,
+                "owner {owner}"
+            );
+        }
+        for index in 0..layer.by_slot.len() + 2 {
+            assert_eq!(
+                layer.session(index).is_some(),
+                open.contains(&index),
+                "slot {index}"
+            );
+        }
+    }
+
+    #[test]
+    fn sessions_stay_with_their_slots_through_removals() {
+        let mut layer = layer();
+        let mut open = Vec::new();
+        for index in [5, 2, 9, 0, 7] {
+            let s = session(&layer);
+            layer.insert(index, s);
+            open.push(index);
+            consistent(&layer, &open);
+        }
+        // The last, a middle one, the first, one twice, one never opened.
+        for index in [7, 2, 5, 5, 42] {
+            layer.remove(index);
+            open.retain(|&o| o != index);
+            consistent(&layer, &open);
+        }
+        let s = session(&layer);
+        layer.insert(9, s);
+        consistent(&layer, &open); // replaced, not doubled
+        layer.shrink();
+        consistent(&layer, &open);
+        assert_eq!(
+            layer.by_slot.len(),
+            10,
+            "the table ends at the last open slot"
+        );
+    }
+}
