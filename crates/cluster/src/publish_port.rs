@@ -24,6 +24,7 @@
 mod connection;
 mod exchange;
 mod over_nats;
+mod script;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +51,10 @@ pub struct PortConfig {
     /// Largest `POST /pub` batch body (`--max-batch`).
     pub max_batch: usize,
 }
+
+/// One connection's exchanges on a script of bytes (fuzz target `port_exchange`).
+#[doc(hidden)]
+pub use script::run as exchange_script;
 
 /// The keys of `--api-key`, checked.
 pub fn api_keys(keys: &[String]) -> anyhow::Result<ApiKeys> {
