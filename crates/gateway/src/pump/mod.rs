@@ -32,8 +32,8 @@
 //! [`EventLoop`] holds them and does what needs several at once, borrowing the parts
 //! it uses: [`accept`] admits sockets and steers the loop in and out of the port's
 //! group; [`io`] reads into cores and applies their outboxes (writes, timers, bus
-//! requests, closes); [`inbox`] runs the mailbox (delivery batches, late replies);
-//! [`handoff`] runs a sleeping loop's small mail on the posting thread; [`drain`]
+//! requests, closes) and sends the round's calls; [`inbox`] runs the mailbox (mail, late replies);
+//! [`handoff`] settles, at a round's end, the mailboxes its calls filled; [`drain`]
 //! is the loop's side of a graceful drain; [`output`] is the write queue.
 
 mod accept;
