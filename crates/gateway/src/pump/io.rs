@@ -101,9 +101,9 @@ impl EventLoop {
     /// put in the wheel.
     pub(super) fn settle(&mut self, index: usize, coalesce: bool) -> bool {
         if !self.outbox.pieces().is_empty() && !self.send(index, coalesce) {
-            self.outbox.take_requests(&mut self.requests);
-            self.queue_calls(index, false);
-            return false; // the write failed and the connection is closed
+            // The write failed and the connection is closed: its close took the
+            // outbox's requests, its logout included.
+            return false;
         }
         let timer = self.outbox.take_timer();
         if self.outbox.take_resume() {
