@@ -205,7 +205,9 @@ fn a_nats_restart_under_a_steady_publisher_loses_nothing_silently() {
         });
         std::thread::sleep(Duration::from_millis(800));
         drop(nats.take());
-        std::thread::sleep(Duration::from_millis(700));
+        // Longer than the gateway's call timeout (3 s): publishes sent into the
+        // outage are refused, not carried through by a quick reconnect.
+        std::thread::sleep(Duration::from_millis(3500));
         nats = Some(Nats::start_on(port));
         publisher.join().unwrap()
     });
