@@ -154,10 +154,7 @@ mod tests {
 
     fn delivery(n: u32) -> Inbound {
         Inbound::Deliver(Mail {
-            msg: Arc::new(Message {
-                subject: 1,
-                payload: bytes::Bytes::from_static(b"x"),
-            }),
+            msg: Arc::new(Message::to_subject(1, bytes::Bytes::from_static(b"x"))),
             published: Instant::now(),
             targets: vec![Target {
                 token: n,

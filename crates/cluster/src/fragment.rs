@@ -152,10 +152,7 @@ mod tests {
         let messages = (1..=n as u64)
             .map(|seq| {
                 let payload = Bytes::from(vec![b'x'; size]);
-                let msg = Arc::new(Message {
-                    subject: 7,
-                    payload,
-                });
+                let msg = Arc::new(Message::to_subject(7, payload));
                 (seq, msg)
             })
             .collect();

@@ -111,12 +111,7 @@ fn well_formed() -> Vec<Vec<u8>> {
         },
     ];
     let target = |token, epoch, seq| Target { token, epoch, seq };
-    let message = |subject, text| {
-        Arc::new(Message {
-            subject,
-            payload: b(text),
-        })
-    };
+    let message = |subject, text| Arc::new(Message::to_subject(subject, b(text)));
     let delivery = GatewayItem::Deliver(GatewayMail {
         msg: message(42, "news"),
         published_ns: 1_700_000_000_000_000_000,

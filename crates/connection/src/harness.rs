@@ -136,10 +136,7 @@ pub(super) fn history(last: u64, messages: &[(u64, &'static str)], gap: bool) ->
         messages: messages
             .iter()
             .map(|&(seq, text)| {
-                let msg = Message {
-                    subject: 1,
-                    payload: Bytes::from_static(text.as_bytes()),
-                };
+                let msg = Message::to_subject(1, Bytes::from_static(text.as_bytes()));
                 (seq, Arc::new(msg))
             })
             .collect(),

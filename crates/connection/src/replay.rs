@@ -82,13 +82,7 @@ mod tests {
             messages: (1..=n)
                 .map(|seq| {
                     let payload = Bytes::from(vec![b'x'; size]);
-                    (
-                        seq,
-                        Arc::new(Message {
-                            subject: 1,
-                            payload,
-                        }),
-                    )
+                    (seq, Arc::new(Message::to_subject(1, payload)))
                 })
                 .collect(),
             last: n,

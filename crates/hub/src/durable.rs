@@ -100,10 +100,10 @@ fn contiguous_tail(rows: &[HistoryRow]) -> Option<(u32, u64, Vec<Arc<Message>>)>
     let msgs = rows[start..]
         .iter()
         .map(|r| {
-            Arc::new(Message {
-                subject: r.subject,
-                payload: Bytes::from(r.payload.clone()),
-            })
+            Arc::new(Message::to_subject(
+                r.subject,
+                Bytes::from(r.payload.clone()),
+            ))
         })
         .collect();
     Some((last.epoch, rows[start].seq, msgs))

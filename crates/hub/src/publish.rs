@@ -116,10 +116,7 @@ struct Planned {
 
 impl Planned {
     fn new(router: &mut Router, item: Item) -> Planned {
-        let msg = Arc::new(Message {
-            subject: item.subject,
-            payload: item.payload,
-        });
+        let msg = Arc::new(Message::to_subject(item.subject, item.payload));
         let published = Instant::now();
         let mut per_loop: Vec<Vec<Target>> = Vec::new();
         let counts = router.handle_publish(&msg, &item.reach, published, &mut |d| {

@@ -75,10 +75,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let now = Instant::now();
     let mut sink = 0u64;
     let mut publish = |r: &mut Router| {
-        let msg = Arc::new(Message {
-            subject: top,
-            payload: bytes::Bytes::from_static(b"hello"),
-        });
+        let msg = Arc::new(Message::to_subject(
+            top,
+            bytes::Bytes::from_static(b"hello"),
+        ));
         let t = Instant::now();
         let counts = r.handle_publish(&msg, &Reach::Followers, now, &mut |d| {
             sink = sink.wrapping_add(u64::from(d.conn.token) ^ d.seq)

@@ -224,10 +224,7 @@ mod tests {
     use super::*;
 
     fn msg(n: u8) -> Arc<Message> {
-        Arc::new(Message {
-            subject: 1,
-            payload: bytes::Bytes::from(vec![n]),
-        })
+        Arc::new(Message::to_subject(1, bytes::Bytes::from(vec![n])))
     }
 
     fn seqs(m: &[(u64, Arc<Message>)]) -> Vec<u64> {
@@ -306,10 +303,10 @@ mod tests {
             assert_eq!(p.added, one);
         }
         assert_eq!((r.len(), r.bytes(), r.first_kept()), (3, 3 * one, 3));
-        let huge = Arc::new(Message {
-            subject: 1,
-            payload: bytes::Bytes::from(vec![0u8; 3 * one]),
-        });
+        let huge = Arc::new(Message::to_subject(
+            1,
+            bytes::Bytes::from(vec![0u8; 3 * one]),
+        ));
         let p = r.push(&huge, 100, 3 * one);
         assert!(!p.stored);
         assert_eq!((p.seq, p.dropped, p.dropped_bytes), (6, 3, 3 * one));

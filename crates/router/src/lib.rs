@@ -22,6 +22,8 @@
 //! - [`index`]: [`SubscriptionIndex`], CSR stripes (~16k edges each), each with a small
 //!   delta for live changes that it folds back on its own.
 //! - [`users`]: [`users::UserMap`], the dense presence table (user → state).
+//! - [`channels`]: named channels: subscribed connections, members and one
+//!   history ring per channel.
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
 //!
 //! Glossary: a *subject* is a u64 id (a user is a subject, so is a room); a
@@ -30,6 +32,7 @@
 //! connection.
 
 pub mod budget;
+pub mod channels;
 pub mod hash;
 pub mod history;
 pub mod index;
@@ -62,8 +65,32 @@ pub struct ConnRef {
 /// One published message; shared (`Arc`) by every delivery and every history ring.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
+    /// The subject published to; 0 for a channel's message.
     pub subject: SubjectId,
+    /// The channel published to, if it went to a channel by name (then its
+    /// numbers are the channel's, see [`channels`]).
+    pub channel: Option<Box<str>>,
     pub payload: bytes::Bytes,
+}
+
+impl Message {
+    /// A message to `subject` (a user and their followers).
+    pub fn to_subject(subject: SubjectId, payload: bytes::Bytes) -> Message {
+        Message {
+            subject,
+            channel: None,
+            payload,
+        }
+    }
+
+    /// A message to channel `name`.
+    pub fn to_channel(name: &str, payload: bytes::Bytes) -> Message {
+        Message {
+            subject: 0,
+            channel: Some(name.into()),
+            payload,
+        }
+    }
 }
 
 /// Default number of messages kept per user (SPEC B6).
@@ -177,4 +204,8 @@ pub struct RouterStats {
     pub history_evicted: u64,
     /// Offline users' rings dropped (before their ttl) for that bound.
     pub history_rings_evicted: u64,
+    /// Named channels held (with a subscriber or kept history).
+    pub channels: u64,
+    /// Connection subscriptions to named channels.
+    pub channel_subscriptions: u64,
 }

@@ -41,13 +41,16 @@ pub enum Reach {
     /// in here (on the subject's shard; a shard reaching users forwarded to it
     /// does not).
     Users { users: Vec<UserId>, counted: bool },
+    /// The connections subscribed to the message's channel (`Message::channel`),
+    /// numbered in the channel's own sequence (`crate::channels`).
+    Channel,
 }
 
 impl Reach {
     /// Whether the message counts as one in (`RouterStats::messages_in`).
     pub fn counted(&self) -> bool {
         match self {
-            Reach::Followers => true,
+            Reach::Followers | Reach::Channel => true,
             Reach::Users { counted, .. } => *counted,
         }
     }

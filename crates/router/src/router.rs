@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
+use crate::channels::{Bounds, Channels, Position};
 use crate::history::{Epochs, Journal, Ring};
 use crate::presence::Overflow;
 use crate::publish::{Fanout, Reach};
@@ -37,6 +38,8 @@ pub struct Router {
     /// Totals of all rings, and their bound.
     totals: HistoryTotals,
     epochs: Epochs,
+    /// Named channels: their subscribers, members and history.
+    channels: Channels,
     /// History changes not yet taken by [`Router::take_journal`] (empty unless
     /// `config.journal`).
     journal: Vec<Journal>,
@@ -60,6 +63,7 @@ impl Router {
             users: UserMap::default(),
             overflow: Overflow::default(),
             expiry: VecDeque::new(),
+            channels: Channels::default(),
             journal: Vec::new(),
             users_online: 0,
             connections: 0,
@@ -134,10 +138,67 @@ impl Router {
                 }
             });
         }
+        if !self.channels.is_empty() {
+            let users_of: std::collections::HashMap<ConnRef, UserId> = self.users_of_conns();
+            self.channels
+                .leave_where(&gone, &|c| users_of.get(&c).copied(), now);
+        }
         for &(user, conn) in &out {
             self.logout(user, conn, now, true);
         }
         out.len() as u64
+    }
+
+    /// Every logged-in connection's user (what `logout_where` rebuilds channel
+    /// members from).
+    fn users_of_conns(&self) -> std::collections::HashMap<ConnRef, UserId> {
+        let mut map = std::collections::HashMap::new();
+        for (user, state) in self.users.iter() {
+            state.conns.for_each(&self.overflow, |c| {
+                map.insert(c, user);
+            });
+        }
+        map
+    }
+
+    /// Subscribes `conn` (logged in as `user`, if it is) to channel `name` and
+    /// reads what a client at `since` missed, in one step (see
+    /// [`Channels`](crate::channels::Channels)).
+    pub fn handle_join(
+        &mut self,
+        name: &str,
+        conn: ConnRef,
+        user: Option<UserId>,
+        since: Option<(Option<u32>, u64)>,
+    ) -> HistoryRead {
+        self.channels
+            .join(name, conn, user, since, &mut self.epochs)
+    }
+
+    /// Unsubscribes `conn` from channel `name`; true if it was subscribed.
+    pub fn handle_leave(
+        &mut self,
+        name: &str,
+        conn: ConnRef,
+        user: Option<UserId>,
+        now: Instant,
+    ) -> bool {
+        self.channels.leave(name, conn, user, now)
+    }
+
+    /// What channel `name` keeps after `since` (`None`: its newest), at most `limit`.
+    pub fn channel_history(
+        &self,
+        name: &str,
+        since: Option<(Option<u32>, u64)>,
+        limit: usize,
+    ) -> HistoryRead {
+        self.channels.history(name, since, limit)
+    }
+
+    /// The named channels (read-only: positions, members, counts).
+    pub fn channels(&self) -> &Channels {
+        &self.channels
     }
 
     fn forget(&mut self, user: UserId) {
@@ -206,6 +267,23 @@ impl Router {
         deliver: &mut impl FnMut(Delivery),
     ) -> PublishCounts {
         self.messages_in += u64::from(reach.counted());
+        if let (Reach::Channel, Some(name)) = (reach, msg.channel.as_deref()) {
+            let bounds = Bounds {
+                capacity: self.config.history,
+                max_bytes: self.config.history_bytes,
+            };
+            let (counts, _): (PublishCounts, Position) = self.channels.publish(
+                name,
+                msg,
+                bounds,
+                &mut self.totals,
+                &mut self.epochs,
+                now,
+                deliver,
+            );
+            self.deliveries += u64::from(counts.connections);
+            return counts;
+        }
         let mut fan = Fanout {
             users: &mut self.users,
             overflow: &self.overflow,
@@ -244,6 +322,8 @@ impl Router {
                     fan.reach(u, deliver);
                 }
             }
+            // A channel's message without a channel name reaches nobody.
+            Reach::Channel => {}
         }
         let Fanout {
             counts,
@@ -346,6 +426,7 @@ impl Router {
     /// Drops the history of users offline for `history_ttl` or longer.
     pub fn handle_tick(&mut self, now: Instant) {
         let ttl = self.config.history_ttl;
+        self.channels.expire(now, ttl, &mut self.totals);
         while let Some(&(at, user)) = self.expiry.front() {
             if now.saturating_duration_since(at) < ttl {
                 break;
@@ -377,6 +458,8 @@ impl Router {
             history_messages: self.totals.messages,
             history_evicted: self.totals.evicted,
             history_rings_evicted: self.totals.rings_evicted,
+            channels: self.channels.len() as u64,
+            channel_subscriptions: self.channels.subscriptions(),
         }
     }
 
@@ -389,6 +472,7 @@ impl Router {
             + rings
             + self.overflow.heap_bytes()
             + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
+            + self.channels.heap_bytes()
     }
 
     /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.

@@ -53,10 +53,7 @@ fn index_rebuilt_from_sqlite_matches_the_store_and_fans_out_exactly() {
         );
     }
     let mut delivered = 0u32;
-    let msg = Arc::new(Message {
-        subject: 1,
-        payload: bytes::Bytes::from_static(b"hi"),
-    });
+    let msg = Arc::new(Message::to_subject(1, bytes::Bytes::from_static(b"hi")));
     let counts = r.handle_publish(&msg, &Reach::Followers, Instant::now(), &mut |d| {
         assert_eq!(d.seq, 1);
         delivered += 1;

@@ -18,10 +18,10 @@ fn conn(user: u64, k: u32) -> ConnRef {
 }
 
 fn msg(subject: u64) -> Arc<Message> {
-    Arc::new(Message {
+    Arc::new(Message::to_subject(
         subject,
-        payload: bytes::Bytes::from_static(b"m"),
-    })
+        bytes::Bytes::from_static(b"m"),
+    ))
 }
 
 fn new_router() -> Router {

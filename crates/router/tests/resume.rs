@@ -13,10 +13,10 @@ fn conn(token: u32) -> ConnRef {
 }
 
 fn msg(subject: u64, len: usize) -> Arc<Message> {
-    Arc::new(Message {
+    Arc::new(Message::to_subject(
         subject,
-        payload: bytes::Bytes::from(vec![b'x'; len]),
-    })
+        bytes::Bytes::from(vec![b'x'; len]),
+    ))
 }
 
 fn router(seed: u64, config: RouterConfig) -> Router {

@@ -107,10 +107,7 @@ fn history(seed: u8) -> HistoryRead {
     HistoryRead {
         messages: (0..kept)
             .map(|i| {
-                let msg = Message {
-                    subject: 1,
-                    payload: Bytes::from_static(b"h\nx"),
-                };
+                let msg = Message::to_subject(1, Bytes::from_static(b"h\nx"));
                 (last + 1 + u64::from(i), Arc::new(msg))
             })
             .collect(),

@@ -10,10 +10,10 @@ fn conn(loop_id: u16, token: u32) -> ConnRef {
 }
 
 fn msg(subject: u64, text: &'static str) -> Arc<Message> {
-    Arc::new(Message {
+    Arc::new(Message::to_subject(
         subject,
-        payload: bytes::Bytes::from_static(text.as_bytes()),
-    })
+        bytes::Bytes::from_static(text.as_bytes()),
+    ))
 }
 
 fn publish(r: &mut Router, subject: u64, now: Instant) -> (PublishCounts, Vec<(ConnRef, u64)>) {

@@ -1,0 +1,342 @@
+//! Named channels: subjects a client chooses by name, many per connection (beside
+//! the user it is logged in as). Per channel the router keeps the connections
+//! subscribed, the users among them with their connection counts (exact `users` in
+//! a publish's answer, and the membership presence reads), and one history ring
+//! with its epoch: one copy of a message however many subscribers it has.
+//!
+//! A channel exists while it has a subscriber or kept history: a publish to a
+//! channel nobody holds is kept (a page can load it with a history read, then
+//! subscribe from there), and a channel left without subscribers is forgotten
+//! `history_ttl` after its last one left or its last publish, whichever is later.
+//!
+//! Keyed by the name itself, so two names never share anything (no hash of the
+//! name stands for it). Rules for names are the wire's (`wire::channel`); the
+//! router takes any string.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::budget::HistoryTotals;
+use crate::hash::IdHashBuilder;
+use crate::history::{Epochs, Ring};
+use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
+
+/// One channel's state.
+#[derive(Debug)]
+struct Channel {
+    conns: HashSet<ConnRef, IdHashBuilder>,
+    /// Users with at least one subscribed connection → how many (connections
+    /// without a user are in `conns` only).
+    members: HashMap<UserId, u32, IdHashBuilder>,
+    ring: Ring,
+    /// When the channel was last left empty or published to while empty; it is
+    /// forgotten `ttl` after that (checked lazily by [`Channels::expire`]).
+    idle_since: Option<Instant>,
+}
+
+impl Channel {
+    fn new(epoch: u32) -> Channel {
+        Channel {
+            conns: HashSet::default(),
+            members: HashMap::default(),
+            ring: Ring::new(epoch),
+            idle_since: None,
+        }
+    }
+}
+
+/// A channel's position: its ring's epoch and newest sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Position {
+    pub epoch: u32,
+    pub seq: u64,
+}
+
+/// Every channel of one router.
+#[derive(Debug, Default)]
+pub struct Channels {
+    map: HashMap<Box<str>, Channel>,
+    /// (idle since, name): channels that may have outlived their ttl, oldest first.
+    idle: VecDeque<(Instant, Box<str>)>,
+    subscriptions: u64,
+}
+
+/// History bounds a channel ring is kept within (the router's config).
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub capacity: usize,
+    pub max_bytes: usize,
+}
+
+impl Channels {
+    /// Subscribes `conn` (of `user`, if it has one) to `name` and reads what a
+    /// client at `since` (`(epoch, seq)`; `None`: from now) missed, in one step:
+    /// nothing is lost or repeated between the read and the deliveries that follow.
+    /// Subscribing twice is harmless.
+    pub(crate) fn join(
+        &mut self,
+        name: &str,
+        conn: ConnRef,
+        user: Option<UserId>,
+        since: Option<(Option<u32>, u64)>,
+        epochs: &mut Epochs,
+    ) -> HistoryRead {
+        let channel = Self::entry(&mut self.map, name, epochs);
+        channel.idle_since = None;
+        if channel.conns.insert(conn) {
+            self.subscriptions += 1;
+            if let Some(user) = user {
+                *channel.members.entry(user).or_insert(0) += 1;
+            }
+        }
+        read(&channel.ring, since, usize::MAX)
+    }
+
+    /// Unsubscribes `conn` from `name`; true if it was subscribed.
+    pub(crate) fn leave(
+        &mut self,
+        name: &str,
+        conn: ConnRef,
+        user: Option<UserId>,
+        now: Instant,
+    ) -> bool {
+        let Some(channel) = self.map.get_mut(name) else {
+            return false;
+        };
+        if !channel.conns.remove(&conn) {
+            return false;
+        }
+        self.subscriptions -= 1;
+        if let Some(user) = user {
+            if let Some(n) = channel.members.get_mut(&user) {
+                *n -= 1;
+                if *n == 0 {
+                    channel.members.remove(&user);
+                }
+            }
+        }
+        if channel.conns.is_empty() {
+            channel.idle_since = Some(now);
+            self.idle.push_back((now, name.into()));
+        }
+        true
+    }
+
+    /// Unsubscribes every connection `gone` says is gone (a gateway process that
+    /// died), from every channel; returns how many subscriptions went. O(all
+    /// subscriptions): rare, never per message. A gateway that dies cannot say
+    /// which user held which connection, so `members` is rebuilt from what stays.
+    pub(crate) fn leave_where(
+        &mut self,
+        gone: &impl Fn(ConnRef) -> bool,
+        users_of: &impl Fn(ConnRef) -> Option<UserId>,
+        now: Instant,
+    ) -> u64 {
+        let mut removed = 0;
+        for (name, channel) in self.map.iter_mut() {
+            let before = channel.conns.len();
+            channel.conns.retain(|&c| !gone(c));
+            let went = before - channel.conns.len();
+            if went == 0 {
+                continue;
+            }
+            removed += went as u64;
+            channel.members.clear();
+            for &c in &channel.conns {
+                if let Some(user) = users_of(c) {
+                    *channel.members.entry(user).or_insert(0) += 1;
+                }
+            }
+            if channel.conns.is_empty() {
+                channel.idle_since = Some(now);
+                self.idle.push_back((now, name.clone()));
+            }
+        }
+        self.subscriptions -= removed;
+        removed
+    }
+
+    /// Publishes `msg` to channel `name`: its next number, kept in its ring, one
+    /// delivery per subscribed connection. Returns the exact reach and the
+    /// message's position.
+    pub(crate) fn publish(
+        &mut self,
+        name: &str,
+        msg: &Arc<Message>,
+        bounds: Bounds,
+        totals: &mut HistoryTotals,
+        epochs: &mut Epochs,
+        now: Instant,
+        deliver: &mut impl FnMut(Delivery),
+    ) -> (PublishCounts, Position) {
+        let fresh = !self.map.contains_key(name);
+        let channel = Self::entry(&mut self.map, name, epochs);
+        let pushed = channel.ring.push(msg, bounds.capacity, bounds.max_bytes);
+        totals.record(&pushed);
+        if pushed.stored {
+            totals.trim(&mut channel.ring);
+        }
+        let position = Position {
+            epoch: channel.ring.epoch(),
+            seq: pushed.seq,
+        };
+        if channel.conns.is_empty() && (fresh || channel.idle_since.is_some()) {
+            // Kept for a page that reads it later; its ttl starts again.
+            channel.idle_since = Some(now);
+            self.idle.push_back((now, name.into()));
+        }
+        for &conn in &channel.conns {
+            deliver(Delivery {
+                conn,
+                seq: position.seq,
+                epoch: position.epoch,
+            });
+        }
+        let counts = PublishCounts {
+            connections: channel.conns.len() as u32,
+            users: channel.members.len() as u32,
+        };
+        (counts, position)
+    }
+
+    /// What `name` keeps after `since` (`None`: its newest `limit`), at most `limit`
+    /// messages, oldest first. An unknown channel reads as empty, with a gap for a
+    /// client that had a position in it.
+    pub fn history(
+        &self,
+        name: &str,
+        since: Option<(Option<u32>, u64)>,
+        limit: usize,
+    ) -> HistoryRead {
+        match self.map.get(name) {
+            Some(channel) => read(&channel.ring, since, limit),
+            None => HistoryRead {
+                messages: Vec::new(),
+                last: 0,
+                gap: since.is_some_and(|(epoch, seq)| seq > 0 || epoch.is_some()),
+                epoch: None,
+            },
+        }
+    }
+
+    /// The channel's position (`None` while it does not exist).
+    pub fn position(&self, name: &str) -> Option<Position> {
+        self.map.get(name).map(|c| Position {
+            epoch: c.ring.epoch(),
+            seq: c.ring.last(),
+        })
+    }
+
+    /// Subscribed connections of `name` (for tests and presence).
+    pub fn connections(&self, name: &str) -> usize {
+        self.map.get(name).map_or(0, |c| c.conns.len())
+    }
+
+    /// Users with a subscribed connection in `name`, with their connection counts.
+    pub fn members(&self, name: &str) -> Vec<(UserId, u32)> {
+        let mut out: Vec<_> = self
+            .map
+            .get(name)
+            .map(|c| c.members.iter().map(|(&u, &n)| (u, n)).collect())
+            .unwrap_or_default();
+        out.sort_unstable();
+        out
+    }
+
+    /// Forgets channels idle (no subscriber) for `ttl`, with their history.
+    pub(crate) fn expire(&mut self, now: Instant, ttl: Duration, totals: &mut HistoryTotals) {
+        while let Some((at, _)) = self.idle.front() {
+            if now.saturating_duration_since(*at) < ttl {
+                break;
+            }
+            let (_, name) = self.idle.pop_front().expect("checked above");
+            // Stale entries: the channel was joined again, or went idle later.
+            let expired = self.map.get(&name).is_some_and(|c| {
+                c.conns.is_empty()
+                    && c.idle_since
+                        .is_some_and(|t| now.saturating_duration_since(t) >= ttl)
+            });
+            if expired {
+                let channel = self.map.remove(&name).expect("checked above");
+                totals.forget(channel.ring.len(), channel.ring.bytes());
+            }
+        }
+    }
+
+    /// Channels held now.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Connection subscriptions across all channels.
+    pub fn subscriptions(&self) -> u64 {
+        self.subscriptions
+    }
+
+    /// Heap bytes held (an estimate): names, sets, member maps and rings.
+    pub fn heap_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<(Box<str>, Channel)>() + 1;
+        self.map.capacity() * slot
+            + self
+                .map
+                .iter()
+                .map(|(name, c)| {
+                    name.len()
+                        + c.conns.capacity() * (std::mem::size_of::<ConnRef>() + 1)
+                        + c.members.capacity() * (std::mem::size_of::<(UserId, u32)>() + 1)
+                        + c.ring.heap_bytes()
+                })
+                .sum::<usize>()
+            + self.idle.capacity() * std::mem::size_of::<(Instant, Box<str>)>()
+    }
+
+    fn entry<'m>(
+        map: &'m mut HashMap<Box<str>, Channel>,
+        name: &str,
+        epochs: &mut Epochs,
+    ) -> &'m mut Channel {
+        if !map.contains_key(name) {
+            map.insert(name.into(), Channel::new(epochs.next()));
+        }
+        map.get_mut(name).expect("inserted above")
+    }
+}
+
+/// `ring`'s answer to a client at `since` (see [`Ring::read`]), cut to `limit`:
+/// from a position, the oldest `limit` after it (read on from the last); from
+/// none, the newest `limit` (`usize::MAX`: none, only the position).
+fn read(ring: &Ring, since: Option<(Option<u32>, u64)>, limit: usize) -> HistoryRead {
+    let (messages, gap) = match since {
+        Some((epoch, seq)) => {
+            let (mut messages, gap) = ring.read(epoch, seq);
+            messages.truncate(limit);
+            (messages, gap)
+        }
+        None if limit == usize::MAX => (Vec::new(), false),
+        None => {
+            let (mut messages, _) = ring.read(None, 0);
+            let skip = messages.len().saturating_sub(limit);
+            messages.drain(..skip);
+            (messages, false)
+        }
+    };
+    // A cut read answers the position of its last message, to read on from.
+    let last = match (limit, messages.last()) {
+        (usize::MAX, _) | (_, None) => ring.last(),
+        (_, Some(&(seq, _))) => seq,
+    };
+    HistoryRead {
+        messages,
+        last,
+        gap,
+        epoch: Some(ring.epoch()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
