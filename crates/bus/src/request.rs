@@ -19,6 +19,33 @@ pub enum Request {
     },
     /// The connection no longer belongs to `user` (it closed or changed user).
     Logout { user: u64 },
+    /// Subscribes the connection to named channels, each read from its own position
+    /// in the same step (nothing missed, nothing twice); with `login`, logs it in as
+    /// `user` first, as `Login` does (since/epoch are then the user's). `user` is
+    /// the connection's user (counted among the channels' members), if it has one.
+    /// The reply is [`Reply::Joined`].
+    Join {
+        user: Option<u64>,
+        login: bool,
+        since: Option<u64>,
+        epoch: Option<u32>,
+        channels: Vec<ChannelJoin>,
+    },
+    /// Unsubscribes the connection (of `user`, if it has one) from `channels`.
+    Leave {
+        user: Option<u64>,
+        channels: Vec<String>,
+    },
+    /// One message to the connections subscribed to channel `channel`.
+    PublishChannel { channel: String, payload: Bytes },
+    /// What channel `channel` keeps after `since` (`None`: its newest), at most
+    /// `limit` messages.
+    ChannelHistory {
+        channel: String,
+        since: Option<u64>,
+        epoch: Option<u32>,
+        limit: u32,
+    },
     /// One message to `subject`'s connections and its subscribers' (SPEC B2, C1).
     Publish { subject: u64, payload: Bytes },
     /// Several publishes in order (SPEC C2); the reply sums their reach.
@@ -47,6 +74,10 @@ impl Request {
         match self {
             Request::Login { .. } => Call::Login,
             Request::Logout { .. } => Call::Logout,
+            Request::Join { .. } => Call::Join,
+            Request::Leave { .. } => Call::Leave,
+            Request::PublishChannel { .. } => Call::Publish,
+            Request::ChannelHistory { .. } => Call::ReadHistory,
             Request::Publish { .. } => Call::Publish,
             Request::PublishBatch { .. } => Call::PublishBatch,
             Request::ChangeSubscriptions { add: true, .. } => Call::Subscribe,
@@ -64,6 +95,8 @@ impl Request {
 pub enum Call {
     Login,
     Logout,
+    Join,
+    Leave,
     Publish,
     PublishBatch,
     Subscribe,
@@ -85,14 +118,29 @@ impl Call {
     }
 }
 
+/// One channel of a [`Request::Join`] and where its client resumes (as `Login`'s
+/// `since` and `epoch`; no `since`: from now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelJoin {
+    pub name: String,
+    pub since: Option<u64>,
+    pub epoch: Option<u32>,
+}
+
 /// The answer to a [`Request`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     /// `Login` and `ReadHistory`: messages after `since` (none without one), the
     /// user's current sequence number and whether some were lost.
     History(HistoryRead),
-    /// `Logout`: nothing to say.
+    /// `Logout`, `Leave`: nothing to say.
     Done,
+    /// `Join`: the user's history read (with `login`), and each channel's by name
+    /// (in the request's order from one router; router shards each answer theirs).
+    Joined {
+        login: Option<HistoryRead>,
+        channels: Vec<(String, HistoryRead)>,
+    },
     /// `Publish` / `PublishBatch`: messages accepted and their exact reach, summed.
     Published {
         messages: u64,

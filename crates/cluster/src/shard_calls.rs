@@ -100,6 +100,48 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
         }
         Request::Subscriptions { .. } => Dest::All,
         Request::Stats => Dest::One(0),
+        Request::PublishChannel { channel, .. } | Request::ChannelHistory { channel, .. } => {
+            Dest::One(shards.owner_of_channel(channel))
+        }
+        // Each shard its channels; the login (with the channels it owns) to the
+        // user's shard.
+        Request::Join {
+            user,
+            login,
+            since,
+            epoch,
+            channels,
+        } => {
+            let mut parts = divide(channels, |c| shards.owner_of_channel(&c.name), shards.count);
+            let login_shard = user.filter(|_| *login).map(|u| shards.owner(u));
+            if let Some(s) = login_shard {
+                if !parts.iter().any(|(p, _)| *p == s) {
+                    parts.push((s, Vec::new()));
+                }
+            }
+            let parts: Vec<(u16, CallRequest)> = parts
+                .into_iter()
+                .map(|(s, channels)| {
+                    let request = Request::Join {
+                        user: *user,
+                        login: login_shard == Some(s),
+                        since: *since,
+                        epoch: *epoch,
+                        channels,
+                    };
+                    (s, whole(request))
+                })
+                .collect();
+            if parts.is_empty() {
+                return Dest::One(0);
+            }
+            Dest::Split(parts)
+        }
+        Request::Leave { user, channels } => {
+            let parts = divide(channels, |c| shards.owner_of_channel(c), shards.count);
+            let user = *user;
+            one_or_split(parts, |channels| whole(Request::Leave { user, channels }))
+        }
     }
 }
 

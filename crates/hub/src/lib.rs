@@ -175,6 +175,37 @@ impl Hub {
             Request::Publish { subject, payload } => {
                 self.publish_now(Publish::to_followers([(subject, payload)]), deliver)
             }
+            Request::Join {
+                user,
+                login,
+                since,
+                epoch,
+                channels,
+            } => self.join(conn, user, login.then_some((since, epoch)), &channels),
+            Request::Leave { user, channels } => {
+                let mut router = self.router.lock();
+                let now = Instant::now();
+                for name in &channels {
+                    router.handle_leave(name, conn, user, now);
+                }
+                Reply::Done
+            }
+            Request::PublishChannel { channel, payload } => {
+                let publish = Publish {
+                    items: vec![Item::to_channel(&channel, payload)],
+                };
+                self.publish_now(publish, deliver)
+            }
+            Request::ChannelHistory {
+                channel,
+                since,
+                epoch,
+                limit,
+            } => Reply::History(self.router.lock().channel_history(
+                &channel,
+                since.map(|s| (epoch, s)),
+                limit as usize,
+            )),
             Request::PublishBatch { items, .. } => {
                 self.publish_now(Publish::to_followers(items), deliver)
             }
@@ -225,6 +256,35 @@ impl Hub {
         };
         self.read_committed(router);
         read
+    }
+
+    /// Subscribes `conn` to `channels` (logging it in as `user` first with `login`:
+    /// the user's `since` and `epoch`) and reads each from its position, all under
+    /// one router lock.
+    fn join(
+        &self,
+        conn: ConnRef,
+        user: Option<u64>,
+        login: Option<(Option<u64>, Option<u32>)>,
+        channels: &[bus::ChannelJoin],
+    ) -> Reply {
+        let login = match (user, login) {
+            (Some(user), Some((since, epoch))) => Some(self.login(conn, user, since, epoch)),
+            _ => None,
+        };
+        let mut router = self.router.lock();
+        let reads = channels
+            .iter()
+            .map(|c| {
+                let read = router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s)));
+                (c.name.clone(), read)
+            })
+            .collect();
+        drop(router);
+        Reply::Joined {
+            login,
+            channels: reads,
+        }
     }
 
     /// Releases `router` and, with durable history, waits until everything the
@@ -378,6 +438,8 @@ pub fn stats_json(r: &RouterStats) -> serde_json::Value {
         "subscription_edges": r.subscriptions,
         "messages_in": r.messages_in,
         "deliveries_planned": r.deliveries,
+        "channels": r.channels,
+        "channel_subscriptions": r.channel_subscriptions,
     })
 }
 

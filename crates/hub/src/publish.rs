@@ -33,8 +33,22 @@ pub type Post = Arc<dyn Fn(u16, Inbound) + Send + Sync>;
 #[derive(Debug, Clone)]
 pub struct Item {
     pub subject: u64,
+    /// The channel, for a message to a channel (`reach` is then `Reach::Channel`).
+    pub channel: Option<Box<str>>,
     pub payload: Bytes,
     pub reach: Reach,
+}
+
+impl Item {
+    /// A message to channel `name`'s subscribers.
+    pub fn to_channel(name: &str, payload: Bytes) -> Item {
+        Item {
+            subject: 0,
+            channel: Some(name.into()),
+            payload,
+            reach: Reach::Channel,
+        }
+    }
 }
 
 /// What to publish: messages applied in this order (one router lock each, one
@@ -52,6 +66,7 @@ impl Publish {
             .into_iter()
             .map(|(subject, payload)| Item {
                 subject,
+                channel: None,
                 payload,
                 reach: Reach::Followers,
             })
@@ -116,7 +131,11 @@ struct Planned {
 
 impl Planned {
     fn new(router: &mut Router, item: Item) -> Planned {
-        let msg = Arc::new(Message::to_subject(item.subject, item.payload));
+        let msg = Arc::new(Message {
+            subject: item.subject,
+            channel: item.channel,
+            payload: item.payload,
+        });
         let published = Instant::now();
         let mut per_loop: Vec<Vec<Target>> = Vec::new();
         let counts = router.handle_publish(&msg, &item.reach, published, &mut |d| {

@@ -108,6 +108,7 @@ impl RouterRole {
                 }
                 local.push(Item {
                     subject: *subject,
+                    channel: None,
                     payload: payload.clone(),
                     reach: Reach::Users {
                         users: own,
@@ -200,6 +201,7 @@ impl RouterRole {
             .into_iter()
             .map(|i| Item {
                 subject: i.subject,
+                channel: None,
                 payload: i.payload,
                 reach: Reach::Users {
                     users: i.users,

@@ -288,6 +288,7 @@ impl RouterRole {
             .into_iter()
             .map(|i| hub::Item {
                 subject: i.subject,
+                channel: None,
                 payload: i.payload,
                 reach: Reach::Users {
                     users: i.users,

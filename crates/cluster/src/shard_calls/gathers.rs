@@ -56,8 +56,12 @@ struct Gather {
 #[derive(Clone, Copy)]
 enum What {
     Publish,
-    Change { add: bool },
+    Change {
+        add: bool,
+    },
     Subscriptions,
+    /// Channel joins and leaves: each shard subscribes its own channels.
+    Channels,
 }
 
 /// What the receiver does with one part's reply.
@@ -86,6 +90,7 @@ impl Gathers {
                 What::Change { add: *add }
             }
             CallRequest::Bus(Request::Subscriptions { .. }) => What::Subscriptions,
+            CallRequest::Bus(Request::Join { .. } | Request::Leave { .. }) => What::Channels,
             _ => What::Publish,
         };
         let owed: BTreeMap<u16, u64> = parts.iter().map(|(s, r)| (*s, size(r))).collect();
@@ -188,6 +193,7 @@ impl Gather {
                 self.total
             )),
             What::Subscriptions => why.push_str(": the list would be incomplete"),
+            What::Channels => why.push_str(": its channels may or may not be joined"),
         }
         if self.answered.is_empty() {
             why.push_str("; no shard answered");
@@ -238,7 +244,8 @@ impl Gather {
         }
         match self.what {
             // Nothing was done: asking again is safe (503 with Retry-After).
-            What::Subscriptions => Reply::Unavailable(why),
+            // Joining again is harmless (a leave too): the client reconnects.
+            What::Subscriptions | What::Channels => Reply::Unavailable(why),
             // Some of it may have been done: a 504 the client should not repeat blindly.
             What::Publish | What::Change { .. } => Reply::TimedOut(why),
         }
@@ -293,6 +300,24 @@ fn combine(a: Reply, b: Reply) -> Reply {
         }
         (e @ (Reply::Unavailable(_) | Reply::TimedOut(_)), _)
         | (_, e @ (Reply::Unavailable(_) | Reply::TimedOut(_))) => e,
+        // Channel joins: the login's read from the user's shard, every shard's
+        // channels.
+        (
+            Reply::Joined {
+                login: l1,
+                channels: mut c1,
+            },
+            Reply::Joined {
+                login: l2,
+                channels: c2,
+            },
+        ) => {
+            c1.extend(c2);
+            Reply::Joined {
+                login: l1.or(l2),
+                channels: c1,
+            }
+        }
         (a, _) => a,
     }
 }
