@@ -11,7 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::claims::{parse_claims, Claims, PublishGrant};
+use crate::claims::{parse_claims, ChannelGrant, Claims, PublishGrant};
 use crate::keys::{alg_name, JwtKeys};
 use crate::AuthError;
 
@@ -28,6 +28,10 @@ pub struct Grant {
     pub user: u64,
     /// Subjects the connection may publish to over WebSocket (C7).
     pub publish: PublishGrant,
+    /// Channels the connection may publish to (the `pub` claim's channel items).
+    pub publish_channels: ChannelGrant,
+    /// Channels the connection may subscribe to (the `chan` claim).
+    pub channels: ChannelGrant,
     /// The first whole Unix second at which the token is no longer accepted (`exp`
     /// plus the leeway, rounded up), if it has an `exp`: the gateway ends the
     /// connection then, unless the client refreshed its token in place.
@@ -180,16 +184,29 @@ impl JwtVerifier {
                 path: user,
             });
         }
-        Ok(Grant {
-            user,
+        Ok(self.grant(claims))
+    }
+
+    /// A connection to channels only (no id in its path): the token must be
+    /// present and valid at `now`; its `sub`, if any, is not checked against a path.
+    pub fn authorize_channels(&self, token: Option<&str>, now: u64) -> Result<Grant, AuthError> {
+        let claims = self.verify(token.ok_or(AuthError::Missing)?, now)?;
+        Ok(self.grant(claims))
+    }
+
+    fn grant(&self, claims: Claims) -> Grant {
+        Grant {
+            user: claims.sub.unwrap_or(0),
             publish: claims.publish,
+            publish_channels: claims.publish_channels,
+            channels: claims.channels,
             // `verify` refuses at `now >= exp + leeway`; for whole seconds that is
             // `now >= ceil(exp + leeway)`. Saturating float → int: a negative or huge
             // exp stays ordered.
             valid_until: claims
                 .exp
                 .map(|e| (e + self.leeway as f64).ceil().max(0.0) as u64),
-        })
+        }
     }
 }
 

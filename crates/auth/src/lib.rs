@@ -81,7 +81,7 @@ mod keys;
 
 pub use api_key::ApiKeys;
 pub use bearer::bearer_token;
-pub use claims::{parse_claims, Claims, PublishGrant, MAX_PUB_ENTRIES};
+pub use claims::{parse_claims, ChannelGrant, Claims, PublishGrant, MAX_PUB_ENTRIES};
 pub use jwt::{inspect_unverified, Grant, JwtVerifier, DEFAULT_LEEWAY, MAX_TOKEN_BYTES};
 pub use keys::{JwtKeys, KeyError, MIN_SECRET_BYTES};
 

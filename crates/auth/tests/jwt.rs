@@ -433,7 +433,7 @@ fn malformed_tokens() {
         Err(AuthError::Malformed(_))
     ));
     assert!(matches!(
-        v.verify(&hs(&json!({"sub": 1, "pub": ["x"]})), NOW),
+        v.verify(&hs(&json!({"sub": 1, "pub": ["1-x"]})), NOW),
         Err(AuthError::Malformed(_))
     ));
 }
