@@ -16,6 +16,10 @@ pub fn publish_request(route: Route, body: Vec<u8>) -> Option<Result<Request, wi
             subject,
             payload: Bytes::from(body),
         }),
+        Route::PublishChannel { channel } => Ok(Request::PublishChannel {
+            channel,
+            payload: Bytes::from(body),
+        }),
         Route::PublishBatch { parallel } => {
             wire::parse_batch(&body).map(|items| Request::PublishBatch {
                 items: items

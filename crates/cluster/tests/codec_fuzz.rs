@@ -77,6 +77,29 @@ fn well_formed() -> Vec<Vec<u8>> {
                     },
                 },
                 call(
+                    5,
+                    Some(2 << 16 | 1),
+                    Request::Join {
+                        user: Some(42),
+                        login: true,
+                        since: Some(1),
+                        epoch: Some(9),
+                        channels: vec![bus::ChannelJoin {
+                            name: "room:1".into(),
+                            since: Some(4),
+                            epoch: None,
+                        }],
+                    },
+                ),
+                call(
+                    6,
+                    None,
+                    Request::PublishChannel {
+                        channel: "news".into(),
+                        payload: b("n"),
+                    },
+                ),
+                call(
                     4,
                     None,
                     Request::PublishBatch {

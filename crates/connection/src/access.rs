@@ -92,12 +92,12 @@ pub fn open_api_warning(listen: std::net::SocketAddr, has_key: bool, flag: &str)
 /// credential would help.
 pub const LOOPBACK_ONLY: &str = "the API answers loopback peers only (the server has no --api-key)";
 
-/// A subscription or long-poll to `user`: the page's origin, then the token from `?token=` (EventSource
+/// A subscription or long-poll to `user` (or to channels only, `None`): the page's origin, then the token from `?token=` (EventSource
 /// cannot set headers) or `Authorization: Bearer`. `Ok(None)` when no JWT is
 /// configured.
 pub(super) fn check_subscribe(
     cx: &Cx,
-    user: u64,
+    user: Option<u64>,
     query_token: Option<&str>,
     head: &RequestHead,
 ) -> Result<Option<Grant>, Refusal> {
@@ -113,10 +113,13 @@ pub(super) fn check_subscribe(
         Some(t) => Some(t),
         None => head.authorization.as_deref().and_then(bearer_token),
     };
-    verifier
-        .authorize_subscribe(token, user, cx.unix_now())
-        .map(Some)
-        .map_err(Refusal::Auth)
+    match user {
+        Some(user) => verifier.authorize_subscribe(token, user, cx.unix_now()),
+        // Channels only: any valid token, its `chan` claim deciding which.
+        None => verifier.authorize_channels(token, cx.unix_now()),
+    }
+    .map(Some)
+    .map_err(Refusal::Auth)
 }
 
 /// An API call (publish, subscriptions, subscribers, stats): the page's origin,

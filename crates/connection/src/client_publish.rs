@@ -12,12 +12,12 @@
 //! claim replaces it (`refresh`).
 //!
 //! Budget: only a connection whose token has a non-empty `pub` claim keeps state (a
-//! boxed [`Publisher`] in its pending box); every other connection stays 24 bytes
+//! boxed [`Publisher`] in its pending box); every other connection stays 32 bytes
 //! with no box.
 
 use super::{Connection, Cx, Tick};
 use crate::clock::TICK_MS;
-use auth::PublishGrant;
+use auth::{ChannelGrant, PublishGrant};
 use bus::Request;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -30,6 +30,8 @@ pub const BURST: u32 = 20;
 /// What a publishing WebSocket connection keeps.
 pub(super) struct Publisher {
     grant: PublishGrant,
+    /// The channels the `pub` claim names.
+    channels: ChannelGrant,
     /// Token bucket: publishes available, refilled by elapsed ticks.
     tokens: u32,
     /// The tick `tokens` was last refilled at.
@@ -37,10 +39,14 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
-    pub(super) fn new(grant: PublishGrant, now: Tick) -> Option<Box<Publisher>> {
-        (grant != PublishGrant::Nothing).then(|| {
+    pub(super) fn new(
+        (grant, channels): (PublishGrant, ChannelGrant),
+        now: Tick,
+    ) -> Option<Box<Publisher>> {
+        (grant != PublishGrant::Nothing || channels != ChannelGrant::Nothing).then(|| {
             Box::new(Publisher {
                 grant,
+                channels,
                 tokens: BURST,
                 refilled: now,
             })
@@ -51,16 +57,19 @@ impl Publisher {
     /// is kept (a refresh does not refill it); an empty grant drops the publisher.
     pub(super) fn regrant(
         old: Option<Box<Publisher>>,
-        grant: PublishGrant,
+        (grant, channels): (PublishGrant, ChannelGrant),
         now: Tick,
     ) -> Option<Box<Publisher>> {
-        match (old, grant) {
-            (_, PublishGrant::Nothing) => None,
-            (Some(mut old), grant) => {
+        if grant == PublishGrant::Nothing && channels == ChannelGrant::Nothing {
+            return None;
+        }
+        match old {
+            Some(mut old) => {
                 old.grant = grant;
+                old.channels = channels;
                 Some(old)
             }
-            (None, grant) => Publisher::new(grant, now),
+            None => Publisher::new((grant, channels), now),
         }
     }
 
@@ -83,8 +92,16 @@ impl Publisher {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PublishFrame {
-    publish: u64,
+    publish: Topic,
     data: String,
+}
+
+/// What a client publishes to: a subject id, or a channel by name.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Topic {
+    Subject(u64),
+    Channel(String),
 }
 
 /// A complete text message from the client. True when it was a publish request
@@ -112,19 +129,33 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
         );
         return true;
     };
-    if !publisher.grant.allows(frame.publish) {
-        let why = format!("token does not allow publishing to {}", frame.publish);
-        error(cx, &why);
+    let allowed = match &frame.publish {
+        Topic::Subject(s) => publisher.grant.allows(*s),
+        Topic::Channel(c) => publisher.channels.allows(c),
+    };
+    if !allowed {
+        let name = match &frame.publish {
+            Topic::Subject(s) => s.to_string(),
+            Topic::Channel(c) => c.clone(),
+        };
+        error(cx, &format!("token does not allow publishing to {name}"));
         return true;
+    }
+    if let Topic::Channel(c) = &frame.publish {
+        if let Err(why) = wire::channel::check_name(c) {
+            error(cx, why);
+            return true;
+        }
     }
     if !publisher.take_token(now) {
         let why = format!("rate limit: at most {RATE_PER_SECOND} publishes per second");
         error(cx, &why);
         return true;
     }
-    cx.out.request(Request::Publish {
-        subject: frame.publish,
-        payload: Bytes::from(frame.data.into_bytes()),
+    let payload = Bytes::from(frame.data.into_bytes());
+    cx.out.request(match frame.publish {
+        Topic::Subject(subject) => Request::Publish { subject, payload },
+        Topic::Channel(channel) => Request::PublishChannel { channel, payload },
     });
     true
 }

@@ -46,6 +46,8 @@ pub struct Config {
     pub max_message: usize,
     pub max_batch: usize,
     pub max_queued: usize,
+    /// Most named channels one connection holds (`--max-channels-per-connection`).
+    pub max_channels: usize,
     pub slow_policy: SlowPolicy,
     /// SSE `retry:` advice to clients, in milliseconds.
     pub sse_retry_ms: u32,

@@ -4,7 +4,7 @@
 //! loop's connection token, [`super::Cx::key`]).
 //!
 //! Why a side table: most connections have no token (open subscriptions, API
-//! calls) or a token without `exp`, so neither the 24-byte core nor the 40-byte slab
+//! calls) or a token without `exp`, so neither the 32-byte core nor the 48-byte slab
 //! slot grows for this; a connection costs an entry here only while it has an expiry
 //! or a failed authentication, and its entry goes when it closes ([`Credentials::forget`]).
 //!

@@ -9,22 +9,94 @@ use bytes::Bytes;
 /// of the loop's batch.
 pub struct Frames<'a> {
     payload: &'a [u8],
+    /// The message's channel, if it went to one; else its subject.
+    channel: Option<&'a str>,
+    subject: u64,
     stream: Option<Bytes>,
     /// Close-delimited (HTTP/1.0) stream line.
     line: Option<Bytes>,
     sse: Option<Bytes>,
     ws: Option<Bytes>,
+    /// On connections with channels: the stream chunk and line tagged with the
+    /// channel (or subject), and a framed WebSocket's JSON envelope.
+    tagged_stream: Option<Bytes>,
+    tagged_line: Option<Bytes>,
+    envelope: Option<Bytes>,
 }
 
 impl<'a> Frames<'a> {
+    /// A message to a subject (what tests hand a connection).
     pub fn new(payload: &'a [u8]) -> Frames<'a> {
         Frames {
             payload,
+            channel: None,
+            subject: 0,
             stream: None,
             line: None,
             sse: None,
             ws: None,
+            tagged_stream: None,
+            tagged_line: None,
+            envelope: None,
         }
+    }
+
+    /// The encodings of `msg`, to its subject or its channel.
+    pub fn of(msg: &'a bus::Message) -> Frames<'a> {
+        Frames {
+            channel: msg.channel.as_deref(),
+            subject: msg.subject,
+            ..Frames::new(&msg.payload)
+        }
+    }
+
+    pub(crate) fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    pub(crate) fn channel(&self) -> Option<&'a str> {
+        self.channel
+    }
+
+    /// `<channel> ` or `<subject> `: what a stream line starts with on a
+    /// connection with channels.
+    fn tag(&self) -> Vec<u8> {
+        let mut line = match self.channel {
+            Some(c) => c.as_bytes().to_vec(),
+            None => self.subject.to_string().into_bytes(),
+        };
+        line.push(b' ');
+        line.extend_from_slice(self.payload);
+        line
+    }
+
+    pub(crate) fn tagged_stream(&mut self) -> &Bytes {
+        let line = self.tag();
+        Self::encoded(&mut self.tagged_stream, |o| {
+            wire::write_stream_message(o, &line)
+        })
+    }
+
+    pub(crate) fn tagged_line(&mut self) -> &Bytes {
+        let line = self.tag();
+        Self::encoded(&mut self.tagged_line, |o| {
+            wire::write_stream_line(o, &[&line])
+        })
+    }
+
+    /// A framed WebSocket's envelope of a channel's message (`at` is the same for
+    /// every subscriber of the channel, so it is encoded once).
+    pub(crate) fn envelope(&mut self, at: wire::Since) -> &Bytes {
+        let (channel, subject, payload) = (self.channel, self.subject, self.payload);
+        Self::encoded(&mut self.envelope, |o| {
+            write_envelope(o, channel, subject, at, payload)
+        })
+    }
+
+    /// A framed WebSocket's envelope of a user delivery (`at` is the recipient
+    /// user's own position, so it is written per recipient).
+    pub(crate) fn write_envelope(&self, out: &mut Vec<u8>, at: wire::Since) {
+        write_envelope(out, self.channel, self.subject, at, self.payload)
     }
 
     fn encoded(slot: &mut Option<Bytes>, encode: impl FnOnce(&mut Vec<u8>)) -> &Bytes {
@@ -45,9 +117,18 @@ impl<'a> Frames<'a> {
         Self::encoded(&mut self.line, |o| wire::write_stream_line(o, &[payload]))
     }
 
-    fn sse(&mut self) -> &Bytes {
-        let payload = self.payload;
-        Self::encoded(&mut self.sse, |o| wire::write_sse_data(o, payload))
+    /// An SSE event's body (its `id:` line is per recipient): `event: <channel>`
+    /// for a channel's message.
+    pub(crate) fn sse(&mut self) -> &Bytes {
+        let (payload, channel) = (self.payload, self.channel);
+        Self::encoded(&mut self.sse, |o| {
+            if let Some(c) = channel {
+                o.extend_from_slice(b"event: ");
+                o.extend_from_slice(c.as_bytes());
+                o.push(b'\n');
+            }
+            wire::write_sse_data(o, payload)
+        })
     }
 
     fn ws(&mut self) -> &Bytes {
@@ -56,6 +137,23 @@ impl<'a> Frames<'a> {
             wire::write_ws_frame(o, wire::ws_message_opcode(payload), payload)
         })
     }
+}
+
+/// `{"channel":"c","pos":"e-s","data":"…"}` (or `"subject":s`) as one text frame.
+fn write_envelope(
+    out: &mut Vec<u8>,
+    channel: Option<&str>,
+    subject: u64,
+    at: wire::Since,
+    payload: &[u8],
+) {
+    let data = String::from_utf8_lossy(payload);
+    let pos = at.to_string();
+    let json = match channel {
+        Some(c) => serde_json::json!({"channel": c, "pos": pos, "data": data}),
+        None => serde_json::json!({"subject": subject, "pos": pos, "data": data}),
+    };
+    wire::write_ws_frame(out, wire::Opcode::Text, json.to_string().as_bytes());
 }
 
 /// What became of one delivery.
@@ -76,6 +174,9 @@ pub(super) fn handle(
     seq: u64,
     frames: &mut Frames,
 ) -> Outcome {
+    if conn.chans.is_some() || frames.channel.is_some() {
+        return super::channels::deliver(conn, cx, epoch, seq, frames);
+    }
     let state = conn.state;
     if state == State::PollWaiting {
         let (since, since_epoch) = conn

@@ -52,6 +52,7 @@ pub(super) fn config() -> Config {
         max_batch: 4096,
         max_queued: 1000,
         slow_policy: SlowPolicy::Disconnect,
+        max_channels: 64,
         sse_retry_ms: 2000,
         limits: wire::Limits::default(),
         access: Default::default(),

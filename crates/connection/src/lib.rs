@@ -13,7 +13,7 @@
 //! with a virtual clock.
 //!
 //! Budget (DESIGN "the budget per connection"): an idle subscribed connection is
-//! 24 bytes and owns no buffer; `pending` exists only while input waits (a partial
+//! 32 bytes and owns no buffer; `pending` exists only while input waits (a partial
 //! head or frame, a body, pipelined requests behind a waiting call). What only a few
 //! connections have — a token's expiry, failed authentications — lives in the
 //! loop's [`Credentials`] side table, keyed by [`Cx::key`].
@@ -33,6 +33,7 @@
 //! credentials close a connection ([`access`], [`WS_AUTH_FAILURES`]).
 
 mod access;
+mod channels;
 mod client_publish;
 pub mod clock;
 mod context;
@@ -100,8 +101,11 @@ const HTTP10: u8 = 32;
 /// TCP connection alive and finds a dead peer), so the stream beats none of its own:
 /// no SSE comment, chunk or wheel entry per stream every `--heartbeat`.
 const MULTIPLEXED: u8 = 64;
+/// Flag: a framed WebSocket (the request named channels or `framed=1`): every
+/// message is a JSON envelope and control frames subscribe (`channels`).
+const FRAMED: u8 = 128;
 
-/// One connection's protocol state: 24 bytes (checked by a test).
+/// One connection's protocol state: 32 bytes (checked by a test).
 pub struct Connection {
     state: State,
     flags: u8,
@@ -113,6 +117,8 @@ pub struct Connection {
     deadline: Tick,
     user: u64,
     pending: Option<Box<Pending>>,
+    /// The named channels of a connection that has any (`channels`).
+    chans: Option<Box<channels::Chans>>,
 }
 
 /// Input and request state that exists only while it is needed.
@@ -157,6 +163,7 @@ impl Connection {
             deadline: 0,
             user: 0,
             pending: None,
+            chans: None,
         }
     }
 
@@ -254,6 +261,7 @@ impl Connection {
             | State::SubscribingSse
             | State::SubscribingWebSocket
             | State::Polling => self.fail(cx, 503, "the router did not answer in time"),
+            State::PollWaiting if self.chans.is_some() => channels::answer_poll_timeout(self, cx),
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             State::Stream | State::Sse | State::WebSocket => delivery::heartbeat(self, cx),
         }
@@ -285,6 +293,7 @@ impl Connection {
     pub fn handle_lost(&mut self, cx: &mut Cx) {
         match self.state {
             State::Stream | State::Sse | State::WebSocket => drain::handle(self, cx),
+            State::PollWaiting if self.chans.is_some() => channels::answer_poll_timeout(self, cx),
             State::PollWaiting => reply::answer_poll_timeout(self, cx),
             _ => {}
         }
@@ -292,6 +301,7 @@ impl Connection {
 
     /// The socket is gone (peer EOF, error, or the caller closed it): logs out.
     pub fn handle_close(&mut self, cx: &mut Cx) {
+        channels::leave_all(self, cx);
         self.logout(cx);
         self.state = State::Closing;
         self.pending = None;

@@ -60,7 +60,11 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
     cx.credentials.set_expiry(cx.key, grant.valid_until);
     let now = cx.now;
     let p = conn.pending();
-    p.publisher = Publisher::regrant(p.publisher.take(), grant.publish, now);
+    p.publisher = Publisher::regrant(
+        p.publisher.take(),
+        (grant.publish, grant.publish_channels),
+        now,
+    );
     conn.tidy();
     let until = grant
         .valid_until

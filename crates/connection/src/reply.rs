@@ -20,6 +20,17 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
             start_subscription(conn, cx, transport, history)
         }
         (State::Polling, _, Reply::History(history)) => poll_reply(conn, cx, history),
+        // A subscription or poll that names channels (or a framed WebSocket).
+        (_, Some(transport), Reply::Joined { login, channels }) => {
+            super::channels::start(conn, cx, transport, login, channels)
+        }
+        (State::Polling, _, Reply::Joined { login, channels }) => {
+            super::channels::poll_joined(conn, cx, login, channels)
+        }
+        // A framed WebSocket's later subscribe.
+        (State::WebSocket, _, Reply::Joined { channels, .. }) => {
+            super::channels::joined_later(conn, cx, channels)
+        }
         // A client publish over WebSocket (C7).
         (
             State::WebSocket,
@@ -68,6 +79,7 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
         (Call::Subscribers | Call::Subscriptions, Reply::Ids(ids)) => {
             serde_json::to_writer(&mut body, &ids).expect("ids serialise")
         }
+        (Call::ReadHistory, Reply::History(history)) => write_history(&mut body, &history),
         (Call::Stats, Reply::Stats(doc)) => {
             serde_json::to_writer(&mut body, &doc).expect("a JSON value serialises")
         }
@@ -94,6 +106,25 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
     conn.respond(cx, keep, |out| {
         wire::write_response(out, 200, "application/json", &body, keep, &[])
     });
+}
+
+/// `GET /history/<channel>`'s answer: `{"messages":[{"seq":n,"data":"…"}],
+/// "pos":"<epoch>-<seq>","gap":false}`; `pos` is where to subscribe from to go on
+/// with no gap and no repeat.
+fn write_history(body: &mut Vec<u8>, history: &HistoryRead) {
+    let messages: Vec<serde_json::Value> = history
+        .messages
+        .iter()
+        .map(
+            |(seq, m)| serde_json::json!({"seq": seq, "data": String::from_utf8_lossy(&m.payload)}),
+        )
+        .collect();
+    let pos = wire::Since {
+        epoch: history.epoch,
+        seq: history.last,
+    };
+    let doc = serde_json::json!({"messages": messages, "pos": pos.to_string(), "gap": history.gap});
+    serde_json::to_writer(body, &doc).expect("Vec write");
 }
 
 /// A publish's answer (`bus::PublishAnswer`, shared with the router's publish port).

@@ -1,8 +1,8 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::{access, client_publish};
-use super::{BodyRead, Connection, Consumed, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
+use super::{access, channels, client_publish};
+use super::{BodyRead, Connection, Consumed, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, RESUME};
 use bus::Request;
 use wire::{BodyKind, RequestHead, Route, Transport};
 
@@ -53,9 +53,18 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             transport,
             ref token,
             since,
+            ref channels,
+            framed,
         } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
+            }
+            if channels.len() > cx.config.max_channels {
+                let why = format!(
+                    "more than {} channels (--max-channels-per-connection)",
+                    cx.config.max_channels
+                );
+                return conn.fail(cx, 400, &why);
             }
             let grant = match access::check_subscribe(cx, user, token.as_deref(), &head) {
                 Ok(grant) => grant,
@@ -65,18 +74,42 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             if let Some(until) = grant.as_ref().and_then(|g| g.valid_until) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
+            let allow = grant.as_ref().map(|g| g.channels.clone());
             if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
-                if let Some(p) = client_publish::Publisher::new(grant.publish, cx.now) {
+                let publish = (grant.publish, grant.publish_channels);
+                if let Some(p) = client_publish::Publisher::new(publish, cx.now) {
                     conn.pending().publisher = Some(p);
                 }
             }
-            subscribe(conn, cx, user, transport, since, &head);
+            let framed = framed && transport == Transport::WebSocket;
+            conn.set(FRAMED, framed);
+            if channels.is_empty() && !framed {
+                let user = user.expect("the route gives a user or a channel");
+                return subscribe(conn, cx, user, transport, since, &head);
+            }
+            prepare(
+                conn,
+                transport,
+                since.is_some() || channels.iter().any(|c| c.1.is_some()),
+                &head,
+            );
+            let channels = channels.clone();
+            channels::join_at_start(conn, cx, user, since, channels, allow);
+            conn.call_wait(cx, State::subscribing_to(transport));
         }
         Route::Poll {
             user,
             since,
             ref token,
+            ref channels,
         } => {
+            if channels.len() > cx.config.max_channels {
+                let why = format!(
+                    "more than {} channels (--max-channels-per-connection)",
+                    cx.config.max_channels
+                );
+                return conn.fail(cx, 400, &why);
+            }
             let grant = match access::check_subscribe(cx, user, token.as_deref(), &head) {
                 Ok(grant) => grant,
                 Err(e) => return access::refuse(conn, cx, &head, e),
@@ -85,9 +118,15 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 return conn.fail(cx, 400, "a poll request has no body");
             }
             // A waiting poll is answered 401 when its token expires (`expiry`).
-            if let Some(until) = grant.and_then(|g| g.valid_until) {
+            if let Some(until) = grant.as_ref().and_then(|g| g.valid_until) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
+            if !channels.is_empty() {
+                let allow = grant.map(|g| g.channels);
+                channels::join_at_start(conn, cx, user, since, channels.clone(), allow);
+                return conn.call_wait(cx, State::Polling);
+            }
+            let user = user.expect("the route gives a user or a channel");
             if let Some(since) = since {
                 let p = conn.pending();
                 p.poll_since = Some(since.seq);
@@ -117,22 +156,28 @@ fn subscribe(
     since: Option<wire::Since>,
     head: &RequestHead,
 ) {
+    prepare(conn, transport, since.is_some(), head);
+    conn.login(cx, user, since);
+    conn.call_wait(cx, State::subscribing_to(transport));
+}
+
+/// What a subscription keeps until its head goes out: the WebSocket key, whether
+/// it resumes, whether it is an HTTP/1.0 stream.
+fn prepare(conn: &mut Connection, transport: Transport, resume: bool, head: &RequestHead) {
     if transport == Transport::WebSocket {
         // `wire::route` picks WebSocket only for a complete, valid handshake.
         let key = head.websocket.as_ref().map(|ws| ws.key.clone());
         conn.pending().ws_key = key;
     }
-    conn.set(RESUME, since.is_some() && transport != Transport::Sse);
+    conn.set(RESUME, resume && transport != Transport::Sse);
     // HTTP/1.0 cannot read chunked bodies: its stream is close-delimited lines.
     conn.set(HTTP10, transport == Transport::Stream && head.is_http10());
-    conn.login(cx, user, since);
-    conn.call_wait(cx, State::subscribing_to(transport));
 }
 
 /// An API route: read its body if it has one, then call the bus.
 fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHead) {
     let limit = match route {
-        Route::Publish { .. } => Some(cx.config.max_message),
+        Route::Publish { .. } | Route::PublishChannel { .. } => Some(cx.config.max_message),
         Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
         _ => None,
     };
@@ -193,7 +238,7 @@ pub(super) fn handle_body_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) 
 /// A complete API request: answered here (health, bad bodies) or sent to the bus.
 fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
     let request = match route {
-        Route::Publish { .. } | Route::PublishBatch { .. } => {
+        Route::Publish { .. } | Route::PublishBatch { .. } | Route::PublishChannel { .. } => {
             match bus::http::publish_request(route, body) {
                 Some(Ok(request)) => request,
                 Some(Err(e)) => return bad_request(conn, cx, &e.to_string()),
@@ -217,6 +262,16 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
         Route::SubscriptionsBulk => match wire::parse_edges(&body) {
             Ok(edges) => Request::ChangeSubscriptions { edges, add: true },
             Err(e) => return bad_request(conn, cx, &e.to_string()),
+        },
+        Route::ChannelHistory {
+            channel,
+            since,
+            limit,
+        } => Request::ChannelHistory {
+            channel,
+            since: since.map(|s| s.seq),
+            epoch: since.and_then(|s| s.epoch),
+            limit,
         },
         Route::Subscribers { subject } => Request::Subscribers { subject },
         Route::Subscriptions { subscriber } => Request::Subscriptions { subscriber },

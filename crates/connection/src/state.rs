@@ -1,5 +1,5 @@
 //! What a connection is doing (`Connection::state`): one byte, so the connection
-//! stays 24 bytes.
+//! stays 32 bytes.
 
 use bus::Call;
 use wire::Transport;

@@ -5,7 +5,7 @@
 //! answered `{"error":"token expired"}` and the connection ends (`expiry`), even if
 //! the loop's timer has not ended it yet.
 
-use super::{client_publish, expiry, refresh, Connection, Consumed, Cx, WS_CLOSE_SENT};
+use super::{channels, client_publish, expiry, refresh, Connection, Consumed, Cx, WS_CLOSE_SENT};
 use wire::{Opcode, WsFrame};
 
 pub(super) fn handle_frame_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) -> Consumed {
@@ -52,7 +52,9 @@ fn handle_frame(conn: &mut Connection, cx: &mut Cx, frame: WsFrame) {
         }
         // An unfragmented text message may be a refresh or a client publish (C7).
         Opcode::Text if frame.fin => {
-            if !refresh::handle_text(conn, cx, &frame.payload) {
+            if !refresh::handle_text(conn, cx, &frame.payload)
+                && !channels::handle_control(conn, cx, &frame.payload)
+            {
                 client_publish::handle_text(conn, cx, &frame.payload);
             }
         }

@@ -39,6 +39,8 @@ pub struct ServerConfig {
     /// Connections per source address at most (0 = unlimited).
     pub max_per_ip: usize,
     pub max_queued: usize,
+    /// Most named channels one connection holds.
+    pub max_channels: usize,
     pub slow_policy: SlowPolicy,
     /// SSE `retry:` advice to clients.
     pub sse_retry: Duration,
@@ -99,6 +101,7 @@ impl Default for ServerConfig {
             max_connections: 1_000_000,
             max_per_ip: DEFAULT_MAX_PER_IP,
             max_queued: 256 * 1024,
+            max_channels: 64,
             slow_policy: SlowPolicy::Disconnect,
             sse_retry: Duration::from_secs(2),
             tcp_nodelay: true,
@@ -204,6 +207,7 @@ impl ServerConfig {
             max_message: self.max_message,
             max_batch: self.max_batch,
             max_queued: self.max_queued,
+            max_channels: self.max_channels,
             slow_policy: self.slow_policy,
             sse_retry_ms: self.sse_retry.as_millis().min(u32::MAX as u128) as u32,
             limits: wire::Limits::default(),
@@ -277,6 +281,11 @@ pub struct GatewayArgs {
     /// Output bytes queued per connection before the slow-consumer policy applies.
     #[arg(long, env = "MYRIAD_MAX_QUEUED", default_value_t = 256 * 1024)]
     pub max_queued: usize,
+    /// Named channels one connection may hold (`channel=` and WebSocket
+    /// subscribes together); a request over it gets 400, a subscribe an error frame.
+    #[arg(long, env = "MYRIAD_MAX_CHANNELS_PER_CONNECTION", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=255))]
+    pub max_channels_per_connection: u64,
     /// Slow-consumer policy: disconnect, or drop deliveries until the socket drains.
     #[arg(long, env = "MYRIAD_SLOW_POLICY", value_parser = policy_flags::slow_policy(), default_value = "disconnect")]
     pub slow_policy: SlowPolicy,
@@ -388,6 +397,7 @@ impl GatewayArgs {
             max_connections: self.max_connections,
             max_per_ip: self.max_per_ip,
             max_queued: self.max_queued,
+            max_channels: self.max_channels_per_connection as usize,
             slow_policy: self.slow_policy,
             tcp_nodelay: !self.no_nodelay,
             access: Arc::new(self.access()?),

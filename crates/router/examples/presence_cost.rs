@@ -74,6 +74,7 @@ fn main() {
         .map(|_| {
             let msg = Arc::new(Message {
                 subject: 0,
+                channel: None,
                 payload: bytes::Bytes::from_static(
                     b"sixty bytes of payload, roughly what the bench sends......",
                 ),

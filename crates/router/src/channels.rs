@@ -62,11 +62,13 @@ pub struct Channels {
     subscriptions: u64,
 }
 
-/// History bounds a channel ring is kept within (the router's config).
-#[derive(Clone, Copy, Debug)]
-pub struct Bounds {
+/// What a publish keeps its message within: the per-ring bounds (the router's
+/// config), the totals of all rings, and where new rings' epochs come from.
+pub(crate) struct Keep<'a> {
     pub capacity: usize,
     pub max_bytes: usize,
+    pub totals: &'a mut HistoryTotals,
+    pub epochs: &'a mut Epochs,
 }
 
 impl Channels {
@@ -164,18 +166,16 @@ impl Channels {
         &mut self,
         name: &str,
         msg: &Arc<Message>,
-        bounds: Bounds,
-        totals: &mut HistoryTotals,
-        epochs: &mut Epochs,
+        keep: Keep<'_>,
         now: Instant,
         deliver: &mut impl FnMut(Delivery),
     ) -> (PublishCounts, Position) {
         let fresh = !self.map.contains_key(name);
-        let channel = Self::entry(&mut self.map, name, epochs);
-        let pushed = channel.ring.push(msg, bounds.capacity, bounds.max_bytes);
-        totals.record(&pushed);
+        let channel = Self::entry(&mut self.map, name, keep.epochs);
+        let pushed = channel.ring.push(msg, keep.capacity, keep.max_bytes);
+        keep.totals.record(&pushed);
         if pushed.stored {
-            totals.trim(&mut channel.ring);
+            keep.totals.trim(&mut channel.ring);
         }
         let position = Position {
             epoch: channel.ring.epoch(),

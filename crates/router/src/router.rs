@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
-use crate::channels::{Bounds, Channels, Position};
+use crate::channels::{Channels, Keep, Position};
 use crate::history::{Epochs, Journal, Ring};
 use crate::presence::Overflow;
 use crate::publish::{Fanout, Reach};
@@ -268,19 +268,14 @@ impl Router {
     ) -> PublishCounts {
         self.messages_in += u64::from(reach.counted());
         if let (Reach::Channel, Some(name)) = (reach, msg.channel.as_deref()) {
-            let bounds = Bounds {
+            let keep = Keep {
                 capacity: self.config.history,
                 max_bytes: self.config.history_bytes,
+                totals: &mut self.totals,
+                epochs: &mut self.epochs,
             };
-            let (counts, _): (PublishCounts, Position) = self.channels.publish(
-                name,
-                msg,
-                bounds,
-                &mut self.totals,
-                &mut self.epochs,
-                now,
-                deliver,
-            );
+            let (counts, _): (PublishCounts, Position) =
+                self.channels.publish(name, msg, keep, now, deliver);
             self.deliveries += u64::from(counts.connections);
             return counts;
         }

@@ -47,6 +47,7 @@
 
 mod batch;
 mod body;
+pub mod channel;
 mod edges;
 pub mod h2;
 mod head;
@@ -74,7 +75,7 @@ pub use response::{
     add_header, reason_phrase, write_api_answer, write_error_response, write_response, CONTINUE_100,
 };
 pub use route::{route, Route, RouteError, Transport};
-pub use since::Since;
+pub use since::{parse_positions, write_positions, Since};
 pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
 pub use stream::{
     write_chunk, write_stream_head, write_stream_head_http10, write_stream_line,

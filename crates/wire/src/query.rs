@@ -4,7 +4,8 @@
 //! Other parameters are ignored (cache busters); a repeated `since`, `token` or
 //! `parallel` is refused, since two readers could disagree about which one counts.
 
-use crate::since::Since;
+use crate::channel;
+use crate::since::{parse_positions, Since};
 
 /// Why a query was refused; the route answers it as `QueryError::BadSince` or
 /// `QueryError::Bad`.
@@ -16,11 +17,18 @@ pub(crate) enum QueryError {
     Bad(&'static str),
 }
 
-/// `since` and `token` of a subscription path's query.
+/// `since`, `token`, `channel` and `framed` of a subscription path's query.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SubscriptionQuery {
-    pub since: Option<Since>,
+    /// A composite position: one per stream (see [`parse_positions`]).
+    pub since: Option<Vec<Option<Since>>>,
     pub token: Option<String>,
+    /// `channel=` in the order given, percent-decoded, each a valid name, no
+    /// name twice.
+    pub channels: Vec<String>,
+    /// `framed=1`: a WebSocket speaks the framed protocol (JSON envelopes and
+    /// control frames) even without a `channel=`.
+    pub framed: bool,
 }
 
 pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, QueryError> {
@@ -31,7 +39,10 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                 if q.since.is_some() {
                     return Err(QueryError::BadSince);
                 }
-                q.since = Some(Since::parse(v.as_bytes()).ok_or(QueryError::BadSince)?);
+                if v.is_empty() {
+                    return Err(QueryError::BadSince);
+                }
+                q.since = Some(parse_positions(v.as_bytes()).ok_or(QueryError::BadSince)?);
             }
             "token" => {
                 if q.token.is_some() {
@@ -41,6 +52,26 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                     percent_decode(v)
                         .ok_or(QueryError::Bad("token is not valid percent-encoded UTF-8"))?,
                 );
+            }
+            "channel" => {
+                let name = percent_decode(v).ok_or(QueryError::Bad(
+                    "channel is not valid percent-encoded UTF-8",
+                ))?;
+                channel::check_name(&name).map_err(QueryError::Bad)?;
+                if q.channels.len() == channel::MAX_PER_REQUEST {
+                    return Err(QueryError::Bad("more than 255 channels in one request"));
+                }
+                if q.channels.contains(&name) {
+                    return Err(QueryError::Bad("a channel is named twice"));
+                }
+                q.channels.push(name);
+            }
+            "framed" => {
+                q.framed = match v {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(QueryError::Bad("framed is 1, true, 0 or false")),
+                }
             }
             _ => {}
         }
@@ -65,6 +96,33 @@ pub(crate) fn parse_parallel(query: Option<&str>) -> Result<bool, QueryError> {
     Ok(parallel.unwrap_or(false))
 }
 
+/// Most messages one history read answers.
+pub const MAX_HISTORY_LIMIT: u32 = 1000;
+
+/// `since` and `limit` of `GET /history/<channel>`: a plain position (none: the
+/// newest), and at most [`MAX_HISTORY_LIMIT`] messages (the default is 100).
+pub(crate) fn parse_history_query(query: Option<&str>) -> Result<(Option<Since>, u32), QueryError> {
+    let (mut since, mut limit) = (None, None);
+    for (k, v) in pairs(query) {
+        match k {
+            "since" if since.is_none() => {
+                since = Some(Since::parse(v.as_bytes()).ok_or(QueryError::BadSince)?)
+            }
+            "limit" if limit.is_none() => {
+                limit = Some(
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=MAX_HISTORY_LIMIT).contains(n))
+                        .ok_or(QueryError::Bad("limit is a number from 1 to 1000"))?,
+                )
+            }
+            "since" | "limit" => return Err(QueryError::Bad("since or limit given twice")),
+            _ => {}
+        }
+    }
+    Ok((since, limit.unwrap_or(100)))
+}
+
 /// A query's `key=value` pairs (a bare `key` has the value "").
 fn pairs(query: Option<&str>) -> impl Iterator<Item = (&str, &str)> {
     query
@@ -74,7 +132,7 @@ fn pairs(query: Option<&str>) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// RFC 3986 percent-decoding (`+` is kept: it is a base64 character, not a space).
-fn percent_decode(v: &str) -> Option<String> {
+pub(crate) fn percent_decode(v: &str) -> Option<String> {
     if !v.contains('%') {
         return Some(v.to_owned());
     }
@@ -101,14 +159,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn channels_are_named_in_order_decoded_and_checked() {
+        let q = parse_query(Some("channel=room%3A1&channel=news&framed=1")).unwrap();
+        assert_eq!(q.channels, ["room:1", "news"]);
+        assert!(q.framed);
+        for bad in [
+            "channel=a&channel=a",
+            "channel=",
+            "channel=42",
+            "channel=a%20b",
+            "framed=2",
+        ] {
+            assert!(
+                matches!(parse_query(Some(bad)), Err(QueryError::Bad(_))),
+                "{bad}"
+            );
+        }
+        let many: Vec<String> = (0..256).map(|i| format!("channel=c{i}")).collect();
+        assert!(parse_query(Some(&many.join("&"))).is_err());
+    }
+
+    #[test]
     fn since_and_token() {
         let q = parse_query(Some("x=1&since=5-9&token=a.b.c&cb")).unwrap();
         assert_eq!(
             q.since,
-            Some(Since {
+            Some(vec![Some(Since {
                 epoch: Some(5),
                 seq: 9
-            })
+            })])
         );
         assert_eq!(q.token.as_deref(), Some("a.b.c"));
         assert_eq!(parse_query(None).unwrap(), SubscriptionQuery::default());

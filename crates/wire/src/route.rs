@@ -12,6 +12,7 @@
 //! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
 
 use crate::head::{Method, RequestHead};
+use crate::query::parse_history_query;
 use crate::query::{parse_parallel, parse_query, QueryError};
 use crate::since::{canonical_u64, Since};
 
@@ -33,20 +34,35 @@ pub enum Route {
     /// `?since=` and `?token=`. For SSE, `since` is `Last-Event-ID` when the request
     /// has one (a browser's automatic reconnect sends the newest id but keeps the
     /// URL, with its older `since`), else `?since=`.
+    /// Without an id (`/sse?channel=a`), the connection has no user: only its
+    /// channels. `channels`: each `channel=` in order with its part of the
+    /// composite `since` (`since` is then the user's part).
     Subscribe {
-        user: u64,
+        user: Option<u64>,
         transport: Transport,
         since: Option<Since>,
         token: Option<String>,
+        channels: Vec<(String, Option<Since>)>,
+        /// A WebSocket in framed mode (`channel=` or `framed=1`).
+        framed: bool,
     },
-    /// `GET /poll/<id>?since=<seq>` (and `?token=`).
+    /// `GET /poll/<id>?since=<seq>` (and `?token=`, `channel=`), or `/poll?channel=…`.
     Poll {
-        user: u64,
+        user: Option<u64>,
         since: Option<Since>,
         token: Option<String>,
+        channels: Vec<(String, Option<Since>)>,
     },
     /// `POST /pub/<id>`.
     Publish { subject: u64 },
+    /// `POST /pub/<channel>`: a name that is not all digits.
+    PublishChannel { channel: String },
+    /// `GET /history/<channel>?since=<epoch>-<seq>&limit=<n>`.
+    ChannelHistory {
+        channel: String,
+        since: Option<Since>,
+        limit: u32,
+    },
     /// `POST /pub` (NDJSON body); `?parallel=1`: the items are independent, so a
     /// server on several router shards need not keep their order across shards.
     PublishBatch { parallel: bool },
@@ -141,9 +157,9 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
     }
     let m = head.method;
     match (first, second, third) {
-        ("sub" | "test", Some(id), None) => {
+        ("sub" | "test", id, None) => {
             need(m, Method::Get, GET)?;
-            let user = parse_id(id)?;
+            let user = parse_user(id)?;
             let transport = if head.websocket.is_some() {
                 Transport::WebSocket
             } else if head.accept_event_stream {
@@ -153,27 +169,29 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             };
             subscribe(head, user, transport)
         }
-        ("sse", Some(id), None) => {
+        ("sse", id, None) => {
             need(m, Method::Get, GET)?;
-            let user = parse_id(id)?;
+            let user = parse_user(id)?;
             subscribe(head, user, Transport::Sse)
         }
-        ("ws", Some(id), None) => {
+        ("ws", id, None) => {
             need(m, Method::Get, GET)?;
-            let user = parse_id(id)?;
+            let user = parse_user(id)?;
             if head.websocket.is_none() {
                 return Err(RouteError::UpgradeRequired);
             }
             subscribe(head, user, Transport::WebSocket)
         }
-        ("poll", Some(id), None) => {
+        ("poll", id, None) => {
             need(m, Method::Get, GET)?;
-            let user = parse_id(id)?;
+            let user = parse_user(id)?;
             let q = parse_query(head.query.as_deref())?;
+            let (since, channels) = streams(user, q.since, q.channels, false)?;
             Ok(Route::Poll {
                 user,
-                since: q.since,
+                since,
                 token: q.token,
+                channels,
             })
         }
         ("pub", None, None) => {
@@ -183,8 +201,23 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
         }
         ("pub", Some(id), None) => {
             need(m, Method::Post, POST)?;
-            Ok(Route::Publish {
-                subject: parse_id(id)?,
+            if canonical_u64(id).is_some() || id.bytes().all(|b| b.is_ascii_digit()) {
+                return Ok(Route::Publish {
+                    subject: parse_id(id)?,
+                });
+            }
+            Ok(Route::PublishChannel {
+                channel: channel_in_path(id)?,
+            })
+        }
+        ("history", Some(name), None) => {
+            need(m, Method::Get, GET)?;
+            let channel = channel_in_path(name)?;
+            let (since, limit) = parse_history_query(head.query.as_deref())?;
+            Ok(Route::ChannelHistory {
+                channel,
+                since,
+                limit,
             })
         }
         ("subscriptions", None, None) => {
@@ -242,22 +275,81 @@ fn need(got: Method, want: Method, allow: &'static str) -> Result<(), RouteError
     }
 }
 
-fn subscribe(head: &RequestHead, user: u64, transport: Transport) -> Result<Route, RouteError> {
+fn subscribe(
+    head: &RequestHead,
+    user: Option<u64>,
+    transport: Transport,
+) -> Result<Route, RouteError> {
     let q = parse_query(head.query.as_deref())?;
-    let since = match (transport, head.last_event_id) {
-        (Transport::Sse, Some(id)) => Some(id),
+    let since = match (transport, &head.last_event_id) {
+        (Transport::Sse, Some(id)) => Some(id.clone()),
         _ => q.since,
     };
+    let framed = q.framed || !q.channels.is_empty();
+    // A framed WebSocket may start with no stream at all and subscribe later.
+    let open = framed && transport == Transport::WebSocket;
+    let (since, channels) = streams(user, since, q.channels, open)?;
     Ok(Route::Subscribe {
         user,
         transport,
         since,
         token: q.token,
+        channels,
+        framed,
     })
+}
+
+/// The connection's streams — its user's (with an id) then each channel's — each
+/// with its part of the composite `since`; a connection needs a user or a channel
+/// (a framed WebSocket, `may_be_empty`, may subscribe to its first one later).
+#[allow(clippy::type_complexity)]
+fn streams(
+    user: Option<u64>,
+    since: Option<Vec<Option<Since>>>,
+    channels: Vec<String>,
+    may_be_empty: bool,
+) -> Result<(Option<Since>, Vec<(String, Option<Since>)>), RouteError> {
+    if user.is_none() && channels.is_empty() && !may_be_empty {
+        return Err(RouteError::BadQuery(
+            "a subscription without an id in the path names at least one channel=",
+        ));
+    }
+    let streams = usize::from(user.is_some()) + channels.len();
+    let mut parts = match since {
+        None => vec![None; streams],
+        Some(parts) if parts.len() == streams => parts,
+        Some(_) => {
+            return Err(RouteError::BadQuery(
+                "since has not one position per stream (the user's, then each channel's, \
+                 joined by _)",
+            ))
+        }
+    }
+    .into_iter();
+    let user_since = if user.is_some() {
+        parts.next().flatten()
+    } else {
+        None
+    };
+    Ok((user_since, channels.into_iter().zip(parts).collect()))
 }
 
 fn parse_id(s: &str) -> Result<u64, RouteError> {
     canonical_u64(s).ok_or(RouteError::BadId)
+}
+
+/// A subscription path's id: `None` without one (`/sse?channel=…`).
+fn parse_user(s: Option<&str>) -> Result<Option<u64>, RouteError> {
+    s.map(parse_id).transpose()
+}
+
+/// A channel name in a path, percent-decoded and checked.
+fn channel_in_path(s: &str) -> Result<String, RouteError> {
+    let name = crate::query::percent_decode(s).ok_or(RouteError::BadQuery(
+        "the channel is not valid percent-encoded UTF-8",
+    ))?;
+    crate::channel::check_name(&name).map_err(RouteError::BadQuery)?;
+    Ok(name)
 }
 
 #[cfg(test)]

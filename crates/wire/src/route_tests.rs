@@ -25,10 +25,12 @@ const WS: &str = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Ver
 fn subscribe_transports() {
     let sub = |user, transport| {
         Ok(Route::Subscribe {
-            user,
+            user: Some(user),
             transport,
             since: None,
             token: None,
+            channels: vec![],
+            framed: false,
         })
     };
     assert_eq!(r("GET", "/sub/42"), sub(42, Transport::Stream));
@@ -58,25 +60,28 @@ fn api_routes() {
     assert_eq!(
         r("GET", "/poll/3"),
         Ok(Route::Poll {
-            user: 3,
+            user: Some(3),
             since: None,
-            token: None
+            token: None,
+            channels: vec![],
         })
     );
     assert_eq!(
         r("GET", "/poll/3?since=10"),
         Ok(Route::Poll {
-            user: 3,
+            user: Some(3),
             since: Some(seq(10)),
-            token: None
+            token: None,
+            channels: vec![],
         })
     );
     assert_eq!(
         r("GET", "/poll/3?x=1&since=0&y"),
         Ok(Route::Poll {
-            user: 3,
+            user: Some(3),
             since: Some(seq(0)),
-            token: None
+            token: None,
+            channels: vec![],
         })
     );
     assert_eq!(r("POST", "/pub/5"), Ok(Route::Publish { subject: 5 }));
@@ -171,10 +176,12 @@ fn resume_and_token_on_every_subscription_path() {
     let token = Some("h.p.s".to_owned());
     let want = |transport| {
         Ok(Route::Subscribe {
-            user: 5,
+            user: Some(5),
             transport,
             since,
             token: token.clone(),
+            channels: vec![],
+            framed: false,
         })
     };
     let q = "?since=7-12&token=h.p.s&cb=1";
@@ -188,9 +195,10 @@ fn resume_and_token_on_every_subscription_path() {
     assert_eq!(
         r("GET", &format!("/poll/5{q}")),
         Ok(Route::Poll {
-            user: 5,
+            user: Some(5),
             since,
-            token: token.clone()
+            token: token.clone(),
+            channels: vec![],
         })
     );
     // SSE: Last-Event-ID (the browser's newest id) wins over the URL's `since`.
@@ -233,6 +241,105 @@ fn resume_and_token_on_every_subscription_path() {
 }
 
 #[test]
+fn channels_on_every_subscription_path_with_their_part_of_since() {
+    let at = |e, s| {
+        Some(Since {
+            epoch: Some(e),
+            seq: s,
+        })
+    };
+    assert_eq!(
+        r("GET", "/sse/4?channel=a&channel=room%3A1&since=1-2__3-4"),
+        Ok(Route::Subscribe {
+            user: Some(4),
+            transport: Transport::Sse,
+            since: at(1, 2),
+            token: None,
+            channels: vec![("a".into(), None), ("room:1".into(), at(3, 4))],
+            framed: true,
+        })
+    );
+    // No id: only channels, and the composite has one part per channel.
+    let h = req(
+        "GET",
+        "/sse?channel=a&channel=b",
+        "Last-Event-ID: 5-6_7-8\r\n",
+    );
+    assert!(
+        matches!(route(&h), Ok(Route::Subscribe { user: None, ref channels, .. })
+        if channels == &[("a".to_string(), at(5, 6)), ("b".to_string(), at(7, 8))])
+    );
+    assert!(matches!(
+        route(&req("GET", "/ws?framed=1&channel=x", WS)),
+        Ok(Route::Subscribe {
+            user: None,
+            framed: true,
+            ..
+        })
+    ));
+    assert!(matches!(
+        r("GET", "/poll?channel=x&since=1-1"),
+        Ok(Route::Poll {
+            user: None,
+            since: None,
+            ..
+        })
+    ));
+    for bad in [
+        "/sub",
+        "/sse?framed=1",
+        "/sse/1?channel=a&since=1-1",
+        "/poll?channel=a&since=1_2",
+    ] {
+        assert!(
+            matches!(r("GET", bad), Err(RouteError::BadQuery(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn channel_publish_and_history() {
+    assert_eq!(
+        r("POST", "/pub/room:1"),
+        Ok(Route::PublishChannel {
+            channel: "room:1".into()
+        })
+    );
+    assert_eq!(r("POST", "/pub/007"), Err(RouteError::BadId));
+    assert!(matches!(
+        r("POST", "/pub/a%20b"),
+        Err(RouteError::BadQuery(_))
+    ));
+    assert_eq!(
+        r("GET", "/history/news?since=3-9&limit=5"),
+        Ok(Route::ChannelHistory {
+            channel: "news".into(),
+            since: Some(Since {
+                epoch: Some(3),
+                seq: 9
+            }),
+            limit: 5
+        })
+    );
+    assert_eq!(
+        r("GET", "/history/news"),
+        Ok(Route::ChannelHistory {
+            channel: "news".into(),
+            since: None,
+            limit: 100
+        })
+    );
+    for bad in [
+        "/history/news?limit=0",
+        "/history/news?limit=1001",
+        "/history/12",
+    ] {
+        assert!(r("GET", bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn absolute_form_targets_route_by_path() {
     let h = req(
         "GET",
@@ -243,7 +350,7 @@ fn absolute_form_targets_route_by_path() {
     assert!(matches!(
         route(&h),
         Ok(Route::Subscribe {
-            user: 1,
+            user: Some(1),
             since: Some(Since { seq: 2, .. }),
             ..
         })
@@ -260,7 +367,6 @@ fn absolute_form_targets_route_by_path() {
 fn not_found() {
     for t in [
         "/",
-        "/sub",
         "/sub/1/",
         "/stats/",
         "/sub/1/2",

@@ -34,6 +34,36 @@ impl Since {
     }
 }
 
+/// Parses a composite position (docs/protocol.md "Channels"): one position per
+/// stream of a connection, `_` between them, an empty part for a stream without
+/// one. A plain position is a composite of one. At most 256 parts.
+pub fn parse_positions(v: &[u8]) -> Option<Vec<Option<Since>>> {
+    let mut out = Vec::new();
+    for part in v.split(|&b| b == b'_') {
+        if out.len() > crate::channel::MAX_PER_REQUEST {
+            return None;
+        }
+        out.push(match part {
+            b"" => None,
+            part => Some(Since::parse(part)?),
+        });
+    }
+    Some(out)
+}
+
+/// Writes the composite of `positions` in the form [`parse_positions`] reads.
+pub fn write_positions(out: &mut Vec<u8>, positions: impl IntoIterator<Item = Option<Since>>) {
+    use std::io::Write;
+    for (i, p) in positions.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'_');
+        }
+        if let Some(p) = p {
+            let _ = write!(out, "{p}");
+        }
+    }
+}
+
 impl std::fmt::Display for Since {
     /// The form [`Since::parse`] reads back (and the form an SSE `id:` line should use).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,6 +86,31 @@ pub(crate) fn canonical_u64(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn composite_positions_read_back_what_was_written() {
+        let at = |e, s| {
+            Some(Since {
+                epoch: Some(e),
+                seq: s,
+            })
+        };
+        let list = vec![at(7, 12), None, at(9, 0)];
+        let mut out = Vec::new();
+        write_positions(&mut out, list.clone());
+        assert_eq!(out, b"7-12__9-0");
+        assert_eq!(parse_positions(&out), Some(list));
+        assert_eq!(
+            parse_positions(b"5"),
+            Some(vec![Some(Since {
+                epoch: None,
+                seq: 5
+            })])
+        );
+        assert_eq!(parse_positions(b""), Some(vec![None]));
+        assert_eq!(parse_positions(b"1-x_2"), None);
+        assert_eq!(parse_positions(&b"_".repeat(300)), None);
+    }
 
     #[test]
     fn forms_round_trip() {

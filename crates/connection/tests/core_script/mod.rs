@@ -51,6 +51,18 @@ pub const FRAGMENTS: &[&[u8]] = &[
     b"\x80\x81\x01\x02\x03\x04c",
     b"\x88\x82\x01\x02\x03\x04\x02\xea",
     b"\x81\x01x",
+    // Channels (docs/protocol.md "Channels"): named in requests, a composite
+    // Last-Event-ID, a framed WebSocket's control frames, a channel's publish and
+    // history.
+    b"GET /sse/7?channel=room:1&channel=news HTTP/1.1\r\nLast-Event-ID: 5-2__5-9\r\n\r\n",
+    b"GET /sub?channel=room:1 HTTP/1.1\r\n\r\n",
+    b"GET /poll?channel=news&channel=room:1&since=5-1_ HTTP/1.1\r\n\r\n",
+    b"GET /ws/9?channel=news&since=1-1_2-2 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    b"\x81\x96\x00\x00\x00\x00{\"subscribe\":\"room:1\"}",
+    b"\x81\x98\x00\x00\x00\x00{\"unsubscribe\":\"room:1\"}",
+    b"\x81\xa0\x00\x00\x00\x00{\"publish\":\"room:1\",\"data\":\"hi\"}",
+    b"POST /pub/room:1 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
+    b"GET /history/news?limit=2 HTTP/1.1\r\n\r\n",
     b"GARBAGE\r\n\r\n",
     b"\r\n",
 ];
@@ -94,6 +106,7 @@ fn config(policy: u8) -> Config {
         } else {
             SlowPolicy::Drop
         },
+        max_channels: 64,
         sse_retry_ms: 1000,
         limits: wire::Limits::default(),
         access: Default::default(),
@@ -128,12 +141,24 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
     }
     match request {
         Request::Login { .. } | Request::ReadHistory { .. } => Reply::History(history(seed)),
-        Request::Logout { .. } => Reply::Done,
-        Request::Publish { .. } | Request::PublishBatch { .. } => Reply::Published {
-            messages: 1,
-            connections: u64::from(seed),
-            users: 1,
+        Request::Logout { .. } | Request::Leave { .. } => Reply::Done,
+        Request::ChannelHistory { .. } => Reply::History(history(seed)),
+        Request::Join {
+            login, channels, ..
+        } => Reply::Joined {
+            login: login.then(|| history(seed)),
+            channels: channels
+                .iter()
+                .map(|c| (c.name.clone(), history(seed.wrapping_add(1))))
+                .collect(),
         },
+        Request::Publish { .. } | Request::PublishBatch { .. } | Request::PublishChannel { .. } => {
+            Reply::Published {
+                messages: 1,
+                connections: u64::from(seed),
+                users: 1,
+            }
+        }
         Request::ChangeSubscriptions { edges, .. } => Reply::Changed {
             edges: edges.len() as u64,
             changed: 1,
@@ -281,6 +306,9 @@ pub fn run(script: &[u8]) -> Seen {
                 } else {
                     &[0xff; 40]
                 };
+                // Every other delivery is a channel's (held or not by the connection).
+                let channel = ["room:1", "news", "other"][(seq % 3) as usize];
+                let msg = Message::to_channel(channel, Bytes::copy_from_slice(payload));
                 step(
                     &mut conn,
                     now,
@@ -288,7 +316,11 @@ pub fn run(script: &[u8]) -> Seen {
                     &mut closed,
                     &mut outstanding,
                     &mut |c, cx| {
-                        c.handle_delivery(cx, 7, seq, &mut Frames::new(payload));
+                        let mut frames = match seq % 2 {
+                            0 => Frames::new(payload),
+                            _ => Frames::of(&msg),
+                        };
+                        c.handle_delivery(cx, 7, seq, &mut frames);
                     },
                 )
             }

@@ -62,7 +62,7 @@ impl EventLoop {
     /// at once, or only queued once `queue_only` (returned: whether the rest of this
     /// pass queues).
     fn deliver(&mut self, mail: &Mail, mut queue_only: bool, deadline: Instant) -> bool {
-        let mut frames = Frames::new(&mail.msg.payload);
+        let mut frames = Frames::of(&mail.msg);
         let (mut sent, mut dropped) = (0u64, 0u64);
         // A fan-out's sends leave a slice at a time (`--io-uring`); a lone recipient
         // is written at once.

@@ -67,6 +67,7 @@ fn a_publish_to_listed_users_reaches_them_only() {
     };
     let item = Item {
         subject: 1,
+        channel: None,
         payload: Bytes::from_static(b"m"),
         reach,
     };

@@ -107,8 +107,10 @@ pub struct RequestHead {
     pub accept_event_stream: bool,
     /// Present only for a complete, valid WebSocket upgrade request.
     pub websocket: Option<WsUpgrade>,
-    /// `Last-Event-ID`: `<seq>` or `<epoch>-<seq>` (see [`Since`]).
-    pub last_event_id: Option<Since>,
+    /// `Last-Event-ID`: `<seq>` or `<epoch>-<seq>` (see [`Since`]), or a composite
+    /// of one per stream of a connection with channels
+    /// ([`crate::parse_positions`]).
+    pub last_event_id: Option<Vec<Option<Since>>>,
     pub authorization: Option<String>,
     /// `Expect: 100-continue`.
     pub expect_continue: bool,
@@ -375,7 +377,8 @@ fn interpret(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HeadError> 
 
     let last_event_id = match f.last_event_id {
         None => None,
-        Some(v) => Some(Since::parse(v).ok_or(HeadError::BadLastEventId)?),
+        Some([]) => return Err(HeadError::BadLastEventId),
+        Some(v) => Some(crate::since::parse_positions(v).ok_or(HeadError::BadLastEventId)?),
     };
     let authorization = match f.authorization {
         None => None,

@@ -149,18 +149,18 @@ fn sse_hints() {
     assert!(h.accept_event_stream);
     assert_eq!(
         h.last_event_id,
-        Some(Since {
+        Some(vec![Some(Since {
             epoch: None,
             seq: 99
-        })
+        })])
     );
     let h = head(b"GET /sub/1 HTTP/1.1\r\nLast-Event-ID: 3-99\r\n\r\n");
     assert_eq!(
         h.last_event_id,
-        Some(Since {
+        Some(vec![Some(Since {
             epoch: Some(3),
             seq: 99
-        })
+        })])
     );
     assert_eq!(
         err(b"GET / HTTP/1.1\r\nLast-Event-ID: 099\r\n\r\n"),

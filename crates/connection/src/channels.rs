@@ -1,0 +1,770 @@
+//! Named channels on one connection (docs/protocol.md "Channels"): the channels a
+//! request names (`channel=`, every transport) and those a framed WebSocket
+//! subscribes to later, each with its own position; how their messages are framed
+//! per transport; the composite position an SSE id carries; and the WebSocket's
+//! control frames (`subscribe`, `unsubscribe`).
+//!
+//! Budget: a connection without channels keeps nothing here (`Connection::chans`
+//! is `None`, 8 bytes); one with channels keeps a boxed [`Chans`]: its list, one
+//! [`Sub`] per channel.
+
+use super::{replay, Connection, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, LOGGED_IN, RESUME};
+use crate::delivery::{Frames, Outcome};
+use bus::{ChannelJoin, HistoryRead, Request};
+use serde::Deserialize;
+use std::io::Write as _;
+use wire::{Since, Transport};
+
+/// The channels of one connection.
+#[derive(Debug, Default)]
+pub(super) struct Chans {
+    /// The channels the token allows (`None`: no JWT configured, all of them).
+    allow: Option<auth::ChannelGrant>,
+    /// The user's position (the first part of a composite id), when the
+    /// connection has a user.
+    user_at: Option<Since>,
+    /// In the request's order (the order of a composite id's parts), then those a
+    /// WebSocket subscribed to later.
+    list: Vec<Sub>,
+}
+
+/// One channel of a connection.
+#[derive(Debug)]
+struct Sub {
+    name: Box<str>,
+    /// The last position delivered (or where the client resumed).
+    at: Option<Since>,
+    /// Refused (the token does not allow it): kept only for its place in a
+    /// composite id, never joined.
+    refused: bool,
+}
+
+impl Chans {
+    fn find(&mut self, name: &str) -> Option<&mut Sub> {
+        self.list
+            .iter_mut()
+            .find(|s| &*s.name == name && !s.refused)
+    }
+
+    /// The names joined (not refused).
+    fn joined(&self) -> Vec<String> {
+        self.list
+            .iter()
+            .filter(|s| !s.refused)
+            .map(|s| s.name.to_string())
+            .collect()
+    }
+
+    /// How many channels count against `--max-channels-per-connection`.
+    fn len(&self) -> usize {
+        self.list.iter().filter(|s| !s.refused).count()
+    }
+
+    /// The composite position: the user's part (with a user), then each channel's.
+    fn write_composite(&self, out: &mut Vec<u8>, user: bool) {
+        let user_part = user.then_some(self.user_at);
+        let parts = user_part.into_iter().chain(self.list.iter().map(|s| s.at));
+        wire::write_positions(out, parts);
+    }
+}
+
+/// Starts a subscription or poll whose request names channels: each allowed one
+/// joins (with the user's login, when the path has an id, in the same call), the
+/// others are kept as refused and reported once the transport's head is out.
+/// `allow`: the channels the token allows (`None`: no JWT, all). A connection
+/// that held channels before (a keep-alive long-poll) leaves those it no longer
+/// names.
+pub(super) fn join_at_start(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    user: Option<u64>,
+    since: Option<Since>,
+    channels: Vec<(String, Option<Since>)>,
+    allow: Option<auth::ChannelGrant>,
+) {
+    if let Some(old) = conn.chans.take() {
+        let gone: Vec<String> = old
+            .joined()
+            .into_iter()
+            .filter(|n| !channels.iter().any(|(c, _)| c == n))
+            .collect();
+        if !gone.is_empty() {
+            cx.out.request(Request::Leave {
+                user: conn.has(LOGGED_IN).then_some(conn.user),
+                channels: gone,
+            });
+        }
+    }
+    let allowed = |name: &str| allow.as_ref().is_none_or(|g| g.allows(name));
+    let list: Vec<Sub> = channels
+        .into_iter()
+        .map(|(name, at)| Sub {
+            refused: !allowed(&name),
+            name: name.into_boxed_str(),
+            at,
+        })
+        .collect();
+    let joins = list
+        .iter()
+        .filter(|s| !s.refused)
+        .map(|s| ChannelJoin {
+            name: s.name.to_string(),
+            since: s.at.map(|a| a.seq),
+            epoch: s.at.and_then(|a| a.epoch),
+        })
+        .collect();
+    if let Some(user) = user {
+        if conn.has(LOGGED_IN) && conn.user != user {
+            conn.logout(cx);
+        }
+        conn.user = user;
+        conn.set(LOGGED_IN, true);
+    }
+    conn.chans = Some(Box::new(Chans {
+        allow,
+        user_at: since,
+        list,
+    }));
+    cx.out.request(Request::Join {
+        user,
+        login: user.is_some(),
+        since: since.map(|s| s.seq),
+        epoch: since.and_then(|s| s.epoch),
+        channels: joins,
+    });
+}
+
+/// Leaves every joined channel (the connection closed): one request.
+pub(super) fn leave_all(conn: &mut Connection, cx: &mut Cx) {
+    let Some(chans) = conn.chans.take() else {
+        return;
+    };
+    let channels = chans.joined();
+    if !channels.is_empty() {
+        cx.out.request(Request::Leave {
+            user: conn.has(LOGGED_IN).then_some(conn.user),
+            channels,
+        });
+    }
+}
+
+/// The join of a subscription that names channels is answered: the transport's
+/// head, the refused channels, then per stream its gap (if any) and replay, then
+/// deliveries as they come.
+pub(super) fn start(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    transport: Transport,
+    login: Option<HistoryRead>,
+    reads: Vec<(String, HistoryRead)>,
+) {
+    let ws_key = conn.pending.as_mut().and_then(|p| p.ws_key.take());
+    let user = conn.has(LOGGED_IN).then_some(conn.user);
+    let http10 = conn.has(HTTP10);
+    let resume = conn.has(RESUME) || transport == Transport::Sse;
+    // The head.
+    match transport {
+        Transport::Stream if http10 => cx.out.write(|out| {
+            wire::write_stream_head_http10(out);
+            wire::write_stream_line(out, &[welcome(user).as_bytes()]);
+        }),
+        Transport::Stream => cx.out.write(|out| {
+            wire::write_stream_head(out);
+            wire::write_stream_message(out, welcome(user).as_bytes());
+        }),
+        Transport::Sse => {
+            let retry = cx.config.sse_retry_ms;
+            cx.out.write(|out| wire::write_sse_head(out, retry));
+        }
+        Transport::WebSocket => {
+            let key = ws_key.unwrap_or_default();
+            cx.out.write(|out| wire::write_ws_handshake(out, &key));
+        }
+    }
+    conn.state = match transport {
+        Transport::Stream => State::Stream,
+        Transport::Sse => State::Sse,
+        Transport::WebSocket => State::WebSocket,
+    };
+    if transport != Transport::WebSocket {
+        // Streams never go back to requests: pipelined input is dropped.
+        if let Some(p) = conn.pending.as_mut() {
+            p.input.clear();
+        }
+    }
+    let refused: Vec<String> = conn
+        .chans
+        .as_ref()
+        .map(|c| {
+            c.list
+                .iter()
+                .filter(|s| s.refused)
+                .map(|s| s.name.to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    for name in &refused {
+        refuse(
+            conn,
+            cx,
+            transport,
+            name,
+            "the token does not allow this channel",
+        );
+    }
+    // The user's stream: its position and replay, as a connection without channels.
+    if let Some(history) = login {
+        if let Some(chans) = conn.chans.as_mut() {
+            chans.user_at = Some(Since {
+                epoch: history.epoch,
+                seq: history.last,
+            });
+        }
+        if resume {
+            replay_stream(conn, cx, transport, None, &history);
+        }
+    }
+    for (name, history) in reads {
+        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
+            sub.at = Some(Since {
+                epoch: history.epoch,
+                seq: first_replayed(&history, resume) - 1,
+            });
+        }
+        if transport == Transport::WebSocket {
+            subscribed(cx, &name, &history, resume);
+        }
+        if resume {
+            replay_stream(conn, cx, transport, Some(&name), &history);
+        }
+        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
+            sub.at = Some(Since {
+                epoch: history.epoch,
+                seq: history.last,
+            });
+        }
+    }
+    if transport == Transport::WebSocket
+        && conn.pending.as_ref().is_some_and(|p| !p.input.is_empty())
+    {
+        cx.out.resume_input();
+    }
+    conn.tidy();
+    conn.arm_heartbeat(cx);
+}
+
+/// `welcome <id>`, or `welcome` for a connection without a user.
+fn welcome(user: Option<u64>) -> String {
+    match user {
+        Some(u) => format!("welcome {u}"),
+        None => "welcome".to_string(),
+    }
+}
+
+/// The first number `history` replays (`last + 1` when it replays nothing).
+fn first_replayed(history: &HistoryRead, resume: bool) -> u64 {
+    match history.messages.first() {
+        Some(m) if resume => m.0,
+        _ => history.last + 1,
+    }
+}
+
+/// A channel the token does not allow, in the transport's words.
+fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, why: &str) {
+    let json = serde_json::json!({ "channel": name, "error": why }).to_string();
+    match transport {
+        Transport::Stream if conn.has(HTTP10) => {
+            let line = format!("! {name} {why}");
+            cx.out
+                .write(|out| wire::write_stream_line(out, &[line.as_bytes()]));
+        }
+        Transport::Stream => {
+            let line = format!("! {name} {why}");
+            cx.out
+                .write(|out| wire::write_stream_message(out, line.as_bytes()));
+        }
+        Transport::Sse => cx.out.write(|out| {
+            out.extend_from_slice(b"event: refused\n");
+            wire::write_sse_data(out, json.as_bytes());
+        }),
+        Transport::WebSocket => ws_text(cx, &json),
+    }
+}
+
+/// A WebSocket's `{"subscribed":…}` frame.
+fn subscribed(cx: &mut Cx, name: &str, history: &HistoryRead, resume: bool) {
+    let at = Since {
+        epoch: history.epoch,
+        seq: first_replayed(history, resume) - 1,
+    };
+    let text = serde_json::json!({
+        "subscribed": name,
+        "pos": at.to_string(),
+        "gap": history.gap && resume,
+    })
+    .to_string();
+    ws_text(cx, &text);
+}
+
+fn ws_text(cx: &mut Cx, text: &str) {
+    cx.out
+        .write(|out| wire::write_ws_frame(out, wire::Opcode::Text, text.as_bytes()));
+}
+
+/// One stream's gap and replay (`channel`: `None` for the user's), within the
+/// output budget: the newest that fit, an older cut reported as a gap.
+fn replay_stream(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    transport: Transport,
+    channel: Option<&str>,
+    history: &HistoryRead,
+) {
+    let framing = replay::Framing {
+        transport,
+        http10: conn.has(HTTP10),
+        epoch: history.epoch,
+    };
+    let (messages, cut) = replay::fit(cx, history, framing);
+    let gap = history.gap || cut;
+    if gap {
+        let first = messages.first().map_or(history.last + 1, |m| m.0);
+        match transport {
+            Transport::Sse => cx.out.write(|out| {
+                out.extend_from_slice(b"event: gap\n");
+                let data = match channel {
+                    Some(c) => {
+                        serde_json::json!({"channel": c, "first": first, "epoch": history.epoch})
+                    }
+                    None => serde_json::json!({"first": first, "epoch": history.epoch}),
+                };
+                wire::write_sse_data(out, data.to_string().as_bytes());
+            }),
+            Transport::Stream => {
+                let line = format!(
+                    "{} gap {}",
+                    channel.map_or(conn.user.to_string(), str::to_string),
+                    Since {
+                        epoch: history.epoch,
+                        seq: first - 1
+                    }
+                );
+                cx.out.write(|out| match conn.has(HTTP10) {
+                    true => wire::write_stream_line(out, &[line.as_bytes()]),
+                    false => wire::write_stream_message(out, line.as_bytes()),
+                });
+            }
+            Transport::WebSocket if channel.is_none() => {
+                let at = Since {
+                    epoch: history.epoch,
+                    seq: first - 1,
+                };
+                cx.out.write(|out| wire::write_ws_position(out, at, true));
+            }
+            // A channel's gap is in its `subscribed` frame.
+            Transport::WebSocket => {}
+        }
+    }
+    for (seq, msg) in messages {
+        let mut frames = Frames::of(msg);
+        write_message(conn, cx, history.epoch.unwrap_or(0), *seq, &mut frames);
+    }
+}
+
+/// A message on a connection with channels (or a framed WebSocket), live or
+/// replayed: its position noted, then framed for the transport.
+pub(super) fn deliver(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> Outcome {
+    if conn.state == State::PollWaiting {
+        return poll_delivery(conn, cx, epoch, seq, frames);
+    }
+    if !conn.state.is_subscription() {
+        return Outcome::Skipped;
+    }
+    if cx.queued > 0 && cx.queued + frames.payload().len() + 32 > cx.config.max_queued {
+        if cx.config.slow_policy == crate::SlowPolicy::Disconnect {
+            cx.out.close_now();
+        }
+        return Outcome::SlowDrop;
+    }
+    if !write_message(conn, cx, epoch, seq, frames) {
+        return Outcome::Skipped;
+    }
+    Outcome::Sent
+}
+
+/// Notes the position and writes one message; false when it is for a channel the
+/// connection does not hold (left since the publish).
+fn write_message(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> bool {
+    let at = Since {
+        epoch: Some(epoch),
+        seq,
+    };
+    let channel = frames.channel();
+    let user = conn.has(LOGGED_IN);
+    if let Some(chans) = conn.chans.as_mut() {
+        match channel {
+            Some(name) => match chans.find(name) {
+                Some(sub) => sub.at = Some(at),
+                None => return false,
+            },
+            None => chans.user_at = Some(at),
+        }
+    } else if channel.is_some() {
+        return false;
+    }
+    match conn.state {
+        State::Sse => {
+            let chans = conn.chans.as_ref();
+            cx.out.write(|out| {
+                out.extend_from_slice(b"id: ");
+                match chans {
+                    Some(c) => c.write_composite(out, user),
+                    None => {
+                        let _ = write!(out, "{at}");
+                    }
+                }
+                out.push(b'\n');
+            });
+            cx.out.send(frames.sse());
+        }
+        State::Stream if conn.has(HTTP10) => cx.out.send(frames.tagged_line()),
+        State::Stream => cx.out.send(frames.tagged_stream()),
+        _ if channel.is_some() => cx.out.send(frames.envelope(at)),
+        // A user delivery on a framed WebSocket: its position is the user's.
+        _ => cx.out.write(|out| frames.write_envelope(out, at)),
+    }
+    true
+}
+
+/// A waiting long-poll with channels gets its answer from one delivery.
+fn poll_delivery(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> Outcome {
+    let channel = frames.channel().map(str::to_string);
+    let Some(chans) = conn.chans.as_mut() else {
+        return Outcome::Skipped;
+    };
+    let before = match &channel {
+        Some(name) => match chans.find(name) {
+            Some(sub) => sub.at,
+            None => return Outcome::Skipped,
+        },
+        None => chans.user_at,
+    };
+    // Anything between the poll's position and this one is lost, and so is
+    // everything when the stream started a new epoch meanwhile.
+    let gap = before.is_some_and(|b| seq > b.seq + 1 || b.epoch.is_some_and(|e| e != epoch));
+    let stream = Stream {
+        channel,
+        epoch: Some(epoch),
+        messages: vec![(seq, frames.payload().to_vec())],
+        last: seq,
+        gap,
+    };
+    answer_poll(conn, cx, vec![stream]);
+    Outcome::Sent
+}
+
+/// One stream's part of a long-poll answer.
+pub(super) struct Stream {
+    /// `None`: the user's.
+    channel: Option<String>,
+    epoch: Option<u32>,
+    messages: Vec<(u64, Vec<u8>)>,
+    last: u64,
+    gap: bool,
+}
+
+/// A poll that names channels is answered by its join: at once when a stream has
+/// news or a gap, else it waits for the next delivery or its timeout.
+pub(super) fn poll_joined(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    login: Option<HistoryRead>,
+    reads: Vec<(String, HistoryRead)>,
+) {
+    let mut streams = Vec::new();
+    let mut news = false;
+    let all = login
+        .map(|h| (None, h))
+        .into_iter()
+        .chain(reads.into_iter().map(|(n, h)| (Some(n), h)));
+    let mut budget = cx.config.max_queued;
+    for (channel, history) in all {
+        // A client without a position starts from now: nothing to replay.
+        let had = match &channel {
+            Some(name) => conn
+                .chans
+                .as_mut()
+                .and_then(|c| c.find(name))
+                .and_then(|s| s.at),
+            None => conn.chans.as_ref().and_then(|c| c.user_at),
+        };
+        let messages: Vec<(u64, Vec<u8>)> = if had.is_some() {
+            history
+                .messages
+                .iter()
+                .take_while(|(_, m)| {
+                    let fits = budget >= m.payload.len();
+                    budget = budget.saturating_sub(m.payload.len().max(1));
+                    fits
+                })
+                .map(|(s, m)| (*s, m.payload.to_vec()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let cut = messages.len() < history.messages.len() && had.is_some();
+        let last = match messages.last() {
+            Some(&(s, _)) if cut => s,
+            _ => history.last,
+        };
+        let gap = had.is_some() && history.gap;
+        news |= !messages.is_empty() || gap;
+        // Where the stream now stands (the next poll's position if nothing comes).
+        let at = Some(Since {
+            epoch: history.epoch,
+            seq: last,
+        });
+        match &channel {
+            Some(name) => {
+                if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(name)) {
+                    sub.at = at;
+                }
+            }
+            None => {
+                if let Some(c) = conn.chans.as_mut() {
+                    c.user_at = at;
+                }
+            }
+        }
+        streams.push(Stream {
+            channel,
+            epoch: history.epoch,
+            messages,
+            last,
+            gap,
+        });
+    }
+    let refused = conn
+        .chans
+        .as_ref()
+        .is_some_and(|c| c.list.iter().any(|s| s.refused));
+    if news || refused {
+        answer_poll(conn, cx, streams);
+    } else {
+        conn.state = State::PollWaiting;
+        conn.arm(cx, cx.config.poll_timeout);
+    }
+}
+
+/// Answers a long-poll with channels: `{"messages":[…],"since":"<composite>",
+/// "gaps":[…],"refused":[…]}` (docs/protocol.md "Channels").
+pub(super) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Stream>) {
+    let user = conn.has(LOGGED_IN);
+    let mut body = Vec::with_capacity(128);
+    body.extend_from_slice(b"{\"messages\":[");
+    let mut first = true;
+    let mut gaps = Vec::new();
+    for stream in &streams {
+        if stream.gap {
+            gaps.push(stream.channel.clone().unwrap_or_else(|| "user".to_string()));
+        }
+        for (seq, payload) in &stream.messages {
+            if !first {
+                body.push(b',');
+            }
+            first = false;
+            let data = String::from_utf8_lossy(payload);
+            let item = match &stream.channel {
+                Some(c) => serde_json::json!({"channel": c, "seq": seq, "data": data}),
+                None => serde_json::json!({"user": conn.user, "seq": seq, "data": data}),
+            };
+            serde_json::to_writer(&mut body, &item).expect("Vec write");
+        }
+        let _ = (stream.epoch, stream.last);
+    }
+    body.extend_from_slice(b"],\"since\":\"");
+    if let Some(c) = conn.chans.as_ref() {
+        c.write_composite(&mut body, user);
+    }
+    body.extend_from_slice(b"\",\"gaps\":");
+    serde_json::to_writer(&mut body, &gaps).expect("Vec write");
+    let refused: Vec<serde_json::Value> = conn
+        .chans
+        .as_ref()
+        .map(|c| {
+            c.list
+                .iter()
+                .filter(|s| s.refused)
+                .map(|s| serde_json::json!({"channel": &*s.name, "error": "the token does not allow this channel"}))
+                .collect()
+        })
+        .unwrap_or_default();
+    body.extend_from_slice(b",\"refused\":");
+    serde_json::to_writer(&mut body, &refused).expect("Vec write");
+    body.extend_from_slice(b"}");
+    cx.credentials.set_expiry(cx.key, None);
+    let keep = conn.has(KEEP_ALIVE);
+    conn.respond(cx, keep, |out| {
+        wire::write_response(
+            out,
+            200,
+            "application/json",
+            &body,
+            keep,
+            &[
+                ("Cache-Control", "no-cache"),
+                ("Access-Control-Allow-Origin", "*"),
+            ],
+        )
+    });
+    conn.tidy();
+}
+
+/// A waiting long-poll with channels timed out: an empty answer with its place.
+pub(super) fn answer_poll_timeout(conn: &mut Connection, cx: &mut Cx) {
+    answer_poll(conn, cx, Vec::new());
+}
+
+/// A control frame of a framed WebSocket (`{"subscribe":…}`,
+/// `{"unsubscribe":…}`); true when the frame was one.
+pub(super) fn handle_control(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bool {
+    if !conn.has(FRAMED) {
+        return false;
+    }
+    let is = |key: &[u8]| text.windows(key.len()).any(|w| w == key);
+    if !is(b"\"subscribe\"") && !is(b"\"unsubscribe\"") {
+        return false;
+    }
+    let frame: Control = match serde_json::from_slice(text) {
+        Ok(f) => f,
+        Err(_) => {
+            error(cx, None, "bad control frame: want {\"subscribe\":\"<channel>\"[,\"since\":\"<epoch>-<seq>\"]} or {\"unsubscribe\":\"<channel>\"}");
+            return true;
+        }
+    };
+    match frame {
+        Control::Subscribe { subscribe, since } => subscribe_later(conn, cx, subscribe, since),
+        Control::Unsubscribe { unsubscribe } => unsubscribe_later(conn, cx, unsubscribe),
+    }
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+enum Control {
+    Subscribe {
+        subscribe: String,
+        since: Option<String>,
+    },
+    Unsubscribe {
+        unsubscribe: String,
+    },
+}
+
+fn error(cx: &mut Cx, channel: Option<&str>, why: &str) {
+    let text = match channel {
+        Some(c) => serde_json::json!({ "error": why, "channel": c }),
+        None => serde_json::json!({ "error": why }),
+    };
+    ws_text(cx, &text.to_string());
+}
+
+fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Option<String>) {
+    if let Err(why) = wire::channel::check_name(&name) {
+        return error(cx, Some(&name), why);
+    }
+    let since = match since.as_deref().map(|s| Since::parse(s.as_bytes())) {
+        None => None,
+        Some(Some(s)) => Some(s),
+        Some(None) => return error(cx, Some(&name), "since is not <epoch>-<seq>"),
+    };
+    let Some(chans) = conn.chans.as_mut() else {
+        return error(cx, Some(&name), "not a framed connection");
+    };
+    if !chans.allow.as_ref().is_none_or(|g| g.allows(&name)) {
+        return error(cx, Some(&name), "the token does not allow this channel");
+    }
+    if chans.list.iter().any(|s| *s.name == *name && !s.refused) {
+        return error(cx, Some(&name), "already subscribed");
+    }
+    if chans.len() >= cx.config.max_channels {
+        return error(
+            cx,
+            Some(&name),
+            "too many channels on this connection (--max-channels-per-connection)",
+        );
+    }
+    chans.list.push(Sub {
+        name: name.clone().into_boxed_str(),
+        at: since,
+        refused: false,
+    });
+    cx.out.request(Request::Join {
+        user: conn.has(LOGGED_IN).then_some(conn.user),
+        login: false,
+        since: None,
+        epoch: None,
+        channels: vec![ChannelJoin {
+            name,
+            since: since.map(|s| s.seq),
+            epoch: since.and_then(|s| s.epoch),
+        }],
+    });
+}
+
+fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: String) {
+    let held = conn.chans.as_mut().and_then(|c| {
+        let i = c.list.iter().position(|s| *s.name == *name && !s.refused)?;
+        Some(c.list.remove(i))
+    });
+    if held.is_none() {
+        return error(cx, Some(&name), "not subscribed");
+    }
+    cx.out.request(Request::Leave {
+        user: conn.has(LOGGED_IN).then_some(conn.user),
+        channels: vec![name.clone()],
+    });
+    ws_text(cx, &serde_json::json!({ "unsubscribed": name }).to_string());
+}
+
+/// A framed WebSocket's later join is answered: `subscribed`, then the replay.
+pub(super) fn joined_later(conn: &mut Connection, cx: &mut Cx, reads: Vec<(String, HistoryRead)>) {
+    for (name, history) in reads {
+        let wanted = conn
+            .chans
+            .as_mut()
+            .and_then(|c| c.find(&name))
+            .map(|s| s.at.is_some());
+        let Some(resume) = wanted else {
+            continue; // left again before the answer
+        };
+        subscribed(cx, &name, &history, resume);
+        if resume {
+            replay_stream(conn, cx, Transport::WebSocket, Some(&name), &history);
+        }
+        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
+            sub.at = Some(Since {
+                epoch: history.epoch,
+                seq: history.last,
+            });
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Channel names (docs/protocol.md "Channels"): 1 to [`MAX_NAME`] bytes of
+//! `A–Z a–z 0–9 _ - = @ , . ; :`, not all digits (an all-digit name is a subject
+//! id: a user of the follower graph), and not one of the SSE event names myriad
+//! itself sends ([`RESERVED`]), since on SSE a channel's messages are events named
+//! after it.
+
+/// Longest channel name, in bytes (names from other systems carry over).
+pub const MAX_NAME: usize = 200;
+
+/// Most channels one request may name, whatever `--max-channels-per-connection`
+/// says: the parse of a query stays bounded.
+pub const MAX_PER_REQUEST: usize = 255;
+
+/// SSE event names of myriad's own events, which no channel may take.
+pub const RESERVED: [&str; 5] = ["message", "gap", "expired", "refused", "drain"];
+
+/// Why `name` is not a channel name; `Ok` when it is one.
+pub fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("a channel name is empty");
+    }
+    if name.len() > MAX_NAME {
+        return Err("a channel name is longer than 200 bytes");
+    }
+    if !name.bytes().all(allowed) {
+        return Err("a channel name has a character outside A-Z a-z 0-9 _ - = @ , . ; :");
+    }
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("an all-digit channel name is a subject id");
+    }
+    if RESERVED.contains(&name) {
+        return Err("this channel name is one of the SSE event names myriad sends");
+    }
+    Ok(())
+}
+
+fn allowed(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"_-=@,.;:".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_other_systems_carry_over_and_the_rest_is_refused() {
+        for good in [
+            "room:1",
+            "news",
+            "ns:a.b,c;d=e@f_g-h",
+            "a1",
+            &"x".repeat(200),
+        ] {
+            assert_eq!(check_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", "42", "a b", "a/b", "é", "gap", &"x".repeat(201), "a\n"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}
