@@ -460,12 +460,17 @@ fn poll_delivery(
     let Some(chans) = conn.chans.as_mut() else {
         return Outcome::Skipped;
     };
+    let at = Some(Since {
+        epoch: Some(epoch),
+        seq,
+    });
+    // The stream's place moves to this message (the answer's composite says so).
     let before = match &channel {
         Some(name) => match chans.find(name) {
-            Some(sub) => sub.at,
+            Some(sub) => std::mem::replace(&mut sub.at, at),
             None => return Outcome::Skipped,
         },
-        None => chans.user_at,
+        None => std::mem::replace(&mut chans.user_at, at),
     };
     // Anything between the poll's position and this one is lost, and so is
     // everything when the stream started a new epoch meanwhile.

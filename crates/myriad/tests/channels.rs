@@ -1,0 +1,326 @@
+//! Named channels over real sockets (docs/protocol.md "Channels"): many per
+//! connection on SSE, the chunked stream, long-poll and a framed WebSocket, with
+//! the user's own deliveries beside them; composite positions that resume every
+//! channel from its own place; history read then subscribed from with nothing lost
+//! or repeated; the token's `chan` and `pub` claims; the per-connection limit; and
+//! the same across gateway processes and router shards over NATS.
+
+mod common;
+
+use common::cluster::*;
+use common::*;
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
+
+fn hs(claims: serde_json::Value) -> String {
+    let key = EncodingKey::from_secret(SECRET.as_bytes());
+    encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap()
+}
+
+/// Opens `GET path` with `extra` header lines and reads up to `until`.
+fn open(server: &Server, path: &str, extra: &str, until: &str) -> (TcpStream, Vec<u8>) {
+    let mut s = server.connect();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut s, &mut buf, until);
+    (s, buf)
+}
+
+fn publish_to(server: &Server, channel: &str, body: &str) -> serde_json::Value {
+    let (status, text) = server.request("POST", &format!("/pub/{channel}"), body.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// SSE events `(id, event, data)` in `buf` (without comments and the retry line).
+fn events(buf: &[u8]) -> Vec<(String, String, String)> {
+    let text = String::from_utf8_lossy(buf);
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    body.split("\n\n")
+        .filter_map(|block| {
+            let (mut id, mut event, mut data) = (String::new(), String::new(), Vec::new());
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.to_string();
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    event = v.to_string();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push(v.to_string());
+                }
+            }
+            (!data.is_empty()).then(|| (id, event, data.join("\n")))
+        })
+        .collect()
+}
+
+#[test]
+fn one_sse_connection_holds_its_user_and_several_channels_with_composite_ids() {
+    let server = Server::start(&[]);
+    let (mut s, mut buf) = open(&server, "/sse/5?channel=room:1&channel=news", "", "retry:");
+    server.wait_stats("joined", |st| st["channel_subscriptions"] == 2);
+    assert_eq!(
+        publish_to(&server, "room:1", "r1"),
+        serde_json::json!({"connections": 1, "users": 1})
+    );
+    assert_eq!(server.publish(5, "u1")["connections"], 1);
+    publish_to(&server, "news", "n1");
+    // Another channel's message never arrives here.
+    assert_eq!(publish_to(&server, "room:2", "x")["connections"], 0);
+    read_until(&mut s, &mut buf, "data: n1");
+    let got = events(&buf);
+    let kinds: Vec<(&str, &str)> = got.iter().map(|e| (e.1.as_str(), e.2.as_str())).collect();
+    assert_eq!(kinds, [("room:1", "r1"), ("", "u1"), ("news", "n1")]);
+    // Every id has three parts (user, room:1, news), each `<epoch>-<seq>` once set.
+    let parts: Vec<&str> = got[2].0.split('_').collect();
+    assert_eq!(parts.len(), 3, "{}", got[2].0);
+    assert!(parts.iter().all(|p| p.ends_with("-1")), "{parts:?}");
+
+    // Resuming from the first event's id replays exactly what came after it.
+    drop(s);
+    let resume = format!("Last-Event-ID: {}\r\n", got[0].0);
+    let (mut s, mut buf) = open(
+        &server,
+        "/sse/5?channel=room:1&channel=news",
+        &resume,
+        "data: n1",
+    );
+    publish_to(&server, "room:1", "r2");
+    read_until(&mut s, &mut buf, "data: r2");
+    let again: Vec<String> = events(&buf).into_iter().map(|e| e.2).collect();
+    assert_eq!(again, ["u1", "n1", "r2"], "nothing lost, nothing repeated");
+}
+
+#[test]
+fn a_page_reads_history_then_subscribes_from_its_position_without_gap_or_repeat() {
+    let server = Server::start(&[]);
+    for i in 1..=5 {
+        publish_to(&server, "feed", &format!("m{i}"));
+    }
+    let (status, text) = server.request("GET", "/history/feed?limit=3", b"");
+    assert_eq!(status, 200, "{text}");
+    let page: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let seqs: Vec<u64> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [3, 4, 5]);
+    assert_eq!(page["gap"], false);
+    let pos = page["pos"].as_str().unwrap().to_string();
+    // Paging forward from the first: the oldest after it, read on from `pos`.
+    let epoch = pos.split('-').next().unwrap();
+    let (_, text) = server.request(
+        "GET",
+        &format!("/history/feed?since={epoch}-1&limit=2"),
+        b"",
+    );
+    let forward: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(forward["pos"], format!("{epoch}-3"));
+
+    let (mut s, mut buf) = open(
+        &server,
+        &format!("/sub?channel=feed&since={pos}"),
+        "",
+        "welcome",
+    );
+    server.wait_stats("joined", |st| st["channel_subscriptions"] == 1);
+    publish_to(&server, "feed", "m6");
+    read_until(&mut s, &mut buf, "m6");
+    let text = String::from_utf8_lossy(&buf);
+    assert!(!text.contains("feed m5"), "nothing repeated: {text}");
+    assert!(text.contains("feed m6"), "{text}");
+}
+
+#[test]
+fn a_long_poll_names_channels_and_moves_on_with_its_composite_position() {
+    let server = Server::start(&[]);
+    publish_to(&server, "a", "old");
+    let poll = |path: &str| -> serde_json::Value {
+        let (status, text) = server.request("GET", path, b"");
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str(&text).unwrap()
+    };
+    // From now: waits, and the next message of either channel answers it.
+    let waiting = std::thread::spawn({
+        let addr = server.addr;
+        move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(
+                b"GET /poll?channel=a&channel=b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            )
+            .unwrap();
+            let mut out = Vec::new();
+            s.read_to_end(&mut out).unwrap();
+            parse_response(&out).1
+        }
+    });
+    server.wait_stats("poll joined", |st| st["channel_subscriptions"] == 2);
+    publish_to(&server, "b", "b1");
+    let first: serde_json::Value = serde_json::from_str(&waiting.join().unwrap()).unwrap();
+    assert_eq!(first["messages"][0]["channel"], "b");
+    assert_eq!(first["messages"][0]["data"], "b1");
+    let since = first["since"].as_str().unwrap().to_string();
+    assert_eq!(since.split('_').count(), 2, "{since}");
+    // Two more meanwhile: the next poll gets both, each from its channel's place.
+    publish_to(&server, "a", "a2");
+    publish_to(&server, "b", "b2");
+    let next = poll(&format!("/poll?channel=a&channel=b&since={since}"));
+    let got: Vec<(String, String)> = next["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["channel"].as_str().unwrap().into(),
+                m["data"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("a".into(), "a2".into()), ("b".into(), "b2".into())]);
+    assert_eq!(next["gaps"], serde_json::json!([]));
+}
+
+#[test]
+fn tokens_name_the_channels_a_client_may_subscribe_and_publish_to() {
+    let server = Server::start(&["--jwt-secret", SECRET]);
+    let token = hs(serde_json::json!({"sub": "9", "chan": ["room:*"], "pub": ["room:1"]}));
+    // A refused channel is said on that channel; the connection stays open.
+    let path = format!("/sse?channel=room:1&channel=news&token={token}");
+    let (mut s, mut buf) = open(&server, &path, "", "event: refused");
+    server.wait_stats("joined", |st| st["channel_subscriptions"] == 1);
+    assert!(String::from_utf8_lossy(&buf).contains("\"channel\":\"news\""));
+    publish_to(&server, "room:1", "hi");
+    read_until(&mut s, &mut buf, "data: hi");
+    // Without a token, a channels-only subscription is refused.
+    let (_, head) = open(&server, "/sse?channel=room:1", "", "\r\n\r\n");
+    assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 401"));
+
+    // A framed WebSocket: subscribe where the claim allows, publish where `pub` does.
+    let path = format!("/ws?framed=1&token={token}");
+    let mut ws = server.connect();
+    write!(
+        ws,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .unwrap();
+    let mut wbuf = Vec::new();
+    read_until(&mut ws, &mut wbuf, "\r\n\r\n");
+    wbuf.clear();
+    let mut said = |frame: &str| {
+        ws.write_all(&client_text(frame)).unwrap();
+        server_text(&mut ws, &mut wbuf)
+    };
+    assert!(said(r#"{"subscribe":"room:7"}"#).contains(r#""subscribed":"room:7""#));
+    let refused = said(r#"{"subscribe":"news"}"#);
+    assert!(refused.contains("does not allow"), "{refused}");
+    let published = said(r#"{"publish":"room:1","data":"from ws"}"#);
+    assert!(published.contains(r#""published""#), "{published}");
+    read_until(&mut s, &mut buf, "data: from ws");
+    let refused = said(r#"{"publish":"room:2","data":"no"}"#);
+    assert!(
+        refused.contains("does not allow publishing to room:2"),
+        "{refused}"
+    );
+    assert!(said(r#"{"unsubscribe":"room:7"}"#).contains(r#""unsubscribed":"room:7""#));
+    assert!(said(r#"{"unsubscribe":"room:7"}"#).contains("not subscribed"));
+}
+
+#[test]
+fn a_connection_holds_at_most_the_configured_number_of_channels() {
+    let server = Server::start(&["--max-channels-per-connection", "2"]);
+    let (_, head) = open(
+        &server,
+        "/sse?channel=a&channel=b&channel=c",
+        "",
+        "\r\n\r\n",
+    );
+    let head = String::from_utf8_lossy(&head).into_owned();
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    let (status, text) = server.request("GET", "/sse?channel=42", b"");
+    assert_eq!(status, 400, "an all-digit name is a subject id: {text}");
+    assert_eq!(server.request("POST", "/pub/a%20b", b"x").0, 400);
+}
+
+/// A masked client text frame (mask key 0), payload < 126 bytes.
+fn client_text(text: &str) -> Vec<u8> {
+    let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
+    f.extend_from_slice(text.as_bytes());
+    f
+}
+
+/// The next server text frame on `s` (frames < 126 bytes; others skipped).
+fn server_text(s: &mut TcpStream, buf: &mut Vec<u8>) -> String {
+    loop {
+        if buf.len() >= 2 && buf.len() >= 2 + (buf[1] & 0x7f) as usize {
+            let len = (buf[1] & 0x7f) as usize;
+            let op = buf[0] & 0x0f;
+            let payload: Vec<u8> = buf.drain(..2 + len).skip(2).collect();
+            if op == 1 {
+                return String::from_utf8(payload).unwrap();
+            }
+            continue;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Two router shards and two gateways over NATS: a channel's publish reaches its
+/// subscribers on both gateways with exact counts, whichever shard owns it, and a
+/// connection's channels on both shards are joined in one request.
+#[test]
+fn channels_reach_every_gateway_across_router_shards() {
+    let nats = Nats::start();
+    let shard = |i: &str| {
+        Router::start_with(
+            &nats,
+            "memory",
+            &["--router-shards", "2", "--router-shard", i],
+        )
+        .0
+    };
+    let _routers = (shard("0"), shard("1"));
+    let a = gateway_with(&nats, &["--router-shards", "2"]);
+    let b = gateway_with(&nats, &["--router-shards", "2"]);
+    // Names that fall on both shards (FNV-1a of the name, mod 2).
+    let names = ["alpha", "beta", "gamma", "delta"];
+    let list: String = names.iter().map(|n| format!("channel={n}&")).collect();
+    let (mut sa, mut ba) = open(&a, &format!("/sse/3?{list}"), "", "retry:");
+    let (mut sb, mut bb) = open(&b, &format!("/sse?{list}"), "", "retry:");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for name in names {
+        loop {
+            let (status, text) = b.request(
+                "POST",
+                &format!("/pub/{name}"),
+                format!("to {name}").as_bytes(),
+            );
+            let reply: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if status == 200 && reply["connections"] == 2 {
+                assert_eq!(reply["users"], 1, "{reply}");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{status} {text}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    for (s, buf) in [(&mut sa, &mut ba), (&mut sb, &mut bb)] {
+        read_until(s, buf, "to delta");
+        let got: Vec<String> = events(buf).into_iter().map(|e| e.1).collect();
+        // Retried publishes may have reached a connection before both had joined.
+        for name in names {
+            assert!(got.iter().any(|e| e == name), "{got:?}");
+        }
+    }
+}
