@@ -324,3 +324,88 @@ fn channels_reach_every_gateway_across_router_shards() {
         }
     }
 }
+
+/// A loopback TCP proxy that can cut every connection and refuse new ones for a
+/// while: the network going away under a browser.
+struct Cutter {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+}
+
+impl Cutter {
+    fn start(to: std::net::SocketAddr) -> Cutter {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                if c.load(Ordering::SeqCst) {
+                    continue; // dropped: refused while cut
+                }
+                let Ok(server) = TcpStream::connect(to) else { return };
+                let mut held = o.lock().unwrap();
+                held.push(client.try_clone().unwrap());
+                held.push(server.try_clone().unwrap());
+                for (mut from, mut into) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Cutter { addr, cut, open }
+    }
+
+    /// Cuts every connection now; new ones are refused until `heal`.
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Chromium's EventSource on two channels, cut for two seconds while both channels
+/// are published to: it comes back by itself with its last composite id, and holds
+/// every message once, in order, per channel.
+#[test]
+fn chromium_eventsource_resumes_two_channels_after_a_cut_losing_and_repeating_nothing() {
+    const INSTALL: &str = "run: apt-get install -y chromium && npm ci --prefix crates/observe/tests/browser (or ./scripts/setup.sh)";
+    let server = Server::start(&[]);
+    let proxy = Cutter::start(server.addr);
+    let base = format!("http://{}", proxy.addr);
+    let mut browser = BrowserScript::run(INSTALL, "channels.mjs", &base, &["room:1", "news", "4"], None);
+    assert_eq!(browser.next_line(), r#"{"ready":true}"#, "EventSource did not open");
+    server.wait_stats("browser joined", |s| s["channel_subscriptions"] == 2);
+    publish_to(&server, "room:1", "r1");
+    publish_to(&server, "news", "n1");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    proxy.cut();
+    server.wait_stats("browser cut off", |s| s["channel_subscriptions"] == 0);
+    for (channel, text) in [("room:1", "r2"), ("news", "n2"), ("room:1", "r3"), ("news", "n3")] {
+        assert_eq!(publish_to(&server, channel, text)["connections"], 0);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    proxy.heal();
+    server.wait_stats("browser back", |s| s["channel_subscriptions"] == 2);
+    publish_to(&server, "room:1", "r4");
+    publish_to(&server, "news", "n4");
+    let got = browser.result();
+    assert_eq!(got["got"]["room:1"], serde_json::json!(["r1", "r2", "r3", "r4"]), "{got}");
+    assert_eq!(got["got"]["news"], serde_json::json!(["n1", "n2", "n3", "n4"]), "{got}");
+    assert!(got["opens"].as_u64() >= Some(2), "it reconnected: {got}");
+    assert_eq!(got["problems"], serde_json::json!([]), "{got}");
+}
