@@ -7,6 +7,7 @@
 //! | `myriad.gateways` | the router | [`crate::codec::ToGateway::Resync`] to every gateway (router start) |
 //! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (from the subject's router shard, every shard's counts summed) |
+//! | `myriad.pub.<channel>` | back-ends | a publish to a named channel (its dots are NATS tokens: `myriad.pub.>`); answered by the channel's shard |
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
 //! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Fragment`]s |
 //! | `myriad.history.<user>` | the router (`--history-store jetstream`) | a user's kept messages in the stream `MYRIAD_HISTORY` ([`crate::jet_history`]), through the `$JS.API` requests |
@@ -23,7 +24,7 @@ pub const STATS: &str = "myriad.router.stats";
 /// connection, which `msggen --nats` uses without this crate.
 pub use nats_link::{publish_subject as publish, PUBLISH_PREFIX};
 /// What the router subscribes to for back-end publishes.
-pub const PUBLISH_ALL: &str = "myriad.pub.*";
+pub const PUBLISH_ALL: &str = "myriad.pub.>";
 
 /// The subject router shard `shard` of `count` listens on (`myriad.router` when
 /// there is one router).

@@ -347,7 +347,9 @@ impl Cutter {
                 if c.load(Ordering::SeqCst) {
                     continue; // dropped: refused while cut
                 }
-                let Ok(server) = TcpStream::connect(to) else { return };
+                let Ok(server) = TcpStream::connect(to) else {
+                    return;
+                };
                 let mut held = o.lock().unwrap();
                 held.push(client.try_clone().unwrap());
                 held.push(server.try_clone().unwrap());
@@ -387,15 +389,30 @@ fn chromium_eventsource_resumes_two_channels_after_a_cut_losing_and_repeating_no
     let server = Server::start(&[]);
     let proxy = Cutter::start(server.addr);
     let base = format!("http://{}", proxy.addr);
-    let mut browser = BrowserScript::run(INSTALL, "channels.mjs", &base, &["room:1", "news", "4"], None);
-    assert_eq!(browser.next_line(), r#"{"ready":true}"#, "EventSource did not open");
+    let mut browser = BrowserScript::run(
+        INSTALL,
+        "channels.mjs",
+        &base,
+        &["room:1", "news", "4"],
+        None,
+    );
+    assert_eq!(
+        browser.next_line(),
+        r#"{"ready":true}"#,
+        "EventSource did not open"
+    );
     server.wait_stats("browser joined", |s| s["channel_subscriptions"] == 2);
     publish_to(&server, "room:1", "r1");
     publish_to(&server, "news", "n1");
     std::thread::sleep(std::time::Duration::from_millis(300));
     proxy.cut();
     server.wait_stats("browser cut off", |s| s["channel_subscriptions"] == 0);
-    for (channel, text) in [("room:1", "r2"), ("news", "n2"), ("room:1", "r3"), ("news", "n3")] {
+    for (channel, text) in [
+        ("room:1", "r2"),
+        ("news", "n2"),
+        ("room:1", "r3"),
+        ("news", "n3"),
+    ] {
         assert_eq!(publish_to(&server, channel, text)["connections"], 0);
     }
     std::thread::sleep(std::time::Duration::from_secs(2));
@@ -404,8 +421,67 @@ fn chromium_eventsource_resumes_two_channels_after_a_cut_losing_and_repeating_no
     publish_to(&server, "room:1", "r4");
     publish_to(&server, "news", "n4");
     let got = browser.result();
-    assert_eq!(got["got"]["room:1"], serde_json::json!(["r1", "r2", "r3", "r4"]), "{got}");
-    assert_eq!(got["got"]["news"], serde_json::json!(["n1", "n2", "n3", "n4"]), "{got}");
+    assert_eq!(
+        got["got"]["room:1"],
+        serde_json::json!(["r1", "r2", "r3", "r4"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["got"]["news"],
+        serde_json::json!(["n1", "n2", "n3", "n4"]),
+        "{got}"
+    );
     assert!(got["opens"].as_u64() >= Some(2), "it reconnected: {got}");
     assert_eq!(got["problems"], serde_json::json!([]), "{got}");
+}
+
+/// Back-ends publish to a channel over NATS (`myriad.pub.<channel>`, dots and all)
+/// and through the router's publish port, with two router shards: exactly one
+/// answer, with the exact reach, and the message arrives.
+#[test]
+fn back_ends_publish_to_channels_over_nats_and_the_publish_port() {
+    let nats = Nats::start();
+    let (_r0, line) = Router::start_with(
+        &nats,
+        "memory",
+        &[
+            "--router-shards",
+            "2",
+            "--router-shard",
+            "0",
+            "--publish-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let port = publish_port_of(&line);
+    let _r1 = Router::start_with(
+        &nats,
+        "memory",
+        &["--router-shards", "2", "--router-shard", "1"],
+    )
+    .0;
+    let gw = gateway_with(&nats, &["--router-shards", "2"]);
+    let (mut s, mut buf) = open(&gw, "/sse?channel=news.eu&channel=room:1", "", "retry:");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let replies = loop {
+        let replies = backend_request(&nats, "news.eu", "over nats");
+        if replies.len() == 1 && replies[0].contains(r#""connections":1"#) {
+            break replies;
+        }
+        assert!(std::time::Instant::now() < deadline, "{replies:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(replies[0], r#"{"connections":1,"users":0}"#);
+    assert_eq!(
+        publish_at(port, "room:1", "through the port")["connections"],
+        1
+    );
+    read_until(&mut s, &mut buf, "data: through the port");
+    let got: Vec<(String, String)> = events(&buf).into_iter().map(|e| (e.1, e.2)).collect();
+    assert!(
+        got.contains(&("news.eu".into(), "over nats".into())),
+        "{got:?}"
+    );
+    let bad = backend_request(&nats, "a/b", "x");
+    assert_eq!(bad.len(), 1, "{bad:?}");
 }

@@ -174,7 +174,7 @@ impl<'a> Exchange<'a> {
                 );
                 return if keep { Step::Read } else { Step::Close };
             }
-            Route::Publish { .. } => self.config.max_message,
+            Route::Publish { .. } | Route::PublishChannel { .. } => self.config.max_message,
             Route::PublishBatch { .. } => self.config.max_batch,
             _ => return self.refuse(head, 404, SERVED, &[]),
         };

@@ -38,6 +38,10 @@ pub(super) async fn publish(client: &Client, request: Request) -> Reply {
         Request::Publish { subject, payload } => {
             return reply_of(1, vec![one(client, subject, payload).await]);
         }
+        Request::PublishChannel { channel, payload } => {
+            let subject = format!("{}{channel}", subjects::PUBLISH_PREFIX);
+            return reply_of(1, vec![one_to(client, subject, payload).await]);
+        }
         Request::PublishBatch {
             items,
             parallel: true,
@@ -68,7 +72,12 @@ pub(super) async fn publish(client: &Client, request: Request) -> Reply {
 
 /// One publish as a NATS request, and its answer.
 async fn one(client: &Client, subject: u64, payload: Bytes) -> Outcome {
-    let request = client.request(subjects::publish(subject), payload);
+    one_to(client, subjects::publish(subject), payload).await
+}
+
+/// One publish to NATS subject `subject` (a subject's or a channel's).
+async fn one_to(client: &Client, subject: String, payload: Bytes) -> Outcome {
+    let request = client.request(subject, payload);
     match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
         Ok(Ok(message)) => outcome_of(&message.payload),
         Ok(Err(e)) => Outcome::Failed {

@@ -3,7 +3,10 @@
 //! `{"error":…}` — with the counts and `"not_stored"` when the message went out but
 //! its history write failed, `"timed_out":true` when some shard did not count in time.
 //!
-//! Every router subscribes to `myriad.pub.*`; with `--router-shards K` only the
+//! A subject that is not a number is a channel's name (`myriad.pub.room:1`,
+//! `myriad.pub.news.eu`): the channel's shard publishes it.
+//!
+//! Every router subscribes to `myriad.pub.>`; with `--router-shards K` only the
 //! subject's shard takes a publish (the others drop it unread): it reaches the
 //! followers it owns and forwards the rest (`forward`), and answers once every
 //! shard counted — the counts summed, or an error naming the shards that did not
@@ -20,13 +23,17 @@ use futures_util::StreamExt;
 impl RouterRole {
     /// A message on `myriad.pub.<subject>`, with the request's reply subject if any.
     pub(super) fn backend_publish(&mut self, subject: &str, payload: Bytes, reply: Option<String>) {
-        let id = subject
+        let rest = subject
             .strip_prefix(subjects::PUBLISH_PREFIX)
-            .and_then(|s| s.parse::<u64>().ok());
-        let Some(id) = id else {
+            .unwrap_or_default();
+        let Some(id) = rest.parse::<u64>().ok() else {
+            if wire::channel::check_name(rest).is_ok() {
+                return self.backend_publish_channel(rest, payload, reply);
+            }
             // Every shard sees it: the first answers.
             if self.shards.index == 0 {
-                let why = format!("bad subject {subject}: want myriad.pub.<u64>");
+                let why =
+                    format!("bad subject {subject}: want myriad.pub.<u64> or myriad.pub.<channel>");
                 self.answer(reply_to(reply), Reply::Unavailable(why));
             }
             return;
@@ -42,6 +49,26 @@ impl RouterRole {
             };
             self.publish_calls(vec![call]);
         }
+    }
+}
+
+impl RouterRole {
+    /// A back-end's publish to channel `name`: the channel's shard publishes it
+    /// (every subscriber of a channel is known to that one shard) and answers.
+    fn backend_publish_channel(&mut self, name: &str, payload: Bytes, reply: Option<String>) {
+        if self.shards.count > 1 && self.shards.owner_of_channel(name) != self.shards.index {
+            return;
+        }
+        if self.is_draining() {
+            let why = super::drain::DRAINING.to_string();
+            return self.answer(reply_to(reply), Reply::Unavailable(why));
+        }
+        let request = bus::Request::PublishChannel {
+            channel: name.to_string(),
+            payload,
+        };
+        let answer = self.call(super::BACKEND, request);
+        self.answer(reply_to(reply), answer);
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub(super) const DRAIN_CHECK: Duration = Duration::from_millis(20);
 
 /// What a publish taken after the drain began is answered.
-const DRAINING: &str = "the router is draining (SIGTERM); retry";
+pub(super) const DRAINING: &str = "the router is draining (SIGTERM); retry";
 
 impl RouterRole {
     /// Notified once (SIGTERM): the router drains and [`RouterRole::run`] returns.

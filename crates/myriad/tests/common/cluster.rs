@@ -158,7 +158,11 @@ pub fn publish_port_of(line: &str) -> std::net::SocketAddr {
 }
 
 /// `POST /pub/<subject>` to the server at `addr` (from any thread); the reply.
-pub fn publish_at(addr: std::net::SocketAddr, subject: u64, payload: &str) -> serde_json::Value {
+pub fn publish_at(
+    addr: std::net::SocketAddr,
+    subject: impl std::fmt::Display,
+    payload: &str,
+) -> serde_json::Value {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let head = format!(
@@ -177,7 +181,7 @@ pub fn publish_at(addr: std::net::SocketAddr, subject: u64, payload: &str) -> se
 /// NATS's own text protocol: every reply that arrived on the request's inbox by the
 /// time a PING after the first reply was answered (a request must get exactly one).
 #[allow(dead_code)] // not every test binary publishes through NATS
-pub fn backend_request(nats: &Nats, subject: u64, payload: &str) -> Vec<String> {
+pub fn backend_request(nats: &Nats, subject: impl std::fmt::Display, payload: &str) -> Vec<String> {
     let mut conn = TcpStream::connect(nats.url.trim_start_matches("nats://")).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
