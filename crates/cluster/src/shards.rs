@@ -23,14 +23,10 @@ impl Shards {
         (u % u64::from(self.count)) as u16
     }
 
-    /// The shard owning channel `name`: a fixed hash of the name (FNV-1a), the same
-    /// in every process of every version that shares this wire format.
+    /// The shard owning channel `name`: the owner of its number
+    /// ([`router::channels::key`]), so its durable rows belong to it too.
     pub fn owner_of_channel(self, name: &str) -> u16 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in name.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.owner(h)
+        self.owner(router::channels::key(name))
     }
 
     /// Whether this router owns `u`.

@@ -18,11 +18,48 @@ use router::{Message, Router};
 use store::history::{HistoryChange, HistoryLog, HistoryRow};
 use store::StoreError;
 
+/// The `subject` of a channel's row: its payload starts with the channel's name
+/// (one length byte, then the name), and its key is the name's
+/// (`router::channels::key`). A restore checks both before taking a row as a
+/// channel's.
+pub const CHANNEL_ROW: u64 = u64::MAX;
+
+/// A channel's row payload: the name's length, the name, the message.
+fn channel_row(name: &str, payload: &[u8]) -> Vec<u8> {
+    let mut row = Vec::with_capacity(1 + name.len() + payload.len());
+    row.push(name.len() as u8);
+    row.extend_from_slice(name.as_bytes());
+    row.extend_from_slice(payload);
+    row
+}
+
+/// The channel a row is from and its message, when it is a channel's row.
+fn channel_of(row: &HistoryRow) -> Option<(&str, &[u8])> {
+    if row.subject != CHANNEL_ROW {
+        return None;
+    }
+    let (&len, rest) = row.payload.split_first()?;
+    let name = std::str::from_utf8(rest.get(..usize::from(len))?).ok()?;
+    (router::channels::key(name) == row.user).then(|| (name, &rest[usize::from(len)..]))
+}
+
 /// Writes `journal` (one group's changes) to `log` in one transaction.
 pub fn write(log: &mut dyn HistoryLog, journal: &[Journal], keep: usize) -> Result<(), StoreError> {
-    let changes: Vec<HistoryChange<'_>> = journal
+    // Channels' rows carry their name in front of the message.
+    let rows: Vec<Option<Vec<u8>>> = journal
         .iter()
         .map(|j| match j {
+            Journal::Kept { msg, .. } => msg
+                .channel
+                .as_deref()
+                .map(|name| channel_row(name, &msg.payload)),
+            Journal::Forgot(_) => None,
+        })
+        .collect();
+    let changes: Vec<HistoryChange<'_>> = journal
+        .iter()
+        .zip(&rows)
+        .map(|(j, row)| match j {
             Journal::Kept {
                 user,
                 epoch,
@@ -32,8 +69,12 @@ pub fn write(log: &mut dyn HistoryLog, journal: &[Journal], keep: usize) -> Resu
                 user: *user,
                 epoch: *epoch,
                 seq: *seq,
-                subject: msg.subject,
-                payload: &msg.payload,
+                subject: if row.is_some() {
+                    CHANNEL_ROW
+                } else {
+                    msg.subject
+                },
+                payload: row.as_deref().unwrap_or(&msg.payload),
             },
             Journal::Forgot(user) => HistoryChange::Forgot { user: *user },
         })
@@ -56,7 +97,10 @@ pub fn restore(
     let mut ring: Vec<HistoryRow> = Vec::new();
     let mut put_back = |ring: &mut Vec<HistoryRow>, router: &mut Router| {
         if let Some((epoch, first, msgs)) = contiguous_tail(ring) {
-            kept += router.restore(ring[0].user, epoch, first, msgs, now);
+            kept += match msgs.first().and_then(|m| m.channel.clone()) {
+                Some(name) => router.restore_channel(&name, epoch, first, msgs, now),
+                None => router.restore(ring[0].user, epoch, first, msgs, now),
+            };
             users += 1;
         }
         ring.clear();
@@ -83,27 +127,31 @@ pub fn restore(
     Ok(log)
 }
 
-/// The newest run of consecutive numbers of one epoch in one user's rows (in the
-/// order written: the last row is the newest): `(epoch, first seq, messages)`.
+/// The newest run of consecutive numbers of one epoch in one user's (or channel's)
+/// rows (in the order written: the last row is the newest): `(epoch, first seq,
+/// messages)`. A run is all one channel's or all a user's: a key a channel and a
+/// user (or two channels) share keeps only the newest ring's run.
 /// Rows before a hole are not history any more (the ring dropped them when the
 /// hole was made), nor rows of an older ring a log still holds (JetStream keeps
 /// them until the newer ring displaces them).
 fn contiguous_tail(rows: &[HistoryRow]) -> Option<(u32, u64, Vec<Arc<Message>>)> {
     let last = rows.last()?;
+    let whose = |r: &HistoryRow| channel_of(r).map(|(name, _)| name.to_string());
     let mut start = rows.len() - 1;
     while start > 0
         && rows[start - 1].epoch == last.epoch
         && rows[start - 1].seq + 1 == rows[start].seq
+        && whose(&rows[start - 1]) == whose(last)
     {
         start -= 1;
     }
     let msgs = rows[start..]
         .iter()
         .map(|r| {
-            Arc::new(Message::to_subject(
-                r.subject,
-                Bytes::from(r.payload.clone()),
-            ))
+            Arc::new(match channel_of(r) {
+                Some((name, payload)) => Message::to_channel(name, Bytes::copy_from_slice(payload)),
+                None => Message::to_subject(r.subject, Bytes::from(r.payload.clone())),
+            })
         })
         .collect();
     Some((last.epoch, rows[start].seq, msgs))
@@ -130,5 +178,35 @@ mod tests {
         assert_eq!((epoch, first, msgs.len()), (4, 7, 2));
         assert_eq!(msgs[1].payload[0], 8);
         assert!(contiguous_tail(&[]).is_none());
+    }
+
+    #[test]
+    fn a_channels_rows_carry_its_name_and_are_checked_against_its_key() {
+        let name = "room:1";
+        let row = |user, subject, payload: Vec<u8>| HistoryRow {
+            user,
+            epoch: 2,
+            seq: 1,
+            subject,
+            payload,
+        };
+        let ok = row(
+            router::channels::key(name),
+            CHANNEL_ROW,
+            channel_row(name, b"hi"),
+        );
+        assert_eq!(channel_of(&ok), Some((name, &b"hi"[..])));
+        let (_, _, msgs) = contiguous_tail(std::slice::from_ref(&ok)).unwrap();
+        assert_eq!(msgs[0].channel.as_deref(), Some(name));
+        // A user's message to subject u64::MAX, or another key: not a channel's row.
+        assert_eq!(
+            channel_of(&row(7, CHANNEL_ROW, channel_row(name, b"hi"))),
+            None
+        );
+        assert_eq!(channel_of(&row(7, 7, channel_row(name, b"hi"))), None);
+        assert_eq!(
+            channel_of(&row(router::channels::key(name), CHANNEL_ROW, vec![200])),
+            None
+        );
     }
 }

@@ -9,9 +9,22 @@
 //! subscribe from there), and a channel left without subscribers is forgotten
 //! `history_ttl` after its last one left or its last publish, whichever is later.
 //!
-//! Keyed by the name itself, so two names never share anything (no hash of the
-//! name stands for it). Rules for names are the wire's (`wire::channel`); the
-//! router takes any string.
+//! Keyed by the name itself, so two names never share anything in memory. Two
+//! places need a number for a name, and use [`key`]: which router shard owns the
+//! channel, and the key of its rows in a durable history log (its messages carry
+//! the name, which a restore checks, so a key two names share costs one of them
+//! its durable history at a restart, reported as a gap, never a delivery). Rules
+//! for names are the wire's (`wire::channel`); the router takes any string.
+
+/// A channel's number: FNV-1a of its name, the same in every process and version
+/// that share a wire format or a history log.
+pub fn key(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -19,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::HistoryTotals;
 use crate::hash::IdHashBuilder;
-use crate::history::{Epochs, Ring};
+use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
 
 /// One channel's state.
@@ -69,6 +82,8 @@ pub(crate) struct Keep<'a> {
     pub max_bytes: usize,
     pub totals: &'a mut HistoryTotals,
     pub epochs: &'a mut Epochs,
+    /// Where a durable copy's changes go (`None`: not wanted).
+    pub journal: Option<&'a mut Vec<Journal>>,
 }
 
 impl Channels {
@@ -181,6 +196,17 @@ impl Channels {
             epoch: channel.ring.epoch(),
             seq: pushed.seq,
         };
+        if let Some(journal) = keep.journal {
+            journal.push(match pushed.stored {
+                true => Journal::Kept {
+                    user: key(name),
+                    epoch: position.epoch,
+                    seq: position.seq,
+                    msg: Arc::clone(msg),
+                },
+                false => Journal::Forgot(key(name)),
+            });
+        }
         if channel.conns.is_empty() && (fresh || channel.idle_since.is_some()) {
             // Kept for a page that reads it later; its ttl starts again.
             channel.idle_since = Some(now);
@@ -244,8 +270,45 @@ impl Channels {
         out
     }
 
+    /// Puts back a durable history of channel `name` read at start: `msgs` are
+    /// numbers `first, first + 1, …` of `epoch`, oldest first, kept within the
+    /// bounds as if published now; the channel counts as idle since `now`. Returns
+    /// the messages kept (none for a channel that exists already).
+    pub(crate) fn restore(
+        &mut self,
+        name: &str,
+        (epoch, first): (u32, u64),
+        msgs: impl IntoIterator<Item = Arc<Message>>,
+        keep: Keep<'_>,
+        now: Instant,
+    ) -> usize {
+        if first == 0 || self.map.contains_key(name) {
+            return 0;
+        }
+        let mut channel = Channel::new(epoch);
+        channel.ring = Ring::resume(epoch, first - 1);
+        for msg in msgs {
+            let pushed = channel.ring.push(&msg, keep.capacity, keep.max_bytes);
+            keep.totals.record(&pushed);
+            if pushed.stored {
+                keep.totals.trim(&mut channel.ring);
+            }
+        }
+        let kept = channel.ring.len();
+        channel.idle_since = Some(now);
+        self.idle.push_back((now, name.into()));
+        self.map.insert(name.into(), channel);
+        kept
+    }
+
     /// Forgets channels idle (no subscriber) for `ttl`, with their history.
-    pub(crate) fn expire(&mut self, now: Instant, ttl: Duration, totals: &mut HistoryTotals) {
+    pub(crate) fn expire(
+        &mut self,
+        now: Instant,
+        ttl: Duration,
+        totals: &mut HistoryTotals,
+        mut journal: Option<&mut Vec<Journal>>,
+    ) {
         while let Some((at, _)) = self.idle.front() {
             if now.saturating_duration_since(*at) < ttl {
                 break;
@@ -260,6 +323,9 @@ impl Channels {
             if expired {
                 let channel = self.map.remove(&name).expect("checked above");
                 totals.forget(channel.ring.len(), channel.ring.bytes());
+                if let Some(journal) = journal.as_deref_mut() {
+                    journal.push(Journal::Forgot(key(&name)));
+                }
             }
         }
     }

@@ -196,6 +196,26 @@ impl Router {
         self.channels.history(name, since, limit)
     }
 
+    /// Puts back a durable history of channel `name` read at start (see
+    /// [`Router::restore`], the same for a user).
+    pub fn restore_channel(
+        &mut self,
+        name: &str,
+        epoch: u32,
+        first: u64,
+        msgs: impl IntoIterator<Item = Arc<Message>>,
+        now: Instant,
+    ) -> usize {
+        let keep = Keep {
+            capacity: self.config.history,
+            max_bytes: self.config.history_bytes,
+            totals: &mut self.totals,
+            epochs: &mut self.epochs,
+            journal: None,
+        };
+        self.channels.restore(name, (epoch, first), msgs, keep, now)
+    }
+
     /// The named channels (read-only: positions, members, counts).
     pub fn channels(&self) -> &Channels {
         &self.channels
@@ -273,6 +293,11 @@ impl Router {
                 max_bytes: self.config.history_bytes,
                 totals: &mut self.totals,
                 epochs: &mut self.epochs,
+                journal: if self.config.journal {
+                    Some(&mut self.journal)
+                } else {
+                    None
+                },
             };
             let (counts, _): (PublishCounts, Position) =
                 self.channels.publish(name, msg, keep, now, deliver);
@@ -421,7 +446,8 @@ impl Router {
     /// Drops the history of users offline for `history_ttl` or longer.
     pub fn handle_tick(&mut self, now: Instant) {
         let ttl = self.config.history_ttl;
-        self.channels.expire(now, ttl, &mut self.totals);
+        let journal = self.config.journal.then_some(&mut self.journal);
+        self.channels.expire(now, ttl, &mut self.totals, journal);
         while let Some(&(at, user)) = self.expiry.front() {
             if now.saturating_duration_since(at) < ttl {
                 break;
