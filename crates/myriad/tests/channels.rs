@@ -532,3 +532,46 @@ fn channel_history_survives_kill_9_with_a_durable_store() {
     let got: Vec<String> = events(&buf).into_iter().map(|e| e.2).collect();
     assert_eq!(got, ["a2", "b2"], "{text}");
 }
+
+/// A router restarted under a gateway (durable history in the shared store): it
+/// forgot the gateway's channel subscriptions with its presence, so the gateway
+/// tells those connections to resume; the client comes back with its composite id
+/// and gets the channel's next message, with no gap.
+#[test]
+fn channel_connections_resume_after_the_router_restarts() {
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("graph.db").display());
+    let durable = ["--history-store", "store"];
+    let router = Router::start_with(&nats, &store, &durable).0;
+    let gw = gateway(&nats);
+    let (mut s, mut buf) = open(&gw, "/sse?channel=room:1", "", "retry:");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while publish_to(&gw, "room:1", "one")["connections"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "never joined");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    read_until(&mut s, &mut buf, "data: one");
+    let last = events(&buf).last().unwrap().0.clone();
+    router.kill();
+    let _router = Router::start_with(&nats, &store, &durable).0;
+    // Told to resume: the stream ends (the client's EventSource would reconnect).
+    let mut rest = Vec::new();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let _ = s.read_to_end(&mut rest);
+    let resume = format!("Last-Event-ID: {last}\r\n");
+    let (mut s, mut buf) = open(&gw, "/sse?channel=room:1", &resume, "retry:");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (status, text) = gw.request("POST", "/pub/room:1", b"two");
+        if status == 200 && text.contains(r#""connections":1"#) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status} {text}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    read_until(&mut s, &mut buf, "data: two");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    assert!(!text.contains("event: gap"), "{text}");
+}

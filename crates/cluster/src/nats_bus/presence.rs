@@ -24,6 +24,11 @@ const UNKNOWN: u64 = u64::MAX;
 #[derive(Default)]
 pub(super) struct Presence {
     conns: HashMap<Key, Seen>,
+    /// Connections holding named channels, with how many: a router that asks for
+    /// presence has forgotten their subscriptions, so they are told to resume
+    /// (they join again with their positions) rather than sent again from here:
+    /// 12 B per such connection instead of a copy of every name.
+    channels: HashMap<Key, u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -51,6 +56,36 @@ impl Presence {
 
     pub(super) fn logout(&mut self, key: Key) {
         self.conns.remove(&key);
+    }
+
+    /// `key` joined `n` channels.
+    pub(super) fn join(&mut self, key: Key, n: usize) {
+        *self.channels.entry(key).or_insert(0) += n as u32;
+    }
+
+    /// `key` left `n` channels.
+    pub(super) fn leave(&mut self, key: Key, n: usize) {
+        if let Some(held) = self.channels.get_mut(&key) {
+            *held = held.saturating_sub(n as u32);
+            if *held == 0 {
+                self.channels.remove(&key);
+            }
+        }
+    }
+
+    /// The connections holding channels (a connection with a user too is also in
+    /// [`Presence::all`]).
+    pub(super) fn channel_holders(&self) -> Vec<Key> {
+        self.channels
+            .keys()
+            .copied()
+            .filter(|k| !self.conns.contains_key(k))
+            .collect()
+    }
+
+    /// The connections holding channels, which a resync tells to resume.
+    pub(super) fn take_channel_holders(&mut self) -> Vec<Key> {
+        self.channels.drain().map(|(k, _)| k).collect()
     }
 
     pub(super) fn len(&self) -> usize {

@@ -114,8 +114,12 @@ impl Receiver {
     /// Batches were lost for good: every connection is told to resume (each
     /// before anything that follows reaches it).
     fn tell_all(&self) {
-        let all = self.presence.lock().all();
-        for &(loop_id, token, _) in &all {
+        let (all, holders) = {
+            let presence = self.presence.lock();
+            (presence.all(), presence.channel_holders())
+        };
+        let users = all.iter().map(|&(l, t, _)| (l, t));
+        for (loop_id, token) in users.chain(holders) {
             if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
                 mailbox.push(Inbound::Lost { token }, Wake::Now);
             }
@@ -160,6 +164,15 @@ impl Receiver {
                     "router asks for presence"
                 );
                 let _ = self.tx.send(Outgoing::Resync);
+                // The router forgot this gateway's channel subscriptions with its
+                // presence: their connections resume and join again (after the
+                // presence this resync sends, on the same ordered link).
+                let holders = self.presence.lock().take_channel_holders();
+                for (loop_id, token) in holders {
+                    if let Some(mailbox) = self.mailboxes.get(usize::from(loop_id)) {
+                        mailbox.push(Inbound::Lost { token }, Wake::Now);
+                    }
+                }
             }
             ToGateway::RouterStats(text) => {
                 if let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) {
@@ -174,7 +187,12 @@ impl Receiver {
 impl Receiver {
     fn reply(&self, r: WireReply) {
         // A login's reply: where the connection's deliveries start.
-        if let (None, Reply::History(h)) = (r.part, &r.reply) {
+        let login = match &r.reply {
+            Reply::History(h) if r.part.is_none() => Some(h),
+            Reply::Joined { login: Some(h), .. } => Some(h),
+            _ => None,
+        };
+        if let Some(h) = login {
             self.presence
                 .lock()
                 .replied((r.loop_id, r.token), h.epoch, h.last);
@@ -229,7 +247,8 @@ impl Receiver {
             // A connection that missed messages is told to resume before this one
             // reaches it (it then takes no delivery): resuming from this message's
             // id would skip the lost ones.
-            for t in &targets {
+            // A channel's numbers are the channel's, not the user's this checks.
+            for t in targets.iter().filter(|_| msg.channel.is_none()) {
                 if !presence.follows((loop_id, t.token), t.epoch, t.seq) {
                     lost += 1;
                     mailbox.push(Inbound::Lost { token: t.token }, Wake::Now);

@@ -103,6 +103,21 @@ impl Sender {
         match call.request {
             CallRequest::Bus(Request::Login { user, .. }) => self.presence.lock().login(key, user),
             CallRequest::Bus(Request::Logout { .. }) => self.presence.lock().logout(key),
+            CallRequest::Bus(Request::Join {
+                user,
+                login,
+                ref channels,
+                ..
+            }) => {
+                let mut presence = self.presence.lock();
+                if let (Some(user), true) = (user, login) {
+                    presence.login(key, user);
+                }
+                presence.join(key, channels.len());
+            }
+            CallRequest::Bus(Request::Leave { ref channels, .. }) => {
+                self.presence.lock().leave(key, channels.len())
+            }
             _ => {}
         }
     }
