@@ -20,15 +20,23 @@ pub fn publish_request(route: Route, body: Vec<u8>) -> Option<Result<Request, wi
             channel,
             payload: Bytes::from(body),
         }),
-        Route::PublishBatch { parallel } => {
-            wire::parse_batch(&body).map(|items| Request::PublishBatch {
+        Route::PublishBatch { parallel } => wire::parse_batch(&body).map(|items| {
+            // The parser keeps a batch to one kind of line.
+            if items.first().is_some_and(|i| i.channel.is_some()) {
+                let items = items
+                    .into_iter()
+                    .map(|i| (i.channel.unwrap_or_default(), Bytes::from(i.data)))
+                    .collect();
+                return Request::PublishChannels { items };
+            }
+            Request::PublishBatch {
                 items: items
                     .into_iter()
                     .map(|item| (item.subject, Bytes::from(item.data)))
                     .collect(),
                 parallel,
-            })
-        }
+            }
+        }),
         _ => return None,
     })
 }

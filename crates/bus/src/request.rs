@@ -38,6 +38,9 @@ pub enum Request {
     },
     /// One message to the connections subscribed to channel `channel`.
     PublishChannel { channel: String, payload: Bytes },
+    /// Several channel messages (`POST /pub` lines naming channels), each in its
+    /// channel's order; the reply sums their reach.
+    PublishChannels { items: Vec<(String, Bytes)> },
     /// What channel `channel` keeps after `since` (`None`: its newest), at most
     /// `limit` messages.
     ChannelHistory {
@@ -77,6 +80,7 @@ impl Request {
             Request::Join { .. } => Call::Join,
             Request::Leave { .. } => Call::Leave,
             Request::PublishChannel { .. } => Call::Publish,
+            Request::PublishChannels { .. } => Call::PublishBatch,
             Request::ChannelHistory { .. } => Call::ReadHistory,
             Request::Publish { .. } => Call::Publish,
             Request::PublishBatch { .. } => Call::PublishBatch,

@@ -137,6 +137,11 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
             }
             Dest::Split(parts)
         }
+        // Each channel's items in their order on its shard; channels apart need none.
+        Request::PublishChannels { items } => {
+            let parts = divide(items, |(c, _)| shards.owner_of_channel(c), shards.count);
+            one_or_split(parts, |items| whole(Request::PublishChannels { items }))
+        }
         Request::Leave { user, channels } => {
             let parts = divide(channels, |c| shards.owner_of_channel(c), shards.count);
             let user = *user;

@@ -196,6 +196,13 @@ impl Hub {
                 };
                 self.publish_now(publish, deliver)
             }
+            Request::PublishChannels { items } => {
+                let items = items
+                    .into_iter()
+                    .map(|(channel, payload)| Item::to_channel(&channel, payload))
+                    .collect();
+                self.publish_now(Publish { items }, deliver)
+            }
             Request::ChannelHistory {
                 channel,
                 since,

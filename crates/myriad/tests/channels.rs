@@ -575,3 +575,29 @@ fn channel_connections_resume_after_the_router_restarts() {
     let text = String::from_utf8_lossy(&buf).into_owned();
     assert!(!text.contains("event: gap"), "{text}");
 }
+
+/// `POST /pub` lines naming channels: each reaches its channel in the batch's
+/// order, the answer sums the reach; a batch mixing subjects and channels is a 400
+/// naming the line.
+#[test]
+fn a_batch_publishes_to_channels_in_order() {
+    let server = Server::start(&[]);
+    let (mut s, mut buf) = open(&server, "/sse?channel=a&channel=b", "", "retry:");
+    server.wait_stats("joined", |st| st["channel_subscriptions"] == 2);
+    let body = b"{\"channel\":\"a\",\"data\":\"1\"}\n{\"channel\":\"b\",\"data\":\"2\"}\n{\"channel\":\"a\",\"data\":\"3\"}\n";
+    let (status, text) = server.request("POST", "/pub", body);
+    assert_eq!(status, 200, "{text}");
+    let reply: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        reply,
+        serde_json::json!({"messages": 3, "connections": 3, "users": 0})
+    );
+    read_until(&mut s, &mut buf, "data: 3");
+    let got: Vec<(String, String)> = events(&buf).into_iter().map(|e| (e.1, e.2)).collect();
+    let want = [("a", "1"), ("b", "2"), ("a", "3")].map(|(c, d)| (c.to_string(), d.to_string()));
+    assert_eq!(got, want);
+    let mixed = b"{\"channel\":\"a\",\"data\":\"1\"}\n{\"subject\":4,\"data\":\"2\"}\n";
+    let (status, text) = server.request("POST", "/pub", mixed);
+    assert_eq!(status, 400);
+    assert!(text.contains("line 2"), "{text}");
+}

@@ -1,5 +1,7 @@
 //! Batch publish bodies (C2): NDJSON, one `{"subject": <u64>, "data": <string>}`
-//! object per line. Blank lines are skipped; anything else that is not such an
+//! or `{"channel": <name>, "data": <string>}` object per line, all of a batch's
+//! lines of one kind (a subject's order and a channel's are kept by different
+//! routers). Blank lines are skipped; anything else that is not such an
 //! object is an error naming its 1-based line number (the whole batch is refused,
 //! so a client never has to guess which half went out).
 //!
@@ -45,7 +47,10 @@ impl Default for BatchLimits {
 /// One message of a batch publish.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchItem {
+    /// The subject (0 for a channel's item).
     pub subject: u64,
+    /// The channel, for a `{"channel":…}` line (a valid name).
+    pub channel: Option<String>,
     /// The payload: the UTF-8 bytes of the JSON string `data`.
     pub data: Vec<u8>,
 }
@@ -75,7 +80,9 @@ impl BatchError {
 /// The JSON shape of one line. `data` borrows from the body when it has no escapes.
 #[derive(Deserialize)]
 struct Line<'a> {
-    subject: u64,
+    subject: Option<u64>,
+    #[serde(borrow)]
+    channel: Option<Cow<'a, str>>,
     #[serde(borrow)]
     data: Cow<'a, str>,
 }
@@ -140,8 +147,30 @@ pub fn parse_batch_with(body: &[u8], limits: &BatchLimits) -> Result<Vec<BatchIt
                 limits.max_item
             )));
         }
+        let (subject, channel) = match (parsed.subject, parsed.channel) {
+            (Some(subject), None) => (subject, None),
+            (None, Some(name)) => {
+                crate::channel::check_name(&name).map_err(|why| err(why.to_owned()))?;
+                (0, Some(name.into_owned()))
+            }
+            (None, None) => return Err(err("missing \"subject\" or \"channel\"".to_owned())),
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "a line names a \"subject\" or a \"channel\", not both".to_owned()
+                ))
+            }
+        };
+        if items
+            .first()
+            .is_some_and(|first: &BatchItem| first.channel.is_some() != channel.is_some())
+        {
+            return Err(err(
+                "a batch's lines all name subjects or all name channels".to_owned(),
+            ));
+        }
         items.push(BatchItem {
-            subject: parsed.subject,
+            subject,
+            channel,
             data: parsed.data.into_owned().into_bytes(),
         });
     }
@@ -192,6 +221,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn channel_lines_name_valid_channels_and_do_not_mix_with_subject_lines() {
+        let items = parse_batch(
+            b"{\"channel\":\"room:1\",\"data\":\"a\"}\n{\"channel\":\"news\",\"data\":\"b\"}",
+        )
+        .unwrap();
+        assert_eq!(items[0].channel.as_deref(), Some("room:1"));
+        assert_eq!(items[1].channel.as_deref(), Some("news"));
+        for (body, line) in [
+            (
+                &b"{\"subject\":1,\"data\":\"a\"}\n{\"channel\":\"x\",\"data\":\"b\"}"[..],
+                2,
+            ),
+            (b"{\"channel\":\"4\",\"data\":\"a\"}", 1),
+            (b"{\"channel\":\"x\",\"subject\":1,\"data\":\"a\"}", 1),
+            (b"{\"data\":\"a\"}", 1),
+        ] {
+            let e = parse_batch(body).unwrap_err();
+            assert_eq!((e.line, e.status()), (line, 400), "{e}");
+        }
+    }
+
+    #[test]
     fn parses_lines_and_skips_blank_ones() {
         let body = b"{\"subject\":1,\"data\":\"hi\"}\n\r\n  \n{\"data\":\"a\\nb\",\"subject\":18446744073709551615}\r\n";
         let items = parse_batch(body).unwrap();
@@ -200,10 +251,12 @@ mod tests {
             vec![
                 BatchItem {
                     subject: 1,
+                    channel: None,
                     data: b"hi".to_vec()
                 },
                 BatchItem {
                     subject: u64::MAX,
+                    channel: None,
                     data: b"a\nb".to_vec()
                 },
             ]
@@ -223,6 +276,7 @@ mod tests {
             items,
             vec![BatchItem {
                 subject: 7,
+                channel: None,
                 data: b"x".to_vec()
             }]
         );

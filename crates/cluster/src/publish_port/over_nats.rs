@@ -42,6 +42,15 @@ pub(super) async fn publish(client: &Client, request: Request) -> Reply {
             let subject = format!("{}{channel}", subjects::PUBLISH_PREFIX);
             return reply_of(1, vec![one_to(client, subject, payload).await]);
         }
+        Request::PublishChannels { items } => {
+            // Each channel's shard answers its own; all at once (no order across
+            // channels to keep).
+            let sends = items
+                .into_iter()
+                .map(|(c, p)| one_to(client, format!("{}{c}", subjects::PUBLISH_PREFIX), p));
+            let outcomes = futures_util::future::join_all(sends).await;
+            return reply_of(outcomes.len() as u64, outcomes);
+        }
         Request::PublishBatch {
             items,
             parallel: true,

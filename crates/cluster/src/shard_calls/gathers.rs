@@ -159,6 +159,7 @@ impl Gathers {
 fn size(request: &CallRequest) -> u64 {
     match request {
         CallRequest::Bus(Request::PublishBatch { items, .. }) => items.len() as u64,
+        CallRequest::Bus(Request::PublishChannels { items }) => items.len() as u64,
         CallRequest::PublishInOrder { items, .. } => items.len() as u64,
         CallRequest::Bus(Request::ChangeSubscriptions { edges, .. }) => edges.len() as u64,
         _ => 0,

@@ -152,13 +152,14 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
                 .map(|c| (c.name.clone(), history(seed.wrapping_add(1))))
                 .collect(),
         },
-        Request::Publish { .. } | Request::PublishBatch { .. } | Request::PublishChannel { .. } => {
-            Reply::Published {
-                messages: 1,
-                connections: u64::from(seed),
-                users: 1,
-            }
-        }
+        Request::Publish { .. }
+        | Request::PublishBatch { .. }
+        | Request::PublishChannel { .. }
+        | Request::PublishChannels { .. } => Reply::Published {
+            messages: 1,
+            connections: u64::from(seed),
+            users: 1,
+        },
         Request::ChangeSubscriptions { edges, .. } => Reply::Changed {
             edges: edges.len() as u64,
             changed: 1,
