@@ -6,64 +6,159 @@
 //!
 //! Budget: a connection without channels keeps nothing here (`Connection::chans`
 //! is `None`, 8 bytes); one with channels keeps a boxed [`Chans`]: its list, one
-//! [`Sub`] per channel.
+//! 32-byte [`Sub`] per channel — the name shared with every other subscriber of
+//! the process ([`intern`]) and the position packed ([`Place`]).
 
 use super::{replay, Connection, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, LOGGED_IN, RESUME};
 use crate::delivery::{Frames, Outcome};
 use bus::{ChannelJoin, HistoryRead, Request};
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::io::Write as _;
+use std::sync::{Arc, Mutex};
 use wire::{Since, Transport};
 
 /// The channels of one connection.
 #[derive(Debug, Default)]
 pub(super) struct Chans {
     /// The channels the token allows (`None`: no JWT configured, all of them).
-    allow: Option<auth::ChannelGrant>,
+    allow: Option<Box<auth::ChannelGrant>>,
     /// The user's position (the first part of a composite id), when the
     /// connection has a user.
-    user_at: Option<Since>,
+    user: Place,
     /// In the request's order (the order of a composite id's parts), then those a
     /// WebSocket subscribed to later.
     list: Vec<Sub>,
 }
 
-/// One channel of a connection.
+/// A position packed in 16 bytes (an `Option<Since>` and a flag would take 24).
+#[derive(Clone, Copy, Debug, Default)]
+struct Place {
+    seq: u64,
+    epoch: u32,
+    flags: u8,
+}
+
+const HAS_AT: u8 = 1;
+const HAS_EPOCH: u8 = 2;
+/// Refused (the token does not allow the channel): kept only for its place in a
+/// composite id, never joined.
+const REFUSED: u8 = 4;
+
+impl Place {
+    fn get(&self) -> Option<Since> {
+        (self.flags & HAS_AT != 0).then_some(Since {
+            epoch: (self.flags & HAS_EPOCH != 0).then_some(self.epoch),
+            seq: self.seq,
+        })
+    }
+
+    fn set(&mut self, at: Option<Since>) {
+        self.flags &= REFUSED;
+        if let Some(at) = at {
+            self.flags |= HAS_AT;
+            self.seq = at.seq;
+            if let Some(e) = at.epoch {
+                self.flags |= HAS_EPOCH;
+                self.epoch = e;
+            }
+        }
+    }
+}
+
+/// One channel of a connection: 32 bytes.
 #[derive(Debug)]
 struct Sub {
-    name: Box<str>,
+    name: Arc<str>,
     /// The last position delivered (or where the client resumed).
-    at: Option<Since>,
-    /// Refused (the token does not allow it): kept only for its place in a
-    /// composite id, never joined.
-    refused: bool,
+    place: Place,
+}
+
+impl Sub {
+    fn new(name: &str, at: Option<Since>, refused: bool) -> Sub {
+        let mut place = Place::default();
+        place.set(at);
+        if refused {
+            place.flags |= REFUSED;
+        }
+        Sub {
+            name: intern(name),
+            place,
+        }
+    }
+
+    fn at(&self) -> Option<Since> {
+        self.place.get()
+    }
+
+    fn set_at(&mut self, at: Option<Since>) {
+        self.place.set(at);
+    }
+
+    fn refused(&self) -> bool {
+        self.place.flags & REFUSED != 0
+    }
+}
+
+impl Drop for Sub {
+    fn drop(&mut self) {
+        release(&self.name);
+    }
+}
+
+/// The process's channel names held by connections: one allocation per name,
+/// however many connections hold it (a name is up to 200 bytes; a subscriber
+/// keeps 16 for it). Taken only when a connection subscribes or lets go, never
+/// per message.
+static NAMES: Mutex<Option<HashSet<Arc<str>>>> = Mutex::new(None);
+
+fn intern(name: &str) -> Arc<str> {
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(held) = names.get(name) {
+        return held.clone();
+    }
+    let held: Arc<str> = name.into();
+    names.insert(held.clone());
+    held
+}
+
+/// A subscriber lets go of `name`: the table forgets a name nobody else holds.
+fn release(name: &Arc<str>) {
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    // The table's and the caller's.
+    if Arc::strong_count(name) == 2 {
+        if let Some(names) = names.as_mut() {
+            names.remove(name);
+        }
+    }
 }
 
 impl Chans {
     fn find(&mut self, name: &str) -> Option<&mut Sub> {
         self.list
             .iter_mut()
-            .find(|s| &*s.name == name && !s.refused)
+            .find(|s| &*s.name == name && !s.refused())
     }
 
     /// The names joined (not refused).
     fn joined(&self) -> Vec<String> {
         self.list
             .iter()
-            .filter(|s| !s.refused)
+            .filter(|s| !s.refused())
             .map(|s| s.name.to_string())
             .collect()
     }
 
     /// How many channels count against `--max-channels-per-connection`.
     fn len(&self) -> usize {
-        self.list.iter().filter(|s| !s.refused).count()
+        self.list.iter().filter(|s| !s.refused()).count()
     }
 
     /// The composite position: the user's part (with a user), then each channel's.
     fn write_composite(&self, out: &mut Vec<u8>, user: bool) {
-        let user_part = user.then_some(self.user_at);
-        let parts = user_part.into_iter().chain(self.list.iter().map(|s| s.at));
+        let user_part = user.then(|| self.user.get());
+        let parts = user_part.into_iter().chain(self.list.iter().map(Sub::at));
         wire::write_positions(out, parts);
     }
 }
@@ -98,19 +193,15 @@ pub(super) fn join_at_start(
     let allowed = |name: &str| allow.as_ref().is_none_or(|g| g.allows(name));
     let list: Vec<Sub> = channels
         .into_iter()
-        .map(|(name, at)| Sub {
-            refused: !allowed(&name),
-            name: name.into_boxed_str(),
-            at,
-        })
+        .map(|(name, at)| Sub::new(&name, at, !allowed(&name)))
         .collect();
     let joins = list
         .iter()
-        .filter(|s| !s.refused)
+        .filter(|s| !s.refused())
         .map(|s| ChannelJoin {
             name: s.name.to_string(),
-            since: s.at.map(|a| a.seq),
-            epoch: s.at.and_then(|a| a.epoch),
+            since: s.at().map(|a| a.seq),
+            epoch: s.at().and_then(|a| a.epoch),
         })
         .collect();
     if let Some(user) = user {
@@ -120,9 +211,11 @@ pub(super) fn join_at_start(
         conn.user = user;
         conn.set(LOGGED_IN, true);
     }
+    let mut place = Place::default();
+    place.set(since);
     conn.chans = Some(Box::new(Chans {
-        allow,
-        user_at: since,
+        allow: allow.map(Box::new),
+        user: place,
         list,
     }));
     cx.out.request(Request::Join {
@@ -198,7 +291,7 @@ pub(super) fn start(
         .map(|c| {
             c.list
                 .iter()
-                .filter(|s| s.refused)
+                .filter(|s| s.refused())
                 .map(|s| s.name.to_string())
                 .collect()
         })
@@ -215,10 +308,10 @@ pub(super) fn start(
     // The user's stream: its position and replay, as a connection without channels.
     if let Some(history) = login {
         if let Some(chans) = conn.chans.as_mut() {
-            chans.user_at = Some(Since {
+            chans.user.set(Some(Since {
                 epoch: history.epoch,
                 seq: history.last,
-            });
+            }));
         }
         if resume {
             replay_stream(conn, cx, transport, None, &history);
@@ -226,10 +319,10 @@ pub(super) fn start(
     }
     for (name, history) in reads {
         if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
-            sub.at = Some(Since {
+            sub.set_at(Some(Since {
                 epoch: history.epoch,
                 seq: first_replayed(&history, resume) - 1,
-            });
+            }));
         }
         if transport == Transport::WebSocket {
             subscribed(cx, &name, &history, resume);
@@ -238,10 +331,10 @@ pub(super) fn start(
             replay_stream(conn, cx, transport, Some(&name), &history);
         }
         if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
-            sub.at = Some(Since {
+            sub.set_at(Some(Since {
                 epoch: history.epoch,
                 seq: history.last,
-            });
+            }));
         }
     }
     if transport == Transport::WebSocket
@@ -416,10 +509,10 @@ fn write_message(
     if let Some(chans) = conn.chans.as_mut() {
         match channel {
             Some(name) => match chans.find(name) {
-                Some(sub) => sub.at = Some(at),
+                Some(sub) => sub.set_at(Some(at)),
                 None => return false,
             },
-            None => chans.user_at = Some(at),
+            None => chans.user.set(Some(at)),
         }
     } else if channel.is_some() {
         return false;
@@ -467,10 +560,18 @@ fn poll_delivery(
     // The stream's place moves to this message (the answer's composite says so).
     let before = match &channel {
         Some(name) => match chans.find(name) {
-            Some(sub) => std::mem::replace(&mut sub.at, at),
+            Some(sub) => {
+                let before = sub.at();
+                sub.set_at(at);
+                before
+            }
             None => return Outcome::Skipped,
         },
-        None => std::mem::replace(&mut chans.user_at, at),
+        None => {
+            let before = chans.user.get();
+            chans.user.set(at);
+            before
+        }
     };
     // Anything between the poll's position and this one is lost, and so is
     // everything when the stream started a new epoch meanwhile.
@@ -518,8 +619,8 @@ pub(super) fn poll_joined(
                 .chans
                 .as_mut()
                 .and_then(|c| c.find(name))
-                .and_then(|s| s.at),
-            None => conn.chans.as_ref().and_then(|c| c.user_at),
+                .and_then(|s| s.at()),
+            None => conn.chans.as_ref().and_then(|c| c.user.get()),
         };
         let messages: Vec<(u64, Vec<u8>)> = if had.is_some() {
             history
@@ -550,12 +651,12 @@ pub(super) fn poll_joined(
         match &channel {
             Some(name) => {
                 if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(name)) {
-                    sub.at = at;
+                    sub.set_at(at);
                 }
             }
             None => {
                 if let Some(c) = conn.chans.as_mut() {
-                    c.user_at = at;
+                    c.user.set(at);
                 }
             }
         }
@@ -570,7 +671,7 @@ pub(super) fn poll_joined(
     let refused = conn
         .chans
         .as_ref()
-        .is_some_and(|c| c.list.iter().any(|s| s.refused));
+        .is_some_and(|c| c.list.iter().any(Sub::refused));
     if news || refused {
         answer_poll(conn, cx, streams);
     } else {
@@ -617,7 +718,7 @@ pub(super) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Strea
         .map(|c| {
             c.list
                 .iter()
-                .filter(|s| s.refused)
+                .filter(|s| s.refused())
                 .map(|s| serde_json::json!({"channel": &*s.name, "error": "the token does not allow this channel"}))
                 .collect()
         })
@@ -707,7 +808,7 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
     if !chans.allow.as_ref().is_none_or(|g| g.allows(&name)) {
         return error(cx, Some(&name), "the token does not allow this channel");
     }
-    if chans.list.iter().any(|s| *s.name == *name && !s.refused) {
+    if chans.list.iter().any(|s| *s.name == *name && !s.refused()) {
         return error(cx, Some(&name), "already subscribed");
     }
     if chans.len() >= cx.config.max_channels {
@@ -717,11 +818,7 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
             "too many channels on this connection (--max-channels-per-connection)",
         );
     }
-    chans.list.push(Sub {
-        name: name.clone().into_boxed_str(),
-        at: since,
-        refused: false,
-    });
+    chans.list.push(Sub::new(&name, since, false));
     cx.out.request(Request::Join {
         user: conn.has(LOGGED_IN).then_some(conn.user),
         login: false,
@@ -737,7 +834,10 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
 
 fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: String) {
     let held = conn.chans.as_mut().and_then(|c| {
-        let i = c.list.iter().position(|s| *s.name == *name && !s.refused)?;
+        let i = c
+            .list
+            .iter()
+            .position(|s| *s.name == *name && !s.refused())?;
         Some(c.list.remove(i))
     });
     if held.is_none() {
@@ -757,7 +857,7 @@ pub(super) fn joined_later(conn: &mut Connection, cx: &mut Cx, reads: Vec<(Strin
             .chans
             .as_mut()
             .and_then(|c| c.find(&name))
-            .map(|s| s.at.is_some());
+            .map(|s| s.at().is_some());
         let Some(resume) = wanted else {
             continue; // left again before the answer
         };
@@ -766,10 +866,79 @@ pub(super) fn joined_later(conn: &mut Connection, cx: &mut Cx, reads: Vec<(Strin
             replay_stream(conn, cx, Transport::WebSocket, Some(&name), &history);
         }
         if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
-            sub.at = Some(Since {
+            sub.set_at(Some(Since {
                 epoch: history.epoch,
                 seq: history.last,
-            });
+            }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subscription_is_32_bytes_and_names_are_shared_then_forgotten() {
+        assert_eq!(std::mem::size_of::<Sub>(), 32);
+        let name = "channels-test:shared";
+        let a = Sub::new(name, None, false);
+        let b = Sub::new(
+            name,
+            Some(Since {
+                epoch: Some(3),
+                seq: 9,
+            }),
+            true,
+        );
+        assert!(Arc::ptr_eq(&a.name, &b.name), "one allocation per name");
+        assert_eq!(
+            b.at(),
+            Some(Since {
+                epoch: Some(3),
+                seq: 9
+            })
+        );
+        assert!(b.refused() && !a.refused());
+        drop(a);
+        drop(b);
+        let held = NAMES
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|n| n.contains(name));
+        assert!(!held, "a name nobody holds is forgotten");
+    }
+
+    #[test]
+    fn a_place_keeps_a_position_with_or_without_an_epoch_and_its_flag() {
+        let mut p = Place::default();
+        assert_eq!(p.get(), None);
+        p.flags |= REFUSED;
+        p.set(Some(Since {
+            epoch: None,
+            seq: 4,
+        }));
+        assert_eq!(
+            p.get(),
+            Some(Since {
+                epoch: None,
+                seq: 4
+            })
+        );
+        p.set(Some(Since {
+            epoch: Some(0),
+            seq: u64::MAX,
+        }));
+        assert_eq!(
+            p.get(),
+            Some(Since {
+                epoch: Some(0),
+                seq: u64::MAX
+            })
+        );
+        assert_ne!(p.flags & REFUSED, 0, "the refusal stays");
+        p.set(None);
+        assert_eq!(p.get(), None);
     }
 }
