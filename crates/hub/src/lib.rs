@@ -208,11 +208,13 @@ impl Hub {
                 since,
                 epoch,
                 limit,
-            } => Reply::History(self.router.lock().channel_history(
-                &channel,
-                since.map(|s| (epoch, s)),
-                limit as usize,
-            )),
+            } => {
+                let router = self.router.lock();
+                let read =
+                    router.channel_history(&channel, since.map(|s| (epoch, s)), limit as usize);
+                self.read_committed(router);
+                Reply::History(read)
+            }
             Request::PublishBatch { items, .. } => {
                 self.publish_now(Publish::to_followers(items), deliver)
             }
@@ -287,7 +289,8 @@ impl Hub {
                 (c.name.clone(), read)
             })
             .collect();
-        drop(router);
+        // Durable before anyone holds a number it read (as a login's read).
+        self.read_committed(router);
         Reply::Joined {
             login,
             channels: reads,
