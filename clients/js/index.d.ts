@@ -33,6 +33,8 @@ export interface ClientOptions {
 export interface Message {
   channel?: string;
   user?: number | string;
+  /** A message of the user's stream: the subject it was published to (WebSocket, long-poll). */
+  subject?: number;
   /** The payload as the publisher sent it. */
   data: string;
   /** The stream's position after this message, `"<epoch>-<seq>"`. */

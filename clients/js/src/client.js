@@ -247,7 +247,7 @@ export class MyriadClient {
     t = new TRANSPORTS[kind](ctx, {
       open: live(() => this.#handleOpen(t, streams)),
       closed: live((how) => this.#handleClosed(t, how)),
-      message: live((s, epoch, seq, data) => this.#handleMessage(s, epoch, seq, data)),
+      message: live((s, epoch, seq, data, subject) => this.#handleMessage(s, epoch, seq, data, subject)),
       advance: live((s, pos) => this.#handleAdvance(s, pos)),
       subscribed: live((c, pos, gap) => this.#handleSubscribed(c, pos, gap)),
       userPosition: live((pos, gap) => this.#handleUserPosition(pos, gap)),
@@ -334,16 +334,16 @@ export class MyriadClient {
     this.#next(backoffDelay(this.#failures, this.#options.backoff));
   }
 
-  #handleMessage(stream, epoch, seq, data) {
+  /** `subject`: what a message of the user's stream was published to, when told. */
+  #handleMessage(stream, epoch, seq, data, subject) {
     const entry = this.#stream(stream);
     // An unsubscribed channel's late messages and a resume's overlap are dropped.
     if (!entry || !isNew(entry.pos, epoch, seq)) return;
     entry.pos = new Position(epoch, seq);
     const pos = entry.pos.toString();
-    this.#events.emit(
-      "message",
-      stream === USER ? { user: this.#user, data, pos } : { channel: stream, data, pos },
-    );
+    if (stream !== USER) this.#events.emit("message", { channel: stream, data, pos });
+    else if (subject === undefined) this.#events.emit("message", { user: this.#user, data, pos });
+    else this.#events.emit("message", { user: this.#user, subject, data, pos });
   }
 
   /** A position learned without a message: only ever forward. */

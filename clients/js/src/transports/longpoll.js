@@ -82,7 +82,7 @@ export class LongPollTransport {
     }
     for (const m of answer.messages ?? []) {
       const stream = "channel" in m ? m.channel : USER;
-      this.#sink.message(stream, epochOf(stream), m.seq, m.data);
+      this.#sink.message(stream, epochOf(stream), m.seq, m.data, m.subject);
     }
     streams.forEach((s, i) => parts[i] && this.#sink.advance(s, parts[i]));
   }

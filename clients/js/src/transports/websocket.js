@@ -80,13 +80,15 @@ export class WebSocketTransport {
       this.#sink.error("protocol", `a frame that is not JSON: ${text.slice(0, 100)}`);
       return;
     }
-    if ("data" in f && ("channel" in f || "user" in f)) {
+    if ("data" in f && ("channel" in f || "subject" in f)) {
       const pos = Position.parse(f.pos);
       if (pos === null) {
         this.#sink.error("protocol", `a message without a position: ${text.slice(0, 100)}`);
         return;
       }
-      this.#sink.message("channel" in f ? f.channel : USER, pos.epoch, pos.seq, f.data);
+      // The user's own deliveries name the subject they were published to.
+      const stream = "channel" in f ? f.channel : USER;
+      this.#sink.message(stream, pos.epoch, pos.seq, f.data, f.subject);
     } else if ("subscribed" in f) {
       this.#sink.subscribed(f.subscribed, f.pos, f.gap === true);
     } else if ("position" in f) {
