@@ -114,7 +114,11 @@ export class MyriadClient {
   unsubscribe(channel: string): void;
   /** WebSocket only (needs the token's `pub` claim); rejects on SSE and long-poll. */
   publish(channel: string | number, data: string): Promise<Published>;
-  /** Calls getToken and hands the new token to the connection. */
-  refreshToken(): Promise<void>;
+  /**
+   * Calls getToken and hands the new token to the connection. On a WebSocket resolves to
+   * the server's answer (`valid_until`: unix seconds the new token ends, or null) and
+   * rejects when the server refuses the token; otherwise resolves to undefined.
+   */
+  refreshToken(): Promise<{ valid_until: number | null } | undefined>;
   history(channel: string, options?: { since?: string; limit?: number }): Promise<History>;
 }

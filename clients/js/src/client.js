@@ -175,16 +175,20 @@ export class MyriadClient {
 
   /**
    * Gets a new token from `getToken` now: a WebSocket sends it as `{"refresh":…}` (the
-   * connection stays), an EventSource reconnects with it, a long-poll uses it from its
-   * next request.
+   * connection stays; resolves to the server's `{valid_until}`, rejects when refused),
+   * an EventSource reconnects with it, a long-poll uses it from its next request.
    */
   async refreshToken() {
     if (!this.#getToken) throw new Error("refreshToken needs the getToken option");
     this.#token = await this.#getToken();
     const t = this.#transport;
-    if (!t?.opened) return;
-    if (t.kind === "websocket") t.send({ refresh: this.#token });
-    else if (t.kind === "sse") this.#restart();
+    if (!t?.opened) return undefined;
+    if (t.kind === "sse") this.#restart();
+    if (t.kind !== "websocket") return undefined;
+    return new Promise((resolve, reject) => {
+      t.send({ refresh: this.#token });
+      this.#pending.push({ kind: "refresh", resolve, reject });
+    });
   }
 
   /** `GET /history/<channel>`: {channel, messages: [{seq, data}], pos, gap}. */
@@ -399,6 +403,8 @@ export class MyriadClient {
   #handleReply(frame) {
     if ("published" in frame) {
       this.#takePending((p) => p.kind === "publish")?.resolve(frame.published);
+    } else if ("refreshed" in frame) {
+      this.#takePending((p) => p.kind === "refresh")?.resolve(frame.refreshed);
     } else if ("unsubscribed" in frame) {
       this.#takePending((p) => p.kind === "unsubscribe" && p.channel === frame.unsubscribed);
     } else if ("error" in frame) {
@@ -413,6 +419,7 @@ export class MyriadClient {
   #handleErrorFrame(error, channel) {
     if (channel === undefined && error.startsWith("refresh refused")) {
       this.#emitError("refresh", error);
+      this.#takePending((p) => p.kind === "refresh")?.reject(new Error(error));
       return;
     }
     const request =

@@ -33,8 +33,9 @@ test("getToken, a refused channel, publish as the pub claim allows, refresh", as
     await assert.rejects(c.publish("news", "not allowed"), /refused/);
     await until(() => got.messages["room:1"]?.length === 1, () => JSON.stringify(got));
 
-    await c.refreshToken();
+    const refreshed = await c.refreshToken();
     assert.equal(tokens, 2);
+    assert.equal(typeof refreshed.valid_until, "number");
     await c.publish("room:1", "after refresh");
     await until(() => got.messages["room:1"]?.length === 2, () => JSON.stringify(got));
     assert.deepEqual(got.messages["room:1"], ["hello", "after refresh"]);

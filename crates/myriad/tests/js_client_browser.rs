@@ -17,7 +17,10 @@ fn chromium_loads_the_js_client_and_receives_two_channels_on_each_transport() {
     let client_dir = client_dir.to_str().unwrap();
     let mut browser = BrowserScript::run(INSTALL, "js_client.mjs", &base, &[client_dir, "3"], None);
     let first: serde_json::Value = serde_json::from_str(&browser.next_line()).unwrap();
-    assert_eq!(first["ready"], true, "browser clients did not subscribe: {first}");
+    assert_eq!(
+        first["ready"], true,
+        "browser clients did not subscribe: {first}"
+    );
     assert_eq!(
         first["transports"],
         serde_json::json!(["websocket", "sse", "longpoll"]),
@@ -25,8 +28,11 @@ fn chromium_loads_the_js_client_and_receives_two_channels_on_each_transport() {
     );
     for i in 1..=3 {
         for channel in ["room:1", "news"] {
-            let (status, body) =
-                server.request("POST", &format!("/pub/{channel}"), format!("{channel} {i}").as_bytes());
+            let (status, body) = server.request(
+                "POST",
+                &format!("/pub/{channel}"),
+                format!("{channel} {i}").as_bytes(),
+            );
             assert_eq!(status, 200, "{body}");
         }
     }
