@@ -120,5 +120,6 @@ export class MyriadClient {
    * rejects when the server refuses the token; otherwise resolves to undefined.
    */
   refreshToken(): Promise<{ valid_until: number | null } | undefined>;
-  history(channel: string, options?: { since?: string; limit?: number }): Promise<History>;
+  /** `limit`: 1 to 1000; without `since`, the newest `limit` messages. */
+  history(channel: string, options?: { since?: string; limit?: number; signal?: AbortSignal }): Promise<History>;
 }

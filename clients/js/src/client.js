@@ -28,7 +28,10 @@ export class MyriadClient {
   #options;
   #kinds;
   #events = new Emitter();
-  /** Channel name → { pos, confirmed, waiters }, in the order they were subscribed. */
+  /**
+   * Channel name → { pos, confirmed, learned (its position was asked of its history),
+   * waiters }, in the order they were subscribed.
+   */
   #channels = new Map();
   /** The user's own stream, when a user id was given. */
   #userStream = null;
@@ -133,7 +136,7 @@ export class MyriadClient {
     if (entry?.confirmed) return Promise.resolve({ channel, pos: this.position(channel), gap: false });
     const promise = new Promise((resolve, reject) => {
       if (!entry) {
-        entry = { pos: Position.parse(since), confirmed: false, waiters: [] };
+        entry = { pos: Position.parse(since), confirmed: false, learned: false, waiters: [] };
         this.#channels.set(channel, entry);
         this.#channelsChanged(() => this.#sendSubscribe(channel));
       }
@@ -192,7 +195,7 @@ export class MyriadClient {
   }
 
   /** `GET /history/<channel>`: {channel, messages: [{seq, data}], pos, gap}. */
-  async history(channel, { since, limit } = {}) {
+  async history(channel, { since, limit, signal } = {}) {
     checkChannel(channel);
     const token = this.#token ?? (this.#getToken ? await this.#getToken() : null);
     const url = httpUrl(this.#base, `/history/${channel}`, [
@@ -200,10 +203,10 @@ export class MyriadClient {
       ["limit", limit],
       ["token", token],
     ]);
-    const res = await this.#options.fetch(url, { cache: "no-store" });
+    const res = await this.#options.fetch(url, { cache: "no-store", signal });
     const body = await res.text();
     if (!res.ok) throw new Error(`history of ${channel}: ${res.status} ${body}`);
-    return JSON.parse(body);
+    return { channel, ...JSON.parse(body) };
   }
 
   // --- the connection loop ------------------------------------------------------
@@ -227,8 +230,37 @@ export class MyriadClient {
         return;
       }
     }
+    const kind = this.#kinds[this.#index];
+    await this.#learnPositions(kind);
     if (attempt !== this.#attempt || this.#state === "closed") return;
-    this.#open(this.#kinds[this.#index]);
+    this.#open(kind);
+  }
+
+  /**
+   * SSE and long-poll learn a channel's position only with a message (or the first
+   * answer): a quiet channel whose connection drops before that would resume "from
+   * now" and miss what was published meanwhile. So a new channel with no position gets
+   * one from its history before its first connection opens — only then: later, the
+   * history's newest position would skip what the reconnect must replay. A channel
+   * that does not exist yet has no position to give. The WebSocket is told its
+   * position in `subscribed`.
+   */
+  async #learnPositions(kind) {
+    if (kind === "websocket") return;
+    const quiet = [...this.#channels].filter(([, entry]) => entry.pos === null && !entry.learned);
+    for (const [, entry] of quiet) entry.learned = true;
+    await Promise.all(
+      quiet.map(async ([channel]) => {
+        try {
+          const signal = AbortSignal.timeout(this.#options.openTimeout);
+          const { pos } = await this.history(channel, { limit: 1, signal });
+          const entry = this.#channels.get(channel);
+          if (entry && entry.pos === null) entry.pos = Position.parse(pos);
+        } catch {
+          // Unreachable now: the connection attempt that follows reports it.
+        }
+      }),
+    );
   }
 
   #open(kind) {
@@ -265,11 +297,14 @@ export class MyriadClient {
   }
 
   /** Reopens the same kind of transport with the current channels (SSE, long-poll). */
-  #restart() {
+  async #restart() {
     const t = this.#transport;
     t.close();
     this.#transport = null;
     for (const entry of this.#channels.values()) entry.confirmed = false;
+    const attempt = ++this.#attempt;
+    await this.#learnPositions(t.kind);
+    if (attempt !== this.#attempt || this.#state === "closed") return;
     this.#open(t.kind);
   }
 
