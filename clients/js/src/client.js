@@ -257,7 +257,8 @@ export class MyriadClient {
           const entry = this.#channels.get(channel);
           if (entry && entry.pos === null) entry.pos = Position.parse(pos);
         } catch {
-          // Unreachable now: the connection attempt that follows reports it.
+          // Unreachable or refused: the connection attempt that follows reports it,
+          // and the channel starts from now.
         }
       }),
     );
