@@ -8,6 +8,7 @@ import { backoffDelay, DEFAULT_BACKOFF } from "./backoff.js";
 import { Emitter } from "./emitter.js";
 import { checkChannel } from "./names.js";
 import { Position, USER, composite, isNew } from "./positions.js";
+import { Requests } from "./requests.js";
 import { httpUrl } from "./url.js";
 import { WebSocketTransport } from "./transports/websocket.js";
 import { SseTransport } from "./transports/sse.js";
@@ -45,8 +46,8 @@ export class MyriadClient {
   #timer = null;
   #attempt = 0;
   #restartQueued = false;
-  /** WebSocket requests sent and not answered yet, in the order they were sent. */
-  #pending = [];
+  /** WebSocket requests sent and not answered yet. */
+  #pending = new Requests();
   /** Publishes made while no transport was open. */
   #waitingPublishes = [];
 
@@ -121,7 +122,7 @@ export class MyriadClient {
     this.#transport = null;
     const closed = new Error("the client was closed");
     for (const entry of this.#channels.values()) this.#settle(entry, null, closed);
-    this.#failPending(closed);
+    this.#pending.failAll(closed);
     for (const p of this.#waitingPublishes.splice(0)) p.reject(closed);
   }
 
@@ -155,7 +156,7 @@ export class MyriadClient {
     this.#settle(entry, null, new Error(`unsubscribed from ${channel}`));
     this.#channelsChanged(() => {
       this.#transport.send({ unsubscribe: channel });
-      this.#pending.push({ kind: "unsubscribe", channel });
+      this.#pending.add({ kind: "unsubscribe", channel });
     });
   }
 
@@ -190,7 +191,7 @@ export class MyriadClient {
     if (t.kind !== "websocket") return undefined;
     return new Promise((resolve, reject) => {
       t.send({ refresh: this.#token });
-      this.#pending.push({ kind: "refresh", resolve, reject });
+      this.#pending.add({ kind: "refresh", resolve, reject });
     });
   }
 
@@ -350,7 +351,7 @@ export class MyriadClient {
   #handleClosed(t, { opened, retry, why }) {
     this.#transport = null;
     for (const entry of this.#channels.values()) entry.confirmed = false;
-    this.#failPending(new Error(`connection lost (${why}); a publish may or may not have been done`));
+    this.#pending.failAll(new Error(`connection lost (${why}); a publish may or may not have been done`));
     this.#state = "connecting";
     if (opened) {
       this.#events.emit("disconnected", { transport: t.kind, reason: why });
@@ -393,7 +394,7 @@ export class MyriadClient {
   }
 
   #handleSubscribed(channel, posText, gap) {
-    this.#takePending((p) => p.kind === "subscribe" && p.channel === channel);
+    this.#pending.take("subscribe", channel);
     const entry = this.#channels.get(channel);
     if (!entry) return;
     const pos = Position.parse(posText);
@@ -438,11 +439,11 @@ export class MyriadClient {
   /** A WebSocket answer to a publish, an unsubscribe, or an error. */
   #handleReply(frame) {
     if ("published" in frame) {
-      this.#takePending((p) => p.kind === "publish")?.resolve(frame.published);
+      this.#pending.take("publish")?.resolve(frame.published);
     } else if ("refreshed" in frame) {
-      this.#takePending((p) => p.kind === "refresh")?.resolve(frame.refreshed);
+      this.#pending.take("refresh")?.resolve(frame.refreshed);
     } else if ("unsubscribed" in frame) {
-      this.#takePending((p) => p.kind === "unsubscribe" && p.channel === frame.unsubscribed);
+      this.#pending.take("unsubscribe", frame.unsubscribed);
     } else if ("error" in frame) {
       this.#handleErrorFrame(String(frame.error), frame.channel);
     }
@@ -455,13 +456,11 @@ export class MyriadClient {
   #handleErrorFrame(error, channel) {
     if (channel === undefined && error.startsWith("refresh refused")) {
       this.#emitError("refresh", error);
-      this.#takePending((p) => p.kind === "refresh")?.reject(new Error(error));
+      this.#pending.take("refresh")?.reject(new Error(error));
       return;
     }
     const request =
-      channel === undefined
-        ? this.#takePending((p) => p.kind === "publish")
-        : this.#takePending((p) => p.channel === channel || p.channel === Number(channel));
+      channel === undefined ? this.#pending.take("publish") : this.#pending.takeAbout(channel);
     if (request?.kind === "publish") {
       request.reject(new Error(`publish to ${request.channel} refused: ${error}`));
     } else if (request?.kind === "subscribe") {
@@ -480,7 +479,7 @@ export class MyriadClient {
   #sendSubscribe(channel) {
     const pos = this.#channels.get(channel).pos;
     this.#transport.send(pos ? { subscribe: channel, since: pos.toString() } : { subscribe: channel });
-    this.#pending.push({ kind: "subscribe", channel });
+    this.#pending.add({ kind: "subscribe", channel });
   }
 
   #sendPublish(request) {
@@ -490,16 +489,7 @@ export class MyriadClient {
       return;
     }
     this.#transport.send({ publish: request.channel, data: request.data });
-    this.#pending.push(request);
-  }
-
-  #takePending(match) {
-    const i = this.#pending.findIndex(match);
-    return i < 0 ? undefined : this.#pending.splice(i, 1)[0];
-  }
-
-  #failPending(error) {
-    for (const p of this.#pending.splice(0)) p.reject?.(error);
+    this.#pending.add(request);
   }
 
   #confirm(channel, entry, gap) {
