@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need, then checks formatting and
 # lints, runs every test of the workspace with nextest (real sockets, PostgreSQL, curl,
-# Python websockets, headless Chromium), and installs the binary as the README says.
+# Python websockets, headless Chromium), the JavaScript client's tests (clients/js), and
+# installs the binary as the README says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --profile ci "$@"
+# The JavaScript client's tests, against the debug binary nextest just built.
+MYRIAD_BIN=target/debug/myriad npm test --prefix clients/js
 
 # The README's install command, for real: a release build installed into a temporary
 # root, whose binary must run and name the commit it was built from.

@@ -1,0 +1,2 @@
+// @myriad/client: see README.md and index.d.ts.
+export { MyriadClient } from "./src/client.js";
