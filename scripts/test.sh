@@ -10,7 +10,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --profile ci "$@"
 # The JavaScript client's tests, against the debug binary nextest just built.
-MYRIAD_BIN=target/debug/myriad npm test --prefix clients/js
+MYRIAD_BIN="$PWD/target/debug/myriad" npm test --prefix clients/js
 
 # The README's install command, for real: a release build installed into a temporary
 # root, whose binary must run and name the commit it was built from.

@@ -227,6 +227,14 @@ pub(super) fn join_at_start(
     });
 }
 
+/// A refreshed token's `chan` claim: what later subscribes are judged by (the
+/// channels already joined stay).
+pub(super) fn regrant(conn: &mut Connection, allow: auth::ChannelGrant) {
+    if let Some(chans) = conn.chans.as_mut() {
+        chans.allow = Some(Box::new(allow));
+    }
+}
+
 /// Leaves every joined channel (the connection closed): one request.
 pub(super) fn leave_all(conn: &mut Connection, cx: &mut Cx) {
     let Some(chans) = conn.chans.take() else {
@@ -579,7 +587,7 @@ fn poll_delivery(
     let stream = Stream {
         channel,
         epoch: Some(epoch),
-        messages: vec![(seq, frames.payload().to_vec())],
+        messages: vec![(seq, frames.subject(), frames.payload().to_vec())],
         last: seq,
         gap,
     };
@@ -592,7 +600,8 @@ pub(super) struct Stream {
     /// `None`: the user's.
     channel: Option<String>,
     epoch: Option<u32>,
-    messages: Vec<(u64, Vec<u8>)>,
+    /// `(seq, subject, payload)`.
+    messages: Vec<(u64, u64, Vec<u8>)>,
     last: u64,
     gap: bool,
 }
@@ -622,7 +631,7 @@ pub(super) fn poll_joined(
                 .and_then(|s| s.at()),
             None => conn.chans.as_ref().and_then(|c| c.user.get()),
         };
-        let messages: Vec<(u64, Vec<u8>)> = if had.is_some() {
+        let messages: Vec<(u64, u64, Vec<u8>)> = if had.is_some() {
             history
                 .messages
                 .iter()
@@ -631,14 +640,14 @@ pub(super) fn poll_joined(
                     budget = budget.saturating_sub(m.payload.len().max(1));
                     fits
                 })
-                .map(|(s, m)| (*s, m.payload.to_vec()))
+                .map(|(s, m)| (*s, m.subject, m.payload.to_vec()))
                 .collect()
         } else {
             Vec::new()
         };
         let cut = messages.len() < history.messages.len() && had.is_some();
         let last = match messages.last() {
-            Some(&(s, _)) if cut => s,
+            Some(&(s, _, _)) if cut => s,
             _ => history.last,
         };
         let gap = had.is_some() && history.gap;
@@ -687,12 +696,16 @@ pub(super) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Strea
     let mut body = Vec::with_capacity(128);
     body.extend_from_slice(b"{\"messages\":[");
     let mut first = true;
-    let mut gaps = Vec::new();
+    // A channel's gap by its name, the user's stream's by its id (a number).
+    let mut gaps: Vec<serde_json::Value> = Vec::new();
     for stream in &streams {
         if stream.gap {
-            gaps.push(stream.channel.clone().unwrap_or_else(|| "user".to_string()));
+            gaps.push(match &stream.channel {
+                Some(c) => c.as_str().into(),
+                None => conn.user.into(),
+            });
         }
-        for (seq, payload) in &stream.messages {
+        for (seq, subject, payload) in &stream.messages {
             if !first {
                 body.push(b',');
             }
@@ -700,7 +713,7 @@ pub(super) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Strea
             let data = String::from_utf8_lossy(payload);
             let item = match &stream.channel {
                 Some(c) => serde_json::json!({"channel": c, "seq": seq, "data": data}),
-                None => serde_json::json!({"user": conn.user, "seq": seq, "data": data}),
+                None => serde_json::json!({"subject": subject, "seq": seq, "data": data}),
             };
             serde_json::to_writer(&mut body, &item).expect("Vec write");
         }

@@ -58,6 +58,10 @@ impl<'a> Frames<'a> {
         self.channel
     }
 
+    pub(crate) fn subject(&self) -> u64 {
+        self.subject
+    }
+
     /// `<channel> ` or `<subject> `: what a stream line starts with on a
     /// connection with channels.
     fn tag(&self) -> Vec<u8> {

@@ -16,7 +16,7 @@
 
 use super::client_publish::{self, Publisher};
 use super::credentials::MAX_AUTH_FAILURES;
-use super::{Connection, Cx, WS_CLOSE_SENT};
+use super::{Connection, Cx, LOGGED_IN, WS_CLOSE_SENT};
 use serde::Deserialize;
 
 /// WebSocket close code 4003 (private range): too many failed authentications on
@@ -50,7 +50,13 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
         client_publish::error(cx, "refresh refused: this server takes no tokens");
         return true;
     };
-    let grant = match verifier.authorize_subscribe(Some(&frame.refresh), conn.user, cx.unix_now()) {
+    // Checked as the connection was let in: for its user, or for channels only.
+    let token = Some(frame.refresh.as_str());
+    let checked = match conn.has(LOGGED_IN) {
+        true => verifier.authorize_subscribe(token, conn.user, cx.unix_now()),
+        false => verifier.authorize_channels(token, cx.unix_now()),
+    };
+    let grant = match checked {
         Ok(grant) => grant,
         Err(e) => {
             refuse(conn, cx, &e.to_string());
@@ -58,6 +64,8 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
         }
     };
     cx.credentials.set_expiry(cx.key, grant.valid_until);
+    // Later subscribes follow the new token's `chan` claim.
+    super::channels::regrant(conn, grant.channels.clone());
     let now = cx.now;
     let p = conn.pending();
     p.publisher = Publisher::regrant(

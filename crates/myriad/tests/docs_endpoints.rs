@@ -29,11 +29,16 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    /// The path's segments, placeholders (`<id>`) as `1`.
+    /// The path's segments, placeholders as values: `<channel>` as a channel's
+    /// name, the others (`<id>`) as `1`.
     fn concrete(&self) -> String {
         self.path
             .split('/')
-            .map(|s| if s.starts_with('<') { "1" } else { s })
+            .map(|s| match s {
+                "<channel>" => "news",
+                s if s.starts_with('<') => "1",
+                s => s,
+            })
             .collect::<Vec<_>>()
             .join("/")
     }

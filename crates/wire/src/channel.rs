@@ -1,8 +1,8 @@
 //! Channel names (docs/protocol.md "Channels"): 1 to [`MAX_NAME`] bytes of
 //! `A–Z a–z 0–9 _ - = @ , . ; :`, not all digits (an all-digit name is a subject
 //! id: a user of the follower graph), and not one of the SSE event names myriad
-//! itself sends ([`RESERVED`]), since on SSE a channel's messages are events named
-//! after it.
+//! itself sends or a browser's `EventSource` fires ([`RESERVED`]), since on SSE a
+//! channel's messages are events named after it.
 
 /// Longest channel name, in bytes (names from other systems carry over).
 pub const MAX_NAME: usize = 200;
@@ -11,8 +11,18 @@ pub const MAX_NAME: usize = 200;
 /// says: the parse of a query stays bounded.
 pub const MAX_PER_REQUEST: usize = 255;
 
-/// SSE event names of myriad's own events, which no channel may take.
-pub const RESERVED: [&str; 5] = ["message", "gap", "expired", "refused", "drain"];
+/// SSE event names of myriad's own events (`gap`, `expired`, `refused`,
+/// `reconnect`) and of `EventSource`'s (`message`, `open`, `error`), which no
+/// channel may take.
+pub const RESERVED: [&str; 7] = [
+    "message",
+    "open",
+    "error",
+    "gap",
+    "expired",
+    "refused",
+    "reconnect",
+];
 
 /// Why `name` is not a channel name; `Ok` when it is one.
 pub fn check_name(name: &str) -> Result<(), &'static str> {
@@ -53,7 +63,18 @@ mod tests {
         ] {
             assert_eq!(check_name(good), Ok(()), "{good}");
         }
-        for bad in ["", "42", "a b", "a/b", "é", "gap", &"x".repeat(201), "a\n"] {
+        for bad in [
+            "",
+            "42",
+            "a b",
+            "a/b",
+            "é",
+            "gap",
+            "error",
+            "reconnect",
+            &"x".repeat(201),
+            "a\n",
+        ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
     }
