@@ -152,11 +152,20 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         server_log.display()
     );
     match server.admin {
-        Some(admin) => eprintln!(
-            "demo: dashboard: http://{admin}/  (open it now to watch connections, memory and deliveries live)"
-        ),
+        Some(admin) => {
+            eprintln!(
+                "demo: dashboard: http://{admin}/  (open it now to watch connections, memory and deliveries live)"
+            );
+            eprintln!(
+                "demo: channels example (the JavaScript client): http://{admin}/example/?server={scheme}://{}  (demo:ticker gets a message a second)",
+                server.addr
+            );
+        }
         None => eprintln!("demo: the server did not report its admin address; no dashboard"),
     }
+    // The example page's channel: one message a second while the demo runs.
+    let stop_ticker = Arc::new(AtomicBool::new(false));
+    let ticker = (ca.is_none()).then(|| ticker(server.addr, stop_ticker.clone()));
 
     // 3. The connections, held until publishing is over.
     let flood_args = load::flood::FloodArgs {
@@ -251,6 +260,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             }
         }
     }
+    stop_ticker.store(true, Ordering::Relaxed);
+    if let Some(ticker) = ticker {
+        let _ = ticker.join();
+    }
     let flood = flood
         .join()
         .map_err(|_| anyhow::anyhow!("flood panicked"))??;
@@ -337,6 +350,28 @@ fn fresh_store(db: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// What to try against a kept server, and how to stop it.
+/// Publishes `tick <n>` to channel `demo:ticker` once a second until `stop` (the
+/// example page's channel; plain HTTP, loopback: the API needs no key there).
+fn ticker(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    use std::io::Write as _;
+    std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            n += 1;
+            let body = format!("tick {n}");
+            if let Ok(mut s) = std::net::TcpStream::connect(addr) {
+                let _ = write!(
+                    s,
+                    "POST /pub/demo:ticker HTTP/1.1\r\nHost: demo\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = std::io::Read::read_to_end(&mut s, &mut Vec::new());
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    })
+}
+
 fn print_keep_help(
     pid: u32,
     addr: SocketAddr,
@@ -356,6 +391,9 @@ fn print_keep_help(
     }
     if let Some(admin) = admin {
         println!("  dashboard:  http://{admin}/   (Prometheus: http://{admin}/metrics)");
+        println!(
+            "  channels example: http://{admin}/example/?server=http://{addr}   (publish: curl -d hi http://{addr}/pub/demo:chat)"
+        );
     }
     println!("  curl -N http://{addr}/sub/42                        # a stream for user 42 (one line per message)");
     println!("  curl -N -H 'Accept: text/event-stream' http://{addr}/sub/42   # the same as SSE");

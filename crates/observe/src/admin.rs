@@ -8,6 +8,7 @@
 //! | `/history` | JSON array of the recent samples, oldest first |
 //! | `/sample` | JSON: the last sample alone, with the live connection count (what a supervisor reads of each child every second, without `extra`'s cost) |
 //! | `/` | the live dashboard (self-contained HTML + JS polling `/stats`) |
+//! | `/example/` | the channels example page and the JavaScript client it loads (`example`) |
 //!
 //! It is not on the hot path: one thread, requests answered in turn. It does not
 //! sample anything itself; it reads what the sampler left in [`MonitorState`].
@@ -158,9 +159,14 @@ fn route(path: &str, shared: &MonitorState) -> Response<std::io::Cursor<Vec<u8>>
             json(&serde_json::to_value(sample).expect("Sample serialises"))
         }
         "/favicon.ico" => Response::from_string("").with_status_code(204),
-        _ => text(
-            404,
-            "not found: try /, /metrics, /healthz, /stats, /history, /sample\n",
-        ),
+        path => match crate::example::asset(path) {
+            Some((content_type, body)) => Response::from_string(body)
+                .with_header(header("Content-Type", content_type))
+                .with_header(header("Cache-Control", "no-store")),
+            None => text(
+                404,
+                "not found: try /, /metrics, /healthz, /stats, /history, /sample, /example/\n",
+            ),
+        },
     }
 }

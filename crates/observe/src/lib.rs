@@ -22,6 +22,7 @@
 
 mod admin;
 pub mod csv;
+mod example;
 pub mod kernel;
 pub mod metrics;
 pub mod monitor;
