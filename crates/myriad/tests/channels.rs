@@ -29,6 +29,23 @@ fn open(server: &Server, path: &str, extra: &str, until: &str) -> (TcpStream, Ve
     (s, buf)
 }
 
+/// [`open`] again until it is answered (a gateway whose router is not up yet, or
+/// restarting, answers 503), as a browser's EventSource retries.
+fn open_when_up(server: &Server, path: &str, extra: &str, until: &str) -> (TcpStream, Vec<u8>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut s = server.connect();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").unwrap();
+        let mut buf = Vec::new();
+        if read_until_or_closed(&mut s, &mut buf, until) {
+            return (s, buf);
+        }
+        let got = String::from_utf8_lossy(&buf).into_owned();
+        assert!(std::time::Instant::now() < deadline, "{got}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 fn publish_to(server: &Server, channel: &str, body: &str) -> serde_json::Value {
     let (status, text) = server.request("POST", &format!("/pub/{channel}"), body.as_bytes());
     assert_eq!(status, 200, "{text}");
@@ -296,8 +313,8 @@ fn channels_reach_every_gateway_across_router_shards() {
     // Names that fall on both shards (FNV-1a of the name, mod 2).
     let names = ["alpha", "beta", "gamma", "delta"];
     let list: String = names.iter().map(|n| format!("channel={n}&")).collect();
-    let (mut sa, mut ba) = open(&a, &format!("/sse/3?{list}"), "", "retry:");
-    let (mut sb, mut bb) = open(&b, &format!("/sse?{list}"), "", "retry:");
+    let (mut sa, mut ba) = open_when_up(&a, &format!("/sse/3?{list}"), "", "retry:");
+    let (mut sb, mut bb) = open_when_up(&b, &format!("/sse?{list}"), "", "retry:");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     for name in names {
         loop {
@@ -461,7 +478,7 @@ fn back_ends_publish_to_channels_over_nats_and_the_publish_port() {
     )
     .0;
     let gw = gateway_with(&nats, &["--router-shards", "2"]);
-    let (mut s, mut buf) = open(&gw, "/sse?channel=news.eu&channel=room:1", "", "retry:");
+    let (mut s, mut buf) = open_when_up(&gw, "/sse?channel=news.eu&channel=room:1", "", "retry:");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let replies = loop {
         let replies = backend_request(&nats, "news.eu", "over nats");
@@ -545,7 +562,7 @@ fn channel_connections_resume_after_the_router_restarts() {
     let durable = ["--history-store", "store"];
     let router = Router::start_with(&nats, &store, &durable).0;
     let gw = gateway(&nats);
-    let (mut s, mut buf) = open(&gw, "/sse?channel=room:1", "", "retry:");
+    let (mut s, mut buf) = open_when_up(&gw, "/sse?channel=room:1", "", "retry:");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while publish_to(&gw, "room:1", "one")["connections"] != 1 {
         assert!(std::time::Instant::now() < deadline, "never joined");
@@ -565,7 +582,7 @@ fn channel_connections_resume_after_the_router_restarts() {
     let resume = format!("Last-Event-ID: {last}\r\n");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let (mut s, mut buf) = open(&gw, "/sse?channel=room:1", &resume, "retry:");
+        let (mut s, mut buf) = open_when_up(&gw, "/sse?channel=room:1", &resume, "retry:");
         let (status, text) = gw.request("POST", "/pub/room:1", b"two");
         if status == 200 && text.contains(r#""connections":1"#) {
             read_until(&mut s, &mut buf, "data: two");
