@@ -68,7 +68,8 @@ pub const BROADCAST_RATES: &[f64] = &[
 ];
 /// Default ladder of `rooms`, messages/s (each to one room of 25 by default).
 pub const ROOMS_RATES: &[f64] = &[
-    100.0, 200.0, 500.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0,
+    100.0, 200.0, 500.0, 1_000.0, 1_500.0, 2_000.0, 3_000.0, 5_000.0, 7_500.0, 10_000.0, 15_000.0,
+    20_000.0, 30_000.0, 40_000.0,
 ];
 /// Default rooms of `rooms` (15,000 connections in 5 each: rooms of 25).
 pub const DEFAULT_CHANNELS: u32 = 3_000;
@@ -175,7 +176,7 @@ pub struct BenchArgs {
     pub latency_secs: f64,
     /// broadcast, rooms: publish rates of the ladder, messages/s (it stops one step
     /// after the first miss; broadcast: 2,5,10,15,20,30,40,60,80,120,160,200; rooms:
-    /// 100,200,500,1000,2000,5000,10000,20000,40000).
+    /// 100,200,500,1000,1500,2000,3000,5000,7500,10000,15000,20000,30000,40000).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
     /// broadcast: seconds per ladder step; below 10 s a backlog that grows slowly does

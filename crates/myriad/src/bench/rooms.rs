@@ -30,18 +30,18 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
 const SETTLE: Duration = Duration::from_secs(2);
 
 /// How one server is subscribed to and published to.
-pub struct Dialect {
+struct Dialect {
     /// flood's URL, `%c` for the rooms.
-    pub url: String,
+    url: String,
     /// What goes between two room names in `%c`.
-    pub sep: &'static str,
-    pub transport: Transport,
+    sep: &'static str,
+    transport: Transport,
     /// msggen's path, `%d` for the room number.
-    pub publish: String,
+    publish: String,
 }
 
 /// The subscription and publish paths of `peer` (`None`: myriad) at `server`.
-pub fn dialect(peer: Option<Peer>, server: &ServerProcess) -> anyhow::Result<Dialect> {
+fn dialect(peer: Option<Peer>, server: &ServerProcess) -> anyhow::Result<Dialect> {
     let addr = server.addr;
     Ok(match peer {
         None => Dialect {
