@@ -140,6 +140,16 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             "all",
             met(r.open == r.asked),
         );
+        let (target, verdict) = match r.channels {
+            Some(k) => {
+                let budget = CONN_BUDGET + CHANNEL_BUDGET * f64::from(k);
+                (
+                    format!("≤ {} (100 B + {k} × 24 B)", bytes(budget)),
+                    met(user <= budget),
+                )
+            }
+            None => (MEMORY_TARGET.to_string(), memory_verdict(user)),
+        };
         report.row(
             &format!("user-space memory per idle connection ({name})"),
             format!(
@@ -148,8 +158,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
                 bytes(r.rss_idle as f64),
                 bytes(r.rss_held as f64)
             ),
-            MEMORY_TARGET,
-            memory_verdict(user),
+            &target,
+            verdict,
         );
         report.row(
             &format!("kernel memory per socket ({name})"),
@@ -192,7 +202,6 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             met((ratio - 1.0).abs() <= 0.10),
         );
     }
-    channel_rows(&mut report, &results);
     report.note(
         "User-space memory: the server's RSS after all connections opened minus its RSS \
          before, divided by the connections (one fresh server per transport, no message sent).",
@@ -212,25 +221,6 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     );
     report.live = live.lines();
     Ok(report)
-}
-
-/// The channel phases against their budget: user space per connection against
-/// 100 B + 24 B a channel.
-fn channel_rows(report: &mut Report, results: &[Idle]) {
-    for r in results {
-        let Some(k) = r.channels else { continue };
-        let budget = CONN_BUDGET + CHANNEL_BUDGET * f64::from(k);
-        let user = r.user_per_conn();
-        report.row(
-            &format!(
-                "user-space memory per connection in {}",
-                r.name.trim_start_matches("ws, ")
-            ),
-            bytes(user),
-            &format!("≤ {} (100 B + {k} × 24 B)", bytes(budget)),
-            met(user <= budget),
-        );
-    }
 }
 
 /// One phase on a fresh server.
