@@ -22,10 +22,11 @@ pub const STEP_MAX_LATENCY_US: u64 = 1_000_000;
 /// Steps shorter than this are reported but do not count as a figure: a backlog that
 /// grows a few percent per second does not show in 4 s.
 pub const MIN_STEP_SECS: f64 = 10.0;
-/// Publishing connections per 2 msg/s of rate: each waits for its reply, and a reply
-/// may take as long as the fan-out to every subscriber (hundreds of ms when slow).
+/// Publishing connections per 2 msg/s of rate when a publish reaches a whole
+/// broadcast: each waits for its reply, and a reply may take as long as the fan-out to
+/// every subscriber (hundreds of ms when slow).
 const RATE_PER_PUBLISHER: f64 = 2.0;
-/// Publishing connections at least and at most.
+/// Publishing connections at least, and at most for a broadcast.
 const PUBLISHERS: (usize, usize) = (2, 48);
 /// Share of the asked rate msggen must reach for a step to count.
 pub const MIN_ACHIEVED: f64 = 0.9;
@@ -61,6 +62,11 @@ pub struct Publish {
     pub subjects: u64,
     /// Deliveries each publish makes: the subject's subscribers, a room's members.
     pub fanout: u64,
+    /// Rate one publishing connection is asked for, messages/s, and the most of them:
+    /// a publish waits for its reply, so at most 1/RTT each; at thousands of msg/s to
+    /// small rooms 48 connections would cap the rate themselves on a loaded box.
+    pub per_publisher: f64,
+    pub max_publishers: usize,
 }
 
 impl Publish {
@@ -71,6 +77,8 @@ impl Publish {
             path: format!("/pub/{subject}"),
             subjects: subject,
             fanout,
+            per_publisher: RATE_PER_PUBLISHER,
+            max_publishers: PUBLISHERS.1,
         }
     }
 }
@@ -239,8 +247,8 @@ pub fn publish_to(
             path: to.path.clone(),
             rate,
             max: to.subjects,
-            publishers: ((rate / RATE_PER_PUBLISHER).ceil() as usize)
-                .clamp(PUBLISHERS.0, PUBLISHERS.1),
+            publishers: ((rate / to.per_publisher).ceil() as usize)
+                .clamp(PUBLISHERS.0, to.max_publishers.max(PUBLISHERS.0)),
             duration: secs,
             size,
             quiet: true,
