@@ -49,18 +49,18 @@ fn idle_measures_connections_in_channels() {
         ],
     );
     common_parts(&r);
-    for (phase, k) in [
-        ("ws, 1 channel", "1 channel"),
-        ("ws, 5 channels", "5 channels"),
-    ] {
+    for (phase, budget) in [("ws, 1 channel", "124 B"), ("ws, 5 channels", "220 B")] {
         let held = row(&r, &format!("connections held ({phase})"));
         assert!(held[0].starts_with("200 of 200"), "{held:?}");
-        let user = row(&r, &format!("user-space memory per connection in {k}"));
+        let user = row(
+            &r,
+            &format!("user-space memory per idle connection ({phase})"),
+        );
         assert!(
-            user[0].ends_with(" B") || user[0].ends_with("KB"),
+            user[0].contains(" B (RSS") || user[0].contains("KB (RSS"),
             "{user:?}"
         );
-        assert!(user[1].contains("24 B"), "{user:?}");
+        assert!(user[1].starts_with(&format!("≤ {budget}")), "{user:?}");
     }
     assert!(out.path().join("idle/server-ws-5-channels.csv").exists());
 }
