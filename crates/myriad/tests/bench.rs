@@ -5,7 +5,8 @@
 mod common;
 
 use common::bench::{
-    bench, common_parts, every_hostile_case_ran, first_number, row, TINY_CONNECT, TINY_UNICAST,
+    bench, common_parts, every_hostile_case_ran, first_number, rooms_delivered, row, TINY_CONNECT,
+    TINY_ROOMS, TINY_UNICAST,
 };
 use common::netns::Netns;
 use std::process::Command;
@@ -30,6 +31,46 @@ fn idle_holds_every_connection_and_measures_memory() {
     let csv = std::fs::read_to_string(out.path().join("idle/server-stream.csv")).unwrap();
     assert!(csv.lines().count() > 2, "the server CSV has rows");
     assert!(r.contains("## Live view"));
+}
+
+#[test]
+fn idle_measures_connections_in_channels() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "idle",
+        &[
+            "--connections",
+            "200",
+            "--channels",
+            "40",
+            "--channels-per-conn",
+            "1,5",
+        ],
+    );
+    common_parts(&r);
+    for (phase, budget) in [("ws, 1 channel", "124 B"), ("ws, 5 channels", "220 B")] {
+        let held = row(&r, &format!("connections held ({phase})"));
+        assert!(held[0].starts_with("200 of 200"), "{held:?}");
+        let user = row(
+            &r,
+            &format!("user-space memory per idle connection ({phase})"),
+        );
+        assert!(
+            user[0].contains(" B (RSS") || user[0].contains("KB (RSS"),
+            "{user:?}"
+        );
+        assert!(user[1].starts_with(&format!("≤ {budget}")), "{user:?}");
+    }
+    assert!(out.path().join("idle/server-ws-5-channels.csv").exists());
+}
+
+#[test]
+fn rooms_run_the_ladder_over_channels() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(out.path(), "rooms", TINY_ROOMS);
+    assert!(r.contains("myriad serve"), "{r}");
+    rooms_delivered(out.path(), &r);
 }
 
 #[test]

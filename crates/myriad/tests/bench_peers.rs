@@ -1,11 +1,14 @@
 //! `myriad bench --peer …` at a tiny scale: the same scenarios against the peer servers
-//! (a Node.js cluster, nginx + nchan, the C floor), through the real binary. Each peer
+//! (a Node.js cluster, nginx + nchan, the C floor, Socket.IO), through the real binary. Each peer
 //! is started by the bench, measured by the same client, and gone afterwards. No timing
 //! assertion: only counts, presence and that nothing is left running.
 
 mod common;
 
-use common::bench::{bench, common_parts, first_number, gone, row, TINY_CONNECT, TINY_UNICAST};
+use common::bench::{
+    bench, common_parts, first_number, gone, rooms_delivered, row, TINY_CONNECT, TINY_ROOMS,
+    TINY_UNICAST,
+};
 use std::path::Path;
 use std::process::Command;
 
@@ -121,5 +124,37 @@ fn broadcast_unicast_and_connect_against_the_c_floor() {
     assert!(
         gone(&out.path().join("connect/peer_floor")),
         "the floor left behind"
+    );
+}
+
+#[test]
+fn rooms_against_the_nchan_peer() {
+    assert!(
+        Path::new("/usr/lib/nginx/modules/ngx_nchan_module.so").exists(),
+        "this test needs nginx with nchan: apt-get install nginx-light libnginx-mod-nchan (scripts/setup.sh does)"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = against(out.path(), "rooms", "nchan", TINY_ROOMS);
+    assert!(r.contains("the nchan peer"), "{r}");
+    rooms_delivered(out.path(), &r);
+    assert!(
+        gone(&out.path().join("rooms/nchan/nginx.conf")),
+        "nginx left behind"
+    );
+}
+
+#[test]
+fn rooms_against_the_socketio_peer() {
+    assert!(
+        Command::new("npm").arg("--version").output().is_ok(),
+        "this test needs Node.js and npm: apt-get install -y nodejs npm"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let r = against(out.path(), "rooms", "socketio", TINY_ROOMS);
+    assert!(r.contains("the Socket.IO peer"), "{r}");
+    rooms_delivered(out.path(), &r);
+    assert!(
+        gone(&out.path().join("rooms/socketio/peer_socketio.js")),
+        "the Socket.IO cluster left behind"
     );
 }

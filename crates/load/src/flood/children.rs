@@ -109,6 +109,14 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
     if let Some(n) = args.nice {
         flag("--nice", n.to_string());
     }
+    if let Some(rooms) = args.rooms {
+        flag("--rooms", rooms.to_string());
+        flag(
+            "--rooms-per-connection",
+            args.rooms_per_connection.to_string(),
+        );
+        flag("--room-sep", args.room_sep.clone());
+    }
     if args.insecure {
         v.push("--insecure".into());
     }

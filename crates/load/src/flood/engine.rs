@@ -21,7 +21,6 @@ use super::resume::{Since, Track};
 use super::scan::{Scanner, Transport};
 use super::stamp::{self, LatencyAt};
 use super::stats::{ProcSummary, Sample};
-use super::target::user_of;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::cmp::Reverse;
@@ -164,6 +163,9 @@ impl<'a> Engine<'a> {
             return self.attempt_failed(local as u32, |f| f.count_io(&e));
         }
         let mut scan = Scanner::new(0);
+        if plan.rooms.is_some() {
+            scan.stamped_only();
+        }
         if let Some(track) = self.tracks.get_mut(local as usize) {
             track.connecting();
             scan.track();
@@ -220,8 +222,6 @@ impl<'a> Engine<'a> {
         // The caller checked the slot is occupied.
         let conn = self.slab[slot].as_mut().expect("occupied slot");
         let g = plan.offset + u64::from(conn.local);
-        let target = &plan.targets[(g % plan.targets.len() as u64) as usize];
-        let user = user_of(g, plan.users, plan.first_user);
         let since = match self.tracks.get(conn.local as usize) {
             Some(track) => Some(track.pos),
             None => (plan.transport == Transport::Poll).then(|| Since {
@@ -232,8 +232,8 @@ impl<'a> Engine<'a> {
         build_request(
             &mut self.req,
             plan.transport,
-            target,
-            user,
+            &plan.target(g).host,
+            |out| plan.path(g, out),
             since,
             &plan.headers,
         );

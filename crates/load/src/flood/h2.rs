@@ -26,7 +26,7 @@ use super::plan::Plan;
 use super::request::open_socket;
 use super::scan::{Event, Scanner, Transport};
 use super::stats::{ProcSummary, Sample};
-use super::target::{user_of, Target};
+use super::target::Target;
 use anyhow::Context;
 use bytes::Bytes;
 use host::sys;
@@ -403,10 +403,8 @@ impl Stream {
 
     fn request(&self, since: u64) -> http::Request<()> {
         let plan = &self.plan;
-        let g = plan.offset + self.local;
-        let user = user_of(g, plan.users, plan.first_user);
         let mut path = Vec::new();
-        self.target.path(user, &mut path);
+        plan.path(plan.offset + self.local, &mut path);
         let mut path = String::from_utf8_lossy(&path).into_owned();
         if plan.transport == Transport::Poll {
             let sep = if path.contains('?') { '&' } else { '?' };
@@ -432,6 +430,9 @@ impl Stream {
     async fn exchange(&self, send: h2::client::SendRequest<Bytes>) -> Result<(), Fail> {
         let t = self.plan.transport;
         let mut scan = Scanner::new(0);
+        if self.plan.rooms.is_some() {
+            scan.stamped_only();
+        }
         loop {
             let mut ready = send.clone().ready().await.map_err(|_| Fail::Reset)?;
             let (resp, _) = ready

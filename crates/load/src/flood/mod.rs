@@ -17,6 +17,7 @@ pub mod plan;
 mod report;
 mod request;
 pub mod resume;
+pub mod rooms;
 pub mod scan;
 pub mod stamp;
 pub mod stats;
@@ -46,8 +47,8 @@ pub const CSV_HEADER: &str =
 /// Flags of `myriad flood`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct FloodArgs {
-    /// Target URL; `%d` becomes the user id. Repeat for several servers or ports:
-    /// connections are spread round-robin.
+    /// Target URL; `%d` becomes the user id, `%c` the connection's rooms (--rooms).
+    /// Repeat for several servers or ports: connections are spread round-robin.
     #[arg(long = "url", value_name = "URL")]
     pub urls: Vec<String>,
     /// Number of connections to open.
@@ -125,6 +126,18 @@ pub struct FloodArgs {
     /// (below the current value needs root).
     #[arg(long, allow_hyphen_values = true)]
     pub nice: Option<i32>,
+    /// Rooms `r1..rN`: each connection joins --rooms-per-connection of them (every
+    /// room gets the same number of members when the connections are a multiple of N),
+    /// named in the URL's `%c` joined by --room-sep; then only stamped messages count.
+    #[arg(long)]
+    pub rooms: Option<u32>,
+    /// With --rooms: rooms per connection.
+    #[arg(long, default_value_t = 5)]
+    pub rooms_per_connection: u32,
+    /// With --rooms: what goes between two room names in `%c`, e.g. `,` for
+    /// `/sub/%c` or `&channel=` for `/ws?channel=%c`.
+    #[arg(long, default_value = ",")]
+    pub room_sep: String,
     /// Write one CSV row per second here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -178,6 +191,9 @@ impl Default for FloodArgs {
             reconnect: false,
             latency_at: LatencyAt::Read,
             nice: None,
+            rooms: None,
+            rooms_per_connection: 5,
+            room_sep: ",".into(),
             csv: None,
             json: false,
             quiet: false,
@@ -358,9 +374,28 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<plan::Plan> {
         sources = target::auto_sources(args.connections, targets.len(), ports);
     }
     let users = args.users.as_deref().map(target::parse_range).transpose()?;
-    if args.h2 && args.transport == Transport::Ws {
+    if args.h2 && args.transport.is_ws() {
         bail!("--h2 carries stream, sse and poll; WebSocket stays on HTTP/1.1 (drop --h2 for ws)");
     }
+    if args.reconnect && args.transport == Transport::Socketio {
+        bail!("--reconnect does not speak Socket.IO's resumption (drop --reconnect)");
+    }
+    let rooms = match args.rooms {
+        Some(n) => {
+            if !targets.iter().any(Target::has_rooms) {
+                bail!("--rooms needs a %c in --url where the rooms go");
+            }
+            let r = rooms::Rooms::new(
+                n,
+                args.rooms_per_connection,
+                &args.room_sep,
+                args.conn_offset,
+                args.connections,
+            )?;
+            Some(std::sync::Arc::new(r))
+        }
+        None => None,
+    };
     if args.h2 && args.reconnect {
         bail!("--reconnect works over HTTP/1.1 only (drop --h2)");
     }
@@ -415,6 +450,7 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<plan::Plan> {
         streams_per_conn: args.streams_per_connection,
         reconnect: args.reconnect,
         latency_at: args.latency_at,
+        rooms,
     })
 }
 

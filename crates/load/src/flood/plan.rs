@@ -2,9 +2,10 @@
 //! hold and the close), whatever the protocol: `engine` (HTTP/1.1, TLS) and `h2` run
 //! a [`Plan`] through `lifecycle`.
 
+use super::rooms::Rooms;
 use super::scan::Transport;
 use super::stamp::LatencyAt;
-use super::target::Target;
+use super::target::{user_of, Target};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,4 +53,24 @@ pub struct Plan {
     pub reconnect: bool,
     /// `--latency-at`: a message's receive time is its read or its socket arrival.
     pub latency_at: LatencyAt,
+    /// `--rooms`: the rooms each connection names in its URL's `%c`; then only
+    /// stamped messages count (a channel protocol's replies are not messages).
+    pub rooms: Option<Arc<Rooms>>,
+}
+
+impl Plan {
+    /// The target of global connection `g`.
+    pub fn target(&self, g: u64) -> &Target {
+        &self.targets[(g % self.targets.len() as u64) as usize]
+    }
+
+    /// The request path of global connection `g`: its user and its rooms.
+    pub fn path(&self, g: u64, out: &mut Vec<u8>) {
+        let user = user_of(g, self.users, self.first_user);
+        self.target(g).path(user, out, &mut |o| {
+            if let Some(r) = &self.rooms {
+                r.write(g, o);
+            }
+        });
+    }
 }

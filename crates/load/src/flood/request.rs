@@ -4,7 +4,7 @@
 
 use super::resume::Since;
 use super::scan::Transport;
-use super::target::{ip, Target};
+use super::target::ip;
 use socket2::{Domain, Socket, Type};
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -41,19 +41,19 @@ pub fn open_socket(addr: SocketAddr, source: Option<Ipv4Addr>) -> io::Result<Tcp
     Ok(sock.into())
 }
 
-/// The request head for one connection; `since` resumes (SSE: `Last-Event-ID`,
-/// the others `?since=`).
+/// The request head for one connection to `host`, its path written by `path`;
+/// `since` resumes (SSE: `Last-Event-ID`, the others `?since=`).
 pub fn build_request(
     out: &mut Vec<u8>,
     t: Transport,
-    target: &Target,
-    user: u64,
+    host: &str,
+    path: impl FnOnce(&mut Vec<u8>),
     since: Option<Since>,
     headers: &[String],
 ) {
     out.clear();
     out.extend_from_slice(b"GET ");
-    target.path(user, out);
+    path(out);
     match since {
         Some(since) if t != Transport::Sse => {
             let sep = if out.contains(&b'?') { '&' } else { '?' };
@@ -62,12 +62,12 @@ pub fn build_request(
         _ => {}
     }
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    out.extend_from_slice(target.host.as_bytes());
+    out.extend_from_slice(host.as_bytes());
     out.extend_from_slice(b"\r\nUser-Agent: myriad-flood\r\n");
     out.extend_from_slice(match t {
         Transport::Stream => b"Accept: */*\r\n".as_slice(),
         Transport::Sse => b"Accept: text/event-stream\r\nCache-Control: no-cache\r\n",
-        Transport::Ws => {
+        Transport::Ws | Transport::Socketio => {
             b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         }
         Transport::Poll => b"Accept: application/json\r\nConnection: keep-alive\r\n",
@@ -126,17 +126,19 @@ pub fn write_once(sock: &mut &TcpStream, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flood::target::Target;
 
     #[test]
     fn requests_per_transport() {
         let t = Target::parse("http://127.0.0.1:1/poll/%d").unwrap();
+        let path = |o: &mut Vec<u8>| t.path(9, o, &mut |_| {});
         let mut out = Vec::new();
         let at = |epoch, seq| Some(Since { epoch, seq });
         build_request(
             &mut out,
             Transport::Poll,
-            &t,
-            9,
+            &t.host,
+            path,
             at(None, 4),
             &["X-A: b".into()],
         );
@@ -146,14 +148,21 @@ mod tests {
             "{s}"
         );
         assert!(s.ends_with("X-A: b\r\n\r\n"));
-        build_request(&mut out, Transport::Ws, &t, 9, None, &[]);
+        build_request(&mut out, Transport::Ws, &t.host, path, None, &[]);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.contains("Upgrade: websocket") && s.starts_with("GET /poll/9 "));
         // Resuming: SSE by header, the others by query.
-        build_request(&mut out, Transport::Sse, &t, 9, at(Some(3), 7), &[]);
+        build_request(&mut out, Transport::Sse, &t.host, path, at(Some(3), 7), &[]);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.starts_with("GET /poll/9 HTTP") && s.contains("\r\nLast-Event-ID: 3-7\r\n"));
-        build_request(&mut out, Transport::Stream, &t, 9, at(Some(3), 7), &[]);
+        build_request(
+            &mut out,
+            Transport::Stream,
+            &t.host,
+            path,
+            at(Some(3), 7),
+            &[],
+        );
         assert!(String::from_utf8(out)
             .unwrap()
             .starts_with("GET /poll/9?since=3-7 "));

@@ -15,9 +15,13 @@
 //!   chunked encoding every stamp counts as a message.
 //! - SSE: one event with a `data:` line = one message; comment lines are heartbeats.
 //! - WebSocket: one text/binary frame with FIN = one message.
+//! - Socket.IO (Engine.IO v4 over WebSocket): one event packet (`42[...]`) = one
+//!   message; the open packet (`0{...}`) asks for the namespace connect (`40`), a
+//!   ping (`2`) for a pong (`3`), both reported as [`Event::Answer`].
 //! - long-poll: one `"seq":` key in the JSON body = one message; `"last":` is remembered.
 //! - stream, SSE, WebSocket: the first message is a welcome (not counted) unless it
-//!   carries a stamp.
+//!   carries a stamp; with [`Scanner::stamped_only`] (flood `--rooms`) only stamped
+//!   messages count, so a channel protocol's replies never pass for deliveries.
 //!
 //! Here the framing; the payload's bytes (stamps, SSE lines, long-poll keys, a
 //! message's end) are in `content`.
@@ -34,6 +38,15 @@ pub enum Transport {
     Ws,
     /// Long-poll with keep-alive.
     Poll,
+    /// Socket.IO v5 over Engine.IO v4's WebSocket transport (`/socket.io/?EIO=4&transport=websocket`).
+    Socketio,
+}
+
+impl Transport {
+    /// Whether the connection upgrades to WebSocket frames.
+    pub fn is_ws(self) -> bool {
+        matches!(self, Transport::Ws | Transport::Socketio)
+    }
 }
 
 /// What the scanner found; delivered in stream order.
@@ -47,6 +60,8 @@ pub enum Event<'a> {
     Stamp(u64),
     /// A WebSocket ping; the payload if the whole frame was in this read, else empty.
     Ping(&'a [u8]),
+    /// A text frame the client must send back (Socket.IO's namespace connect and pongs).
+    Answer(&'static [u8]),
     /// The server sent a WebSocket close frame or ended a stream body.
     End,
     /// A long-poll body ended; `last` is the newest sequence seen so far.
@@ -90,7 +105,19 @@ const F_WS_MASKED: u16 = 1 << 10;
 const F_LAST_DIGITS: u16 = 1 << 11;
 const F_CLEN_SPACE: u16 = 1 << 12;
 const F_TRACK: u16 = 1 << 13;
+const F_STAMPED_ONLY: u16 = 1 << 14;
 
+// Socket.IO packet kinds, in `m3` while a text frame is read (Transport::Socketio).
+const SIO_START: u8 = 0; // no byte of the packet yet
+const SIO_MESSAGE: u8 = 1; // Engine.IO `4`: a Socket.IO packet follows
+const SIO_EVENT: u8 = 2; // `42`: an event, the only kind that is a message
+const SIO_OPEN: u8 = 3; // `0`: the Engine.IO handshake
+const SIO_PING: u8 = 4; // `2`
+const SIO_OTHER: u8 = 5;
+/// The namespace connect the client sends after the open packet.
+const SIO_CONNECT: &[u8] = b"40";
+/// The pong answering a ping.
+const SIO_PONG: &[u8] = b"3";
 const END_OF_HEAD: &[u8] = b"\r\n\r\n";
 const CHUNKED: &[u8] = b"chunked";
 const CONTENT_LENGTH: &[u8] = b"\ncontent-length:";
@@ -142,9 +169,14 @@ impl Scanner {
 
     /// Start over for the next response on a keep-alive connection (long-poll).
     pub fn next_response(&mut self) {
-        let track = self.flags & F_TRACK;
+        let keep = self.flags & (F_TRACK | F_STAMPED_ONLY);
         *self = Scanner::new(self.last);
-        self.flags |= track;
+        self.flags |= keep;
+    }
+
+    /// Count only messages that carry a stamp (no welcome, no protocol replies).
+    pub fn stamped_only(&mut self) {
+        self.flags |= F_STAMPED_ONLY;
     }
 
     /// Report every body byte as [`Event::Body`] (`--reconnect`; off by default: one
@@ -308,7 +340,7 @@ impl Scanner {
                     i += n;
                     self.num -= n as u64;
                     if self.num == 0 {
-                        self.ws_frame_end(out);
+                        self.ws_frame_end(t, out);
                     }
                 }
                 _ => return, // S_DONE: ignore whatever follows
@@ -341,7 +373,7 @@ impl Scanner {
         self.m2 = 0;
         self.m3 = 0;
         self.flags |= F_LINE_START;
-        self.stage = if t == Transport::Ws {
+        self.stage = if t.is_ws() {
             S_WS_HDR
         } else if self.flags & F_CHUNKED != 0 {
             self.num = 0;
@@ -391,7 +423,7 @@ impl Scanner {
         }
     }
 
-    fn ws_payload_start(&mut self, _t: Transport, rest: &[u8], out: &mut impl FnMut(Event<'_>)) {
+    fn ws_payload_start(&mut self, t: Transport, rest: &[u8], out: &mut impl FnMut(Event<'_>)) {
         if self.opcode == 9 {
             // Ping: hand over the payload when the whole frame is here (the usual case);
             // otherwise answer with an empty pong rather than keep a per-connection buffer.
@@ -403,15 +435,18 @@ impl Scanner {
             }));
         }
         if self.num == 0 {
-            self.ws_frame_end(out);
+            self.ws_frame_end(t, out);
         } else {
             self.stage = S_WS_DATA;
         }
     }
 
-    fn ws_frame_end(&mut self, out: &mut impl FnMut(Event<'_>)) {
+    fn ws_frame_end(&mut self, t: Transport, out: &mut impl FnMut(Event<'_>)) {
         self.stage = S_WS_HDR;
         match self.opcode {
+            0..=2 if self.flags & F_WS_FIN != 0 && t == Transport::Socketio => {
+                self.socketio_packet_end(out)
+            }
             0..=2 if self.flags & F_WS_FIN != 0 => self.message_end(out),
             8 => {
                 self.stage = S_DONE;

@@ -1,5 +1,6 @@
-//! Where flood's connections go and come from: URL templates (`%d` = user id), the user
-//! range, and the source-address range. Pure parsing; no sockets.
+//! Where flood's connections go and come from: URL templates (`%d` = user id, `%c` =
+//! the connection's rooms), the user range, and the source-address range. Pure
+//! parsing; no sockets.
 //!
 //! Connection number `g` (global across child processes) maps deterministically to a
 //! target (`g mod targets`), a source address (`g mod sources`, of the child's own block
@@ -21,18 +22,24 @@ pub enum TargetError {
     Source(String),
 }
 
-/// One target server: its address and the request path around the user id.
+/// A piece of a request path template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Part {
+    Text(String),
+    /// `%d`: the connection's user id.
+    User,
+    /// `%c`: the connection's rooms (`--rooms`), joined by the rooms' separator.
+    Rooms,
+}
+
+/// One target server: its address and the request path template.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub addr: SocketAddr,
     /// The `Host` header value.
     pub host: String,
-    /// Path up to `%d` (the whole path when there is no `%d`).
-    pub prefix: String,
-    /// Path after `%d`.
-    pub suffix: String,
-    /// Whether the path contains `%d`.
-    pub templated: bool,
+    /// The path, split at `%d` and `%c`.
+    pub parts: Vec<Part>,
     /// `https://` or `wss://`: TLS to this target.
     pub tls: bool,
     /// The host without port or brackets: TLS server name (SNI, certificate check).
@@ -83,29 +90,57 @@ impl Target {
             .map_err(|_| TargetError::Resolve(authority.to_string()))?
             .find(|a| a.is_ipv4())
             .ok_or_else(|| TargetError::Resolve(authority.to_string()))?;
-        let (prefix, suffix, templated) = match path.find("%d") {
-            Some(i) => (path[..i].to_string(), path[i + 2..].to_string(), true),
-            None => (path.to_string(), String::new(), false),
-        };
         Ok(Target {
             addr,
             host: authority.to_string(),
-            prefix,
-            suffix,
-            templated,
+            parts: parts(path),
             tls,
             server_name: host.to_string(),
         })
     }
 
-    /// The request path for one user.
-    pub fn path(&self, user: u64, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.prefix.as_bytes());
-        if self.templated {
-            out.extend_from_slice(user.to_string().as_bytes());
-        }
-        out.extend_from_slice(self.suffix.as_bytes());
+    /// Whether the path names the connection's rooms.
+    pub fn has_rooms(&self) -> bool {
+        self.parts.contains(&Part::Rooms)
     }
+
+    /// The request path of one connection: its user and, for `%c`, its rooms
+    /// (`rooms` written by the caller's closure).
+    pub fn path(&self, user: u64, out: &mut Vec<u8>, rooms: &mut dyn FnMut(&mut Vec<u8>)) {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.extend_from_slice(t.as_bytes()),
+                Part::User => out.extend_from_slice(user.to_string().as_bytes()),
+                Part::Rooms => rooms(out),
+            }
+        }
+    }
+}
+
+/// A path template split at its `%d` and `%c`.
+fn parts(path: &str) -> Vec<Part> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while let Some(i) = rest.find('%') {
+        let part = match rest.get(i + 1..i + 2) {
+            Some("d") => Part::User,
+            Some("c") => Part::Rooms,
+            _ => {
+                out.push(Part::Text(rest[..=i].to_string()));
+                rest = &rest[i + 1..];
+                continue;
+            }
+        };
+        if i > 0 {
+            out.push(Part::Text(rest[..i].to_string()));
+        }
+        out.push(part);
+        rest = &rest[i + 2..];
+    }
+    if !rest.is_empty() {
+        out.push(Part::Text(rest.to_string()));
+    }
+    out
 }
 
 /// Parse `FIRST-LAST` (inclusive) or a single number.
@@ -212,11 +247,16 @@ mod tests {
         let t = Target::parse("http://127.0.0.1:8000/sub/%d?x=1").unwrap();
         assert_eq!(t.addr, "127.0.0.1:8000".parse().unwrap());
         let mut p = Vec::new();
-        t.path(42, &mut p);
+        t.path(42, &mut p, &mut |_| {});
         assert_eq!(p, b"/sub/42?x=1");
         let t = Target::parse("ws://localhost:9/").unwrap();
         assert_eq!(t.addr.port(), 9);
-        assert!(!t.templated);
+        assert_eq!(t.parts, [Part::Text("/".into())]);
+        let t = Target::parse("ws://localhost:9/ws/%d?a=%25&channel=%c%").unwrap();
+        assert!(t.has_rooms());
+        let mut p = Vec::new();
+        t.path(7, &mut p, &mut |o| o.extend_from_slice(b"r1&channel=r2"));
+        assert_eq!(p, b"/ws/7?a=%25&channel=r1&channel=r2%");
         assert!(!t.tls);
         let t = Target::parse("https://localhost/sse/%d").unwrap();
         assert_eq!((t.addr.port(), t.tls), (443, true));

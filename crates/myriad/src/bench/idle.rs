@@ -3,9 +3,14 @@
 //! the user-space memory per connection, the machine's slab + TCP memory growth
 //! divided by 2 ends and N the kernel memory per socket. Then everyone leaves at once
 //! and, `--settle` seconds later, the server's RSS is compared with its idle RSS.
+//!
+//! With `--channels-per-conn K,…` the phases are WebSocket connections in K channels
+//! each (framed mode, `/ws?channel=r1&channel=r7…`, laid out over `--channels` rooms by
+//! `flood --rooms`) instead of the transports: what a channel subscription costs,
+//! against the budget of 100 B a connection plus 24 B a channel.
 
 use super::context::{listen_overflows, socket_slab_bytes};
-use super::held::{flood_args, sub_url, watch, Held, Live, Probe};
+use super::held::{base_url, flood_args, sub_url, watch, Held, Live, Probe};
 use super::report::{bytes, count, memory_verdict, met, Report, MEMORY_TARGET};
 use super::{BenchArgs, Ctx, TransportChoice};
 use crate::server_process::kernel_socket_bytes;
@@ -15,12 +20,20 @@ use std::time::Duration;
 
 /// Seconds allowed for all connections to open.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
+/// The budget of a connection's user-space memory with channels, bytes, before
+/// [`CHANNEL_BUDGET`] per channel (DESIGN.md's budget per connection).
+const CONN_BUDGET: f64 = 100.0;
+/// The budget of one channel subscription, bytes.
+const CHANNEL_BUDGET: f64 = 24.0;
 /// Seconds to wait after the last connection opened before reading memory.
 const QUIET_BEFORE_READING: Duration = Duration::from_secs(2);
 
-/// What one transport measured.
+/// What one phase measured.
 pub struct Idle {
-    pub transport: Transport,
+    /// The phase's name: the transport, or `ws, K channels`.
+    pub name: String,
+    /// Channels per connection, in a channel phase.
+    pub channels: Option<u32>,
     pub open: u64,
     pub asked: u64,
     pub failed: u64,
@@ -46,8 +59,32 @@ impl Idle {
     }
 }
 
-pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
-    let dir = ctx.dir("idle")?;
+/// One phase: a transport, or WebSocket connections in some channels each.
+struct Phase {
+    name: String,
+    transport: Transport,
+    /// Channels per connection (framed WebSocket), if any.
+    channels: Option<u32>,
+}
+
+/// The phases asked for: `--channels-per-conn`, else `--transport`.
+fn phases(args: &BenchArgs) -> anyhow::Result<Vec<Phase>> {
+    if !args.channels_per_conn.is_empty() {
+        let rooms = u64::from(args.channels.max(1));
+        anyhow::ensure!(
+            args.connections().is_multiple_of(rooms),
+            "--connections must be a multiple of --channels {rooms} (rooms of equal members)"
+        );
+        return Ok(args
+            .channels_per_conn
+            .iter()
+            .map(|&k| Phase {
+                name: format!("ws, {k} channel{}", if k == 1 { "" } else { "s" }),
+                transport: Transport::Ws,
+                channels: Some(k),
+            })
+            .collect());
+    }
     let transports = match args.transport.unwrap_or(TransportChoice::All) {
         TransportChoice::All => vec![
             Transport::Stream,
@@ -57,6 +94,19 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         ],
         _ => vec![args.transport()?],
     };
+    Ok(transports
+        .into_iter()
+        .map(|t| Phase {
+            name: format!("{t:?}").to_lowercase(),
+            transport: t,
+            channels: None,
+        })
+        .collect())
+}
+
+pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
+    let dir = ctx.dir("idle")?;
+    let phases = phases(args)?;
     let n = args.connections();
     let live = Live::new("idle");
     let mut report = Report::new(
@@ -65,18 +115,18 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         &dir,
     );
     let mut results = Vec::new();
-    for t in transports {
-        let name = format!("{t:?}").to_lowercase();
-        let server_csv = dir.join(format!("server-{name}.csv"));
-        let flood_csv = dir.join(format!("flood-{name}.csv"));
-        live.emit(format!("---- {name}: {n} connections ----"));
-        let r = measure(args, ctx, &live, t, &server_csv, &flood_csv)?;
+    for phase in phases {
+        let file = phase.name.replace(", ", "-").replace(' ', "-");
+        let server_csv = dir.join(format!("server-{file}.csv"));
+        let flood_csv = dir.join(format!("flood-{file}.csv"));
+        live.emit(format!("---- {}: {n} connections ----", phase.name));
+        let r = measure(args, ctx, &live, phase, &server_csv, &flood_csv)?;
         report.csvs.push(server_csv);
         report.csvs.push(flood_csv);
         results.push(r);
     }
     for r in &results {
-        let name = format!("{:?}", r.transport).to_lowercase();
+        let name = &r.name;
         let user = r.user_per_conn();
         report.row(
             &format!("connections held ({name})"),
@@ -90,6 +140,16 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             "all",
             met(r.open == r.asked),
         );
+        let (target, verdict) = match r.channels {
+            Some(k) => {
+                let budget = CONN_BUDGET + CHANNEL_BUDGET * f64::from(k);
+                (
+                    format!("≤ {} (100 B + {k} × 24 B)", bytes(budget)),
+                    met(user <= budget),
+                )
+            }
+            None => (MEMORY_TARGET.to_string(), memory_verdict(user)),
+        };
         report.row(
             &format!("user-space memory per idle connection ({name})"),
             format!(
@@ -98,8 +158,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
                 bytes(r.rss_idle as f64),
                 bytes(r.rss_held as f64)
             ),
-            MEMORY_TARGET,
-            memory_verdict(user),
+            &target,
+            verdict,
         );
         report.row(
             &format!("kernel memory per socket ({name})"),
@@ -163,12 +223,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// One transport on a fresh server.
+/// One phase on a fresh server.
 fn measure(
     args: &BenchArgs,
     ctx: &Ctx,
     live: &Arc<Live>,
-    transport: Transport,
+    phase: Phase,
     server_csv: &std::path::Path,
     flood_csv: &std::path::Path,
 ) -> anyhow::Result<Idle> {
@@ -178,16 +238,19 @@ fn measure(
     let kernel_idle = kernel_socket_bytes();
     let slab_idle = socket_slab_bytes();
     let overflows = listen_overflows();
-    let held = Held::start(
-        flood_args(
-            vec![sub_url(&server)],
-            n,
-            transport,
-            Some(flood_csv.to_path_buf()),
-        ),
-        live.clone(),
-        vec![server.clone()],
+    let mut fa = flood_args(
+        vec![sub_url(&server)],
+        n,
+        phase.transport,
+        Some(flood_csv.to_path_buf()),
     );
+    if let Some(k) = phase.channels {
+        fa.urls = vec![format!("{}/ws?channel=%c", base_url(&server))];
+        fa.rooms = Some(args.channels);
+        fa.rooms_per_connection = k;
+        fa.room_sep = "&channel=".into();
+    }
+    let held = Held::start(fa, live.clone(), vec![server.clone()]);
     let open = held.wait_open(n, OPEN_TIMEOUT);
     std::thread::sleep(QUIET_BEFORE_READING);
     let rss_held = server.rss();
@@ -208,7 +271,8 @@ fn measure(
     watch(live, &mut probe, args.settle, &mut |_| false);
     let rss_after = server.rss();
     Ok(Idle {
-        transport,
+        name: phase.name,
+        channels: phase.channels,
         open,
         asked: n,
         failed: summary.failed,

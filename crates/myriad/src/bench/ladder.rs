@@ -4,7 +4,7 @@
 //! cliff shows in the plot. Each step's latency percentiles come from the merged
 //! per-second histograms of exactly the deliveries of that step (`Held::take_hist`).
 //!
-//! Not here: starting servers or subscribers (see `broadcast`).
+//! Not here: starting servers or subscribers (see `broadcast`, `rooms`).
 
 use super::held::{Held, Live, Probe};
 use super::report::{count, met, ms};
@@ -22,10 +22,11 @@ pub const STEP_MAX_LATENCY_US: u64 = 1_000_000;
 /// Steps shorter than this are reported but do not count as a figure: a backlog that
 /// grows a few percent per second does not show in 4 s.
 pub const MIN_STEP_SECS: f64 = 10.0;
-/// Publishing connections per 2 msg/s of rate: each waits for its reply, and a reply
-/// may take as long as the fan-out to every subscriber (hundreds of ms when slow).
+/// Publishing connections per 2 msg/s of rate when a publish reaches a whole
+/// broadcast: each waits for its reply, and a reply may take as long as the fan-out to
+/// every subscriber (hundreds of ms when slow).
 const RATE_PER_PUBLISHER: f64 = 2.0;
-/// Publishing connections at least and at most.
+/// Publishing connections at least, and at most for a broadcast.
 const PUBLISHERS: (usize, usize) = (2, 48);
 /// Share of the asked rate msggen must reach for a step to count.
 pub const MIN_ACHIEVED: f64 = 0.9;
@@ -52,17 +53,45 @@ pub struct Step {
     pub ok: bool,
 }
 
-/// Runs the ladder over `rates` against the subscribers held by `held` (`open` of them),
-/// publishing `size`-byte payloads to `subject` at `addr`. Stops one step after the
-/// first miss; writes one CSV row per step to `csv`.
+/// Where a ladder publishes, and what each publish delivers.
+#[derive(Clone, Debug)]
+pub struct Publish {
+    pub addr: SocketAddr,
+    /// msggen's path template: `%d` becomes a subject drawn uniformly from 1..=`subjects`.
+    pub path: String,
+    pub subjects: u64,
+    /// Deliveries each publish makes: the subject's subscribers, a room's members.
+    pub fanout: u64,
+    /// Rate one publishing connection is asked for, messages/s, and the most of them:
+    /// a publish waits for its reply, so at most 1/RTT each; at thousands of msg/s to
+    /// small rooms 48 connections would cap the rate themselves on a loaded box.
+    pub per_publisher: f64,
+    pub max_publishers: usize,
+}
+
+impl Publish {
+    /// Every publish to `subject`, which `fanout` connections receive.
+    pub fn subject(addr: SocketAddr, subject: u64, fanout: u64) -> Publish {
+        Publish {
+            addr,
+            path: format!("/pub/{subject}"),
+            subjects: subject,
+            fanout,
+            per_publisher: RATE_PER_PUBLISHER,
+            max_publishers: PUBLISHERS.1,
+        }
+    }
+}
+
+/// Runs the ladder over `rates` against the subscribers held by `held`, publishing
+/// `size`-byte payloads as `to` says. Stops one step after the first miss; writes one
+/// CSV row per step to `csv`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     held: &Held,
     probe: &Probe,
     live: &Live,
-    addr: SocketAddr,
-    subject: u64,
-    open: u64,
+    to: &Publish,
     rates: &[f64],
     step_secs: f64,
     size: usize,
@@ -79,7 +108,7 @@ pub fn run(
             let (cpu0, client0) = (probe.cpu(), held.cpu_mark());
             let t = live.t0.elapsed().as_secs_f64();
             live.emit(format!("step: {rate} msg/s for {step_secs} s"));
-            let sent = publish(addr, subject, rate, step_secs, size)?;
+            let sent = publish_to(to, rate, step_secs, size)?;
             let secs = sent.elapsed_s.max(1e-3);
             let server_cpu = (probe.cpu() - cpu0) / secs * 100.0;
             let client_cpu = held.client_cpu_since(client0);
@@ -87,7 +116,7 @@ pub fn run(
             let received = held.messages() - before;
             let h = held.take_hist();
             let q = |x: f64| quantile(&h, x);
-            let expected = sent.sent * open;
+            let expected = sent.sent * to.fanout;
             let lost = open_before.saturating_sub(held.open());
             let step = Step {
                 rate,
@@ -193,7 +222,7 @@ pub fn best(steps: &[Step]) -> Option<&Step> {
 }
 
 /// Publishes `size`-byte stamped payloads to `subject` at `rate` for `secs` (the
-/// ladder's steps and the latency phase).
+/// latency phases).
 pub fn publish(
     addr: SocketAddr,
     subject: u64,
@@ -201,15 +230,25 @@ pub fn publish(
     secs: f64,
     size: usize,
 ) -> anyhow::Result<MsggenSummary> {
+    publish_to(&Publish::subject(addr, subject, 0), rate, secs, size)
+}
+
+/// Publishes `size`-byte stamped payloads as `to` says at `rate` for `secs` (a step).
+pub fn publish_to(
+    to: &Publish,
+    rate: f64,
+    secs: f64,
+    size: usize,
+) -> anyhow::Result<MsggenSummary> {
     load::msggen::run_with(
         MsggenArgs {
-            url: format!("{}://{addr}", super::context::scheme()),
+            url: format!("{}://{}", super::context::scheme(), to.addr),
             ca: super::context::tls_ca(),
-            path: format!("/pub/{subject}"),
+            path: to.path.clone(),
             rate,
-            max: subject,
-            publishers: ((rate / RATE_PER_PUBLISHER).ceil() as usize)
-                .clamp(PUBLISHERS.0, PUBLISHERS.1),
+            max: to.subjects,
+            publishers: ((rate / to.per_publisher).ceil() as usize)
+                .clamp(PUBLISHERS.0, to.max_publishers.max(PUBLISHERS.0)),
             duration: secs,
             size,
             quiet: true,

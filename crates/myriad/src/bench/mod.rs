@@ -9,9 +9,9 @@
 //! - [`report`]: the Markdown report (figure | measured | target | met?);
 //! - [`held`]: a flood held in a thread with a live line per second, and the
 //!   per-second server probe;
-//! - [`peer`]: the servers broadcast, unicast and connect can run instead (Node.js, nchan, the C floor);
+//! - [`peer`]: the servers broadcast, unicast, connect and rooms can run instead (Node.js, nchan, the C floor, Socket.IO);
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
-//!   [`unicast`], [`connect`],
+//!   [`unicast`], [`connect`], [`rooms`] (many small channels, on the same ladder),
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_graph`],
 //!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
@@ -47,6 +47,7 @@ mod keepalive_clients;
 mod ladder;
 mod peer;
 mod report;
+mod rooms;
 mod soak;
 mod unicast;
 
@@ -61,6 +62,19 @@ pub const DEFAULT_CONNECTIONS: u64 = 15_000;
 pub const DEFAULT_C100K: u64 = 100_000;
 /// Default connection count of `c1m`.
 pub const DEFAULT_C1M: u64 = 1_000_000;
+/// Default ladder of `broadcast`, messages/s.
+pub const BROADCAST_RATES: &[f64] = &[
+    2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0, 160.0, 200.0,
+];
+/// Default ladder of `rooms`, messages/s (each to one room of 25 by default).
+pub const ROOMS_RATES: &[f64] = &[
+    100.0, 200.0, 500.0, 1_000.0, 1_500.0, 2_000.0, 3_000.0, 5_000.0, 7_500.0, 10_000.0, 15_000.0,
+    20_000.0, 30_000.0, 40_000.0,
+];
+/// Default rooms of `rooms` (15,000 connections in 5 each: rooms of 25).
+pub const DEFAULT_CHANNELS: u32 = 3_000;
+/// Default rooms per connection of `rooms`.
+pub const DEFAULT_CHANNELS_PER_CONN: u32 = 5;
 
 /// Which scenario to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +99,8 @@ pub enum Scenario {
     Connect,
     /// N honest subscribers' broadcast latency and server RSS, clean and under hostile clients.
     Abuse,
+    /// N connections in --channels-per-conn of --channels rooms each, publishes to random rooms: a ladder of rates in 10-s steps.
+    Rooms,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
 }
@@ -110,7 +126,7 @@ pub enum Shape {
     Both,
 }
 
-/// A server other than `myriad serve` to run broadcast (one-user), unicast or connect against.
+/// A server other than `myriad serve` to run broadcast (one-user), unicast, connect or rooms against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Peer {
     /// A Node.js cluster of 2 workers, one `res.write` per subscriber (`node` on PATH).
@@ -119,6 +135,8 @@ pub enum Peer {
     Nchan,
     /// The floor: a minimal C epoll server, 2 threads, one send per delivery (built with `cc`).
     Floor,
+    /// Socket.IO with rooms, a Node.js cluster of 2 (rooms only; npm installs `socket.io`).
+    Socketio,
 }
 
 impl Peer {
@@ -156,12 +174,10 @@ pub struct BenchArgs {
     /// broadcast: seconds of the latency phase.
     #[arg(long, default_value_t = 10.0)]
     pub latency_secs: f64,
-    /// broadcast: publish rates of the ladder, messages/s (it stops one step after the first miss).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "2,5,10,15,20,30,40,60,80,120,160,200"
-    )]
+    /// broadcast, rooms: publish rates of the ladder, messages/s (it stops one step
+    /// after the first miss; broadcast: 2,5,10,15,20,30,40,60,80,120,160,200; rooms:
+    /// 100,200,500,1000,1500,2000,3000,5000,7500,10000,15000,20000,30000,40000).
+    #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
     /// broadcast: seconds per ladder step; below 10 s a backlog that grows slowly does
     /// not show, so the report marks shorter steps as not a valid figure.
@@ -170,7 +186,8 @@ pub struct BenchArgs {
     /// broadcast: who receives each message.
     #[arg(long, value_enum, default_value = "both")]
     pub shape: Shape,
-    /// broadcast (one-user), unicast, connect: run against this peer server instead of `myriad serve`.
+    /// broadcast (one-user), unicast, connect (node, nchan, floor), rooms (nchan,
+    /// socketio): run against this peer server instead of `myriad serve`.
     #[arg(long, value_enum)]
     pub peer: Option<Peer>,
     /// Run this `myriad` executable as the server (e.g. a baseline build) instead of this one.
@@ -233,6 +250,14 @@ pub struct BenchArgs {
     /// Payload size in bytes (the SPEC's reference figures use 60).
     #[arg(long, default_value_t = 60)]
     pub size: usize,
+    /// rooms, idle with --channels-per-conn: the rooms `r1..rN` the connections join.
+    #[arg(long, default_value_t = DEFAULT_CHANNELS)]
+    pub channels: u32,
+    /// rooms: rooms each connection joins (default 5); idle: measure WebSocket
+    /// connections in this many rooms each instead of the transports, one fresh server
+    /// per value (e.g. 1,5,20).
+    #[arg(long, value_delimiter = ',')]
+    pub channels_per_conn: Vec<u32>,
     /// keepalive: the server's keep-alive idle timeout, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub keepalive_timeout: f64,
@@ -329,6 +354,15 @@ impl BenchArgs {
         }
     }
 
+    /// `--rates`, or the scenario's ladder when not given.
+    fn rates(&self, default: &[f64]) -> Vec<f64> {
+        if self.rates.is_empty() {
+            default.to_vec()
+        } else {
+            self.rates.clone()
+        }
+    }
+
     /// The single transport of the non-idle scenarios.
     fn transport(&self) -> anyhow::Result<load::flood::Transport> {
         use load::flood::Transport;
@@ -347,13 +381,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.abusers_at {
         return abuse_cases::run_child(addr, &args.abuse_cases, args.abusers_ca.clone());
     }
-    if args.peer.is_some() {
+    if let Some(peer) = args.peer {
+        let rooms = matches!(peer, Peer::Nchan | Peer::Socketio);
+        let others = matches!(peer, Peer::Node | Peer::Nchan | Peer::Floor);
         anyhow::ensure!(
-            matches!(
-                args.scenario,
-                Scenario::Broadcast | Scenario::Unicast | Scenario::Connect
-            ),
-            "--peer runs broadcast, unicast and connect only"
+            match args.scenario {
+                Scenario::Rooms => rooms,
+                Scenario::Broadcast | Scenario::Unicast | Scenario::Connect => others,
+                _ => false,
+            },
+            "--peer runs broadcast, unicast and connect (node, nchan, floor) and rooms (nchan, socketio) only"
         );
     }
     if args.scenario == Scenario::C1m
@@ -388,6 +425,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::C1m => c1m::run(&args, &mut ctx),
             Scenario::Connect => connect::run(&args, &mut ctx),
             Scenario::Abuse => abuse::run(&args, &mut ctx),
+            Scenario::Rooms => rooms::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
         match result {
@@ -425,6 +463,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::C1m => "c1m",
         Scenario::Connect => "connect",
         Scenario::Abuse => "abuse",
+        Scenario::Rooms => "rooms",
         Scenario::All => "all",
     }
 }

@@ -1,4 +1,4 @@
-//! The peer servers `bench broadcast|unicast|connect --peer …` run instead of
+//! The peer servers `bench broadcast|unicast|connect|rooms --peer …` run instead of
 //! `myriad serve`, so a claim to beat one is measured by the same client in the same
 //! run on the same box:
 //! - `node`: a Node.js cluster of [`WORKERS`] processes, one `res.write` per
@@ -10,10 +10,16 @@
 //! - `floor`: the minimal C epoll server the SPEC's reference figures call the floor
 //!   (`peer_floor.c`, [`WORKERS`] threads, one `send` per delivery), compiled with
 //!   `cc` into the scenario's directory: what this box allows a push server at all.
+//! - `socketio`: Socket.IO with rooms, a Node.js cluster of [`WORKERS`] joined by the
+//!   cluster adapter (`peer_socketio.js`; its npm packages installed by `npm` into
+//!   the scenario's `socketio/` directory on first use). Rooms only.
 //!
-//! All serve GET /sub/ID as a chunked stream of ID's messages, each followed by "\n"
-//! (`flood --transport stream`), POST /pub/ID, and a partial /stats (connections,
-//! connects). Neither has a follower graph: they serve the one-user shape.
+//! node, nchan and the floor serve GET /sub/ID as a chunked stream of ID's messages,
+//! each followed by "\n" (`flood --transport stream`), POST /pub/ID, and a partial
+//! /stats (connections, connects); none has a follower graph: they serve the one-user
+//! shape. For rooms, nchan serves a multiplexed WebSocket subscriber at
+//! /rooms/sub/r1,r7,… and publishes at /rooms/pub/ROOM; Socket.IO joins the rooms of
+//! its handshake's `?rooms=r1,r7,…` and publishes at /pub/ROOM.
 //!
 //! Not here: the scenarios that measure them.
 
@@ -32,6 +38,11 @@ pub const WORKERS: u32 = 2;
 const NODE_SOURCE: &str = include_str!("peer_node.js");
 /// The floor server's source, shipped in the binary.
 const FLOOR_SOURCE: &str = include_str!("peer_floor.c");
+/// The Socket.IO server's source, shipped in the binary.
+const SOCKETIO_SOURCE: &str = include_str!("peer_socketio.js");
+/// Its npm packages, pinned (the versions measured in docs/benchmarks.md).
+const SOCKETIO_PACKAGE: &str =
+    r#"{"private":true,"dependencies":{"socket.io":"4.8.4","@socket.io/cluster-adapter":"0.3.0"}}"#;
 /// nginx's configuration for nchan, shipped in the binary.
 const NCHAN_CONF: &str = include_str!("peer_nchan.conf");
 /// Where Debian's libnginx-mod-nchan puts the module.
@@ -46,6 +57,7 @@ pub fn server_name(peer: Option<Peer>) -> String {
         Some(Peer::Node) => format!("the Node.js peer (cluster of {WORKERS})"),
         Some(Peer::Nchan) => format!("the nchan peer (nginx, {WORKERS} workers)"),
         Some(Peer::Floor) => format!("the C floor (epoll, {WORKERS} threads)"),
+        Some(Peer::Socketio) => format!("the Socket.IO peer (cluster of {WORKERS})"),
     }
 }
 
@@ -56,6 +68,7 @@ pub fn start(peer: Peer, dir: &Path) -> anyhow::Result<ServerProcess> {
         Peer::Node => start_node(dir),
         Peer::Nchan => start_nchan(dir),
         Peer::Floor => start_floor(dir),
+        Peer::Socketio => start_socketio(dir),
     }
 }
 
@@ -81,6 +94,46 @@ fn start_node(dir: &Path) -> anyhow::Result<ServerProcess> {
         .stdout(Stdio::null());
     ServerProcess::start_command(cmd)
         .context("cannot start the Node.js peer (is `node` on PATH? apt-get install nodejs)")
+}
+
+/// The Socket.IO cluster, its packages installed with `npm` into DIR/socketio when
+/// missing; killed like the Node.js peer.
+fn start_socketio(dir: &Path) -> anyhow::Result<ServerProcess> {
+    let root = dir.join("socketio");
+    std::fs::create_dir_all(&root)?;
+    let script = root.join("peer_socketio.js");
+    std::fs::write(&script, SOCKETIO_SOURCE)
+        .with_context(|| format!("cannot write {}", script.display()))?;
+    let package = root.join("package.json");
+    let installed = std::fs::read_to_string(&package).is_ok_and(|p| p == SOCKETIO_PACKAGE)
+        && root
+            .join("node_modules/@socket.io/cluster-adapter")
+            .is_dir()
+        && root.join("node_modules/socket.io").is_dir();
+    if !installed {
+        std::fs::write(&package, SOCKETIO_PACKAGE)?;
+        let out = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot run `npm` to install socket.io (apt-get install npm)")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "npm install in {} failed: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let mut cmd = Command::new("node");
+    cmd.arg(&script)
+        .current_dir(&root)
+        .env("PORT", free_port()?.to_string())
+        .env("WORKERS", WORKERS.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    ServerProcess::start_command(cmd)
+        .context("cannot start the Socket.IO peer (is `node` on PATH? apt-get install nodejs)")
 }
 
 /// The C floor, compiled with `cc -O2` from the shipped source (a second or so); it

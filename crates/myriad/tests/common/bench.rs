@@ -24,6 +24,42 @@ pub const TINY_CONNECT: &[&str] = &[
     "2",
 ];
 
+/// `bench rooms` at a tiny scale: 200 connections in 5 of 40 rooms (25 members each),
+/// one 1-s step at 20 msg/s.
+pub const TINY_ROOMS: &[&str] = &[
+    "--connections",
+    "200",
+    "--channels",
+    "40",
+    "--rates",
+    "20",
+    "--step-secs",
+    "1",
+];
+
+/// A tiny `bench rooms` (TINY_ROOMS) held every connection and its one ladder step got
+/// every delivery: sent × 25 members, counted from stamps only.
+pub fn rooms_delivered(out: &Path, report: &str) {
+    common_parts(report);
+    assert_eq!(
+        row(report, "connections open, each in its rooms")[0],
+        "200 of 200"
+    );
+    let csv = std::fs::read_to_string(out.join("rooms/ladder-rooms.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "one step: {csv}");
+    let head: Vec<&str> = lines[0].split(',').collect();
+    let step: Vec<&str> = lines[1].split(',').collect();
+    let col = |name: &str| -> u64 {
+        let i = head.iter().position(|h| *h == name).unwrap();
+        step[i].parse().unwrap()
+    };
+    assert!(col("sent") > 0, "{csv}");
+    assert_eq!(col("expected"), col("sent") * 25, "{csv}");
+    assert!(col("received") >= col("expected"), "{csv}");
+    assert!(report.contains("## Ladder"), "{report}");
+}
+
 /// Runs `myriad bench ARGS --out DIR --settle 1`; returns the scenario's report text.
 pub fn bench(dir: &Path, scenario: &str, args: &[&str]) -> String {
     let run = Command::new(env!("CARGO_BIN_EXE_myriad"))

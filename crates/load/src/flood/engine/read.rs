@@ -4,7 +4,7 @@
 
 use super::{Conn, Engine, AWAIT_HEAD, CONNECTING, OPEN};
 use crate::flood::request::{send, write_once, ws_frame};
-use crate::flood::scan::{Event, Transport};
+use crate::flood::scan::Event;
 use crate::flood::stamp::{self, LatencyAt};
 use host::sys;
 use std::io::{self, Read};
@@ -112,6 +112,11 @@ impl Engine<'_> {
                     let pong = ws_frame(wire::Opcode::Pong, p, *seed);
                     let _ = send(sock, tls.as_deref_mut(), &pong, tls_out);
                 }
+                Event::Answer(text) => {
+                    *seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    let frame = ws_frame(wire::Opcode::Text, text, *seed);
+                    let _ = send(sock, tls.as_deref_mut(), &frame, tls_out);
+                }
                 Event::End => end = true,
                 Event::BodyDone { .. } => {
                     body_done = true;
@@ -123,7 +128,7 @@ impl Engine<'_> {
             });
             self.plain = plain;
             if let Some(status) = head {
-                let good = if transport == Transport::Ws {
+                let good = if transport.is_ws() {
                     status == 101
                 } else {
                     status == 200
@@ -146,7 +151,7 @@ impl Engine<'_> {
                 return self.fail_status(slot);
             }
             if end {
-                if transport == Transport::Ws {
+                if transport.is_ws() {
                     let close = ws_frame(wire::Opcode::Close, &[], self.mask_seed);
                     let _ = send(
                         &conn.sock,

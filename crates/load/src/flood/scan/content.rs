@@ -39,11 +39,40 @@ impl Scanner {
                     self.last = 0;
                 }
             }
-            _ => {
+            Transport::Socketio => {
+                self.flags |= F_NONWS;
+                self.m3 = match (self.m3, b) {
+                    (SIO_START, b'4') => SIO_MESSAGE,
+                    (SIO_START, b'0') => SIO_OPEN,
+                    (SIO_START, b'2') => SIO_PING,
+                    (SIO_MESSAGE, b'2') => SIO_EVENT,
+                    (SIO_START | SIO_MESSAGE, _) => SIO_OTHER,
+                    (kind, _) => kind,
+                };
+            }
+            Transport::Stream | Transport::Ws => {
                 if !b.is_ascii_whitespace() {
                     self.flags |= F_NONWS;
                 }
             }
+        }
+    }
+
+    /// A whole Socket.IO packet was read: an event is a message, the open packet and
+    /// a ping ask for an answer, anything else (the namespace's reply, a noop) is
+    /// neither.
+    pub(super) fn socketio_packet_end(&mut self, out: &mut impl FnMut(Event<'_>)) {
+        let kind = std::mem::replace(&mut self.m3, SIO_START);
+        if kind == SIO_EVENT {
+            return self.message_end(out);
+        }
+        self.ts_flush(out);
+        self.tsm = 0;
+        self.flags &= !(F_NONWS | F_HAS_TS);
+        match kind {
+            SIO_OPEN => out(Event::Answer(SIO_CONNECT)),
+            SIO_PING => out(Event::Answer(SIO_PONG)),
+            _ => {}
         }
     }
 
@@ -129,6 +158,9 @@ impl Scanner {
         self.flags &= !(F_NONWS | F_HAS_TS);
         if !nonws {
             return; // a heartbeat
+        }
+        if !stamped && self.flags & F_STAMPED_ONLY != 0 {
+            return; // a protocol reply, not a delivery
         }
         if self.flags & F_SEEN_FIRST == 0 {
             self.flags |= F_SEEN_FIRST;

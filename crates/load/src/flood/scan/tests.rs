@@ -6,6 +6,7 @@ struct Seen {
     messages: u32,
     stamps: Vec<u64>,
     pings: Vec<Vec<u8>>,
+    answers: Vec<&'static [u8]>,
     ends: u32,
     done: Vec<u64>,
     malformed: u32,
@@ -13,7 +14,10 @@ struct Seen {
 
 /// Feed `input` in pieces of `piece` bytes, so every split point is exercised.
 fn run(t: Transport, input: &[u8], piece: usize) -> Seen {
-    let mut s = Scanner::new(0);
+    run_with(Scanner::new(0), t, input, piece)
+}
+
+fn run_with(mut s: Scanner, t: Transport, input: &[u8], piece: usize) -> Seen {
     let mut seen = Seen::default();
     for part in input.chunks(piece) {
         s.handle_bytes(t, part, &mut |e| match e {
@@ -21,6 +25,7 @@ fn run(t: Transport, input: &[u8], piece: usize) -> Seen {
             Event::Message => seen.messages += 1,
             Event::Stamp(ts) => seen.stamps.push(ts),
             Event::Ping(p) => seen.pings.push(p.to_vec()),
+            Event::Answer(a) => seen.answers.push(a),
             Event::End => seen.ends += 1,
             Event::BodyDone { last } => seen.done.push(last),
             Event::Malformed => seen.malformed += 1,
@@ -104,20 +109,24 @@ fn sse_counts_events_with_data_only() {
     assert_eq!(seen.stamps, vec![100, 200]);
 }
 
+const WS_HEAD: &[u8] = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n";
+
+/// An unmasked server frame with FIN.
+fn frame(op: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x80 | op];
+    if payload.len() < 126 {
+        f.push(payload.len() as u8);
+    } else {
+        f.push(126);
+        f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
 #[test]
 fn ws_frames_pings_and_close() {
-    let mut input = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
-    let frame = |op: u8, payload: &[u8]| {
-        let mut f = vec![0x80 | op];
-        if payload.len() < 126 {
-            f.push(payload.len() as u8);
-        } else {
-            f.push(126);
-            f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-        }
-        f.extend_from_slice(payload);
-        f
-    };
+    let mut input = WS_HEAD.to_vec();
     input.extend(frame(1, b"welcome"));
     input.extend(frame(1, b"m ts=42"));
     input.extend(frame(9, b"p"));
@@ -136,6 +145,47 @@ fn ws_frames_pings_and_close() {
         (split.messages, split.stamps.len(), split.pings.len()),
         (2, 2, 1)
     );
+}
+
+#[test]
+fn socketio_counts_events_and_answers_open_and_ping() {
+    let mut input = WS_HEAD.to_vec();
+    for packet in [
+        &br#"0{"sid":"a","upgrades":[],"pingInterval":25000}"#[..],
+        br#"40{"sid":"b"}"#,
+        br#"42["m","ts=41 hello"]"#,
+        b"2",
+        br#"42["m","no stamp"]"#,
+        br#"41"#,
+        br#"42["m","ts=42 "quoted""]"#,
+    ] {
+        input.extend(frame(1, packet));
+    }
+    let seen = all_splits(Transport::Socketio, &input);
+    assert_eq!(seen.head, vec![101]);
+    assert_eq!(seen.answers, vec![&b"40"[..], b"3"]);
+    assert_eq!(seen.stamps, vec![41, 42]);
+    // The first event is stamped (no welcome); the namespace reply, the ping and the
+    // disconnect are not messages.
+    assert_eq!(seen.messages, 3);
+}
+
+#[test]
+fn stamped_only_counts_no_protocol_reply() {
+    let mut input = WS_HEAD.to_vec();
+    for payload in [
+        &br#"{"subscribed":"r1","pos":"1-0","gap":false}"#[..],
+        br#"{"subscribed":"r2","pos":"1-0","gap":false}"#,
+        br#"{"channel":"r1","pos":"1-1","data":"ts=7 x"}"#,
+    ] {
+        input.extend(frame(1, payload));
+    }
+    let mut s = Scanner::new(0);
+    s.stamped_only();
+    let seen = run_with(s, Transport::Ws, &input, input.len());
+    assert_eq!((seen.messages, seen.stamps.clone()), (1, vec![7]));
+    // Without it the second reply passes for a message (the first is the welcome).
+    assert_eq!(run(Transport::Ws, &input, input.len()).messages, 2);
 }
 
 #[test]
