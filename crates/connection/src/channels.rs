@@ -18,6 +18,9 @@ use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use wire::{Since, Transport};
 
+/// What a refused channel is told.
+const REFUSED_WHY: &str = "the token does not allow this channel";
+
 /// The channels of one connection.
 #[derive(Debug, Default)]
 pub(super) struct Chans {
@@ -146,6 +149,15 @@ impl Chans {
         self.list
             .iter()
             .filter(|s| !s.refused())
+            .map(|s| s.name.to_string())
+            .collect()
+    }
+
+    /// The names refused (the token does not allow them).
+    fn refused(&self) -> Vec<String> {
+        self.list
+            .iter()
+            .filter(|s| s.refused())
             .map(|s| s.name.to_string())
             .collect()
     }
@@ -293,25 +305,9 @@ pub(super) fn start(
             p.input.clear();
         }
     }
-    let refused: Vec<String> = conn
-        .chans
-        .as_ref()
-        .map(|c| {
-            c.list
-                .iter()
-                .filter(|s| s.refused())
-                .map(|s| s.name.to_string())
-                .collect()
-        })
-        .unwrap_or_default();
+    let refused = conn.chans.as_ref().map(|c| c.refused()).unwrap_or_default();
     for name in &refused {
-        refuse(
-            conn,
-            cx,
-            transport,
-            name,
-            "the token does not allow this channel",
-        );
+        refuse(conn, cx, transport, name, REFUSED_WHY);
     }
     // The user's stream: its position and replay, as a connection without channels.
     if let Some(history) = login {
@@ -487,10 +483,7 @@ pub(super) fn deliver(
     if !conn.state.is_subscription() {
         return Outcome::Skipped;
     }
-    if cx.queued > 0 && cx.queued + frames.payload().len() + 32 > cx.config.max_queued {
-        if cx.config.slow_policy == crate::SlowPolicy::Disconnect {
-            cx.out.close_now();
-        }
+    if crate::delivery::too_slow(cx, frames.payload().len()) {
         return Outcome::SlowDrop;
     }
     if !write_message(conn, cx, epoch, seq, frames) {
@@ -728,33 +721,17 @@ pub(super) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Strea
     let refused: Vec<serde_json::Value> = conn
         .chans
         .as_ref()
-        .map(|c| {
-            c.list
-                .iter()
-                .filter(|s| s.refused())
-                .map(|s| serde_json::json!({"channel": &*s.name, "error": "the token does not allow this channel"}))
-                .collect()
-        })
-        .unwrap_or_default();
+        .map(|c| c.refused())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| serde_json::json!({"channel": name, "error": REFUSED_WHY}))
+        .collect();
     body.extend_from_slice(b",\"refused\":");
     serde_json::to_writer(&mut body, &refused).expect("Vec write");
     body.extend_from_slice(b"}");
     cx.credentials.set_expiry(cx.key, None);
     let keep = conn.has(KEEP_ALIVE);
-    conn.respond(cx, keep, |out| {
-        wire::write_response(
-            out,
-            200,
-            "application/json",
-            &body,
-            keep,
-            &[
-                ("Cache-Control", "no-cache"),
-                ("Access-Control-Allow-Origin", "*"),
-            ],
-        )
-    });
-    conn.tidy();
+    super::reply::send_poll_body(conn, cx, keep, &body);
 }
 
 /// A waiting long-poll with channels timed out: an empty answer with its place.
@@ -819,7 +796,7 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
         return error(cx, Some(&name), "not a framed connection");
     };
     if !chans.allow.as_ref().is_none_or(|g| g.allows(&name)) {
-        return error(cx, Some(&name), "the token does not allow this channel");
+        return error(cx, Some(&name), REFUSED_WHY);
     }
     if chans.list.iter().any(|s| *s.name == *name && !s.refused()) {
         return error(cx, Some(&name), "already subscribed");

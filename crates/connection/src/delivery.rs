@@ -196,11 +196,7 @@ pub(super) fn handle(
     if !state.is_subscription() {
         return Outcome::Skipped;
     }
-    // Judged on what the socket has not taken (SPEC D4).
-    if cx.queued > 0 && cx.queued + frames.payload.len() + 32 > cx.config.max_queued {
-        if cx.config.slow_policy == SlowPolicy::Disconnect {
-            cx.out.close_now();
-        }
+    if too_slow(cx, frames.payload.len()) {
         return Outcome::SlowDrop;
     }
     match state {
@@ -217,6 +213,18 @@ pub(super) fn handle(
         _ => cx.out.send(frames.ws()),
     }
     Outcome::Sent
+}
+
+/// Whether a delivery of `len` bytes is refused by the slow-consumer policy (SPEC
+/// D4), judged on what the socket has not taken; the policy's close is queued.
+pub(crate) fn too_slow(cx: &mut Cx, len: usize) -> bool {
+    if cx.queued == 0 || cx.queued + len + 32 <= cx.config.max_queued {
+        return false;
+    }
+    if cx.config.slow_policy == SlowPolicy::Disconnect {
+        cx.out.close_now();
+    }
+    true
 }
 
 /// A heartbeat on an idle subscription; skipped while output waits anyway, and on an

@@ -312,12 +312,17 @@ pub(super) fn answer_poll(
     let keep = conn.has(KEEP_ALIVE);
     let mut body = Vec::with_capacity(64 + messages.iter().map(|m| m.1.len() + 24).sum::<usize>());
     wire::write_poll_body(&mut body, messages, last, gap, epoch);
+    send_poll_body(conn, cx, keep, &body);
+}
+
+/// A long-poll's JSON answer (any origin may read it), then the next request.
+pub(super) fn send_poll_body(conn: &mut Connection, cx: &mut Cx, keep: bool, body: &[u8]) {
     conn.respond(cx, keep, |out| {
         wire::write_response(
             out,
             200,
             "application/json",
-            &body,
+            body,
             keep,
             &[
                 ("Cache-Control", "no-cache"),

@@ -332,32 +332,6 @@ fn allowed_hosts_refuse_other_host_names_with_421() {
     assert_eq!(status(&head), 200, "{head}");
 }
 
-/// A masked client text frame (mask key 0: payload unchanged), payload < 126 bytes.
-fn client_text(text: &str) -> Vec<u8> {
-    let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
-    f.extend_from_slice(text.as_bytes());
-    f
-}
-
-/// The next server text frame on `s` (short frames; pings skipped).
-fn server_text(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> String {
-    loop {
-        if buf.len() >= 2 && buf.len() >= 2 + (buf[1] & 0x7f) as usize {
-            let len = (buf[1] & 0x7f) as usize;
-            let op = buf[0] & 0x0f;
-            let payload: Vec<u8> = buf.drain(..2 + len).skip(2).collect();
-            if op == 1 {
-                return String::from_utf8(payload).unwrap();
-            }
-            continue;
-        }
-        let mut chunk = [0u8; 4096];
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 #[test]
 fn websocket_clients_publish_where_their_token_allows_at_a_bounded_rate() {
     let server = Server::start(&["--jwt-secret", SECRET]);

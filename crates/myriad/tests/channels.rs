@@ -267,32 +267,6 @@ fn a_connection_holds_at_most_the_configured_number_of_channels() {
     assert_eq!(server.request("POST", "/pub/a%20b", b"x").0, 400);
 }
 
-/// A masked client text frame (mask key 0), payload < 126 bytes.
-fn client_text(text: &str) -> Vec<u8> {
-    let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
-    f.extend_from_slice(text.as_bytes());
-    f
-}
-
-/// The next server text frame on `s` (frames < 126 bytes; others skipped).
-fn server_text(s: &mut TcpStream, buf: &mut Vec<u8>) -> String {
-    loop {
-        if buf.len() >= 2 && buf.len() >= 2 + (buf[1] & 0x7f) as usize {
-            let len = (buf[1] & 0x7f) as usize;
-            let op = buf[0] & 0x0f;
-            let payload: Vec<u8> = buf.drain(..2 + len).skip(2).collect();
-            if op == 1 {
-                return String::from_utf8(payload).unwrap();
-            }
-            continue;
-        }
-        let mut chunk = [0u8; 4096];
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// Two router shards and two gateways over NATS: a channel's publish reaches its
 /// subscribers on both gateways with exact counts, whichever shard owns it, and a
 /// connection's channels on both shards are joined in one request.

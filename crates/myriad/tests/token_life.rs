@@ -234,13 +234,6 @@ fn a_waiting_long_poll_is_answered_401_when_its_token_expires() {
     );
 }
 
-/// A masked client text frame (mask key 0: payload unchanged), payload < 126 bytes.
-fn client_text(text: &str) -> Vec<u8> {
-    let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
-    f.extend_from_slice(text.as_bytes());
-    f
-}
-
 /// The server's frames on `s` until its close frame: (text frames, close code).
 fn frames_until_close(s: &mut std::net::TcpStream, mut buf: Vec<u8>) -> (Vec<String>, u16) {
     let mut texts = Vec::new();

@@ -402,3 +402,31 @@ pub fn spawn_logging(cmd: &mut Command) -> Child {
         .spawn()
         .expect("spawn myriad")
 }
+
+/// A masked client WebSocket text frame (mask key 0: the payload as it is),
+/// payload < 126 bytes.
+pub fn client_text(text: &str) -> Vec<u8> {
+    let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
+    f.extend_from_slice(text.as_bytes());
+    f
+}
+
+/// The next server WebSocket text frame on `s` (frames < 126 bytes; other frames
+/// skipped), `buf` holding what was read past it.
+pub fn server_text(s: &mut TcpStream, buf: &mut Vec<u8>) -> String {
+    loop {
+        if buf.len() >= 2 && buf.len() >= 2 + (buf[1] & 0x7f) as usize {
+            let len = (buf[1] & 0x7f) as usize;
+            let op = buf[0] & 0x0f;
+            let payload: Vec<u8> = buf.drain(..2 + len).skip(2).collect();
+            if op == 1 {
+                return String::from_utf8(payload).unwrap();
+            }
+            continue;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = std::io::Read::read(s, &mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
