@@ -625,14 +625,8 @@ pub(super) fn poll_joined(
             None => conn.chans.as_ref().and_then(|c| c.user.get()),
         };
         let messages: Vec<(u64, u64, Vec<u8>)> = if had.is_some() {
-            history
-                .messages
+            super::reply::poll_share(&history.messages, &mut budget)
                 .iter()
-                .take_while(|(_, m)| {
-                    let fits = budget >= m.payload.len();
-                    budget = budget.saturating_sub(m.payload.len().max(1));
-                    fits
-                })
                 .map(|(s, m)| (*s, m.subject, m.payload.to_vec()))
                 .collect()
         } else {

@@ -248,14 +248,8 @@ fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
         // One answer carries at most `max_queued` bytes of payload (at least one
         // message): the client asks again from the last one it got.
         let mut budget = cx.config.max_queued;
-        let messages: Vec<(u64, &[u8])> = history
-            .messages
+        let messages: Vec<(u64, &[u8])> = poll_share(&history.messages, &mut budget)
             .iter()
-            .take_while(|(_, m)| {
-                let fits = budget >= m.payload.len();
-                budget = budget.saturating_sub(m.payload.len().max(1));
-                fits
-            })
             .map(|(seq, m)| (*seq, &m.payload[..]))
             .collect();
         let messages = if messages.is_empty() {
@@ -283,6 +277,23 @@ fn poll_reply(conn: &mut Connection, cx: &mut Cx, history: HistoryRead) {
         conn.state = State::PollWaiting;
         conn.arm(cx, cx.config.poll_timeout);
     }
+}
+
+/// The oldest of `messages` whose payloads fit in `budget` (what one long-poll
+/// answer carries), the budget taken down by them.
+pub(super) fn poll_share<'h>(
+    messages: &'h [(u64, std::sync::Arc<bus::Message>)],
+    budget: &mut usize,
+) -> &'h [(u64, std::sync::Arc<bus::Message>)] {
+    let fit = messages
+        .iter()
+        .take_while(|(_, m)| {
+            let fits = *budget >= m.payload.len();
+            *budget = budget.saturating_sub(m.payload.len().max(1));
+            fits
+        })
+        .count();
+    &messages[..fit]
 }
 
 /// A waiting long-poll's time is up: an empty answer that keeps the client's place.

@@ -233,27 +233,6 @@ fn run_shape(
             met(false),
         ),
     }
-    if let Some(s) = ladder::best(&steps) {
-        report.fact(
-            &format!("server CPU at that rate ({tag})"),
-            format!("{:.0} % of a core", s.server_cpu),
-        );
-    }
-    if let Some(miss) = steps.iter().find(|s| !s.ok) {
-        report.fact(
-            &format!("first miss ({tag})"),
-            format!(
-                "{} msg/s: p99 {}, max {}, {} of {} deliveries",
-                miss.rate,
-                ms(miss.p99_us),
-                ms(miss.max_us),
-                count(miss.received as f64),
-                count(miss.expected as f64)
-            ),
-        );
-    }
-    report
-        .sections
-        .push((format!("Ladder ({tag})"), ladder::table(&steps)));
+    ladder::report_steps(report, &steps, tag);
     Ok(())
 }

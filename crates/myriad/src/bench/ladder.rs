@@ -215,6 +215,36 @@ pub fn table(steps: &[Step]) -> String {
     t
 }
 
+/// A ladder's closing facts and table in `report`, each named with `tag` (empty
+/// for a scenario with one ladder): the server's CPU at the best step, the first
+/// miss, and every step.
+pub fn report_steps(report: &mut super::report::Report, steps: &[Step], tag: &str) {
+    let named = |what: &str| match tag {
+        "" => what.to_string(),
+        tag => format!("{what} ({tag})"),
+    };
+    if let Some(s) = best(steps) {
+        report.fact(
+            &named("server CPU at that rate"),
+            format!("{:.0} % of a core", s.server_cpu),
+        );
+    }
+    if let Some(miss) = steps.iter().find(|s| !s.ok) {
+        report.fact(
+            &named("first miss"),
+            format!(
+                "{} msg/s: p99 {}, max {}, {} of {} deliveries",
+                miss.rate,
+                ms(miss.p99_us),
+                ms(miss.max_us),
+                count(miss.received as f64),
+                count(miss.expected as f64)
+            ),
+        );
+    }
+    report.sections.push((named("Ladder"), table(steps)));
+}
+
 /// The fastest step that passed, if no slower step missed before it (a pass above a
 /// miss is noise, not capacity).
 pub fn best(steps: &[Step]) -> Option<&Step> {

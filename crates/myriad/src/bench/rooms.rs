@@ -193,28 +193,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         ),
         None => report.fact(figure, "no step met the criterion".into()),
     }
-    if let Some(s) = ladder::best(&steps) {
-        report.fact(
-            "server CPU at that rate",
-            format!("{:.0} % of a core", s.server_cpu),
-        );
-    }
-    if let Some(miss) = steps.iter().find(|s| !s.ok) {
-        report.fact(
-            "first miss",
-            format!(
-                "{} msg/s: p99 {}, max {}, {} of {} deliveries",
-                miss.rate,
-                ms(miss.p99_us),
-                ms(miss.max_us),
-                count(miss.received as f64),
-                count(miss.expected as f64)
-            ),
-        );
-    }
-    report
-        .sections
-        .push(("Ladder".into(), ladder::table(&steps)));
+    ladder::report_steps(&mut report, &steps, "");
     report.note(format!(
         "Connection i joins {per_conn} rooms `r1..r{rooms}` as `flood --rooms {rooms} \
          --rooms-per-connection {per_conn}` lays them out: every room has {members} members. \
