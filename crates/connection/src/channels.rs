@@ -341,6 +341,20 @@ pub(super) fn start(
             }));
         }
     }
+    if transport == Transport::Sse {
+        // Where every stream stands now, as an `id:` without data: an EventSource
+        // takes it as its last event id without firing an event (WHATWG HTML,
+        // "dispatch the event"), so a channel quiet until a drop still resumes
+        // from here instead of from the reconnect.
+        let user = conn.has(LOGGED_IN);
+        if let Some(chans) = conn.chans.as_ref() {
+            cx.out.write(|out| {
+                out.extend_from_slice(b"id: ");
+                chans.write_composite(out, user);
+                out.extend_from_slice(b"\n\n");
+            });
+        }
+    }
     if transport == Transport::WebSocket
         && conn.pending.as_ref().is_some_and(|p| !p.input.is_empty())
     {

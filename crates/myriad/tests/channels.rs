@@ -594,3 +594,35 @@ fn a_batch_publishes_to_channels_in_order() {
     assert_eq!(status, 400);
     assert!(text.contains("line 2"), "{text}");
 }
+
+/// An SSE subscription opens with an `id:` of where every stream stands (no data, so
+/// an EventSource fires no event but keeps it as its last id): a channel quiet until
+/// a drop resumes from the join, and gets what was published while the client was
+/// away.
+#[test]
+fn a_quiet_channel_resumes_from_where_the_sse_connection_joined() {
+    let server = Server::start(&[]);
+    publish_to(&server, "quiet", "before");
+    let (s, buf) = open(&server, "/sse?channel=quiet", "", "\n\n");
+    let mut buf = buf;
+    let mut s = s;
+    read_until(&mut s, &mut buf, "id: ");
+    read_until(&mut s, &mut buf, "\n\n");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("an id at the start")
+        .to_string();
+    assert!(id.ends_with("-1"), "the channel's place at the join: {id}");
+    assert!(
+        !text.contains("data: before"),
+        "nothing replayed without a position: {text}"
+    );
+    drop(s);
+    server.wait_stats("left", |st| st["channel_subscriptions"] == 0);
+    publish_to(&server, "quiet", "while away");
+    let resume = format!("Last-Event-ID: {id}\r\n");
+    let (_s, buf) = open(&server, "/sse?channel=quiet", &resume, "data: while away");
+    assert!(!String::from_utf8_lossy(&buf).contains("data: before"));
+}
