@@ -1,4 +1,5 @@
-//! `Since::parse` (`Last-Event-ID`, `?since=`): accepts exactly the canonical forms.
+//! `Since::parse` and `parse_positions` (`Last-Event-ID`, `?since=`, composite with
+//! channels): accept exactly the canonical forms.
 #![no_main]
 
 #[path = "../../tests/invariants/mod.rs"]

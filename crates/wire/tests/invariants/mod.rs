@@ -387,6 +387,15 @@ pub fn check_since(v: &[u8]) {
     if let Some(s) = Since::parse(v) {
         assert_eq!(s.to_string().as_bytes(), v);
     }
+    // A composite position (channels): what parses writes back the same, one part
+    // per `_`, at most 256 parts.
+    if let Some(parts) = wire::parse_positions(v) {
+        assert!(parts.len() <= 256);
+        assert_eq!(parts.len(), v.split(|&b| b == b'_').count());
+        let mut out = Vec::new();
+        wire::write_positions(&mut out, parts);
+        assert_eq!(out, v);
+    }
 }
 
 /// `parse_edges`: same shape of properties as [`check_batch`].

@@ -1,0 +1,408 @@
+//! Named channels on one connection (docs/protocol.md "Channels"): the channels a
+//! request names (`channel=`, every transport) and those a framed WebSocket
+//! subscribes to later, each with its own position; how their messages are framed
+//! per transport; the composite position an SSE id carries.
+//!
+//! Layout: this file joins, starts a subscription and writes messages; [`list`] is
+//! what a connection keeps (its channels, packed); [`poll`] answers a long-poll
+//! over channels; [`control`] is a framed WebSocket's `subscribe`/`unsubscribe`.
+
+mod control;
+mod list;
+mod poll;
+
+pub(super) use control::{handle_control, joined_later};
+pub(super) use list::Chans;
+use list::{Place, Sub};
+use poll::poll_delivery;
+pub(super) use poll::{answer_poll_timeout, poll_joined};
+
+use super::{replay, Connection, Cx, State, HTTP10, LOGGED_IN, RESUME};
+use crate::delivery::{Frames, Outcome};
+use bus::{ChannelJoin, HistoryRead, Request};
+use std::io::Write as _;
+use wire::{Since, Transport};
+
+/// What a refused channel is told.
+const REFUSED_WHY: &str = "the token does not allow this channel";
+
+/// Starts a subscription or poll whose request names channels: each allowed one
+/// joins (with the user's login, when the path has an id, in the same call), the
+/// others are kept as refused and reported once the transport's head is out.
+/// `allow`: the channels the token allows (`None`: no JWT, all). A connection
+/// that held channels before (a keep-alive long-poll) leaves those it no longer
+/// names.
+pub(super) fn join_at_start(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    user: Option<u64>,
+    since: Option<Since>,
+    channels: Vec<(String, Option<Since>)>,
+    allow: Option<auth::ChannelGrant>,
+) {
+    if let Some(old) = conn.chans.take() {
+        let gone: Vec<String> = old
+            .joined()
+            .into_iter()
+            .filter(|n| !channels.iter().any(|(c, _)| c == n))
+            .collect();
+        if !gone.is_empty() {
+            cx.out.request(Request::Leave {
+                user: conn.has(LOGGED_IN).then_some(conn.user),
+                channels: gone,
+            });
+        }
+    }
+    let allowed = |name: &str| allow.as_ref().is_none_or(|g| g.allows(name));
+    let list: Vec<Sub> = channels
+        .into_iter()
+        .map(|(name, at)| Sub::new(&name, at, !allowed(&name)))
+        .collect();
+    let joins = list
+        .iter()
+        .filter(|s| !s.refused())
+        .map(|s| ChannelJoin {
+            name: s.name.to_string(),
+            since: s.at().map(|a| a.seq),
+            epoch: s.at().and_then(|a| a.epoch),
+        })
+        .collect();
+    if let Some(user) = user {
+        if conn.has(LOGGED_IN) && conn.user != user {
+            conn.logout(cx);
+        }
+        conn.user = user;
+        conn.set(LOGGED_IN, true);
+    }
+    let mut place = Place::default();
+    place.set(since);
+    conn.chans = Some(Box::new(Chans {
+        allow: allow.map(Box::new),
+        user: place,
+        list,
+    }));
+    cx.out.request(Request::Join {
+        user,
+        login: user.is_some(),
+        since: since.map(|s| s.seq),
+        epoch: since.and_then(|s| s.epoch),
+        channels: joins,
+    });
+}
+
+/// A refreshed token's `chan` claim: what later subscribes are judged by (the
+/// channels already joined stay).
+pub(super) fn regrant(conn: &mut Connection, allow: auth::ChannelGrant) {
+    if let Some(chans) = conn.chans.as_mut() {
+        chans.allow = Some(Box::new(allow));
+    }
+}
+
+/// Leaves every joined channel (the connection closed): one request.
+pub(super) fn leave_all(conn: &mut Connection, cx: &mut Cx) {
+    let Some(chans) = conn.chans.take() else {
+        return;
+    };
+    let channels = chans.joined();
+    if !channels.is_empty() {
+        cx.out.request(Request::Leave {
+            user: conn.has(LOGGED_IN).then_some(conn.user),
+            channels,
+        });
+    }
+}
+
+/// The join of a subscription that names channels is answered: the transport's
+/// head, the refused channels, then per stream its gap (if any) and replay, then
+/// deliveries as they come.
+pub(super) fn start(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    transport: Transport,
+    login: Option<HistoryRead>,
+    reads: Vec<(String, HistoryRead)>,
+) {
+    let ws_key = conn.pending.as_mut().and_then(|p| p.ws_key.take());
+    let user = conn.has(LOGGED_IN).then_some(conn.user);
+    let http10 = conn.has(HTTP10);
+    let resume = conn.has(RESUME) || transport == Transport::Sse;
+    // The head.
+    match transport {
+        Transport::Stream if http10 => cx.out.write(|out| {
+            wire::write_stream_head_http10(out);
+            wire::write_stream_line(out, &[welcome(user).as_bytes()]);
+        }),
+        Transport::Stream => cx.out.write(|out| {
+            wire::write_stream_head(out);
+            wire::write_stream_message(out, welcome(user).as_bytes());
+        }),
+        Transport::Sse => {
+            let retry = cx.config.sse_retry_ms;
+            cx.out.write(|out| wire::write_sse_head(out, retry));
+        }
+        Transport::WebSocket => {
+            let key = ws_key.unwrap_or_default();
+            cx.out.write(|out| wire::write_ws_handshake(out, &key));
+        }
+    }
+    conn.state = match transport {
+        Transport::Stream => State::Stream,
+        Transport::Sse => State::Sse,
+        Transport::WebSocket => State::WebSocket,
+    };
+    if transport != Transport::WebSocket {
+        // Streams never go back to requests: pipelined input is dropped.
+        if let Some(p) = conn.pending.as_mut() {
+            p.input.clear();
+        }
+    }
+    let refused = conn.chans.as_ref().map(|c| c.refused()).unwrap_or_default();
+    for name in &refused {
+        refuse(conn, cx, transport, name, REFUSED_WHY);
+    }
+    // The user's stream: its position and replay, as a connection without channels.
+    if let Some(history) = login {
+        if let Some(chans) = conn.chans.as_mut() {
+            chans.user.set(Some(Since {
+                epoch: history.epoch,
+                seq: history.last,
+            }));
+        }
+        if resume {
+            replay_stream(conn, cx, transport, None, &history);
+        }
+    }
+    for (name, history) in reads {
+        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
+            sub.set_at(Some(Since {
+                epoch: history.epoch,
+                seq: first_replayed(&history, resume) - 1,
+            }));
+        }
+        if transport == Transport::WebSocket {
+            subscribed(cx, &name, &history, resume);
+        }
+        if resume {
+            replay_stream(conn, cx, transport, Some(&name), &history);
+        }
+        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
+            sub.set_at(Some(Since {
+                epoch: history.epoch,
+                seq: history.last,
+            }));
+        }
+    }
+    if transport == Transport::Sse {
+        // Where every stream stands now, as an `id:` without data: an EventSource
+        // takes it as its last event id without firing an event (WHATWG HTML,
+        // "dispatch the event"), so a channel quiet until a drop still resumes
+        // from here instead of from the reconnect.
+        let user = conn.has(LOGGED_IN);
+        if let Some(chans) = conn.chans.as_ref() {
+            cx.out.write(|out| {
+                out.extend_from_slice(b"id: ");
+                chans.write_composite(out, user);
+                out.extend_from_slice(b"\n\n");
+            });
+        }
+    }
+    if transport == Transport::WebSocket
+        && conn.pending.as_ref().is_some_and(|p| !p.input.is_empty())
+    {
+        cx.out.resume_input();
+    }
+    conn.tidy();
+    conn.arm_heartbeat(cx);
+}
+
+/// `welcome <id>`, or `welcome` for a connection without a user.
+fn welcome(user: Option<u64>) -> String {
+    match user {
+        Some(u) => format!("welcome {u}"),
+        None => "welcome".to_string(),
+    }
+}
+
+/// The first number `history` replays (`last + 1` when it replays nothing).
+fn first_replayed(history: &HistoryRead, resume: bool) -> u64 {
+    match history.messages.first() {
+        Some(m) if resume => m.0,
+        _ => history.last + 1,
+    }
+}
+
+/// A channel the token does not allow, in the transport's words.
+fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, why: &str) {
+    let json = serde_json::json!({ "channel": name, "error": why }).to_string();
+    match transport {
+        Transport::Stream if conn.has(HTTP10) => {
+            let line = format!("! {name} {why}");
+            cx.out
+                .write(|out| wire::write_stream_line(out, &[line.as_bytes()]));
+        }
+        Transport::Stream => {
+            let line = format!("! {name} {why}");
+            cx.out
+                .write(|out| wire::write_stream_message(out, line.as_bytes()));
+        }
+        Transport::Sse => cx.out.write(|out| {
+            out.extend_from_slice(b"event: refused\n");
+            wire::write_sse_data(out, json.as_bytes());
+        }),
+        Transport::WebSocket => ws_text(cx, &json),
+    }
+}
+
+/// A WebSocket's `{"subscribed":…}` frame.
+fn subscribed(cx: &mut Cx, name: &str, history: &HistoryRead, resume: bool) {
+    let at = Since {
+        epoch: history.epoch,
+        seq: first_replayed(history, resume) - 1,
+    };
+    let text = serde_json::json!({
+        "subscribed": name,
+        "pos": at.to_string(),
+        "gap": history.gap && resume,
+    })
+    .to_string();
+    ws_text(cx, &text);
+}
+
+fn ws_text(cx: &mut Cx, text: &str) {
+    cx.out
+        .write(|out| wire::write_ws_frame(out, wire::Opcode::Text, text.as_bytes()));
+}
+
+/// One stream's gap and replay (`channel`: `None` for the user's), within the
+/// output budget: the newest that fit, an older cut reported as a gap.
+fn replay_stream(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    transport: Transport,
+    channel: Option<&str>,
+    history: &HistoryRead,
+) {
+    let framing = replay::Framing {
+        transport,
+        http10: conn.has(HTTP10),
+        epoch: history.epoch,
+    };
+    let (messages, cut) = replay::fit(cx, history, framing);
+    let gap = history.gap || cut;
+    if gap {
+        let first = messages.first().map_or(history.last + 1, |m| m.0);
+        match transport {
+            Transport::Sse => cx.out.write(|out| {
+                out.extend_from_slice(b"event: gap\n");
+                let data = match channel {
+                    Some(c) => {
+                        serde_json::json!({"channel": c, "first": first, "epoch": history.epoch})
+                    }
+                    None => serde_json::json!({"first": first, "epoch": history.epoch}),
+                };
+                wire::write_sse_data(out, data.to_string().as_bytes());
+            }),
+            Transport::Stream => {
+                let line = format!(
+                    "{} gap {}",
+                    channel.map_or(conn.user.to_string(), str::to_string),
+                    Since {
+                        epoch: history.epoch,
+                        seq: first - 1
+                    }
+                );
+                cx.out.write(|out| match conn.has(HTTP10) {
+                    true => wire::write_stream_line(out, &[line.as_bytes()]),
+                    false => wire::write_stream_message(out, line.as_bytes()),
+                });
+            }
+            Transport::WebSocket if channel.is_none() => {
+                let at = Since {
+                    epoch: history.epoch,
+                    seq: first - 1,
+                };
+                cx.out.write(|out| wire::write_ws_position(out, at, true));
+            }
+            // A channel's gap is in its `subscribed` frame.
+            Transport::WebSocket => {}
+        }
+    }
+    for (seq, msg) in messages {
+        let mut frames = Frames::of(msg);
+        write_message(conn, cx, history.epoch.unwrap_or(0), *seq, &mut frames);
+    }
+}
+
+/// A message on a connection with channels (or a framed WebSocket), live or
+/// replayed: its position noted, then framed for the transport.
+pub(super) fn deliver(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> Outcome {
+    if conn.state == State::PollWaiting {
+        return poll_delivery(conn, cx, epoch, seq, frames);
+    }
+    if !conn.state.is_subscription() {
+        return Outcome::Skipped;
+    }
+    if crate::delivery::too_slow(cx, frames.payload().len()) {
+        return Outcome::SlowDrop;
+    }
+    if !write_message(conn, cx, epoch, seq, frames) {
+        return Outcome::Skipped;
+    }
+    Outcome::Sent
+}
+
+/// Notes the position and writes one message; false when it is for a channel the
+/// connection does not hold (left since the publish).
+fn write_message(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    epoch: u32,
+    seq: u64,
+    frames: &mut Frames,
+) -> bool {
+    let at = Since {
+        epoch: Some(epoch),
+        seq,
+    };
+    let channel = frames.channel();
+    let user = conn.has(LOGGED_IN);
+    if let Some(chans) = conn.chans.as_mut() {
+        match channel {
+            Some(name) => match chans.find(name) {
+                Some(sub) => sub.set_at(Some(at)),
+                None => return false,
+            },
+            None => chans.user.set(Some(at)),
+        }
+    } else if channel.is_some() {
+        return false;
+    }
+    match conn.state {
+        State::Sse => {
+            let chans = conn.chans.as_ref();
+            cx.out.write(|out| {
+                out.extend_from_slice(b"id: ");
+                match chans {
+                    Some(c) => c.write_composite(out, user),
+                    None => {
+                        let _ = write!(out, "{at}");
+                    }
+                }
+                out.push(b'\n');
+            });
+            cx.out.send(frames.sse());
+        }
+        State::Stream if conn.has(HTTP10) => cx.out.send(frames.tagged_line()),
+        State::Stream => cx.out.send(frames.tagged_stream()),
+        _ if channel.is_some() => cx.out.send(frames.envelope(at)),
+        // A user delivery on a framed WebSocket: its position is the user's.
+        _ => cx.out.write(|out| frames.write_envelope(out, at)),
+    }
+    true
+}
