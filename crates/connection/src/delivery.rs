@@ -22,6 +22,8 @@ pub struct Frames<'a> {
     tagged_stream: Option<Bytes>,
     tagged_line: Option<Bytes>,
     envelope: Option<Bytes>,
+    /// The channel's name id in this process, looked up once (`None`: not yet).
+    channel_id: Option<Option<u32>>,
 }
 
 impl<'a> Frames<'a> {
@@ -38,6 +40,7 @@ impl<'a> Frames<'a> {
             tagged_stream: None,
             tagged_line: None,
             envelope: None,
+            channel_id: None,
         }
     }
 
@@ -56,6 +59,17 @@ impl<'a> Frames<'a> {
 
     pub(crate) fn channel(&self) -> Option<&'a str> {
         self.channel
+    }
+
+    /// The message's channel as a name id (`None`: a subject's message;
+    /// `Some(None)`: a channel no connection of the process holds).
+    pub(crate) fn channel_id(&mut self) -> Option<Option<u32>> {
+        let name = self.channel?;
+        Some(
+            *self
+                .channel_id
+                .get_or_insert_with(|| crate::channels::name_id(name)),
+        )
     }
 
     pub(crate) fn subject(&self) -> u64 {

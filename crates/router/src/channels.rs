@@ -26,11 +26,12 @@ pub fn key(name: &str) -> u64 {
     h
 }
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::HistoryTotals;
+use crate::conn_set::ConnSet;
 use crate::hash::IdHashBuilder;
 use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
@@ -38,7 +39,7 @@ use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
 /// One channel's state.
 #[derive(Debug)]
 struct Channel {
-    conns: HashSet<ConnRef, IdHashBuilder>,
+    conns: ConnSet,
     /// Users with at least one subscribed connection → how many (connections
     /// without a user are in `conns` only).
     members: HashMap<UserId, u32, IdHashBuilder>,
@@ -51,7 +52,7 @@ struct Channel {
 impl Channel {
     fn new(epoch: u32) -> Channel {
         Channel {
-            conns: HashSet::default(),
+            conns: ConnSet::default(),
             members: HashMap::default(),
             ring: Ring::new(epoch),
             idle_since: None,
@@ -121,7 +122,7 @@ impl Channels {
         let Some(channel) = self.map.get_mut(name) else {
             return false;
         };
-        if !channel.conns.remove(&conn) {
+        if !channel.conns.remove(conn) {
             return false;
         }
         self.subscriptions -= 1;
@@ -153,18 +154,19 @@ impl Channels {
         let mut removed = 0;
         for (name, channel) in self.map.iter_mut() {
             let before = channel.conns.len();
-            channel.conns.retain(|&c| !gone(c));
+            channel.conns.retain(|c| !gone(c));
             let went = before - channel.conns.len();
             if went == 0 {
                 continue;
             }
             removed += went as u64;
             channel.members.clear();
-            for &c in &channel.conns {
+            let members = &mut channel.members;
+            channel.conns.for_each(|c| {
                 if let Some(user) = users_of(c) {
-                    *channel.members.entry(user).or_insert(0) += 1;
+                    *members.entry(user).or_insert(0) += 1;
                 }
-            }
+            });
             if channel.conns.is_empty() {
                 channel.idle_since = Some(now);
                 self.idle.push_back((now, name.clone()));
@@ -212,13 +214,13 @@ impl Channels {
             channel.idle_since = Some(now);
             self.idle.push_back((now, name.into()));
         }
-        for &conn in &channel.conns {
+        channel.conns.for_each(|conn| {
             deliver(Delivery {
                 conn,
                 seq: position.seq,
                 epoch: position.epoch,
-            });
-        }
+            })
+        });
         let counts = PublishCounts {
             connections: channel.conns.len() as u32,
             users: channel.members.len() as u32,
@@ -353,7 +355,7 @@ impl Channels {
                 .iter()
                 .map(|(name, c)| {
                     name.len()
-                        + c.conns.capacity() * (std::mem::size_of::<ConnRef>() + 1)
+                        + c.conns.heap_bytes()
                         + c.members.capacity() * (std::mem::size_of::<(UserId, u32)>() + 1)
                         + c.ring.heap_bytes()
                 })

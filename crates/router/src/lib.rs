@@ -33,6 +33,7 @@
 
 pub mod budget;
 pub mod channels;
+mod conn_set;
 pub mod hash;
 pub mod history;
 pub mod index;

@@ -66,7 +66,7 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
     if !chans.allow.as_ref().is_none_or(|g| g.allows(&name)) {
         return error(cx, Some(&name), REFUSED_WHY);
     }
-    if chans.list.iter().any(|s| *s.name == *name && !s.refused()) {
+    if chans.holds(&name) {
         return error(cx, Some(&name), "already subscribed");
     }
     if chans.len() >= cx.config.max_channels {
@@ -76,7 +76,7 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
             "too many channels on this connection (--max-channels-per-connection)",
         );
     }
-    chans.list.push(Sub::new(&name, since, false));
+    chans.push(Sub::new(&name, since, false));
     cx.out.request(Request::Join {
         user: conn.has(LOGGED_IN).then_some(conn.user),
         login: false,
@@ -91,13 +91,7 @@ fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Opti
 }
 
 fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: String) {
-    let held = conn.chans.as_mut().and_then(|c| {
-        let i = c
-            .list
-            .iter()
-            .position(|s| *s.name == *name && !s.refused())?;
-        Some(c.list.remove(i))
-    });
+    let held = conn.chans.as_mut().and_then(|c| c.remove(&name));
     if held.is_none() {
         return error(cx, Some(&name), "not subscribed");
     }

@@ -1,230 +1,281 @@
 //! What a connection with channels keeps (a connection without channels keeps
-//! nothing: `Connection::chans` is `None`, 8 bytes): a boxed [`Chans`], one 32-byte
-//! [`Sub`] per channel — the name shared with every other subscriber of the process
-//! ([`intern`]) and the position packed ([`Place`]).
+//! nothing: `Connection::chans` is `None`, 8 bytes): a boxed [`Chans`] and one
+//! 16-byte [`Sub`] per stream in an exact-size array — the user's place first when
+//! the connection has a user, then its channels. A channel is a 4-byte id in the
+//! process's table of held names ([`names`]), so a name is kept once however many
+//! connections hold it, and a delivery finds its subscription by comparing ids.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use super::names;
 use wire::Since;
 
-/// The channels of one connection.
+/// The channels of one connection: 24 bytes (a 32-byte allocation).
 #[derive(Debug, Default)]
 pub(crate) struct Chans {
     /// The channels the token allows (`None`: no JWT configured, all of them).
     pub(super) allow: Option<Box<auth::ChannelGrant>>,
-    /// The user's position (the first part of a composite id), when the
-    /// connection has a user.
-    pub(super) user: Place,
-    /// In the request's order (the order of a composite id's parts), then those a
-    /// WebSocket subscribed to later.
-    pub(super) list: Vec<Sub>,
+    /// The user's place (when the connection has a user), then the channels in the
+    /// request's order (the order of a composite id's parts), then those a WebSocket
+    /// subscribed to later. Exact size: it changes only on a subscribe or leave.
+    list: Box<[Sub]>,
 }
 
-/// A position packed in 16 bytes (an `Option<Since>` and a flag would take 24).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Place {
-    seq: u64,
+/// One stream of a connection, 16 bytes: which one and flags in `tag`, the last
+/// position delivered (or where the client resumed) in `epoch` and `seq`.
+#[derive(Debug)]
+pub(super) struct Sub {
+    tag: u32,
     epoch: u32,
-    flags: u8,
+    seq: u64,
 }
 
-const HAS_AT: u8 = 1;
-const HAS_EPOCH: u8 = 2;
+/// `tag`'s flags above the name id (ids stay below 2^28: each needs a held name,
+/// so the table would fill memory long before).
+const HAS_AT: u32 = 1 << 31;
+const HAS_EPOCH: u32 = 1 << 30;
 /// Refused (the token does not allow the channel): kept only for its place in a
 /// composite id, never joined.
-const REFUSED: u8 = 4;
+const REFUSED: u32 = 1 << 29;
+/// The user's stream, not a channel (holds no name).
+const USER: u32 = 1 << 28;
+const ID: u32 = USER - 1;
 
-impl Place {
-    pub(super) fn get(&self) -> Option<Since> {
-        (self.flags & HAS_AT != 0).then_some(Since {
-            epoch: (self.flags & HAS_EPOCH != 0).then_some(self.epoch),
+impl Sub {
+    /// A channel stream, its name taken into the process's table.
+    pub(super) fn new(name: &str, at: Option<Since>, refused: bool) -> Sub {
+        let id = names::hold(name);
+        debug_assert!(id <= ID, "name ids stay below 2^28");
+        let mut sub = Sub {
+            tag: id & ID,
+            epoch: 0,
+            seq: 0,
+        };
+        sub.set_at(at);
+        if refused {
+            sub.tag |= REFUSED;
+        }
+        sub
+    }
+
+    /// The user's stream.
+    fn user(at: Option<Since>) -> Sub {
+        let mut sub = Sub {
+            tag: USER,
+            epoch: 0,
+            seq: 0,
+        };
+        sub.set_at(at);
+        sub
+    }
+
+    pub(super) fn at(&self) -> Option<Since> {
+        (self.tag & HAS_AT != 0).then_some(Since {
+            epoch: (self.tag & HAS_EPOCH != 0).then_some(self.epoch),
             seq: self.seq,
         })
     }
 
-    pub(super) fn set(&mut self, at: Option<Since>) {
-        self.flags &= REFUSED;
+    pub(super) fn set_at(&mut self, at: Option<Since>) {
+        self.tag &= !(HAS_AT | HAS_EPOCH);
         if let Some(at) = at {
-            self.flags |= HAS_AT;
+            self.tag |= HAS_AT;
             self.seq = at.seq;
             if let Some(e) = at.epoch {
-                self.flags |= HAS_EPOCH;
+                self.tag |= HAS_EPOCH;
                 self.epoch = e;
             }
         }
     }
-}
-
-/// One channel of a connection: 32 bytes.
-#[derive(Debug)]
-pub(super) struct Sub {
-    pub(super) name: Arc<str>,
-    /// The last position delivered (or where the client resumed).
-    pub(super) place: Place,
-}
-
-impl Sub {
-    pub(super) fn new(name: &str, at: Option<Since>, refused: bool) -> Sub {
-        let mut place = Place::default();
-        place.set(at);
-        if refused {
-            place.flags |= REFUSED;
-        }
-        Sub {
-            name: intern(name),
-            place,
-        }
-    }
-
-    pub(super) fn at(&self) -> Option<Since> {
-        self.place.get()
-    }
-
-    pub(super) fn set_at(&mut self, at: Option<Since>) {
-        self.place.set(at);
-    }
 
     pub(super) fn refused(&self) -> bool {
-        self.place.flags & REFUSED != 0
+        self.tag & REFUSED != 0
+    }
+
+    fn is_user(&self) -> bool {
+        self.tag & USER != 0
+    }
+
+    /// The channel's name id (`None` for the user's stream).
+    fn id(&self) -> Option<u32> {
+        (!self.is_user()).then_some(self.tag & ID)
+    }
+
+    /// A joined channel (not the user's stream, not refused) with this id.
+    fn is_joined(&self, id: u32) -> bool {
+        self.tag & (USER | REFUSED) == 0 && self.tag & ID == id
+    }
+
+    /// The channel's name (an empty string for the user's stream).
+    pub(super) fn name(&self) -> std::sync::Arc<str> {
+        match self.id() {
+            Some(id) => names::name(id),
+            None => "".into(),
+        }
     }
 }
 
 impl Drop for Sub {
     fn drop(&mut self) {
-        release(&self.name);
-    }
-}
-
-/// The process's channel names held by connections: one allocation per name,
-/// however many connections hold it (a name is up to 200 bytes; a subscriber
-/// keeps 16 for it). Taken only when a connection subscribes or lets go, never
-/// per message.
-static NAMES: Mutex<Option<HashSet<Arc<str>>>> = Mutex::new(None);
-
-fn intern(name: &str) -> Arc<str> {
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    let names = names.get_or_insert_with(HashSet::new);
-    if let Some(held) = names.get(name) {
-        return held.clone();
-    }
-    let held: Arc<str> = name.into();
-    names.insert(held.clone());
-    held
-}
-
-/// A subscriber lets go of `name`: the table forgets a name nobody else holds.
-fn release(name: &Arc<str>) {
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    // The table's and the caller's.
-    if Arc::strong_count(name) == 2 {
-        if let Some(names) = names.as_mut() {
-            names.remove(name);
+        if let Some(id) = self.id() {
+            names::release(id);
         }
     }
 }
 
 impl Chans {
+    /// A connection's streams: the user's at `user` (`None`: no user), then `subs`.
+    pub(super) fn new(
+        allow: Option<Box<auth::ChannelGrant>>,
+        user: Option<Option<Since>>,
+        subs: impl IntoIterator<Item = Sub>,
+    ) -> Chans {
+        let list = user.map(Sub::user).into_iter().chain(subs).collect();
+        Chans { allow, list }
+    }
+
+    /// The joined (not refused) channel `name`.
     pub(super) fn find(&mut self, name: &str) -> Option<&mut Sub> {
-        self.list
-            .iter_mut()
-            .find(|s| &*s.name == name && !s.refused())
+        self.find_id(names::id(name)?)
+    }
+
+    /// The joined channel whose name id is `id` (what a delivery looks for).
+    pub(super) fn find_id(&mut self, id: u32) -> Option<&mut Sub> {
+        self.list.iter_mut().find(|s| s.is_joined(id))
+    }
+
+    /// Whether `name` is joined.
+    pub(super) fn holds(&self, name: &str) -> bool {
+        names::id(name).is_some_and(|id| self.list.iter().any(|s| s.is_joined(id)))
+    }
+
+    /// Adds a stream after the others (a later subscribe).
+    pub(super) fn push(&mut self, sub: Sub) {
+        let mut list = std::mem::take(&mut self.list).into_vec();
+        list.push(sub);
+        self.list = list.into_boxed_slice();
+    }
+
+    /// Takes joined channel `name` out; `None` if it is not joined.
+    pub(super) fn remove(&mut self, name: &str) -> Option<Sub> {
+        let id = names::id(name)?;
+        let i = self.list.iter().position(|s| s.is_joined(id))?;
+        let mut list = std::mem::take(&mut self.list).into_vec();
+        let sub = list.remove(i);
+        self.list = list.into_boxed_slice();
+        Some(sub)
+    }
+
+    fn channels(&self) -> impl Iterator<Item = &Sub> {
+        self.list.iter().filter(|s| !s.is_user())
     }
 
     /// The names joined (not refused).
     pub(super) fn joined(&self) -> Vec<String> {
-        self.list
-            .iter()
+        self.channels()
             .filter(|s| !s.refused())
-            .map(|s| s.name.to_string())
+            .map(|s| s.name().to_string())
             .collect()
     }
 
     /// The names refused (the token does not allow them).
     pub(super) fn refused(&self) -> Vec<String> {
-        self.list
-            .iter()
+        self.channels()
             .filter(|s| s.refused())
-            .map(|s| s.name.to_string())
+            .map(|s| s.name().to_string())
             .collect()
+    }
+
+    /// Whether some channel is refused.
+    pub(super) fn any_refused(&self) -> bool {
+        self.channels().any(Sub::refused)
     }
 
     /// How many channels count against `--max-channels-per-connection`.
     pub(super) fn len(&self) -> usize {
-        self.list.iter().filter(|s| !s.refused()).count()
+        self.channels().filter(|s| !s.refused()).count()
+    }
+
+    /// The user's place (`None` without a user or before a position).
+    pub(super) fn user_at(&self) -> Option<Since> {
+        self.list.first().filter(|s| s.is_user()).and_then(Sub::at)
+    }
+
+    /// Moves the user's place (nothing without a user).
+    pub(super) fn set_user_at(&mut self, at: Option<Since>) {
+        if let Some(s) = self.list.first_mut().filter(|s| s.is_user()) {
+            s.set_at(at);
+        }
     }
 
     /// The composite position: the user's part (with a user), then each channel's.
-    pub(super) fn write_composite(&self, out: &mut Vec<u8>, user: bool) {
-        let user_part = user.then(|| self.user.get());
-        let parts = user_part.into_iter().chain(self.list.iter().map(Sub::at));
-        wire::write_positions(out, parts);
+    pub(super) fn write_composite(&self, out: &mut Vec<u8>) {
+        wire::write_positions(out, self.list.iter().map(Sub::at));
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_subscription_is_32_bytes_and_names_are_shared_then_forgotten() {
-        assert_eq!(std::mem::size_of::<Sub>(), 32);
-        let name = "channels-test:shared";
-        let a = Sub::new(name, None, false);
-        let b = Sub::new(
-            name,
-            Some(Since {
-                epoch: Some(3),
-                seq: 9,
-            }),
-            true,
+    fn a_subscription_is_16_bytes_and_a_connections_list_one_allocation_of_them() {
+        assert_eq!(std::mem::size_of::<Sub>(), 16);
+        assert_eq!(std::mem::size_of::<Chans>(), 24);
+        let name = "channels-test:list";
+        let mut chans = Chans::new(
+            None,
+            Some(None),
+            [
+                Sub::new(name, None, false),
+                Sub::new("list:refused", None, true),
+            ],
         );
-        assert!(Arc::ptr_eq(&a.name, &b.name), "one allocation per name");
-        assert_eq!(
-            b.at(),
-            Some(Since {
-                epoch: Some(3),
-                seq: 9
-            })
-        );
-        assert!(b.refused() && !a.refused());
-        drop(a);
-        drop(b);
-        let held = NAMES
-            .lock()
-            .unwrap()
-            .as_ref()
-            .is_some_and(|n| n.contains(name));
-        assert!(!held, "a name nobody holds is forgotten");
+        assert!(chans.holds(name) && !chans.holds("list:refused"));
+        assert_eq!(chans.joined(), vec![name.to_string()]);
+        assert_eq!(chans.refused(), vec!["list:refused".to_string()]);
+        assert_eq!(chans.len(), 1);
+        chans.set_user_at(Some(Since {
+            epoch: Some(5),
+            seq: 2,
+        }));
+        chans.push(Sub::new("list:later", None, false));
+        let mut out = Vec::new();
+        chans.write_composite(&mut out);
+        assert_eq!(out, b"5-2___");
+        assert!(chans.remove(name).is_some() && chans.remove(name).is_none());
+        assert_eq!(chans.joined(), vec!["list:later".to_string()]);
+        assert_eq!(chans.user_at().map(|a| a.seq), Some(2));
     }
 
     #[test]
-    fn a_place_keeps_a_position_with_or_without_an_epoch_and_its_flag() {
-        let mut p = Place::default();
-        assert_eq!(p.get(), None);
-        p.flags |= REFUSED;
-        p.set(Some(Since {
+    fn a_place_keeps_a_position_with_or_without_an_epoch_and_its_flags() {
+        let mut s = Sub::new("channels-test:place", None, true);
+        assert_eq!(s.at(), None);
+        let id = s.id();
+        s.set_at(Some(Since {
             epoch: None,
             seq: 4,
         }));
         assert_eq!(
-            p.get(),
+            s.at(),
             Some(Since {
                 epoch: None,
                 seq: 4
             })
         );
-        p.set(Some(Since {
+        s.set_at(Some(Since {
             epoch: Some(0),
             seq: u64::MAX,
         }));
         assert_eq!(
-            p.get(),
+            s.at(),
             Some(Since {
                 epoch: Some(0),
                 seq: u64::MAX
             })
         );
-        assert_ne!(p.flags & REFUSED, 0, "the refusal stays");
-        p.set(None);
-        assert_eq!(p.get(), None);
+        assert!(s.refused(), "the refusal stays");
+        assert_eq!(s.id(), id, "and the name");
+        s.set_at(None);
+        assert_eq!(s.at(), None);
     }
 }

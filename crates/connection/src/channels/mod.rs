@@ -9,11 +9,13 @@
 
 mod control;
 mod list;
+mod names;
 mod poll;
 
 pub(super) use control::{handle_control, joined_later};
 pub(super) use list::Chans;
-use list::{Place, Sub};
+use list::Sub;
+pub(crate) use names::id as name_id;
 use poll::poll_delivery;
 pub(super) use poll::{answer_poll_timeout, poll_joined};
 
@@ -54,18 +56,18 @@ pub(super) fn join_at_start(
         }
     }
     let allowed = |name: &str| allow.as_ref().is_none_or(|g| g.allows(name));
-    let list: Vec<Sub> = channels
-        .into_iter()
-        .map(|(name, at)| Sub::new(&name, at, !allowed(&name)))
-        .collect();
-    let joins = list
+    let joins = channels
         .iter()
-        .filter(|s| !s.refused())
-        .map(|s| ChannelJoin {
-            name: s.name.to_string(),
-            since: s.at().map(|a| a.seq),
-            epoch: s.at().and_then(|a| a.epoch),
+        .filter(|(name, _)| allowed(name))
+        .map(|(name, at)| ChannelJoin {
+            name: name.clone(),
+            since: at.map(|a| a.seq),
+            epoch: at.and_then(|a| a.epoch),
         })
+        .collect();
+    let subs: Vec<Sub> = channels
+        .iter()
+        .map(|(name, at)| Sub::new(name, *at, !allowed(name)))
         .collect();
     if let Some(user) = user {
         if conn.has(LOGGED_IN) && conn.user != user {
@@ -74,13 +76,11 @@ pub(super) fn join_at_start(
         conn.user = user;
         conn.set(LOGGED_IN, true);
     }
-    let mut place = Place::default();
-    place.set(since);
-    conn.chans = Some(Box::new(Chans {
-        allow: allow.map(Box::new),
-        user: place,
-        list,
-    }));
+    conn.chans = Some(Box::new(Chans::new(
+        allow.map(Box::new),
+        user.map(|_| since),
+        subs,
+    )));
     cx.out.request(Request::Join {
         user,
         login: user.is_some(),
@@ -163,7 +163,7 @@ pub(super) fn start(
     // The user's stream: its position and replay, as a connection without channels.
     if let Some(history) = login {
         if let Some(chans) = conn.chans.as_mut() {
-            chans.user.set(Some(Since {
+            chans.set_user_at(Some(Since {
                 epoch: history.epoch,
                 seq: history.last,
             }));
@@ -197,11 +197,10 @@ pub(super) fn start(
         // takes it as its last event id without firing an event (WHATWG HTML,
         // "dispatch the event"), so a channel quiet until a drop still resumes
         // from here instead of from the reconnect.
-        let user = conn.has(LOGGED_IN);
         if let Some(chans) = conn.chans.as_ref() {
             cx.out.write(|out| {
                 out.extend_from_slice(b"id: ");
-                chans.write_composite(out, user);
+                chans.write_composite(out);
                 out.extend_from_slice(b"\n\n");
             });
         }
@@ -371,14 +370,13 @@ fn write_message(
         seq,
     };
     let channel = frames.channel();
-    let user = conn.has(LOGGED_IN);
     if let Some(chans) = conn.chans.as_mut() {
-        match channel {
-            Some(name) => match chans.find(name) {
+        match frames.channel_id() {
+            Some(id) => match id.and_then(|id| chans.find_id(id)) {
                 Some(sub) => sub.set_at(Some(at)),
                 None => return false,
             },
-            None => chans.user.set(Some(at)),
+            None => chans.set_user_at(Some(at)),
         }
     } else if channel.is_some() {
         return false;
@@ -389,7 +387,7 @@ fn write_message(
             cx.out.write(|out| {
                 out.extend_from_slice(b"id: ");
                 match chans {
-                    Some(c) => c.write_composite(out, user),
+                    Some(c) => c.write_composite(out),
                     None => {
                         let _ = write!(out, "{at}");
                     }

@@ -1,9 +1,9 @@
 //! A long-poll that names channels: answered by its join when a stream has news
 //! or a gap, else by the next delivery or its timeout, with a composite `since`.
 
-use super::{Since, Sub, REFUSED_WHY};
+use super::{Since, REFUSED_WHY};
 use crate::delivery::{Frames, Outcome};
-use crate::{Connection, Cx, State, KEEP_ALIVE, LOGGED_IN};
+use crate::{Connection, Cx, State, KEEP_ALIVE};
 use bus::HistoryRead;
 
 /// A waiting long-poll with channels gets its answer from one delivery.
@@ -15,6 +15,7 @@ pub(super) fn poll_delivery(
     frames: &mut Frames,
 ) -> Outcome {
     let channel = frames.channel().map(str::to_string);
+    let id = frames.channel_id();
     let Some(chans) = conn.chans.as_mut() else {
         return Outcome::Skipped;
     };
@@ -23,8 +24,8 @@ pub(super) fn poll_delivery(
         seq,
     });
     // The stream's place moves to this message (the answer's composite says so).
-    let before = match &channel {
-        Some(name) => match chans.find(name) {
+    let before = match id {
+        Some(id) => match id.and_then(|id| chans.find_id(id)) {
             Some(sub) => {
                 let before = sub.at();
                 sub.set_at(at);
@@ -33,8 +34,8 @@ pub(super) fn poll_delivery(
             None => return Outcome::Skipped,
         },
         None => {
-            let before = chans.user.get();
-            chans.user.set(at);
+            let before = chans.user_at();
+            chans.set_user_at(at);
             before
         }
     };
@@ -86,7 +87,7 @@ pub(crate) fn poll_joined(
                 .as_mut()
                 .and_then(|c| c.find(name))
                 .and_then(|s| s.at()),
-            None => conn.chans.as_ref().and_then(|c| c.user.get()),
+            None => conn.chans.as_ref().and_then(|c| c.user_at()),
         };
         let messages: Vec<(u64, u64, Vec<u8>)> = if had.is_some() {
             crate::reply::poll_share(&history.messages, &mut budget)
@@ -116,7 +117,7 @@ pub(crate) fn poll_joined(
             }
             None => {
                 if let Some(c) = conn.chans.as_mut() {
-                    c.user.set(at);
+                    c.set_user_at(at);
                 }
             }
         }
@@ -128,10 +129,7 @@ pub(crate) fn poll_joined(
             gap,
         });
     }
-    let refused = conn
-        .chans
-        .as_ref()
-        .is_some_and(|c| c.list.iter().any(Sub::refused));
+    let refused = conn.chans.as_ref().is_some_and(|c| c.any_refused());
     if news || refused {
         answer_poll(conn, cx, streams);
     } else {
@@ -143,7 +141,6 @@ pub(crate) fn poll_joined(
 /// Answers a long-poll with channels: `{"messages":[…],"since":"<composite>",
 /// "gaps":[…],"refused":[…]}` (docs/protocol.md "Channels").
 pub(crate) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Stream>) {
-    let user = conn.has(LOGGED_IN);
     let mut body = Vec::with_capacity(128);
     body.extend_from_slice(b"{\"messages\":[");
     let mut first = true;
@@ -172,7 +169,7 @@ pub(crate) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Strea
     }
     body.extend_from_slice(b"],\"since\":\"");
     if let Some(c) = conn.chans.as_ref() {
-        c.write_composite(&mut body, user);
+        c.write_composite(&mut body);
     }
     body.extend_from_slice(b"\",\"gaps\":");
     serde_json::to_writer(&mut body, &gaps).expect("Vec write");

@@ -1,0 +1,101 @@
+//! The process's channel names held by connections, each with a 4-byte id: one
+//! allocation per name however many connections hold it (a name is up to 200
+//! bytes; a subscription keeps its id), forgotten with its last holder. Taken when
+//! a connection subscribes or lets go, and once per message and event loop to find
+//! a message's id (`Frames::channel_id`), never per delivery.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+struct Names {
+    ids: HashMap<Arc<str>, u32>,
+    /// By id: the name and how many subscriptions hold it (`None`: a free id).
+    slots: Vec<Option<(Arc<str>, u32)>>,
+    free: Vec<u32>,
+}
+
+static NAMES: Mutex<Option<Names>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Names) -> T) -> T {
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    f(names.get_or_insert_with(Names::default))
+}
+
+/// Holds `name` once more; its id.
+pub(super) fn hold(name: &str) -> u32 {
+    with(|n| {
+        if let Some(&id) = n.ids.get(name) {
+            if let Some((_, holders)) = n.slots[id as usize].as_mut() {
+                *holders += 1;
+            }
+            return id;
+        }
+        let held: Arc<str> = name.into();
+        let id = match n.free.pop() {
+            Some(id) => id,
+            None => {
+                n.slots.push(None);
+                (n.slots.len() - 1) as u32
+            }
+        };
+        n.slots[id as usize] = Some((held.clone(), 1));
+        n.ids.insert(held, id);
+        id
+    })
+}
+
+/// Lets go of `id` once; the name is forgotten with its last holder.
+pub(super) fn release(id: u32) {
+    with(|n| {
+        let Some(slot) = n.slots.get_mut(id as usize) else {
+            return;
+        };
+        let last = match slot.as_mut() {
+            Some((_, holders)) => {
+                *holders -= 1;
+                *holders == 0
+            }
+            None => false,
+        };
+        if last {
+            if let Some((name, _)) = slot.take() {
+                n.ids.remove(&name);
+            }
+            n.free.push(id);
+        }
+    })
+}
+
+/// The id of a held name (`None`: no connection of the process holds it).
+pub(crate) fn id(name: &str) -> Option<u32> {
+    with(|n| n.ids.get(name).copied())
+}
+
+/// The name of a held id.
+pub(super) fn name(id: u32) -> Arc<str> {
+    with(|n| match n.slots.get(id as usize) {
+        Some(Some((name, _))) => name.clone(),
+        _ => "".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_kept_once_while_held_and_its_id_reused_after() {
+        let a = hold("names-test:a");
+        assert_eq!(hold("names-test:a"), a);
+        assert_eq!(id("names-test:a"), Some(a));
+        assert_eq!(&*name(a), "names-test:a");
+        release(a);
+        assert_eq!(id("names-test:a"), Some(a), "one holder left");
+        release(a);
+        assert_eq!(id("names-test:a"), None, "forgotten with its last holder");
+        let b = hold("names-test:b");
+        assert_eq!(&*name(b), "names-test:b");
+        release(b);
+    }
+}
