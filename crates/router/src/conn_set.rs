@@ -14,6 +14,8 @@ const FEW_MAX: usize = 512;
 #[derive(Debug)]
 pub(crate) enum ConnSet {
     Few(Vec<ConnRef>),
+    /// Boxed so every channel pays 24 bytes for this, not the set's 40.
+    #[allow(clippy::box_collection)]
     Many(Box<HashSet<ConnRef, IdHashBuilder>>),
 }
 
