@@ -3,6 +3,8 @@
 //! [`Sub`] per channel — the name shared with every other subscriber of the process
 //! ([`intern`]) and the position packed ([`Place`]).
 
+use super::REFUSED_WHY;
+use bus::Refusal;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use wire::Since;
@@ -33,6 +35,9 @@ const HAS_EPOCH: u8 = 2;
 /// Refused (the token does not allow the channel): kept only for its place in a
 /// composite id, never joined.
 const REFUSED: u8 = 4;
+/// With `REFUSED`: the router refused it, the user holding
+/// `--max-subscriptions-per-user` channels already ([`Refusal::UserLimit`]).
+const USER_LIMIT: u8 = 8;
 
 impl Place {
     pub(super) fn get(&self) -> Option<Since> {
@@ -43,7 +48,7 @@ impl Place {
     }
 
     pub(super) fn set(&mut self, at: Option<Since>) {
-        self.flags &= REFUSED;
+        self.flags &= REFUSED | USER_LIMIT;
         if let Some(at) = at {
             self.flags |= HAS_AT;
             self.seq = at.seq;
@@ -86,6 +91,14 @@ impl Sub {
 
     pub(super) fn refused(&self) -> bool {
         self.place.flags & REFUSED != 0
+    }
+
+    /// What a refused channel is told.
+    fn why(&self) -> &'static str {
+        match self.place.flags & USER_LIMIT != 0 {
+            true => Refusal::UserLimit.text(),
+            false => REFUSED_WHY,
+        }
     }
 }
 
@@ -139,13 +152,23 @@ impl Chans {
             .collect()
     }
 
-    /// The names refused (the token does not allow them).
-    pub(super) fn refused(&self) -> Vec<String> {
+    /// The names refused (by the token, or by the router), each with what it is told.
+    pub(super) fn refused(&self) -> Vec<(String, &'static str)> {
         self.list
             .iter()
             .filter(|s| s.refused())
-            .map(|s| s.name.to_string())
+            .map(|s| (s.name.to_string(), s.why()))
             .collect()
+    }
+
+    /// The router refused joining `name` (`why`): it stays, never joined, for its
+    /// place in a composite id, and is reported as a token's refusal is.
+    pub(super) fn refuse(&mut self, name: &str, why: Refusal) {
+        if let Some(sub) = self.find(name) {
+            sub.place.flags |= match why {
+                Refusal::UserLimit => REFUSED | USER_LIMIT,
+            };
+        }
     }
 
     /// How many channels count against `--max-channels-per-connection`.
@@ -226,5 +249,27 @@ mod tests {
         assert_ne!(p.flags & REFUSED, 0, "the refusal stays");
         p.set(None);
         assert_eq!(p.get(), None);
+    }
+
+    #[test]
+    fn a_channel_the_router_refuses_keeps_its_place_and_says_why() {
+        let mut chans = Chans::default();
+        chans.list.push(Sub::new("limit-test:a", None, false));
+        chans.list.push(Sub::new("limit-test:b", None, true));
+        chans.refuse("limit-test:a", Refusal::UserLimit);
+        let at = Since {
+            epoch: Some(1),
+            seq: 2,
+        };
+        chans.list[0].set_at(Some(at));
+        assert_eq!(chans.len(), 0, "refused channels do not count");
+        assert_eq!(chans.list[0].at(), Some(at));
+        assert_eq!(
+            chans.refused(),
+            [
+                ("limit-test:a".to_string(), Refusal::UserLimit.text()),
+                ("limit-test:b".to_string(), REFUSED_WHY)
+            ]
+        );
     }
 }
