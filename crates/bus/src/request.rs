@@ -2,7 +2,7 @@
 //! data with serde derives: they cross NATS as they are (`cluster::codec`).
 
 use bytes::Bytes;
-use router::HistoryRead;
+use router::{HistoryRead, Refusal};
 use serde::{Deserialize, Serialize};
 
 /// A request from one connection (see [`crate::Bus::call`]).
@@ -141,9 +141,11 @@ pub enum Reply {
     Done,
     /// `Join`: the user's history read (with `login`), and each channel's by name
     /// (in the request's order from one router; router shards each answer theirs).
+    /// A channel in `refused` was not joined, for the reason given; the others were.
     Joined {
         login: Option<HistoryRead>,
         channels: Vec<(String, HistoryRead)>,
+        refused: Vec<(String, Refusal)>,
     },
     /// `Publish` / `PublishBatch`: messages accepted and their exact reach, summed.
     Published {

@@ -19,14 +19,14 @@
 //! malformed value and trailing bytes with a [`DecodeError`]; they never panic.
 
 /// The bus seam's types these messages carry, as they are.
-pub use bus::{HistoryRead, Message, Reply, Request, Target};
+pub use bus::{HistoryRead, Message, Refusal, Reply, Request, Target};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 9;
+pub const VERSION: u8 = 10;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]

@@ -166,6 +166,11 @@ fn well_formed() -> Vec<Vec<u8>> {
             n: 1,
             items: vec![
                 reply(Reply::of_publish(2, 5, 4, Some("disk full".into()))),
+                reply(Reply::Joined {
+                    login: None,
+                    channels: vec![("room:1".into(), HistoryRead::default())],
+                    refused: vec![("room:2".into(), Refusal::UserLimit)],
+                }),
                 delivery,
             ],
         },

@@ -21,16 +21,32 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
         }
         (State::Polling, _, Reply::History(history)) => poll_reply(conn, cx, history),
         // A subscription or poll that names channels (or a framed WebSocket).
-        (_, Some(transport), Reply::Joined { login, channels }) => {
-            super::channels::start(conn, cx, transport, login, channels)
-        }
-        (State::Polling, _, Reply::Joined { login, channels }) => {
-            super::channels::poll_joined(conn, cx, login, channels)
-        }
+        (
+            _,
+            Some(transport),
+            Reply::Joined {
+                login,
+                channels,
+                refused,
+            },
+        ) => super::channels::start(conn, cx, transport, login, channels, refused),
+        (
+            State::Polling,
+            _,
+            Reply::Joined {
+                login,
+                channels,
+                refused,
+            },
+        ) => super::channels::poll_joined(conn, cx, login, channels, refused),
         // A framed WebSocket's later subscribe.
-        (State::WebSocket, _, Reply::Joined { channels, .. }) => {
-            super::channels::joined_later(conn, cx, channels)
-        }
+        (
+            State::WebSocket,
+            _,
+            Reply::Joined {
+                channels, refused, ..
+            },
+        ) => super::channels::joined_later(conn, cx, channels, refused),
         // A client publish over WebSocket (C7).
         (
             State::WebSocket,

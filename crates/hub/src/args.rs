@@ -1,5 +1,6 @@
-//! The router side's flags of `myriad serve`: where subscriptions are stored and
-//! how much history each user keeps (with `MYRIAD_*` environment fallbacks).
+//! The router side's flags of `myriad serve`: where subscriptions are stored, how
+//! much history each user keeps and how many channels a user may hold (with
+//! `MYRIAD_*` environment fallbacks).
 
 use std::time::Duration;
 
@@ -24,6 +25,12 @@ pub struct HubArgs {
     /// or `jetstream` (also written to a JetStream stream on the `--nats` server).
     #[arg(long, env = "MYRIAD_HISTORY_STORE", default_value = "memory")]
     pub history_store: HistoryStore,
+    /// Channel subscriptions one user's connections may hold together (per router
+    /// shard); a join past it is refused on that channel, the connection stays.
+    #[arg(long, env = "MYRIAD_MAX_SUBSCRIPTIONS_PER_USER",
+          default_value_t = router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_subscriptions_per_user: u32,
 }
 
 /// `--history-store`.
@@ -51,6 +58,7 @@ impl HubArgs {
             history: self.history,
             history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
             journal: self.history_store != HistoryStore::Memory,
+            max_subscriptions_per_user: self.max_subscriptions_per_user,
             ..Default::default()
         }
     }

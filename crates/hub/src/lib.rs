@@ -269,7 +269,7 @@ impl Hub {
 
     /// Subscribes `conn` to `channels` (logging it in as `user` first with `login`:
     /// the user's `since` and `epoch`) and reads each from its position, all under
-    /// one router lock.
+    /// one router lock; those past the user's limit are answered as refused.
     fn join(
         &self,
         conn: ConnRef,
@@ -282,18 +282,19 @@ impl Hub {
             _ => None,
         };
         let mut router = self.router.lock();
-        let reads = channels
-            .iter()
-            .map(|c| {
-                let read = router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s)));
-                (c.name.clone(), read)
-            })
-            .collect();
+        let (mut reads, mut refused) = (Vec::new(), Vec::new());
+        for c in channels {
+            match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
+                Ok(read) => reads.push((c.name.clone(), read)),
+                Err(why) => refused.push((c.name.clone(), why)),
+            }
+        }
         // Durable before anyone holds a number it read (as a login's read).
         self.read_committed(router);
         Reply::Joined {
             login,
             channels: reads,
+            refused,
         }
     }
 

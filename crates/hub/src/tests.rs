@@ -162,6 +162,48 @@ fn lists_and_removals_are_exact() {
     assert!(matches!(reply, Reply::Stats(s) if s["subscription_edges"] == 1));
 }
 
+#[test]
+fn a_join_past_the_users_limit_answers_the_channels_beyond_it_as_refused() {
+    let config = RouterConfig {
+        max_subscriptions_per_user: 2,
+        ..RouterConfig::default()
+    };
+    let hub = Hub::new(
+        Router::new(config, SubscriptionIndex::new()),
+        store::open("memory").unwrap(),
+    );
+    let join = |user, names: &[&str]| Request::Join {
+        user,
+        login: false,
+        since: None,
+        epoch: None,
+        channels: names
+            .iter()
+            .map(|n| bus::ChannelJoin {
+                name: n.to_string(),
+                since: None,
+                epoch: None,
+            })
+            .collect(),
+    };
+    let (reply, _) = call(&hub, conn(0, 1), join(Some(5), &["a", "b", "c"]));
+    let Reply::Joined {
+        channels, refused, ..
+    } = reply
+    else {
+        panic!("{reply:?}")
+    };
+    let joined: Vec<&str> = channels.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(joined, ["a", "b"]);
+    assert_eq!(refused, [("c".to_string(), router::Refusal::UserLimit)]);
+    // The user's other connection is refused too; a connection without a user is not.
+    let (reply, _) = call(&hub, conn(0, 2), join(Some(5), &["c"]));
+    assert!(matches!(reply, Reply::Joined { refused, .. } if refused.len() == 1));
+    let (reply, _) = call(&hub, conn(0, 3), join(None, &["c", "d", "e"]));
+    assert!(matches!(reply, Reply::Joined { refused, channels, .. }
+        if refused.is_empty() && channels.len() == 3));
+}
+
 /// A hub keeping history durably in a fresh SQLite file of its own (`name`), with
 /// `history` messages per user; the file's path for [`remove_db`].
 fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
@@ -172,6 +214,7 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         history,
         history_ttl: 60.0,
         history_store: args::HistoryStore::Store,
+        max_subscriptions_per_user: router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
     };
     (path, args)
 }

@@ -15,6 +15,10 @@
 //! the name, which a restore checks, so a key two names share costs one of them
 //! its durable history at a restart, reported as a gap, never a delivery). Rules
 //! for names are the wire's (`wire::channel`); the router takes any string.
+//!
+//! A user's subscriptions across channels are counted (`per_user`) and a join
+//! past `RouterConfig::max_subscriptions_per_user` is refused ([`Refusal`]).
+//! Connections without a user are bounded per connection only (by the gateway).
 
 /// A channel's number: FNV-1a of its name, the same in every process and version
 /// that share a wire format or a history log.
@@ -35,6 +39,29 @@ use crate::conn_set::ConnSet;
 use crate::hash::IdHashBuilder;
 use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
+use per_user::PerUser;
+use serde::{Deserialize, Serialize};
+
+mod per_user;
+
+/// Why a join of one channel was refused (the connection keeps its other streams).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// The connection's user holds `max_subscriptions_per_user` channel
+    /// subscriptions already (on this router: with router shards, on this shard).
+    UserLimit,
+}
+
+impl Refusal {
+    /// What the client is told.
+    pub fn text(self) -> &'static str {
+        match self {
+            Refusal::UserLimit => {
+                "too many channel subscriptions for this user (--max-subscriptions-per-user)"
+            }
+        }
+    }
+}
 
 /// One channel's state.
 #[derive(Debug)]
@@ -74,6 +101,8 @@ pub struct Channels {
     /// (idle since, name): channels that may have outlived their ttl, oldest first.
     idle: VecDeque<(Instant, Box<str>)>,
     subscriptions: u64,
+    /// Each user's subscriptions across channels (what the per-user limit reads).
+    per_user: PerUser,
 }
 
 /// What a publish keeps its message within: the per-ring bounds (the router's
@@ -91,24 +120,31 @@ impl Channels {
     /// Subscribes `conn` (of `user`, if it has one) to `name` and reads what a
     /// client at `since` (`(epoch, seq)`; `None`: from now) missed, in one step:
     /// nothing is lost or repeated between the read and the deliveries that follow.
-    /// Subscribing twice is harmless.
+    /// Subscribing twice is harmless. A user holding `limit` subscriptions already
+    /// is refused a new one (and nothing is created for it).
     pub(crate) fn join(
         &mut self,
         name: &str,
         conn: ConnRef,
         user: Option<UserId>,
         since: Option<(Option<u32>, u64)>,
+        limit: u32,
         epochs: &mut Epochs,
-    ) -> HistoryRead {
+    ) -> Result<HistoryRead, Refusal> {
+        let held = self.map.get(name).is_some_and(|c| c.conns.contains(&conn));
+        if user.is_some_and(|u| !held && self.per_user.of(u) >= limit) {
+            return Err(Refusal::UserLimit);
+        }
         let channel = Self::entry(&mut self.map, name, epochs);
         channel.idle_since = None;
         if channel.conns.insert(conn) {
             self.subscriptions += 1;
             if let Some(user) = user {
                 *channel.members.entry(user).or_insert(0) += 1;
+                self.per_user.add(user, 1);
             }
         }
-        read(&channel.ring, since, usize::MAX)
+        Ok(read(&channel.ring, since, usize::MAX))
     }
 
     /// Unsubscribes `conn` from `name`; true if it was subscribed.
@@ -132,6 +168,7 @@ impl Channels {
                 if *n == 0 {
                     channel.members.remove(&user);
                 }
+                self.per_user.sub(user, 1);
             }
         }
         if channel.conns.is_empty() {
@@ -144,7 +181,8 @@ impl Channels {
     /// Unsubscribes every connection `gone` says is gone (a gateway process that
     /// died), from every channel; returns how many subscriptions went. O(all
     /// subscriptions): rare, never per message. A gateway that dies cannot say
-    /// which user held which connection, so `members` is rebuilt from what stays.
+    /// which user held which connection, so `members` is rebuilt from what stays
+    /// (and each user's count across channels with it).
     pub(crate) fn leave_where(
         &mut self,
         gone: &impl Fn(ConnRef) -> bool,
@@ -160,6 +198,9 @@ impl Channels {
                 continue;
             }
             removed += went as u64;
+            for (&user, &n) in &channel.members {
+                self.per_user.sub(user, n);
+            }
             channel.members.clear();
             let members = &mut channel.members;
             channel.conns.for_each(|c| {
@@ -167,6 +208,9 @@ impl Channels {
                     *members.entry(user).or_insert(0) += 1;
                 }
             });
+            for (&user, &n) in &channel.members {
+                self.per_user.add(user, n);
+            }
             if channel.conns.is_empty() {
                 channel.idle_since = Some(now);
                 self.idle.push_back((now, name.clone()));
@@ -261,6 +305,16 @@ impl Channels {
         self.map.get(name).map_or(0, |c| c.conns.len())
     }
 
+    /// Channel subscriptions `user`'s connections hold, all channels together.
+    pub fn subscriptions_of(&self, user: UserId) -> u32 {
+        self.per_user.of(user)
+    }
+
+    /// Users holding a channel subscription.
+    pub fn subscribed_users(&self) -> usize {
+        self.per_user.len()
+    }
+
     /// Users with a subscribed connection in `name`, with their connection counts.
     pub fn members(&self, name: &str) -> Vec<(UserId, u32)> {
         let mut out: Vec<_> = self
@@ -346,7 +400,8 @@ impl Channels {
         self.subscriptions
     }
 
-    /// Heap bytes held (an estimate): names, sets, member maps and rings.
+    /// Heap bytes held (an estimate): names, sets, member maps, rings and the
+    /// per-user counts.
     pub fn heap_bytes(&self) -> usize {
         let slot = std::mem::size_of::<(Box<str>, Channel)>() + 1;
         self.map.capacity() * slot
@@ -361,6 +416,7 @@ impl Channels {
                 })
                 .sum::<usize>()
             + self.idle.capacity() * std::mem::size_of::<(Instant, Box<str>)>()
+            + self.per_user.heap_bytes()
     }
 
     fn entry<'m>(
@@ -408,3 +464,5 @@ fn read(ring: &Ring, since: Option<(Option<u32>, u64)>, limit: usize) -> History
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod user_limit_tests;

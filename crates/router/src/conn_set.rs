@@ -50,6 +50,13 @@ impl ConnSet {
         }
     }
 
+    pub(crate) fn contains(&self, conn: &ConnRef) -> bool {
+        match self {
+            ConnSet::Few(v) => v.contains(conn),
+            ConnSet::Many(s) => s.contains(conn),
+        }
+    }
+
     /// Takes `conn` out; false if it was not there.
     pub(crate) fn remove(&mut self, conn: ConnRef) -> bool {
         let removed = match self {

@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use channels::Refusal;
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
 pub use router::Router;
@@ -105,6 +106,9 @@ pub const DEFAULT_HISTORY_BYTES: usize = 1 << 20;
 /// payload is shared in memory but charged once per recipient, so this is an
 /// upper bound on the memory history holds.
 pub const DEFAULT_HISTORY_TOTAL_BYTES: usize = 512 << 20;
+/// Default bound on one user's channel subscriptions, all their connections
+/// together: 16 connections (tabs, devices) at the default 64 channels each.
+pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_USER: u32 = 1024;
 
 /// Router settings.
 #[derive(Clone, Debug)]
@@ -123,6 +127,9 @@ pub struct RouterConfig {
     /// Collect every history change as a [`history::Journal`] for a durable copy
     /// (`--history-store`); off, the router keeps nothing extra.
     pub journal: bool,
+    /// Channel subscriptions one user's connections may hold together
+    /// (`--max-subscriptions-per-user`); a join past it is refused.
+    pub max_subscriptions_per_user: u32,
 }
 
 impl Default for RouterConfig {
@@ -134,6 +141,7 @@ impl Default for RouterConfig {
             history_total_bytes: DEFAULT_HISTORY_TOTAL_BYTES,
             epoch_seed: random_seed(),
             journal: false,
+            max_subscriptions_per_user: DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
-use crate::channels::{Channels, Keep, Position};
+use crate::channels::{Channels, Keep, Position, Refusal};
 use crate::history::{Epochs, Journal, Ring};
 use crate::presence::Overflow;
 use crate::publish::{Fanout, Reach};
@@ -163,16 +163,18 @@ impl Router {
 
     /// Subscribes `conn` (logged in as `user`, if it is) to channel `name` and
     /// reads what a client at `since` missed, in one step (see
-    /// [`Channels`](crate::channels::Channels)).
+    /// [`Channels`](crate::channels::Channels)); refused when `user` holds
+    /// `max_subscriptions_per_user` channel subscriptions already.
     pub fn handle_join(
         &mut self,
         name: &str,
         conn: ConnRef,
         user: Option<UserId>,
         since: Option<(Option<u32>, u64)>,
-    ) -> HistoryRead {
+    ) -> Result<HistoryRead, Refusal> {
+        let limit = self.config.max_subscriptions_per_user;
         self.channels
-            .join(name, conn, user, since, &mut self.epochs)
+            .join(name, conn, user, since, limit, &mut self.epochs)
     }
 
     /// Unsubscribes `conn` from channel `name`; true if it was subscribed.

@@ -302,21 +302,25 @@ fn combine(a: Reply, b: Reply) -> Reply {
         (e @ (Reply::Unavailable(_) | Reply::TimedOut(_)), _)
         | (_, e @ (Reply::Unavailable(_) | Reply::TimedOut(_))) => e,
         // Channel joins: the login's read from the user's shard, every shard's
-        // channels.
+        // channels and refusals.
         (
             Reply::Joined {
                 login: l1,
                 channels: mut c1,
+                refused: mut r1,
             },
             Reply::Joined {
                 login: l2,
                 channels: c2,
+                refused: r2,
             },
         ) => {
             c1.extend(c2);
+            r1.extend(r2);
             Reply::Joined {
                 login: l1.or(l2),
                 channels: c1,
+                refused: r1,
             }
         }
         (a, _) => a,

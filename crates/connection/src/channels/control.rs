@@ -3,7 +3,7 @@
 
 use super::{replay_stream, subscribed, ws_text, Sub, REFUSED_WHY};
 use crate::{Connection, Cx, FRAMED, LOGGED_IN};
-use bus::{ChannelJoin, HistoryRead, Request};
+use bus::{ChannelJoin, HistoryRead, Refusal, Request};
 use serde::Deserialize;
 use wire::{Since, Transport};
 
@@ -102,8 +102,21 @@ fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: String) {
     ws_text(cx, &serde_json::json!({ "unsubscribed": name }).to_string());
 }
 
-/// A framed WebSocket's later join is answered: `subscribed`, then the replay.
-pub(crate) fn joined_later(conn: &mut Connection, cx: &mut Cx, reads: Vec<(String, HistoryRead)>) {
+/// A framed WebSocket's later join is answered: `subscribed`, then the replay; or
+/// an error frame for a channel the router refused, which the connection then
+/// does not hold (a later subscribe may try again).
+pub(crate) fn joined_later(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    reads: Vec<(String, HistoryRead)>,
+    refused: Vec<(String, Refusal)>,
+) {
+    for (name, why) in refused {
+        let held = conn.chans.as_mut().and_then(|c| c.remove(&name));
+        if held.is_some() {
+            error(cx, Some(&name), why.text());
+        }
+    }
     for (name, history) in reads {
         let wanted = conn
             .chans

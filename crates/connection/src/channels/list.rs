@@ -5,7 +5,8 @@
 //! process's table of held names ([`names`]), so a name is kept once however many
 //! connections hold it, and a delivery finds its subscription by comparing ids.
 
-use super::names;
+use super::{names, REFUSED_WHY};
+use bus::Refusal;
 use wire::Since;
 
 /// The channels of one connection: 24 bytes (a 32-byte allocation).
@@ -28,7 +29,7 @@ pub(super) struct Sub {
     seq: u64,
 }
 
-/// `tag`'s flags above the name id (ids stay below 2^28: each needs a held name,
+/// `tag`'s flags above the name id (ids stay below 2^27: each needs a held name,
 /// so the table would fill memory long before).
 const HAS_AT: u32 = 1 << 31;
 const HAS_EPOCH: u32 = 1 << 30;
@@ -37,13 +38,16 @@ const HAS_EPOCH: u32 = 1 << 30;
 const REFUSED: u32 = 1 << 29;
 /// The user's stream, not a channel (holds no name).
 const USER: u32 = 1 << 28;
-const ID: u32 = USER - 1;
+/// With `REFUSED`: the router refused it, the user holding
+/// `--max-subscriptions-per-user` channels already ([`Refusal::UserLimit`]).
+const USER_LIMIT: u32 = 1 << 27;
+const ID: u32 = USER_LIMIT - 1;
 
 impl Sub {
     /// A channel stream, its name taken into the process's table.
     pub(super) fn new(name: &str, at: Option<Since>, refused: bool) -> Sub {
         let id = names::hold(name);
-        debug_assert!(id <= ID, "name ids stay below 2^28");
+        debug_assert!(id <= ID, "name ids stay below 2^27");
         let mut sub = Sub {
             tag: id & ID,
             epoch: 0,
@@ -88,6 +92,14 @@ impl Sub {
 
     pub(super) fn refused(&self) -> bool {
         self.tag & REFUSED != 0
+    }
+
+    /// What a refused channel is told.
+    fn why(&self) -> &'static str {
+        match self.tag & USER_LIMIT != 0 {
+            true => Refusal::UserLimit.text(),
+            false => REFUSED_WHY,
+        }
     }
 
     fn is_user(&self) -> bool {
@@ -176,12 +188,22 @@ impl Chans {
             .collect()
     }
 
-    /// The names refused (the token does not allow them).
-    pub(super) fn refused(&self) -> Vec<String> {
+    /// The names refused (by the token, or by the router), each with what it is told.
+    pub(super) fn refused(&self) -> Vec<(String, &'static str)> {
         self.channels()
             .filter(|s| s.refused())
-            .map(|s| s.name().to_string())
+            .map(|s| (s.name().to_string(), s.why()))
             .collect()
+    }
+
+    /// The router refused joining `name` (`why`): it stays, never joined, for its
+    /// place in a composite id, and is reported as a token's refusal is.
+    pub(super) fn refuse(&mut self, name: &str, why: Refusal) {
+        if let Some(sub) = self.find(name) {
+            sub.tag |= match why {
+                Refusal::UserLimit => REFUSED | USER_LIMIT,
+            };
+        }
     }
 
     /// Whether some channel is refused.
@@ -231,7 +253,10 @@ mod tests {
         );
         assert!(chans.holds(name) && !chans.holds("list:refused"));
         assert_eq!(chans.joined(), vec![name.to_string()]);
-        assert_eq!(chans.refused(), vec!["list:refused".to_string()]);
+        assert_eq!(
+            chans.refused(),
+            vec![("list:refused".to_string(), REFUSED_WHY)]
+        );
         assert_eq!(chans.len(), 1);
         chans.set_user_at(Some(Since {
             epoch: Some(5),
@@ -277,5 +302,32 @@ mod tests {
         assert_eq!(s.id(), id, "and the name");
         s.set_at(None);
         assert_eq!(s.at(), None);
+    }
+
+    #[test]
+    fn a_channel_the_router_refuses_keeps_its_place_and_says_why() {
+        let mut chans = Chans::new(
+            None,
+            None,
+            [
+                Sub::new("limit-test:a", None, false),
+                Sub::new("limit-test:b", None, true),
+            ],
+        );
+        chans.refuse("limit-test:a", Refusal::UserLimit);
+        let at = Since {
+            epoch: Some(1),
+            seq: 2,
+        };
+        chans.list[0].set_at(Some(at));
+        assert_eq!(chans.len(), 0, "refused channels do not count");
+        assert_eq!(chans.list[0].at(), Some(at));
+        assert_eq!(
+            chans.refused(),
+            [
+                ("limit-test:a".to_string(), Refusal::UserLimit.text()),
+                ("limit-test:b".to_string(), REFUSED_WHY)
+            ]
+        );
     }
 }

@@ -11,6 +11,8 @@ mod control;
 mod list;
 mod names;
 mod poll;
+#[cfg(test)]
+mod tests;
 
 pub(super) use control::{handle_control, joined_later};
 pub(super) use list::Chans;
@@ -21,11 +23,11 @@ pub(super) use poll::{answer_poll_timeout, poll_joined};
 
 use super::{replay, Connection, Cx, State, HTTP10, LOGGED_IN, RESUME};
 use crate::delivery::{Frames, Outcome};
-use bus::{ChannelJoin, HistoryRead, Request};
+use bus::{ChannelJoin, HistoryRead, Refusal, Request};
 use std::io::Write as _;
 use wire::{Since, Transport};
 
-/// What a refused channel is told.
+/// What a channel the token does not allow is told.
 const REFUSED_WHY: &str = "the token does not allow this channel";
 
 /// Starts a subscription or poll whose request names channels: each allowed one
@@ -33,7 +35,8 @@ const REFUSED_WHY: &str = "the token does not allow this channel";
 /// others are kept as refused and reported once the transport's head is out.
 /// `allow`: the channels the token allows (`None`: no JWT, all). A connection
 /// that held channels before (a keep-alive long-poll) leaves those it no longer
-/// names.
+/// names, and all of them when its user changes (the router counts each
+/// subscription as its user's).
 pub(super) fn join_at_start(
     conn: &mut Connection,
     cx: &mut Cx,
@@ -43,10 +46,11 @@ pub(super) fn join_at_start(
     allow: Option<auth::ChannelGrant>,
 ) {
     if let Some(old) = conn.chans.take() {
+        let same_user = user == conn.has(LOGGED_IN).then_some(conn.user);
         let gone: Vec<String> = old
             .joined()
             .into_iter()
-            .filter(|n| !channels.iter().any(|(c, _)| c == n))
+            .filter(|n| !same_user || !channels.iter().any(|(c, _)| c == n))
             .collect();
         if !gone.is_empty() {
             cx.out.request(Request::Leave {
@@ -113,14 +117,15 @@ pub(super) fn leave_all(conn: &mut Connection, cx: &mut Cx) {
 }
 
 /// The join of a subscription that names channels is answered: the transport's
-/// head, the refused channels, then per stream its gap (if any) and replay, then
-/// deliveries as they come.
+/// head, the refused channels (by the token, or by the router: `refused`), then
+/// per stream its gap (if any) and replay, then deliveries as they come.
 pub(super) fn start(
     conn: &mut Connection,
     cx: &mut Cx,
     transport: Transport,
     login: Option<HistoryRead>,
     reads: Vec<(String, HistoryRead)>,
+    refused: Vec<(String, Refusal)>,
 ) {
     let ws_key = conn.pending.as_mut().and_then(|p| p.ws_key.take());
     let user = conn.has(LOGGED_IN).then_some(conn.user);
@@ -156,9 +161,14 @@ pub(super) fn start(
             p.input.clear();
         }
     }
+    if let Some(chans) = conn.chans.as_mut() {
+        for (name, why) in refused {
+            chans.refuse(&name, why);
+        }
+    }
     let refused = conn.chans.as_ref().map(|c| c.refused()).unwrap_or_default();
-    for name in &refused {
-        refuse(conn, cx, transport, name, REFUSED_WHY);
+    for (name, why) in &refused {
+        refuse(conn, cx, transport, name, why);
     }
     // The user's stream: its position and replay, as a connection without channels.
     if let Some(history) = login {
@@ -230,7 +240,8 @@ fn first_replayed(history: &HistoryRead, resume: bool) -> u64 {
     }
 }
 
-/// A channel the token does not allow, in the transport's words.
+/// A refused channel (the token does not allow it, or the router refused it), in
+/// the transport's words.
 fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, why: &str) {
     let json = serde_json::json!({ "channel": name, "error": why }).to_string();
     match transport {

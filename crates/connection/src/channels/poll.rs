@@ -1,10 +1,10 @@
 //! A long-poll that names channels: answered by its join when a stream has news
 //! or a gap, else by the next delivery or its timeout, with a composite `since`.
 
-use super::{Since, REFUSED_WHY};
+use super::Since;
 use crate::delivery::{Frames, Outcome};
 use crate::{Connection, Cx, State, KEEP_ALIVE};
-use bus::HistoryRead;
+use bus::{HistoryRead, Refusal};
 
 /// A waiting long-poll with channels gets its answer from one delivery.
 pub(super) fn poll_delivery(
@@ -65,13 +65,20 @@ pub(crate) struct Stream {
 }
 
 /// A poll that names channels is answered by its join: at once when a stream has
-/// news or a gap, else it waits for the next delivery or its timeout.
+/// news or a gap or a channel was refused (by the token, or by the router:
+/// `refused`), else it waits for the next delivery or its timeout.
 pub(crate) fn poll_joined(
     conn: &mut Connection,
     cx: &mut Cx,
     login: Option<HistoryRead>,
     reads: Vec<(String, HistoryRead)>,
+    refused: Vec<(String, Refusal)>,
 ) {
+    if let Some(chans) = conn.chans.as_mut() {
+        for (name, why) in refused {
+            chans.refuse(&name, why);
+        }
+    }
     let mut streams = Vec::new();
     let mut news = false;
     let all = login
@@ -179,7 +186,7 @@ pub(crate) fn answer_poll(conn: &mut Connection, cx: &mut Cx, streams: Vec<Strea
         .map(|c| c.refused())
         .unwrap_or_default()
         .into_iter()
-        .map(|name| serde_json::json!({"channel": name, "error": REFUSED_WHY}))
+        .map(|(name, why)| serde_json::json!({"channel": name, "error": why}))
         .collect();
     body.extend_from_slice(b",\"refused\":");
     serde_json::to_writer(&mut body, &refused).expect("Vec write");

@@ -145,13 +145,22 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
         Request::ChannelHistory { .. } => Reply::History(history(seed)),
         Request::Join {
             login, channels, ..
-        } => Reply::Joined {
-            login: login.then(|| history(seed)),
-            channels: channels
-                .iter()
-                .map(|c| (c.name.clone(), history(seed.wrapping_add(1))))
-                .collect(),
-        },
+        } => {
+            // Sometimes the router refuses the last channel (the user's limit).
+            let refused = (seed & 0x20 != 0).then(|| channels.last()).flatten();
+            Reply::Joined {
+                login: login.then(|| history(seed)),
+                channels: channels
+                    .iter()
+                    .filter(|c| refused.is_none_or(|r| r.name != c.name))
+                    .map(|c| (c.name.clone(), history(seed.wrapping_add(1))))
+                    .collect(),
+                refused: refused
+                    .map(|c| (c.name.clone(), bus::Refusal::UserLimit))
+                    .into_iter()
+                    .collect(),
+            }
+        }
         Request::Publish { .. }
         | Request::PublishBatch { .. }
         | Request::PublishChannel { .. }

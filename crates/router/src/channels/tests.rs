@@ -31,10 +31,10 @@ fn publish(r: &mut Router, name: &str, body: &str, now: Instant) -> (PublishCoun
 fn a_publish_reaches_the_subscribed_connections_of_that_name_only() {
     let mut r = router();
     let now = Instant::now();
-    r.handle_join("room:1", conn(1), Some(7), None);
-    r.handle_join("room:1", conn(2), Some(7), None);
-    r.handle_join("room:1", conn(3), None, None);
-    r.handle_join("room:2", conn(4), Some(8), None);
+    r.handle_join("room:1", conn(1), Some(7), None).unwrap();
+    r.handle_join("room:1", conn(2), Some(7), None).unwrap();
+    r.handle_join("room:1", conn(3), None, None).unwrap();
+    r.handle_join("room:2", conn(4), Some(8), None).unwrap();
     let (counts, out) = publish(&mut r, "room:1", "hi", now);
     assert_eq!(
         counts,
@@ -69,17 +69,21 @@ fn joining_with_a_position_reads_what_was_missed_and_a_foreign_epoch_is_a_gap() 
         publish(&mut r, "news", body, now);
     }
     let epoch = r.channels().position("news").unwrap().epoch;
-    let read = r.handle_join("news", conn(1), None, Some((Some(epoch), 1)));
+    let read = r
+        .handle_join("news", conn(1), None, Some((Some(epoch), 1)))
+        .unwrap();
     assert_eq!(
         read.messages.iter().map(|m| m.0).collect::<Vec<_>>(),
         [2, 3]
     );
     assert!(!read.gap);
     assert_eq!((read.epoch, read.last), (Some(epoch), 3));
-    let read = r.handle_join("news", conn(2), None, Some((Some(epoch ^ 1), 1)));
+    let read = r
+        .handle_join("news", conn(2), None, Some((Some(epoch ^ 1), 1)))
+        .unwrap();
     assert!(read.gap, "another epoch cannot be resumed");
     assert_eq!(read.messages.len(), 3, "everything kept is sent instead");
-    let read = r.handle_join("news", conn(3), None, None);
+    let read = r.handle_join("news", conn(3), None, None).unwrap();
     assert!(read.messages.is_empty() && !read.gap && read.last == 3);
 }
 
@@ -114,14 +118,14 @@ fn history_reads_the_newest_or_pages_forward_from_a_position() {
 fn a_channel_left_empty_is_forgotten_after_the_ttl_with_its_history() {
     let mut r = router();
     let t0 = Instant::now();
-    r.handle_join("lobby", conn(1), Some(1), None);
+    r.handle_join("lobby", conn(1), Some(1), None).unwrap();
     publish(&mut r, "lobby", "m", t0);
     assert!(r.handle_leave("lobby", conn(1), Some(1), t0));
     assert!(!r.handle_leave("lobby", conn(1), Some(1), t0), "left once");
     r.handle_tick(t0 + Duration::from_secs(30));
     assert_eq!(r.channels().len(), 1, "kept within the ttl");
     // Joined again and left later: the old idle entry is stale.
-    r.handle_join("lobby", conn(2), None, None);
+    r.handle_join("lobby", conn(2), None, None).unwrap();
     r.handle_leave("lobby", conn(2), None, t0 + Duration::from_secs(50));
     r.handle_tick(t0 + Duration::from_secs(61));
     assert_eq!(r.channels().len(), 1);
@@ -161,8 +165,8 @@ fn a_dead_gateway_leaves_its_channels_and_members_are_rebuilt() {
     );
     r.handle_login(5, a);
     r.handle_login(5, b);
-    r.handle_join("room", a, Some(5), None);
-    r.handle_join("room", b, Some(5), None);
+    r.handle_join("room", a, Some(5), None).unwrap();
+    r.handle_join("room", b, Some(5), None).unwrap();
     r.logout_where(|c| c.loop_id == 1, now);
     assert_eq!(r.channels().connections("room"), 1);
     assert_eq!(r.channels().members("room"), [(5, 1)]);

@@ -189,3 +189,24 @@ fn a_change_some_shards_did_not_answer_says_what_the_others_changed() {
         )]
     );
 }
+
+/// A join divided among shards is answered with every shard's channels and every
+/// shard's refusals (each shard counts its own channels against the user's limit).
+#[test]
+fn a_joins_parts_keep_each_shards_channels_and_refusals() {
+    let read = bus::HistoryRead::default();
+    let part = |joined: &str, refused: &str| Reply::Joined {
+        login: None,
+        channels: vec![(joined.to_string(), read.clone())],
+        refused: vec![(refused.to_string(), router::Refusal::UserLimit)],
+    };
+    let Reply::Joined {
+        channels, refused, ..
+    } = combine(part("a", "b"), part("c", "d"))
+    else {
+        panic!("not a join's answer")
+    };
+    let names = |l: Vec<String>| l.join(",");
+    assert_eq!(names(channels.into_iter().map(|c| c.0).collect()), "a,c");
+    assert_eq!(names(refused.into_iter().map(|c| c.0).collect()), "b,d");
+}
