@@ -27,8 +27,8 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
         (State::Polling, _, Reply::Joined { login, channels }) => {
             super::channels::poll_joined(conn, cx, login, channels)
         }
-        // A framed WebSocket's later subscribe.
-        (State::WebSocket, _, Reply::Joined { channels, .. }) => {
+        // A later subscribe: a framed WebSocket's, or an HTTP/2 stream's by POST.
+        (State::WebSocket | State::Sse | State::Stream, _, Reply::Joined { channels, .. }) => {
             super::channels::joined_later(conn, cx, channels)
         }
         // A client publish over WebSocket (C7).

@@ -315,6 +315,12 @@ fn subscribe(
     transport: Transport,
 ) -> Result<Route, RouteError> {
     let q = parse_query(head.query.as_deref())?;
+    if q.session.is_some() && transport == Transport::WebSocket {
+        return Err(RouteError::BadQuery(
+            "session= names an SSE or chunked stream on HTTP/2; a WebSocket subscribes \
+             with control frames (framed=1)",
+        ));
+    }
     let streams_named = usize::from(user.is_some()) + q.channels.len();
     let since = match (transport, &head.last_event_id) {
         // Channels a session's stream joined later follow the URL's in its ids: a

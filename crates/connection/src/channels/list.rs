@@ -30,9 +30,12 @@ pub(super) struct Place {
 
 const HAS_AT: u8 = 1;
 const HAS_EPOCH: u8 = 2;
-/// Refused (the token does not allow the channel): kept only for its place in a
-/// composite id, never joined.
+/// Refused (the token does not allow the channel, or it was left): kept only for
+/// its place in a composite id, never joined.
 const REFUSED: u8 = 4;
+/// Joined after the request (its part follows the request's in a composite id, so
+/// leaving it need not keep its place).
+const LATER: u8 = 8;
 
 impl Place {
     pub(super) fn get(&self) -> Option<Since> {
@@ -43,7 +46,7 @@ impl Place {
     }
 
     pub(super) fn set(&mut self, at: Option<Since>) {
-        self.flags &= REFUSED;
+        self.flags &= REFUSED | LATER;
         if let Some(at) = at {
             self.flags |= HAS_AT;
             self.seq = at.seq;
@@ -74,6 +77,17 @@ impl Sub {
             name: intern(name),
             place,
         }
+    }
+
+    /// A channel joined after the request.
+    pub(super) fn new_later(name: &str, at: Option<Since>) -> Sub {
+        let mut sub = Sub::new(name, at, false);
+        sub.place.flags |= LATER;
+        sub
+    }
+
+    pub(super) fn later(&self) -> bool {
+        self.place.flags & LATER != 0
     }
 
     pub(super) fn at(&self) -> Option<Since> {
