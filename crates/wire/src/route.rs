@@ -286,9 +286,9 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             need(m, Method::Get, GET)?;
             Ok(Route::Health)
         }
-        (verb @ ("subscribe" | "unsubscribe"), None, None) => {
+        ("subscribe" | "unsubscribe", None, None) => {
             need(m, Method::Post, POST)?;
-            let subscribe = verb == "subscribe";
+            let subscribe = first == "subscribe";
             let q = parse_control_query(head.query.as_deref(), subscribe)?;
             Ok(Route::Control(StreamControl {
                 session: q.session,
