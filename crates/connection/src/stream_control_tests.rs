@@ -119,6 +119,9 @@ fn a_session_stream_joins_later_gets_the_channel_and_leaves_it() {
         ask(&mut h, control(false, "b", None)).0,
         Some((409, r#"{"channel":"b","error":"not subscribed"}"#.into()))
     );
+    // A stream on its way out (told to resume) is as good as gone.
+    h.step(|c, cx| c.handle_lost(cx));
+    assert_eq!(ask(&mut h, control(true, "b", None)).0.unwrap().0, 404);
 }
 
 #[test]

@@ -55,12 +55,17 @@ pub(crate) fn handle_stream_control(
     control: &StreamControl,
 ) -> Option<ControlAnswer> {
     let name = &control.channel;
-    if !matches!(conn.state, State::Sse | State::Stream) {
-        return Some(ControlAnswer::refused(
-            name,
-            409,
-            "the stream is not open yet (wait for its head)",
-        ));
+    match conn.state {
+        State::Sse | State::Stream => {}
+        State::SubscribingSse | State::SubscribingStream => {
+            return Some(ControlAnswer::refused(
+                name,
+                409,
+                "the stream is not open yet (wait for its head)",
+            ))
+        }
+        // Ending (told to resume, its token expired, a refusal): as good as gone.
+        _ => return Some(ControlAnswer::no_stream(name)),
     }
     if control.subscribe {
         let refused = subscribe_later(conn, cx, name, control.since.as_deref()).err()?;

@@ -391,7 +391,9 @@ pub fn run(script: &[u8]) -> Seen {
                         }
                         let joins = cx.out.len();
                         match c.handle_control(cx, &control) {
-                            Some(a) => assert!(matches!(a.status, 200 | 400 | 403 | 409), "{a:?}"),
+                            Some(a) => {
+                                assert!(matches!(a.status, 200 | 400 | 403 | 404 | 409), "{a:?}")
+                            }
                             None => assert_eq!(cx.out.len(), joins, "a join writes nothing yet"),
                         }
                     },
