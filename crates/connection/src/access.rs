@@ -101,11 +101,7 @@ pub(super) fn check_subscribe(
     query_token: Option<&str>,
     head: &RequestHead,
 ) -> Result<Option<Grant>, Refusal> {
-    if let Some(origin) = &head.origin {
-        if !cx.config.access.origins.allows_subscribe(origin) {
-            return Err(Refusal::Origin);
-        }
-    }
+    check_origin(cx, head)?;
     let Some(verifier) = &cx.config.access.jwt else {
         return Ok(None);
     };
@@ -120,6 +116,15 @@ pub(super) fn check_subscribe(
     }
     .map(Some)
     .map_err(Refusal::Auth)
+}
+
+/// The page's origin, as a subscription's (`--allowed-origins`): a subscription, and
+/// a `POST /subscribe` or `/unsubscribe` for one.
+pub(super) fn check_origin(cx: &Cx, head: &RequestHead) -> Result<(), Refusal> {
+    match &head.origin {
+        Some(origin) if !cx.config.access.origins.allows_subscribe(origin) => Err(Refusal::Origin),
+        _ => Ok(()),
+    }
 }
 
 /// An API call (publish, subscriptions, subscribers, stats): the page's origin,

@@ -51,6 +51,7 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx) {
         // Finishes its request; the response closes the connection.
         State::Body
         | State::Calling(_)
+        | State::Controlling
         | State::SubscribingStream
         | State::SubscribingSse
         | State::SubscribingWebSocket

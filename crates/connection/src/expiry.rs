@@ -78,6 +78,12 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx) {
         | State::SubscribingSse
         | State::SubscribingWebSocket
         | State::Polling => conn.fail(cx, 401, EXPIRED),
-        State::Head | State::Body | State::Idle | State::Calling(_) | State::Closing => {}
+        // A POST for another stream carries no token of its own.
+        State::Head
+        | State::Body
+        | State::Idle
+        | State::Calling(_)
+        | State::Controlling
+        | State::Closing => {}
     }
 }

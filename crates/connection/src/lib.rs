@@ -25,7 +25,9 @@
 //! a call reads; [`access`] decides who is let in; [`expiry`] ends a connection whose
 //! token expired and [`refresh`] replaces a WebSocket's token in place;
 //! [`credentials`] is the side table both keep their state in; [`clock`] is time in
-//! the wheel's ticks.
+//! the wheel's ticks; [`stream_control`] is an HTTP/2 `POST /subscribe` or
+//! `/unsubscribe` for another stream of its connection (the pump carries the
+//! control and its [`ControlAnswer`] between the two cores).
 //!
 //! Token lifetime: a connection let in with a token that has an `exp` ends when the
 //! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
@@ -49,6 +51,7 @@ mod replay;
 mod reply;
 mod request;
 mod state;
+mod stream_control;
 mod websocket;
 
 #[cfg(test)]
@@ -59,6 +62,8 @@ mod expiry_tests;
 mod harness;
 #[cfg(test)]
 mod multiplexed_tests;
+#[cfg(test)]
+mod stream_control_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -76,6 +81,7 @@ pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
+pub use stream_control::ControlAnswer;
 
 use bus::{Reply, Request};
 use wire::{BodyDecoder, Route, WsMessageState};
@@ -257,6 +263,7 @@ impl Connection {
                  have been done",
             ),
             State::Calling(_)
+            | State::Controlling
             | State::SubscribingStream
             | State::SubscribingSse
             | State::SubscribingWebSocket

@@ -7,9 +7,10 @@
 //! spans of an inline buffer the encoders write into (responses, per-recipient
 //! SSE `id:` lines).
 
-use super::Tick;
+use super::{ControlAnswer, Tick};
 use bus::Request;
 use bytes::Bytes;
+use wire::StreamControl;
 
 #[derive(Default)]
 pub struct Outbox {
@@ -19,6 +20,11 @@ pub struct Outbox {
     timer: Option<Tick>,
     close: bool,
     resume: bool,
+    /// HTTP/2 streams only (`stream_control`): this stream's `session=` name, a POST's
+    /// control for the stream of that name, answers to POSTs whose join was answered.
+    session: Option<Box<str>>,
+    control: Option<Box<StreamControl>>,
+    answers: Vec<ControlAnswer>,
     /// xorshift state for heartbeat jitter (never 0).
     rng: u32,
 }
@@ -88,6 +94,18 @@ impl Outbox {
         self.resume = true;
     }
 
+    pub(crate) fn name_session(&mut self, session: &str) {
+        self.session = Some(session.into());
+    }
+
+    pub(crate) fn control(&mut self, control: StreamControl) {
+        self.control = Some(Box::new(control));
+    }
+
+    pub(crate) fn answer(&mut self, answer: ControlAnswer) {
+        self.answers.push(answer);
+    }
+
     /// A pseudo-random u32 (xorshift32): heartbeat jitter without a clock or an RNG
     /// in the core; deterministic for a given seed, so tests can replay it.
     pub(crate) fn random(&mut self) -> u32 {
@@ -108,6 +126,9 @@ impl Outbox {
             && self.timer.is_none()
             && !self.close
             && !self.resume
+            && self.session.is_none()
+            && self.control.is_none()
+            && self.answers.is_empty()
     }
 
     /// Bytes to send, in order.
@@ -157,6 +178,23 @@ impl Outbox {
 
     pub fn take_resume(&mut self) -> bool {
         std::mem::take(&mut self.resume)
+    }
+
+    /// The stream's `session=` name, when its subscription named one (HTTP/2 only).
+    pub fn take_session(&mut self) -> Option<Box<str>> {
+        self.session.take()
+    }
+
+    /// A `POST /subscribe` or `/unsubscribe` for the stream its `session` names: hand
+    /// it to that stream's [`Connection::handle_control`](crate::Connection::handle_control).
+    pub fn take_control(&mut self) -> Option<Box<StreamControl>> {
+        self.control.take()
+    }
+
+    /// Answers for POSTs that waited for this stream's join: each to the oldest POST
+    /// on the connection still waiting for this stream and its channel.
+    pub fn take_answers(&mut self, into: &mut Vec<ControlAnswer>) {
+        into.append(&mut self.answers);
     }
 
     /// Everything at once (tests): bytes as one vector, then the rest is dropped.

@@ -39,9 +39,9 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 refused,
             },
         ) => super::channels::poll_joined(conn, cx, login, channels, refused),
-        // A framed WebSocket's later subscribe.
+        // A later subscribe: a framed WebSocket's, or an HTTP/2 stream's by POST.
         (
-            State::WebSocket,
+            State::WebSocket | State::Sse | State::Stream,
             _,
             Reply::Joined {
                 channels, refused, ..

@@ -1,8 +1,10 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::{access, channels, client_publish};
-use super::{BodyRead, Connection, Consumed, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, RESUME};
+use super::{access, channels, client_publish, stream_control};
+use super::{
+    BodyRead, Connection, Consumed, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, MULTIPLEXED, RESUME,
+};
 use bus::Request;
 use wire::{BodyKind, RequestHead, Route, Transport};
 
@@ -55,9 +57,19 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             since,
             ref channels,
             framed,
+            ref session,
         } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
+            }
+            if user.is_none() && channels.is_empty() && !framed && !conn.has(MULTIPLEXED) {
+                // Only a POST on its own HTTP/2 connection could ever subscribe it.
+                return conn.fail(
+                    cx,
+                    400,
+                    "a stream without an id and without channel= subscribes later by \
+                     session= on HTTP/2 only",
+                );
             }
             if channels.len() > cx.config.max_channels {
                 let why = format!(
@@ -83,9 +95,15 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             }
             let framed = framed && transport == Transport::WebSocket;
             conn.set(FRAMED, framed);
-            if channels.is_empty() && !framed {
+            if channels.is_empty() && !framed && session.is_none() {
                 let user = user.expect("the route gives a user or a channel");
                 return subscribe(conn, cx, user, transport, since, &head);
+            }
+            // A stream with a session is framed as one with channels from the start
+            // (its messages name their channel), so a later subscribe changes nothing
+            // but what arrives.
+            if let Some(session) = session.as_deref().filter(|_| conn.has(MULTIPLEXED)) {
+                cx.out.name_session(session);
             }
             prepare(
                 conn,
@@ -135,6 +153,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             conn.login(cx, user, since);
             conn.call_wait(cx, State::Polling);
         }
+        Route::Control(control) => stream_control::ask(conn, cx, control, &head),
         Route::Health => start_api(conn, cx, route, &head),
         route => match access::check_api(conn, cx, &head) {
             Ok(()) => start_api(conn, cx, route, &head),
@@ -283,8 +302,8 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
             });
         }
         // Transports are routed in `handle_head` and never reach here.
-        Route::Subscribe { .. } | Route::Poll { .. } => {
-            unreachable!("subscriptions and polls are not API calls")
+        Route::Subscribe { .. } | Route::Poll { .. } | Route::Control(_) => {
+            unreachable!("subscriptions, polls and stream controls are not API calls")
         }
     };
     let call = request.call();

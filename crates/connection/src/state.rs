@@ -25,6 +25,9 @@ pub enum State {
     Polling,
     /// A long-poll waits for a message or its timeout (A3).
     PollWaiting,
+    /// A `POST /subscribe` or `/unsubscribe` waits for the answer of the HTTP/2
+    /// stream it names (`stream_control`).
+    Controlling,
     /// HTTP/1.1 chunked streaming subscription (A1).
     Stream,
     /// Server-Sent Events subscription (A2).
@@ -47,7 +50,7 @@ impl State {
     pub(super) fn is_waiting(self) -> bool {
         matches!(
             self,
-            State::Calling(_) | State::Polling | State::PollWaiting
+            State::Calling(_) | State::Polling | State::PollWaiting | State::Controlling
         ) || self.subscribing().is_some()
     }
 

@@ -1,7 +1,9 @@
 //! Headless Chromium over HTTP/2 (issue 13): 50 EventSources on one page share one
 //! TLS connection (ALPN `h2`; HTTP/1.1 would allow 6 per origin), the browser trusting
 //! a throwaway test CA through its NSS store; every stream receives its message, and
-//! the server counts one connection for the 50 subscriptions.
+//! the server counts one connection for the 50 subscriptions. And an EventSource
+//! subscribed to a channel later by the page's `fetch` of `POST /subscribe` on the
+//! same connection (`session=`).
 
 mod common;
 mod tls_common;
@@ -52,5 +54,31 @@ fn chromium_50_eventsources_share_one_h2_connection() {
         let want = serde_json::json!([format!("for {}", FIRST_USER + i)]);
         assert_eq!(got["got"][i as usize], want, "stream {i}: {got}");
     }
+    assert_eq!(got["problems"], serde_json::json!([]), "{got}");
+}
+
+#[test]
+fn chromium_subscribes_its_eventsource_with_a_fetch_on_the_same_connection() {
+    let pki = Pki::new();
+    let home = nss_home(&pki.ca_file);
+    let server = pki.serve(&[]);
+    let client = pki.client();
+    let base = format!("https://localhost:{}", server.addr.port());
+    let mut browser = BrowserScript::run(
+        BROWSER_INSTALL,
+        "h2_session.mjs",
+        &base,
+        &["room:1", "room:2"],
+        Some(home.path()),
+    );
+    let first = browser.next_line();
+    let answered: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(answered["status"], 200, "{first}");
+    assert_eq!(answered["answer"]["subscribed"], "room:2", "{first}");
+    let (status, body) = request(&server, &client, "POST", "/pub/room:2", b"later");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""connections":1"#), "{body}");
+    let got = browser.result();
+    assert_eq!(got["got"], serde_json::json!(["later"]), "{got}");
     assert_eq!(got["problems"], serde_json::json!([]), "{got}");
 }

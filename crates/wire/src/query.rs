@@ -1,7 +1,9 @@
 //! The query parameters of subscription paths: `since` (resume position, see
-//! [`Since`]) and `token` (a JWT for clients that cannot set headers, such as a
-//! browser's `EventSource` and `WebSocket`); and of a publish batch: `parallel`.
-//! Other parameters are ignored (cache busters); a repeated `since`, `token` or
+//! [`Since`]), `token` (a JWT for clients that cannot set headers, such as a
+//! browser's `EventSource` and `WebSocket`), `channel`, `framed` and `session` (an
+//! HTTP/2 stream's name, [`check_session`]); of a publish batch: `parallel`; of
+//! `POST /subscribe` and `/unsubscribe`: [`parse_control_query`]. Other parameters
+//! are ignored (cache busters); a repeated `since`, `token`, `session` or
 //! `parallel` is refused, since two readers could disagree about which one counts.
 
 use crate::channel;
@@ -29,6 +31,77 @@ pub(crate) struct SubscriptionQuery {
     /// `framed=1`: a WebSocket speaks the framed protocol (JSON envelopes and
     /// control frames) even without a `channel=`.
     pub framed: bool,
+    /// `session=<name>`: the name `POST /subscribe` and `/unsubscribe` reach this
+    /// stream by on its HTTP/2 connection.
+    pub session: Option<String>,
+}
+
+/// Longest `session` name, in bytes.
+pub const MAX_SESSION: usize = 64;
+
+/// Why `name` is not a session name (1 to [`MAX_SESSION`] bytes of
+/// `A-Z a-z 0-9 _ -`: nothing to escape in a URL); `Ok` when it is one.
+pub fn check_session(name: &str) -> Result<(), &'static str> {
+    let ok = (1..=MAX_SESSION).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match ok {
+        true => Ok(()),
+        false => Err("session is 1 to 64 bytes of A-Z a-z 0-9 _ -"),
+    }
+}
+
+/// `POST /subscribe` and `/unsubscribe`'s query: which stream of the connection
+/// (`session`), which channel, and for a subscribe where to resume. The channel is
+/// only percent-decoded and `since` kept as sent: the stream checks both as a
+/// framed WebSocket's control frame does, so the refusals are the same JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ControlQuery {
+    pub session: String,
+    pub channel: String,
+    pub since: Option<String>,
+}
+
+pub(crate) fn parse_control_query(
+    query: Option<&str>,
+    subscribe: bool,
+) -> Result<ControlQuery, QueryError> {
+    let (mut session, mut channel, mut since) = (None, None, None);
+    for (k, v) in pairs(query) {
+        match k {
+            "session" => set_session(&mut session, v)?,
+            "channel" if channel.is_some() => {
+                return Err(QueryError::Bad("names one channel="));
+            }
+            "channel" => {
+                channel = Some(percent_decode(v).ok_or(QueryError::Bad(
+                    "channel is not valid percent-encoded UTF-8",
+                ))?)
+            }
+            "since" if !subscribe => {
+                return Err(QueryError::Bad("an unsubscribe takes no since"));
+            }
+            "since" if since.is_some() => return Err(QueryError::BadSince),
+            "since" => since = Some(v.to_owned()),
+            _ => {}
+        }
+    }
+    Ok(ControlQuery {
+        session: session.ok_or(QueryError::Bad("names the stream's session="))?,
+        channel: channel.ok_or(QueryError::Bad("names one channel="))?,
+        since,
+    })
+}
+
+/// A `session=` value, once.
+fn set_session(session: &mut Option<String>, v: &str) -> Result<(), QueryError> {
+    if session.is_some() {
+        return Err(QueryError::Bad("session given twice"));
+    }
+    check_session(v).map_err(QueryError::Bad)?;
+    *session = Some(v.to_owned());
+    Ok(())
 }
 
 pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, QueryError> {
@@ -73,6 +146,7 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                     _ => return Err(QueryError::Bad("framed is 1, true, 0 or false")),
                 }
             }
+            "session" => set_session(&mut q.session, v)?,
             _ => {}
         }
     }
@@ -177,6 +251,93 @@ mod tests {
         }
         let many: Vec<String> = (0..256).map(|i| format!("channel=c{i}")).collect();
         assert!(parse_query(Some(&many.join("&"))).is_err());
+    }
+
+    #[test]
+    fn a_session_is_a_short_plain_name_given_once() {
+        let q = parse_query(Some("channel=a&session=tab-1_B")).unwrap();
+        assert_eq!(q.session.as_deref(), Some("tab-1_B"));
+        assert_eq!(
+            parse_query(Some(&format!("session={}", "s".repeat(64))))
+                .unwrap()
+                .session
+                .map(|s| s.len()),
+            Some(64)
+        );
+        for bad in [
+            "session=",
+            "session=a%2Db",
+            "session=a.b",
+            "session=a&session=b",
+            &format!("session={}", "s".repeat(65)),
+        ] {
+            assert!(
+                matches!(parse_query(Some(bad)), Err(QueryError::Bad(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_control_names_one_session_and_one_channel() {
+        assert_eq!(
+            parse_control_query(Some("session=s&channel=room%3A1&since=3-4"), true),
+            Ok(ControlQuery {
+                session: "s".into(),
+                channel: "room:1".into(),
+                since: Some("3-4".into()),
+            })
+        );
+        // The channel and since are checked by the stream (JSON answers), not here.
+        assert_eq!(
+            parse_control_query(Some("channel=gap&since=x&session=s"), true)
+                .map(|q| (q.channel, q.since)),
+            Ok(("gap".into(), Some("x".into())))
+        );
+        for (bad, subscribe, want) in [
+            (
+                "channel=a",
+                true,
+                QueryError::Bad("names the stream's session="),
+            ),
+            ("session=s", true, QueryError::Bad("names one channel=")),
+            (
+                "session=s&channel=a&channel=b",
+                true,
+                QueryError::Bad("names one channel="),
+            ),
+            (
+                "session=s&channel=a&since=1&since=2",
+                true,
+                QueryError::BadSince,
+            ),
+            (
+                "session=s&channel=a&since=1",
+                false,
+                QueryError::Bad("an unsubscribe takes no since"),
+            ),
+            (
+                "session=s&session=s&channel=a",
+                false,
+                QueryError::Bad("session given twice"),
+            ),
+            (
+                "session=a+b&channel=a",
+                false,
+                QueryError::Bad("session is 1 to 64 bytes of A-Z a-z 0-9 _ -"),
+            ),
+            (
+                "session=s&channel=%ff",
+                false,
+                QueryError::Bad("channel is not valid percent-encoded UTF-8"),
+            ),
+        ] {
+            assert_eq!(
+                parse_control_query(Some(bad), subscribe),
+                Err(want),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

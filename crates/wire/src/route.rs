@@ -13,7 +13,7 @@
 
 use crate::head::{Method, RequestHead};
 use crate::query::parse_history_query;
-use crate::query::{parse_parallel, parse_query, QueryError};
+use crate::query::{parse_control_query, parse_parallel, parse_query, QueryError};
 use crate::since::{canonical_u64, Since};
 
 /// How a subscription is delivered.
@@ -45,6 +45,12 @@ pub enum Route {
         channels: Vec<(String, Option<Since>)>,
         /// A WebSocket in framed mode (`channel=` or `framed=1`).
         framed: bool,
+        /// `session=<name>`: what `POST /subscribe` and `/unsubscribe` on the same
+        /// HTTP/2 connection call this stream. With one, the stream may start with
+        /// no user and no channel, and an SSE `Last-Event-ID` may carry more parts
+        /// than the URL names (channels subscribed later): the extra ones are
+        /// dropped.
+        session: Option<String>,
     },
     /// `GET /poll/<id>?since=<seq>` (and `?token=`, `channel=`), or `/poll?channel=…`.
     Poll {
@@ -80,6 +86,23 @@ pub enum Route {
     Stats,
     /// `GET /healthz`.
     Health,
+    /// `POST /subscribe` or `POST /unsubscribe`: another stream of the same HTTP/2
+    /// connection joins or leaves a channel.
+    Control(StreamControl),
+}
+
+/// `POST /subscribe?session=<name>&channel=<C>[&since=<epoch>-<seq>]` or `POST
+/// /unsubscribe?session=<name>&channel=<C>`: the stream whose request said
+/// `session=<name>` joins or leaves C. `channel` is percent-decoded but not yet
+/// checked and `since` is as sent: the stream checks both as a framed WebSocket's
+/// control frame, so that the refusals read the same.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct StreamControl {
+    pub session: String,
+    pub channel: String,
+    pub since: Option<String>,
+    /// True for `/subscribe`, false for `/unsubscribe`.
+    pub subscribe: bool,
 }
 
 /// Why no route matched; see [`RouteError::status`] and [`RouteError::headers`].
@@ -263,6 +286,17 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             need(m, Method::Get, GET)?;
             Ok(Route::Health)
         }
+        ("subscribe" | "unsubscribe", None, None) => {
+            need(m, Method::Post, POST)?;
+            let subscribe = first == "subscribe";
+            let q = parse_control_query(head.query.as_deref(), subscribe)?;
+            Ok(Route::Control(StreamControl {
+                session: q.session,
+                channel: q.channel,
+                since: q.since,
+                subscribe,
+            }))
+        }
         _ => Err(RouteError::NotFound),
     }
 }
@@ -281,13 +315,26 @@ fn subscribe(
     transport: Transport,
 ) -> Result<Route, RouteError> {
     let q = parse_query(head.query.as_deref())?;
+    if q.session.is_some() && transport == Transport::WebSocket {
+        return Err(RouteError::BadQuery(
+            "session= names an SSE or chunked stream on HTTP/2; a WebSocket subscribes \
+             with control frames (framed=1)",
+        ));
+    }
+    let streams_named = usize::from(user.is_some()) + q.channels.len();
     let since = match (transport, &head.last_event_id) {
+        // Channels a session's stream joined later follow the URL's in its ids: a
+        // browser reconnecting with the URL resumes the URL's streams.
+        (Transport::Sse, Some(id)) if q.session.is_some() && id.len() > streams_named => {
+            Some(id[..streams_named].to_vec())
+        }
         (Transport::Sse, Some(id)) => Some(id.clone()),
         _ => q.since,
     };
     let framed = q.framed || !q.channels.is_empty();
-    // A framed WebSocket may start with no stream at all and subscribe later.
-    let open = framed && transport == Transport::WebSocket;
+    // A framed WebSocket may start with no stream at all and subscribe later, and so
+    // may a session's stream.
+    let open = (framed && transport == Transport::WebSocket) || q.session.is_some();
     let (since, channels) = streams(user, since, q.channels, open)?;
     Ok(Route::Subscribe {
         user,
@@ -296,6 +343,7 @@ fn subscribe(
         token: q.token,
         channels,
         framed,
+        session: q.session,
     })
 }
 

@@ -31,6 +31,7 @@ fn subscribe_transports() {
             token: None,
             channels: vec![],
             framed: false,
+            session: None,
         })
     };
     assert_eq!(r("GET", "/sub/42"), sub(42, Transport::Stream));
@@ -182,6 +183,7 @@ fn resume_and_token_on_every_subscription_path() {
             token: token.clone(),
             channels: vec![],
             framed: false,
+            session: None,
         })
     };
     let q = "?since=7-12&token=h.p.s&cb=1";
@@ -257,6 +259,7 @@ fn channels_on_every_subscription_path_with_their_part_of_since() {
             token: None,
             channels: vec![("a".into(), None), ("room:1".into(), at(3, 4))],
             framed: true,
+            session: None,
         })
     );
     // No id: only channels, and the composite has one part per channel.
@@ -274,6 +277,7 @@ fn channels_on_every_subscription_path_with_their_part_of_since() {
         Ok(Route::Subscribe {
             user: None,
             framed: true,
+            session: None,
             ..
         })
     ));
@@ -419,4 +423,119 @@ fn statuses_and_headers() {
         .headers()
         .contains(&("Upgrade", "websocket")));
     assert!(RouteError::NotFound.headers().is_empty());
+}
+
+#[test]
+fn a_session_names_a_stream_that_may_start_empty() {
+    assert_eq!(
+        r("GET", "/sse?session=tab1"),
+        Ok(Route::Subscribe {
+            user: None,
+            transport: Transport::Sse,
+            since: None,
+            token: None,
+            channels: vec![],
+            framed: false,
+            session: Some("tab1".into()),
+        })
+    );
+    assert!(matches!(
+        r("GET", "/sub/7?session=a-b_c&channel=x"),
+        Ok(Route::Subscribe { user: Some(7), transport: Transport::Stream, ref session, .. })
+            if session.as_deref() == Some("a-b_c")
+    ));
+    for bad in [
+        "/sse?session=",
+        "/sse?session=a.b",
+        "/sse?session=a&session=a",
+    ] {
+        assert!(
+            matches!(r("GET", bad), Err(RouteError::BadQuery(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn a_sessions_last_event_id_may_carry_the_parts_of_channels_joined_later() {
+    let at = |e, s| {
+        Some(Since {
+            epoch: Some(e),
+            seq: s,
+        })
+    };
+    // The user's and the URL's channel are resumed; the two joined later dropped.
+    let h = req(
+        "GET",
+        "/sse/4?session=s&channel=a",
+        "Last-Event-ID: 1-2_3-4_5-6_\r\n",
+    );
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Subscribe { since, ref channels, .. })
+            if since == at(1, 2) && channels == &[("a".to_string(), at(3, 4))]
+    ));
+    // With nothing in the URL, every part is of a later channel.
+    let h = req("GET", "/sse?session=s", "Last-Event-ID: 5-6\r\n");
+    assert!(matches!(
+        route(&h),
+        Ok(Route::Subscribe { since: None, ref channels, .. }) if channels.is_empty()
+    ));
+    // Fewer parts than the URL's streams, more without a session, or more in
+    // `?since=`: still refused.
+    for (target, id) in [
+        ("/sse/4?session=s&channel=a", Some("1-2")),
+        ("/sse/4?channel=a", Some("1-2_3-4_5-6")),
+        ("/sse/4?session=s&channel=a&since=1-2_3-4_5-6", None),
+    ] {
+        let extra = id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
+        assert!(
+            matches!(
+                route(&req("GET", target, &extra)),
+                Err(RouteError::BadQuery(_))
+            ),
+            "{target} {id:?}"
+        );
+    }
+}
+
+#[test]
+fn subscribe_and_unsubscribe_name_a_session_and_a_channel() {
+    assert_eq!(
+        r("POST", "/subscribe?session=s&channel=room%3A1&since=3-4"),
+        Ok(Route::Control(StreamControl {
+            session: "s".into(),
+            channel: "room:1".into(),
+            since: Some("3-4".into()),
+            subscribe: true,
+        }))
+    );
+    assert_eq!(
+        r("POST", "/unsubscribe?channel=news&session=s"),
+        Ok(Route::Control(StreamControl {
+            session: "s".into(),
+            channel: "news".into(),
+            since: None,
+            subscribe: false,
+        }))
+    );
+    let allow = Err(RouteError::MethodNotAllowed { allow: "POST" });
+    assert_eq!(r("GET", "/subscribe?session=s&channel=a"), allow);
+    assert_eq!(r("DELETE", "/unsubscribe?session=s&channel=a"), allow);
+    for bad in [
+        "/subscribe?channel=a",
+        "/subscribe?session=s",
+        "/unsubscribe?session=s&channel=a&since=1",
+        "/subscribe?session=s&channel=a&channel=b",
+    ] {
+        assert!(
+            matches!(r("POST", bad), Err(RouteError::BadQuery(_))),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        r("POST", "/subscribe?session=s&channel=a&since=1&since=2"),
+        Err(RouteError::BadId)
+    );
+    assert_eq!(r("POST", "/subscribe/x").map_err(|e| e.status()), Err(404));
 }

@@ -1,14 +1,22 @@
-//! A framed WebSocket's control frames: `{"subscribe":…}` and `{"unsubscribe":…}`,
-//! each answered at once or by the join's reply.
+//! Subscribing and unsubscribing on an open connection, one path for two askers:
+//! a framed WebSocket's control frames (`{"subscribe":…}`, `{"unsubscribe":…}`,
+//! answered in frames) and an HTTP/2 stream's `POST /subscribe` and `/unsubscribe`
+//! on the same connection (`Connection::handle_control`, answered on the POST's own
+//! stream, `stream_control`). Each is answered at once or by the join's reply.
+//!
+//! Places in a composite id: a channel of the request keeps its place when left (an
+//! empty part: a reconnect with the same URL starts it from then), and takes it back
+//! when joined again; a channel joined later goes to the end and leaves no place,
+//! since a reconnect with the URL drops the parts past the URL's (`wire::route`).
 
-use super::{replay_stream, subscribed, ws_text, Sub, REFUSED_WHY};
-use crate::{Connection, Cx, FRAMED, LOGGED_IN};
+use super::{replay_stream, subscribed_json, write_sse_position, ws_text, Sub, REFUSED_WHY};
+use crate::{Connection, ControlAnswer, Cx, State, FRAMED, LOGGED_IN};
 use bus::{ChannelJoin, HistoryRead, Refusal, Request};
 use serde::Deserialize;
-use wire::{Since, Transport};
+use wire::{Since, StreamControl, Transport};
 
-/// A control frame of a framed WebSocket (`{"subscribe":…}`,
-/// `{"unsubscribe":…}`); true when the frame was one.
+/// A framed WebSocket's control frame (`{"subscribe":…}`, `{"unsubscribe":…}`);
+/// true when the frame was one.
 pub(crate) fn handle_control(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bool {
     if !conn.has(FRAMED) {
         return false;
@@ -25,10 +33,48 @@ pub(crate) fn handle_control(conn: &mut Connection, cx: &mut Cx, text: &[u8]) ->
         }
     };
     match frame {
-        Control::Subscribe { subscribe, since } => subscribe_later(conn, cx, subscribe, since),
-        Control::Unsubscribe { unsubscribe } => unsubscribe_later(conn, cx, unsubscribe),
+        Control::Subscribe { subscribe, since } => {
+            if let Err(refused) = subscribe_later(conn, cx, &subscribe, since.as_deref()) {
+                error(cx, Some(&subscribe), refused.why);
+            }
+        }
+        Control::Unsubscribe { unsubscribe } => match unsubscribe_later(conn, cx, &unsubscribe) {
+            Ok(()) => ws_text(cx, &unsubscribed_json(&unsubscribe)),
+            Err(refused) => error(cx, Some(&unsubscribe), refused.why),
+        },
     }
     true
+}
+
+/// An HTTP/2 stream is asked, by a POST on its connection, to join or leave a
+/// channel: the answer now (a refusal, or `unsubscribed`), or `None` when the join
+/// went to the bus (the answer then comes with its reply, in the outbox).
+pub(crate) fn handle_stream_control(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    control: &StreamControl,
+) -> Option<ControlAnswer> {
+    let name = &control.channel;
+    match conn.state {
+        State::Sse | State::Stream => {}
+        State::SubscribingSse | State::SubscribingStream => {
+            return Some(ControlAnswer::refused(
+                name,
+                409,
+                "the stream is not open yet (wait for its head)",
+            ))
+        }
+        // Ending (told to resume, its token expired, a refusal): as good as gone.
+        _ => return Some(ControlAnswer::no_stream(name)),
+    }
+    if control.subscribe {
+        let refused = subscribe_later(conn, cx, name, control.since.as_deref()).err()?;
+        return Some(ControlAnswer::refused(name, refused.status, refused.why));
+    }
+    Some(match unsubscribe_later(conn, cx, name) {
+        Ok(()) => ControlAnswer::new(name, 200, unsubscribed_json(name)),
+        Err(refused) => ControlAnswer::refused(name, refused.status, refused.why),
+    })
 }
 
 #[derive(Deserialize)]
@@ -43,6 +89,17 @@ enum Control {
     },
 }
 
+/// Why a subscribe or unsubscribe was refused: the text both askers get, and the
+/// HTTP status a POST is answered with.
+struct Refused {
+    status: u16,
+    why: &'static str,
+}
+
+fn refused(status: u16, why: &'static str) -> Refused {
+    Refused { status, why }
+}
+
 fn error(cx: &mut Cx, channel: Option<&str>, why: &str) {
     let text = match channel {
         Some(c) => serde_json::json!({ "error": why, "channel": c }),
@@ -51,70 +108,108 @@ fn error(cx: &mut Cx, channel: Option<&str>, why: &str) {
     ws_text(cx, &text.to_string());
 }
 
-fn subscribe_later(conn: &mut Connection, cx: &mut Cx, name: String, since: Option<String>) {
-    if let Err(why) = wire::channel::check_name(&name) {
-        return error(cx, Some(&name), why);
-    }
-    let since = match since.as_deref().map(|s| Since::parse(s.as_bytes())) {
+fn unsubscribed_json(name: &str) -> String {
+    serde_json::json!({ "unsubscribed": name }).to_string()
+}
+
+/// Checks a subscribe and asks the bus to join; answered by [`joined_later`].
+fn subscribe_later(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    name: &str,
+    since: Option<&str>,
+) -> Result<(), Refused> {
+    wire::channel::check_name(name).map_err(|why| refused(400, why))?;
+    let since = match since.map(|s| Since::parse(s.as_bytes())) {
         None => None,
         Some(Some(s)) => Some(s),
-        Some(None) => return error(cx, Some(&name), "since is not <epoch>-<seq>"),
+        Some(None) => return Err(refused(400, "since is not <epoch>-<seq>")),
     };
     let Some(chans) = conn.chans.as_mut() else {
-        return error(cx, Some(&name), "not a framed connection");
+        return Err(refused(409, "not a framed connection"));
     };
-    if !chans.allow.as_ref().is_none_or(|g| g.allows(&name)) {
-        return error(cx, Some(&name), REFUSED_WHY);
+    if !chans.allow.as_ref().is_none_or(|g| g.allows(name)) {
+        return Err(refused(403, REFUSED_WHY));
     }
-    if chans.holds(&name) {
-        return error(cx, Some(&name), "already subscribed");
+    if chans.find(name).is_some() {
+        return Err(refused(409, "already subscribed"));
     }
     if chans.len() >= cx.config.max_channels {
-        return error(
-            cx,
-            Some(&name),
+        return Err(refused(
+            409,
             "too many channels on this connection (--max-channels-per-connection)",
-        );
+        ));
     }
-    chans.push(Sub::new(&name, since, false));
+    // A channel of the request left earlier takes its place back.
+    match chans.position(name) {
+        Some(i) => chans.replace(i, Sub::new(name, since, false)),
+        None => chans.push(Sub::new_later(name, since)),
+    }
     cx.out.request(Request::Join {
         user: conn.has(LOGGED_IN).then_some(conn.user),
         login: false,
         since: None,
         epoch: None,
         channels: vec![ChannelJoin {
-            name,
+            name: name.to_string(),
             since: since.map(|s| s.seq),
             epoch: since.and_then(|s| s.epoch),
         }],
     });
+    Ok(())
 }
 
-fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: String) {
-    let held = conn.chans.as_mut().and_then(|c| c.remove(&name));
-    if held.is_none() {
-        return error(cx, Some(&name), "not subscribed");
+/// Leaves a channel now: no message of it is written after this.
+fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: &str) -> Result<(), Refused> {
+    let Some(chans) = conn.chans.as_mut() else {
+        return Err(refused(409, "not subscribed"));
+    };
+    let Some(i) = chans.position_joined(name) else {
+        return Err(refused(409, "not subscribed"));
+    };
+    if chans.at_index(i).later() {
+        chans.remove_at(i);
+    } else {
+        chans.replace(i, Sub::new(name, None, true));
     }
     cx.out.request(Request::Leave {
         user: conn.has(LOGGED_IN).then_some(conn.user),
-        channels: vec![name.clone()],
+        channels: vec![name.to_string()],
     });
-    ws_text(cx, &serde_json::json!({ "unsubscribed": name }).to_string());
+    Ok(())
 }
 
-/// A framed WebSocket's later join is answered: `subscribed`, then the replay; or
-/// an error frame for a channel the router refused, which the connection then
-/// does not hold (a later subscribe may try again).
+/// A later join is answered: a framed WebSocket's `subscribed` frame, or an HTTP/2
+/// POST's answer (in the outbox, for the pump to hand over); then the replay on
+/// this connection, and on SSE an `id:` of where every stream stands.
+/// A channel the router refused (`refused`) is let go of as an unsubscribe would
+/// and answered with the refusal.
 pub(crate) fn joined_later(
     conn: &mut Connection,
     cx: &mut Cx,
     reads: Vec<(String, HistoryRead)>,
     refused: Vec<(String, Refusal)>,
 ) {
+    let transport = match conn.state {
+        State::Sse => Transport::Sse,
+        State::Stream => Transport::Stream,
+        _ => Transport::WebSocket,
+    };
     for (name, why) in refused {
-        let held = conn.chans.as_mut().and_then(|c| c.remove(&name));
-        if held.is_some() {
-            error(cx, Some(&name), why.text());
+        let held = conn.chans.as_mut().and_then(|c| {
+            let i = c.position_joined(&name)?;
+            match c.at_index(i).later() {
+                true => drop(c.remove_at(i)),
+                false => c.replace(i, Sub::new(&name, None, true)),
+            }
+            Some(())
+        });
+        match transport {
+            Transport::WebSocket if held.is_some() => error(cx, Some(&name), why.text()),
+            Transport::WebSocket => {}
+            _ => cx
+                .out
+                .answer(ControlAnswer::refused(&name, 409, why.text())),
         }
     }
     for (name, history) in reads {
@@ -123,12 +218,20 @@ pub(crate) fn joined_later(
             .as_mut()
             .and_then(|c| c.find(&name))
             .map(|s| s.at().is_some());
+        if transport != Transport::WebSocket {
+            // Answered even when left again before the reply: the join was done,
+            // the leave answered after it.
+            let body = subscribed_json(&name, &history, wanted.unwrap_or(false));
+            cx.out.answer(ControlAnswer::new(&name, 200, body));
+        }
         let Some(resume) = wanted else {
             continue; // left again before the answer
         };
-        subscribed(cx, &name, &history, resume);
+        if transport == Transport::WebSocket {
+            ws_text(cx, &subscribed_json(&name, &history, resume));
+        }
         if resume {
-            replay_stream(conn, cx, Transport::WebSocket, Some(&name), &history);
+            replay_stream(conn, cx, transport, Some(&name), &history);
         }
         if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
             sub.set_at(Some(Since {
@@ -136,5 +239,8 @@ pub(crate) fn joined_later(
                 seq: history.last,
             }));
         }
+    }
+    if transport == Transport::Sse {
+        write_sse_position(conn, cx);
     }
 }

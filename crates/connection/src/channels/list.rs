@@ -29,25 +29,28 @@ pub(super) struct Sub {
     seq: u64,
 }
 
-/// `tag`'s flags above the name id (ids stay below 2^27: each needs a held name,
+/// `tag`'s flags above the name id (ids stay below 2^26: each needs a held name,
 /// so the table would fill memory long before).
 const HAS_AT: u32 = 1 << 31;
 const HAS_EPOCH: u32 = 1 << 30;
-/// Refused (the token does not allow the channel): kept only for its place in a
-/// composite id, never joined.
+/// Refused (the token does not allow the channel, or it was left): kept only for
+/// its place in a composite id, never joined.
 const REFUSED: u32 = 1 << 29;
 /// The user's stream, not a channel (holds no name).
 const USER: u32 = 1 << 28;
 /// With `REFUSED`: the router refused it, the user holding
 /// `--max-subscriptions-per-user` channels already ([`Refusal::UserLimit`]).
 const USER_LIMIT: u32 = 1 << 27;
-const ID: u32 = USER_LIMIT - 1;
+/// Joined after the request (its part follows the request's in a composite id, so
+/// leaving it need not keep its place).
+const LATER: u32 = 1 << 26;
+const ID: u32 = LATER - 1;
 
 impl Sub {
     /// A channel stream, its name taken into the process's table.
     pub(super) fn new(name: &str, at: Option<Since>, refused: bool) -> Sub {
         let id = names::hold(name);
-        debug_assert!(id <= ID, "name ids stay below 2^27");
+        debug_assert!(id <= ID, "name ids stay below 2^26");
         let mut sub = Sub {
             tag: id & ID,
             epoch: 0,
@@ -58,6 +61,17 @@ impl Sub {
             sub.tag |= REFUSED;
         }
         sub
+    }
+
+    /// A channel joined after the request.
+    pub(super) fn new_later(name: &str, at: Option<Since>) -> Sub {
+        let mut sub = Sub::new(name, at, false);
+        sub.tag |= LATER;
+        sub
+    }
+
+    pub(super) fn later(&self) -> bool {
+        self.tag & LATER != 0
     }
 
     /// The user's stream.
@@ -154,11 +168,6 @@ impl Chans {
         self.list.iter_mut().find(|s| s.is_joined(id))
     }
 
-    /// Whether `name` is joined.
-    pub(super) fn holds(&self, name: &str) -> bool {
-        names::id(name).is_some_and(|id| self.list.iter().any(|s| s.is_joined(id)))
-    }
-
     /// Adds a stream after the others (a later subscribe).
     pub(super) fn push(&mut self, sub: Sub) {
         let mut list = std::mem::take(&mut self.list).into_vec();
@@ -166,14 +175,34 @@ impl Chans {
         self.list = list.into_boxed_slice();
     }
 
-    /// Takes joined channel `name` out; `None` if it is not joined.
-    pub(super) fn remove(&mut self, name: &str) -> Option<Sub> {
+    /// Where channel `name` is (joined or not).
+    pub(super) fn position(&self, name: &str) -> Option<usize> {
         let id = names::id(name)?;
-        let i = self.list.iter().position(|s| s.is_joined(id))?;
+        self.list.iter().position(|s| s.id() == Some(id))
+    }
+
+    /// Where joined channel `name` is.
+    pub(super) fn position_joined(&self, name: &str) -> Option<usize> {
+        let id = names::id(name)?;
+        self.list.iter().position(|s| s.is_joined(id))
+    }
+
+    /// The stream at `i`.
+    pub(super) fn at_index(&self, i: usize) -> &Sub {
+        &self.list[i]
+    }
+
+    /// Puts `sub` in the place of the stream at `i`.
+    pub(super) fn replace(&mut self, i: usize, sub: Sub) {
+        self.list[i] = sub;
+    }
+
+    /// Takes the stream at `i` out.
+    pub(super) fn remove_at(&mut self, i: usize) -> Sub {
         let mut list = std::mem::take(&mut self.list).into_vec();
         let sub = list.remove(i);
         self.list = list.into_boxed_slice();
-        Some(sub)
+        sub
     }
 
     fn channels(&self) -> impl Iterator<Item = &Sub> {
@@ -251,7 +280,9 @@ mod tests {
                 Sub::new("list:refused", None, true),
             ],
         );
-        assert!(chans.holds(name) && !chans.holds("list:refused"));
+        assert!(chans.position_joined(name).is_some());
+        assert!(chans.position_joined("list:refused").is_none());
+        assert_eq!(chans.position("list:refused"), Some(2));
         assert_eq!(chans.joined(), vec![name.to_string()]);
         assert_eq!(
             chans.refused(),
@@ -266,7 +297,9 @@ mod tests {
         let mut out = Vec::new();
         chans.write_composite(&mut out);
         assert_eq!(out, b"5-2___");
-        assert!(chans.remove(name).is_some() && chans.remove(name).is_none());
+        let i = chans.position_joined(name).expect("joined");
+        chans.remove_at(i);
+        assert!(chans.position_joined(name).is_none());
         assert_eq!(chans.joined(), vec!["list:later".to_string()]);
         assert_eq!(chans.user_at().map(|a| a.seq), Some(2));
     }

@@ -5,7 +5,8 @@
 //!
 //! Layout: this file joins, starts a subscription and writes messages; [`list`] is
 //! what a connection keeps (its channels, packed); [`poll`] answers a long-poll
-//! over channels; [`control`] is a framed WebSocket's `subscribe`/`unsubscribe`.
+//! over channels; [`control`] subscribes and unsubscribes on an open connection (a
+//! framed WebSocket's control frames, an HTTP/2 stream's POSTs).
 
 mod control;
 mod list;
@@ -14,7 +15,7 @@ mod poll;
 #[cfg(test)]
 mod tests;
 
-pub(super) use control::{handle_control, joined_later};
+pub(super) use control::{handle_control, handle_stream_control, joined_later};
 pub(super) use list::Chans;
 use list::Sub;
 pub(crate) use names::id as name_id;
@@ -190,7 +191,7 @@ pub(super) fn start(
             }));
         }
         if transport == Transport::WebSocket {
-            subscribed(cx, &name, &history, resume);
+            ws_text(cx, &subscribed_json(&name, &history, resume));
         }
         if resume {
             replay_stream(conn, cx, transport, Some(&name), &history);
@@ -203,17 +204,7 @@ pub(super) fn start(
         }
     }
     if transport == Transport::Sse {
-        // Where every stream stands now, as an `id:` without data: an EventSource
-        // takes it as its last event id without firing an event (WHATWG HTML,
-        // "dispatch the event"), so a channel quiet until a drop still resumes
-        // from here instead of from the reconnect.
-        if let Some(chans) = conn.chans.as_ref() {
-            cx.out.write(|out| {
-                out.extend_from_slice(b"id: ");
-                chans.write_composite(out);
-                out.extend_from_slice(b"\n\n");
-            });
-        }
+        write_sse_position(conn, cx);
     }
     if transport == Transport::WebSocket
         && conn.pending.as_ref().is_some_and(|p| !p.input.is_empty())
@@ -263,19 +254,33 @@ fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, 
     }
 }
 
-/// A WebSocket's `{"subscribed":…}` frame.
-fn subscribed(cx: &mut Cx, name: &str, history: &HistoryRead, resume: bool) {
+/// Where every stream of an SSE subscription stands now, as an `id:` without data:
+/// an EventSource takes it as its last event id without firing an event (WHATWG
+/// HTML, "dispatch the event"), so a channel quiet until a drop still resumes from
+/// here instead of from the reconnect.
+fn write_sse_position(conn: &Connection, cx: &mut Cx) {
+    if let Some(chans) = conn.chans.as_ref() {
+        cx.out.write(|out| {
+            out.extend_from_slice(b"id: ");
+            chans.write_composite(out);
+            out.extend_from_slice(b"\n\n");
+        });
+    }
+}
+
+/// `{"subscribed":…}`: a WebSocket's frame, an HTTP/2 POST's answer. `pos` is just
+/// before the first replayed message.
+fn subscribed_json(name: &str, history: &HistoryRead, resume: bool) -> String {
     let at = Since {
         epoch: history.epoch,
         seq: first_replayed(history, resume) - 1,
     };
-    let text = serde_json::json!({
+    serde_json::json!({
         "subscribed": name,
         "pos": at.to_string(),
         "gap": history.gap && resume,
     })
-    .to_string();
-    ws_text(cx, &text);
+    .to_string()
 }
 
 fn ws_text(cx: &mut Cx, text: &str) {

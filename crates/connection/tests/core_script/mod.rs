@@ -7,7 +7,10 @@
 //! - it never panics;
 //! - it never emits bytes after it closed (a close requested, or the closing state);
 //! - every timer it arms is in the future;
-//! - every request that wants a reply is one the core can be answered for.
+//! - every request that wants a reply is one the core can be answered for;
+//! - an HTTP/2 stream's control (`handle_control`, op 7 with bit 6) is answered with
+//!   a status of the documented table, or goes to the bus as one join, whose
+//!   reply answers it 200 or (the router refused it) 409.
 //!
 //! Shared by the bounded fuzzer in the test suite (`core_fuzz.rs`) and the
 //! coverage-guided target (`fuzz/fuzz_targets/core.rs`).
@@ -15,7 +18,8 @@
 use bus::{HistoryRead, Message, Reply, Request};
 use bytes::Bytes;
 use connection::{
-    Config, Connection, Credentials, Cx, Frames, Outbox, SlowPolicy, State, WsHeartbeat,
+    Config, Connection, ControlAnswer, Credentials, Cx, Frames, Outbox, SlowPolicy, State,
+    WsHeartbeat,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -63,6 +67,11 @@ pub const FRAGMENTS: &[&[u8]] = &[
     b"\x81\xa0\x00\x00\x00\x00{\"publish\":\"room:1\",\"data\":\"hi\"}",
     b"POST /pub/room:1 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
     b"GET /history/news?limit=2 HTTP/1.1\r\n\r\n",
+    // HTTP/2 streams (policy bit 3): a session's streams and the POSTs for them.
+    b"GET /sse?session=tab&channel=news HTTP/1.1\r\nLast-Event-ID: 5-2_6-1_\r\n\r\n",
+    b"GET /sub/7?session=tab HTTP/1.1\r\n\r\n",
+    b"POST /subscribe?session=tab&channel=room:1&since=5-1 HTTP/1.1\r\n\r\n",
+    b"POST /unsubscribe?session=tab&channel=news HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
     b"GARBAGE\r\n\r\n",
     b"\r\n",
 ];
@@ -196,6 +205,7 @@ pub fn bit(state: State) -> Seen {
         State::Sse => 8,
         State::WebSocket => 9,
         State::Closing => 10,
+        State::Controlling => 11,
     }
 }
 
@@ -209,6 +219,10 @@ pub fn run(script: &[u8]) -> Seen {
     let mut conn = Connection::new();
     // Mostly a loopback peer (the API answers it); bit 1 tries a remote one (403).
     conn.set_peer_loopback(policy & 2 == 0);
+    // Bit 3: an HTTP/2 stream (sessions and POSTs for them are heard).
+    if policy & 8 != 0 {
+        conn.set_multiplexed();
+    }
     let mut now: u32 = 100;
     let mut queued = 0usize;
     let mut outstanding: VecDeque<Request> = VecDeque::new();
@@ -241,6 +255,15 @@ pub fn run(script: &[u8]) -> Seen {
             assert!(timer > now, "timer {timer} armed at or before now {now}");
         }
         out.take_resume();
+        out.take_session();
+        out.take_control();
+        let mut answers = Vec::new();
+        out.take_answers(&mut answers);
+        // A join's answer: done, or refused by the router (the user's limit).
+        assert!(
+            answers.iter().all(|a| a.status == 200 || a.status == 409),
+            "{answers:?}"
+        );
         out.take_requests(&mut requests);
         for request in requests.drain(..) {
             outstanding.push_back(request);
@@ -357,6 +380,38 @@ pub fn run(script: &[u8]) -> Seen {
             6 => {
                 queued = usize::from(s.byte().unwrap_or(0)) * 4;
                 false
+            }
+            // A POST on the same HTTP/2 connection names this stream, or the
+            // stream a POST named answers it.
+            7 if op & 0x40 != 0 && op & 0x80 == 0 => {
+                let pick = s.byte().unwrap_or(0);
+                let control = wire::StreamControl {
+                    session: "tab".into(),
+                    channel: ["room:1", "news", "gap", "x y"][usize::from(pick % 4)].into(),
+                    since: [None, Some("5-1"), Some("x")][usize::from(pick / 4 % 3)]
+                        .map(str::to_string),
+                    subscribe: pick & 0x20 == 0,
+                };
+                step(
+                    &mut conn,
+                    now,
+                    queued,
+                    &mut closed,
+                    &mut outstanding,
+                    &mut |c, cx| {
+                        if pick & 0x40 != 0 {
+                            c.handle_control_answer(cx, &ControlAnswer::no_stream("news"));
+                            return;
+                        }
+                        let joins = cx.out.len();
+                        match c.handle_control(cx, &control) {
+                            Some(a) => {
+                                assert!(matches!(a.status, 200 | 400 | 403 | 404 | 409), "{a:?}")
+                            }
+                            None => assert_eq!(cx.out.len(), joins, "a join writes nothing yet"),
+                        }
+                    },
+                )
             }
             _ if op & 0x80 != 0 => {
                 step(

@@ -34,7 +34,8 @@
 //! PING and keep-alive timer, writes); `conn` what the peer's frames do to one
 //! connection's state; `budget` the leaky buckets; `script` the sans-IO driver the
 //! fuzz target `h2_conn` runs; `h2_stream` (beside this module) what the loop does
-//! for a stream.
+//! for a stream; `h2_control` (beside it too) carries `POST /subscribe` and
+//! `/unsubscribe` to the stream whose `session=` they name.
 //!
 //! Not done: server push, RFC 8441 WebSocket over HTTP/2 (WebSocket stays on
 //! HTTP/1.1: ALPN offers both), trailers on requests, PRIORITY (ignored).
@@ -43,6 +44,7 @@ mod budget;
 mod conn;
 pub(super) mod script;
 
+use super::h2_control::{Relay, Role};
 use super::EventLoop;
 use budget::Bucket;
 use conn::Limits;
@@ -75,6 +77,8 @@ pub(super) struct H2Layer {
     pub(super) gathered: Vec<u8>,
     /// A response body's bytes before flow control, reused per call.
     pub(super) body: Vec<u8>,
+    /// What streams left for other streams of their connection (`h2_control`).
+    pub(super) relays: Vec<(u32, Relay)>,
 }
 
 /// One HTTP/2 connection's state (boxed: HTTP/1.1 connections pay nothing).
@@ -152,6 +156,9 @@ pub(super) struct H2Stream {
     pub(super) staged_flow: u32,
     /// The end of the body went to the core.
     pub(super) end_fed: bool,
+    /// Its `session=` name, or the stream a POST of it waits for (`h2_control`);
+    /// boxed, on the few streams that have either.
+    pub(super) control: Option<Box<Role>>,
 }
 
 impl H2Stream {
@@ -170,6 +177,7 @@ impl H2Stream {
             staged: Vec::new(),
             staged_flow: 0,
             end_fed: framing == Framing::None,
+            control: None,
         }
     }
 }
@@ -200,6 +208,7 @@ impl H2Layer {
             out: Vec::new(),
             gathered: Vec::new(),
             body: Vec::new(),
+            relays: Vec::new(),
         }
     }
 
@@ -228,6 +237,7 @@ impl H2Layer {
         self.out = Vec::new();
         self.gathered = Vec::new();
         self.body = Vec::new();
+        self.relays = Vec::new();
     }
 }
 

@@ -222,11 +222,15 @@ impl EventLoop {
         let Some(conn) = h2.conns[parent].as_deref_mut() else {
             return;
         };
-        let Some(pos) = conn.streams.iter().position(|s| s.slot == index as u32) else {
+        let pos = conn.streams.iter().position(|s| s.slot == index as u32);
+        let stream = pos.map(|pos| conn.streams.swap_remove(pos));
+        let gone = conn.gone;
+        // A POST waiting for this stream hears it went.
+        self.h2_orphans(parent);
+        let Some(stream) = stream else {
             return;
         };
-        let stream = conn.streams.swap_remove(pos);
-        if !conn.gone {
+        if !gone {
             let mut out = Vec::with_capacity(13);
             frames::write_rst_stream(&mut out, stream.id, code::CANCEL);
             if self.h2_write(parent, &out, false) {

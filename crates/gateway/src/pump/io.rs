@@ -100,6 +100,8 @@ impl EventLoop {
     /// 4 B and slot slack of every new connection's memory). True if a timer was
     /// put in the wheel.
     pub(super) fn settle(&mut self, index: usize, coalesce: bool) -> bool {
+        // First: a write below may close the slot, and these outlive it.
+        self.h2_take_relays(index);
         if !self.outbox.pieces().is_empty() && !self.send(index, coalesce) {
             // The write failed and the connection is closed: its close took the
             // outbox's requests, its logout included.

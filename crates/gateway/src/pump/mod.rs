@@ -27,7 +27,7 @@
 //!   SO_REUSEPORT group;
 //! - [`tls`]: the TLS byte transform between socket and core (`TlsLayer`);
 //! - [`h2`]: HTTP/2 on TLS connections (`H2Layer`), [`h2_stream`] a virtual
-//!   connection per stream.
+//!   connection per stream, [`h2_control`] what one stream asks of another.
 //!
 //! [`EventLoop`] holds them and does what needs several at once, borrowing the parts
 //! it uses: [`accept`] admits sockets and steers the loop in and out of the port's
@@ -40,6 +40,7 @@ mod accept;
 mod conns;
 mod drain;
 mod h2;
+mod h2_control;
 mod h2_stream;
 mod handoff;
 mod inbox;
@@ -332,6 +333,7 @@ impl EventLoop {
         loop {
             self.send_calls();
             self.run_resumes();
+            self.run_relays();
             if !self.calls.is_empty() {
                 continue;
             }

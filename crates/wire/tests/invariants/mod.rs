@@ -365,6 +365,24 @@ pub fn check_route(buf: &[u8]) {
     if let Err(e) = &routed {
         assert!(matches!(e.status(), 400 | 404 | 405 | 426), "{e:?}");
     }
+    // A session name is 1 to 64 bytes of `A-Z a-z 0-9 _ -`, whatever the query held;
+    // a control is a POST that names one.
+    let session_ok = |s: &str| {
+        (1..=64).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    match &routed {
+        Ok(wire::Route::Control(c)) => {
+            assert_eq!(head.method, wire::Method::Post);
+            assert!(session_ok(&c.session), "{c:?}");
+            assert!(c.subscribe || c.since.is_none(), "{c:?}");
+        }
+        Ok(wire::Route::Subscribe {
+            session: Some(s), ..
+        }) => assert!(session_ok(s), "{s:?}"),
+        _ => {}
+    }
     if head.path.starts_with('/') {
         let target = match &head.query {
             Some(q) => format!("{}?{q}", head.path),
