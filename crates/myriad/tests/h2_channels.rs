@@ -217,3 +217,78 @@ fn a_reconnect_resumes_the_urls_streams_and_drops_the_parts_joined_later() {
         );
     });
 }
+
+/// Over NATS with two router shards: a stream joins by POST channels that fall on
+/// both shards (the join goes to each channel's owner), their publishes reach it, and
+/// a leave stops them. The POST waits for the stream's head (before it, a cluster
+/// answers 409 "not open yet": the stream's own join is still on its way).
+#[test]
+fn posts_join_channels_on_every_router_shard_over_nats() {
+    use common::cluster::{gateway_with, Nats, Router};
+    let pki = Pki::new();
+    let nats = Nats::start();
+    let shard = |i: &str| {
+        Router::start_with(
+            &nats,
+            "memory",
+            &["--router-shards", "2", "--router-shard", i],
+        )
+        .0
+    };
+    let _routers = (shard("0"), shard("1"));
+    let (cert, key) = (pki.cert.to_str().unwrap(), pki.key.to_str().unwrap());
+    let gw = gateway_with(
+        &nats,
+        &["--router-shards", "2", "--tls-cert", cert, "--tls-key", key],
+    );
+    // Names that fall on both shards (FNV-1a of the name, mod 2).
+    let names = ["alpha", "beta", "gamma", "delta"];
+    runtime().block_on(async {
+        let client = h2_connect(&gw, &pki.ca_file, 1 << 20).await;
+        // The routers may still be starting: open the stream until it is served.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let (mut sse, mut text) = loop {
+            let mut r = h2_request(&client, "GET", "/sse?session=s&channel=alpha", SSE, b"")
+                .await
+                .unwrap();
+            if r.status() == 200 {
+                let mut text = String::new();
+                body_until(r.body_mut(), &mut text, "id: ").await;
+                break (r, text);
+            }
+            assert!(std::time::Instant::now() < deadline, "{}", r.status());
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        for name in &names[1..] {
+            let (status, answer) =
+                post(&client, &format!("/subscribe?session=s&channel={name}")).await;
+            assert_eq!(
+                (status, &answer["subscribed"]),
+                (200, &json!(name)),
+                "{answer}"
+            );
+        }
+        for name in names {
+            assert_eq!(
+                publish(&client, name, &format!("to {name}")).await,
+                1,
+                "{name}"
+            );
+            body_until(
+                sse.body_mut(),
+                &mut text,
+                &format!("event: {name}\ndata: to {name}\n\n"),
+            )
+            .await;
+        }
+        for name in ["beta", "gamma"] {
+            let (status, answer) =
+                post(&client, &format!("/unsubscribe?session=s&channel={name}")).await;
+            assert_eq!((status, answer), (200, json!({"unsubscribed": name})));
+            assert_eq!(publish(&client, name, "after").await, 0, "{name}");
+        }
+        assert_eq!(publish(&client, "delta", "last").await, 1);
+        body_until(sse.body_mut(), &mut text, "data: last").await;
+        assert!(!text.contains("after"), "{text}");
+    });
+}
