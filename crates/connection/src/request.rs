@@ -55,7 +55,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             transport,
             ref token,
             since,
-            ref channels,
+            channels,
             framed,
             ref session,
         } => {
@@ -111,7 +111,6 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 since.is_some() || channels.iter().any(|c| c.1.is_some()),
                 &head,
             );
-            let channels = channels.clone();
             channels::join_at_start(conn, cx, user, since, channels, allow);
             conn.call_wait(cx, State::subscribing_to(transport));
         }

@@ -282,7 +282,7 @@ impl Hub {
             _ => None,
         };
         let mut router = self.router.lock();
-        let (mut reads, mut refused) = (Vec::new(), Vec::new());
+        let (mut reads, mut refused) = (Vec::with_capacity(channels.len()), Vec::new());
         for c in channels {
             match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
                 Ok(read) => reads.push((c.name.clone(), read)),

@@ -61,18 +61,19 @@ pub(super) fn join_at_start(
         }
     }
     let allowed = |name: &str| allow.as_ref().is_none_or(|g| g.allows(name));
-    let joins = channels
-        .iter()
-        .filter(|(name, _)| allowed(name))
-        .map(|(name, at)| ChannelJoin {
-            name: name.clone(),
-            since: at.map(|a| a.seq),
-            epoch: at.and_then(|a| a.epoch),
-        })
-        .collect();
     let subs: Vec<Sub> = channels
         .iter()
         .map(|(name, at)| Sub::new(name, *at, !allowed(name)))
+        .collect();
+    // The names move into the request: a join copies none.
+    let joins = channels
+        .into_iter()
+        .filter(|(name, _)| allowed(name))
+        .map(|(name, at)| ChannelJoin {
+            name,
+            since: at.map(|a| a.seq),
+            epoch: at.and_then(|a| a.epoch),
+        })
         .collect();
     if let Some(user) = user {
         if conn.has(LOGGED_IN) && conn.user != user {
