@@ -273,15 +273,7 @@ fn a_connection_holds_at_most_the_configured_number_of_channels() {
 #[test]
 fn channels_reach_every_gateway_across_router_shards() {
     let nats = Nats::start();
-    let shard = |i: &str| {
-        Router::start_with(
-            &nats,
-            "memory",
-            &["--router-shards", "2", "--router-shard", i],
-        )
-        .0
-    };
-    let _routers = (shard("0"), shard("1"));
+    let _routers = Router::shards(&nats, 2);
     let a = gateway_with(&nats, &["--router-shards", "2"]);
     let b = gateway_with(&nats, &["--router-shards", "2"]);
     // Names that fall on both shards (FNV-1a of the name, mod 2).

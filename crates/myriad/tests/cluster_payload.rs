@@ -97,15 +97,7 @@ fn replies_over_the_nats_max_payload_arrive_whole_in_parts() {
 fn a_forward_between_shards_over_the_nats_max_payload_crosses_in_parts() {
     let dir = tempfile::tempdir().unwrap();
     let nats = small_nats(dir.path());
-    let shard = |i: &str| {
-        Router::start_with(
-            &nats,
-            "memory",
-            &["--router-shards", "2", "--router-shard", i],
-        )
-        .0
-    };
-    let (_r0, _r1) = (shard("0"), shard("1"));
+    let _routers = Router::shards(&nats, 2);
     let gw = gateway_with(&nats, &["--router-shards", "2"]);
     let edges: String = (1..=3_000u64).map(|u| format!("{} 1\n", u * 2)).collect();
     let (status, body) = gw.request("POST", "/subscriptions", edges.as_bytes());

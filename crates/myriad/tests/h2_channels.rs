@@ -227,15 +227,7 @@ fn posts_join_channels_on_every_router_shard_over_nats() {
     use common::cluster::{gateway_with, Nats, Router};
     let pki = Pki::new();
     let nats = Nats::start();
-    let shard = |i: &str| {
-        Router::start_with(
-            &nats,
-            "memory",
-            &["--router-shards", "2", "--router-shard", i],
-        )
-        .0
-    };
-    let _routers = (shard("0"), shard("1"));
+    let _routers = Router::shards(&nats, 2);
     let (cert, key) = (pki.cert.to_str().unwrap(), pki.key.to_str().unwrap());
     let gw = gateway_with(
         &nats,

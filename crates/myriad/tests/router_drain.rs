@@ -97,6 +97,9 @@ fn sigterm_refuses_new_publishes_finishes_and_exits_0() {
         .unwrap();
     half.write_all(b"POST /pub/7 HTTP/1.1\r\nHost: t\r\n")
         .unwrap();
+    // The port accepts in arrival order: a publish on a connection opened after it
+    // answered means the half request's connection was accepted, before the drain.
+    common::cluster::publish_at(port, 7, "probe");
 
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(

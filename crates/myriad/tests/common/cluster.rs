@@ -85,6 +85,19 @@ impl Router {
         Router::start_with(nats, store, &[]).0
     }
 
+    /// `n` router shards with the memory store, one process each (`--router-shards
+    /// n --router-shard i`).
+    pub fn shards(nats: &Nats, n: usize) -> Vec<Router> {
+        let count = n.to_string();
+        (0..n)
+            .map(|i| {
+                let shard = i.to_string();
+                let flags = ["--router-shards", &count, "--router-shard", &shard];
+                Router::start_with(nats, "memory", &flags).0
+            })
+            .collect()
+    }
+
     /// The router with `extra` flags, and its start line.
     pub fn start_with(nats: &Nats, store: &str, extra: &[&str]) -> (Router, String) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
