@@ -15,19 +15,45 @@ use tls_common::*;
 const STREAMS: u64 = 50;
 const FIRST_USER: u64 = 500;
 
-#[test]
-fn chromium_50_eventsources_share_one_h2_connection() {
+/// A TLS server of a throwaway CA, and Chromium trusting it running `script` with
+/// `args` against the server's `https://localhost` origin.
+struct Page {
+    // Kept alive with the test: the CA's files, Chromium's NSS store, the server.
+    _pki: Pki,
+    _home: tempfile::TempDir,
+    server: common::Server,
+    client: std::sync::Arc<tls::rustls::ClientConfig>,
+    browser: BrowserScript,
+}
+
+fn page(script: &str, args: &[&str]) -> Page {
     let pki = Pki::new();
     let home = nss_home(&pki.ca_file);
     let server = pki.serve(&[]);
     let client = pki.client();
     let base = format!("https://localhost:{}", server.addr.port());
-    let mut browser = BrowserScript::run(
-        BROWSER_INSTALL,
+    let browser = BrowserScript::run(BROWSER_INSTALL, script, &base, args, Some(home.path()));
+    Page {
+        _pki: pki,
+        _home: home,
+        server,
+        client,
+        browser,
+    }
+}
+
+#[test]
+fn chromium_50_eventsources_share_one_h2_connection() {
+    // Every field bound (`..` would drop the CA and the NSS store at once).
+    let Page {
+        _pki,
+        _home,
+        server,
+        client,
+        mut browser,
+    } = page(
         "h2_clients.mjs",
-        &base,
         &[&FIRST_USER.to_string(), &STREAMS.to_string()],
-        Some(home.path()),
     );
     let first = browser.next_line();
     let ready: serde_json::Value = serde_json::from_str(&first).unwrap();
@@ -59,18 +85,13 @@ fn chromium_50_eventsources_share_one_h2_connection() {
 
 #[test]
 fn chromium_subscribes_its_eventsource_with_a_fetch_on_the_same_connection() {
-    let pki = Pki::new();
-    let home = nss_home(&pki.ca_file);
-    let server = pki.serve(&[]);
-    let client = pki.client();
-    let base = format!("https://localhost:{}", server.addr.port());
-    let mut browser = BrowserScript::run(
-        BROWSER_INSTALL,
-        "h2_session.mjs",
-        &base,
-        &["room:1", "room:2"],
-        Some(home.path()),
-    );
+    let Page {
+        _pki,
+        _home,
+        server,
+        client,
+        mut browser,
+    } = page("h2_session.mjs", &["room:1", "room:2"]);
     let first = browser.next_line();
     let answered: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(answered["status"], 200, "{first}");
