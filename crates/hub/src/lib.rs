@@ -29,7 +29,9 @@ pub mod args;
 pub mod commit;
 pub mod durable;
 pub mod local;
+pub mod presence;
 pub mod publish;
+pub mod webhook;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
@@ -56,6 +58,14 @@ pub struct Hub {
     history_peak: AtomicU64,
     /// Most users holding a history ring since the last trim.
     rings_peak: AtomicU64,
+    /// Where membership pushes without a waiting caller go in this process
+    /// ([`presence`]); unset, they are `kept`.
+    post: std::sync::OnceLock<publish::Post>,
+    kept: Mutex<Vec<(u16, Mail)>>,
+    /// Back-end sinks of membership events (NATS, the webhook).
+    sinks: parking_lot::RwLock<Vec<presence::Sink>>,
+    /// `--webhook`: its counters for `/stats`.
+    webhook: Option<Arc<webhook::Webhook>>,
 }
 
 /// History this large that expired by half is worth returning to the kernel: rings
@@ -72,6 +82,10 @@ impl Hub {
             peak: AtomicU64::new(0),
             history_peak: AtomicU64::new(0),
             rings_peak: AtomicU64::new(0),
+            post: std::sync::OnceLock::new(),
+            kept: Mutex::new(Vec::new()),
+            sinks: parking_lot::RwLock::new(Vec::new()),
+            webhook: None,
         }
     }
 
@@ -114,6 +128,17 @@ impl Hub {
         if let Some(log) = log {
             let log = durable::restore(&hub.router, log, owns)?;
             hub.history = Some(commit::GroupCommit::new(log, args.history)?);
+        }
+        if let Some(url) = &args.webhook {
+            let secret = args
+                .webhook_secret
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .context("--webhook needs --webhook-secret (its signature's key)")?;
+            let webhook = Arc::new(webhook::Webhook::start(url, secret)?);
+            let sink = webhook.clone();
+            hub.add_sink(Box::new(move |events, time_ms| sink.push(events, time_ms)));
+            hub.webhook = Some(webhook);
         }
         Ok(hub)
     }
@@ -181,13 +206,20 @@ impl Hub {
                 since,
                 epoch,
                 channels,
-            } => self.join(conn, user, login.then_some((since, epoch)), &channels),
+            } => self.join(
+                conn,
+                user,
+                login.then_some((since, epoch)),
+                &channels,
+                deliver,
+            ),
             Request::Leave { user, channels } => {
                 let mut router = self.router.lock();
                 let now = Instant::now();
                 for name in &channels {
                     router.handle_leave(name, conn, user, now);
                 }
+                self.announce(&mut router, Some(deliver));
                 Reply::Done
             }
             Request::PublishChannel { channel, payload } => {
@@ -232,7 +264,7 @@ impl Hub {
                     Err(e) => Reply::Unavailable(e.to_string()),
                 }
             }
-            Request::Stats => Reply::Stats(stats_json(&self.stats())),
+            Request::Stats => Reply::Stats(self.stats_json()),
         }
     }
 
@@ -276,6 +308,7 @@ impl Hub {
         user: Option<u64>,
         login: Option<(Option<u64>, Option<u32>)>,
         channels: &[bus::ChannelJoin],
+        deliver: &mut dyn FnMut(u16, Mail),
     ) -> Reply {
         let login = match (user, login) {
             (Some(user), Some((since, epoch))) => Some(self.login(conn, user, since, epoch)),
@@ -289,6 +322,7 @@ impl Hub {
                 Err(why) => refused.push((c.name.clone(), why)),
             }
         }
+        self.announce(&mut router, Some(deliver));
         // Durable before anyone holds a number it read (as a login's read).
         self.read_committed(router);
         Reply::Joined {
@@ -350,15 +384,25 @@ impl Hub {
     /// Logs out every connection on the loops `loops` (a gateway process that went
     /// away: the router numbers each gateway's loops in a range); returns how many.
     pub fn logout_loops(&self, loops: std::ops::Range<u16>, now: Instant) -> u64 {
-        self.router
-            .lock()
-            .logout_where(|c| loops.contains(&c.loop_id), now)
+        let mut router = self.router.lock();
+        let n = router.logout_where(|c| loops.contains(&c.loop_id), now);
+        self.announce(&mut router, None);
+        n
     }
 
     /// Logs `conn` in as `user` without reading history (a gateway re-announcing
     /// connections it already holds).
     pub fn login_quietly(&self, user: u64, conn: ConnRef) {
         self.router.lock().handle_login(user, conn);
+    }
+
+    /// `/stats`'s router part: [`stats_json`] and, with `--webhook`, its counters.
+    pub fn stats_json(&self) -> serde_json::Value {
+        let mut json = stats_json(&self.stats());
+        if let Some(webhook) = &self.webhook {
+            json["webhook"] = webhook.stats_json();
+        }
+        json
     }
 
     pub fn stats(&self) -> RouterStats {
@@ -373,6 +417,7 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
+        self.announce(&mut router, None);
         // Forgotten rings: deleted from the store once the router lock is released.
         let position = self.history.as_ref().map(|c| c.push(router.take_journal()));
         let stats = router.stats();
