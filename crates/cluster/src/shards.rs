@@ -24,8 +24,11 @@ impl Shards {
     }
 
     /// The shard owning channel `name`: the owner of its number
-    /// ([`router::channels::key`]), so its durable rows belong to it too.
+    /// ([`router::channels::key`]), so its durable rows belong to it too. A
+    /// channel's presence companion is its channel's shard's (the shard that sees
+    /// the membership change pushes it; a companion has no durable rows).
     pub fn owner_of_channel(self, name: &str) -> u16 {
+        let name = wire::channel::presence_of(name).unwrap_or(name);
         self.owner(router::channels::key(name))
     }
 

@@ -316,13 +316,22 @@ impl Hub {
         };
         let mut router = self.router.lock();
         let (mut reads, mut refused) = (Vec::new(), Vec::new());
-        for c in channels {
-            match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
-                Ok(read) => reads.push((c.name.clone(), read)),
-                Err(why) => refused.push((c.name.clone(), why)),
+        // Presence companions after the joins are announced: a connection's pushes
+        // start after its own arrival (never before its `subscribed`).
+        let (watch, join): (Vec<_>, Vec<_>) = channels
+            .iter()
+            .partition(|c| wire::channel::presence_of(&c.name).is_some());
+        for (i, part) in [join, watch].into_iter().enumerate() {
+            for c in part {
+                match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
+                    Ok(read) => reads.push((c.name.clone(), read)),
+                    Err(why) => refused.push((c.name.clone(), why)),
+                }
+            }
+            if i == 0 {
+                self.announce(&mut router, Some(&mut *deliver));
             }
         }
-        self.announce(&mut router, Some(deliver));
         // Durable before anyone holds a number it read (as a login's read).
         self.read_committed(router);
         Reply::Joined {

@@ -42,11 +42,7 @@ impl Hub {
 
     /// Takes the router's events: pushes, then sinks. `deliver: None` is the tick
     /// or a gateway's death (posted or kept, see the module doc).
-    pub(crate) fn announce(
-        &self,
-        router: &mut Router,
-        deliver: Option<&mut dyn FnMut(u16, Mail)>,
-    ) {
+    pub(crate) fn announce(&self, router: &mut Router, deliver: Option<&mut dyn FnMut(u16, Mail)>) {
         let events = router.take_presence_events();
         let mut kept = self.kept.lock();
         let mut keep;

@@ -206,7 +206,9 @@ fn post(target: &Target, body: &str, signature: &str) -> anyhow::Result<()> {
 /// `http://host[:port][/path]`.
 fn parse_url(url: &str) -> anyhow::Result<Target> {
     let Some(rest) = url.strip_prefix("http://") else {
-        bail!("--webhook {url}: only http:// URLs (put a TLS-terminating proxy in front for https)");
+        bail!(
+            "--webhook {url}: only http:// URLs (put a TLS-terminating proxy in front for https)"
+        );
     };
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -236,7 +238,10 @@ mod tests {
     #[test]
     fn urls_are_http_with_a_host_and_a_path() {
         let t = parse_url("http://127.0.0.1:9000/hooks/presence?x=1").unwrap();
-        assert_eq!((t.host.as_str(), t.path.as_str()), ("127.0.0.1:9000", "/hooks/presence?x=1"));
+        assert_eq!(
+            (t.host.as_str(), t.path.as_str()),
+            ("127.0.0.1:9000", "/hooks/presence?x=1")
+        );
         let t = parse_url("http://example.com").unwrap();
         assert_eq!((t.host.as_str(), t.path.as_str()), ("example.com:80", "/"));
         assert!(parse_url("https://example.com/").is_err());
