@@ -37,3 +37,25 @@ impl Shards {
         self.owner(u) == self.index
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_presence_companion_is_owned_by_its_channel_s_shard() {
+        let shards = Shards { index: 0, count: 7 };
+        for name in ["room:1", "news", "a.b", "x"] {
+            let companion = wire::channel::presence_channel(name);
+            assert_eq!(
+                shards.owner_of_channel(&companion),
+                shards.owner_of_channel(name)
+            );
+        }
+        // Not every name lands on one shard, so the test above can fail.
+        let owners: std::collections::HashSet<u16> = (0..50)
+            .map(|i| shards.owner_of_channel(&format!("room:{i}")))
+            .collect();
+        assert!(owners.len() > 1);
+    }
+}

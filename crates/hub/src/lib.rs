@@ -31,11 +31,13 @@ pub mod durable;
 pub mod local;
 pub mod presence;
 pub mod publish;
+mod stats;
 pub mod webhook;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
 pub use publish::{Handout, Item, Publish, Published, Reach};
+pub use stats::stats_json;
 
 use anyhow::Context;
 use bus::{ConnRef, HistoryRead, Mail, Reply, Request};
@@ -405,15 +407,6 @@ impl Hub {
         self.router.lock().handle_login(user, conn);
     }
 
-    /// `/stats`'s router part: [`stats_json`] and, with `--webhook`, its counters.
-    pub fn stats_json(&self) -> serde_json::Value {
-        let mut json = stats_json(&self.stats());
-        if let Some(webhook) = &self.webhook {
-            json["webhook"] = webhook.stats_json();
-        }
-        json
-    }
-
     pub fn stats(&self) -> RouterStats {
         self.router.lock().stats()
     }
@@ -490,22 +483,6 @@ impl Hub {
                 }
             })
     }
-}
-
-/// The router's counters as `/stats` shows them. Named so they cannot be confused:
-/// `subscription_edges` are durable follow edges (A follows B);
-/// `connections_logged_in` are open client connections the router delivers to.
-pub fn stats_json(r: &RouterStats) -> serde_json::Value {
-    serde_json::json!({
-        "users_online": r.users_online,
-        "connections_logged_in": r.connections,
-        "users_with_history": r.users_with_history,
-        "subscription_edges": r.subscriptions,
-        "messages_in": r.messages_in,
-        "deliveries_planned": r.deliveries,
-        "channels": r.channels,
-        "channel_subscriptions": r.channel_subscriptions,
-    })
 }
 
 #[cfg(test)]

@@ -408,24 +408,6 @@ impl Channels {
         }
     }
 
-    /// Announces users whose grace ran out (see [`membership`]); a channel they
-    /// leave without a connection starts its idle ttl again from `now`.
-    pub(crate) fn expire_grace(&mut self, now: Instant) {
-        for name in self.membership.expire(now, &mut self.map) {
-            self.idle.push_back((now, name));
-        }
-    }
-
-    /// Which channels announce their membership, and the grace.
-    pub(crate) fn set_presence(&mut self, config: PresenceConfig) {
-        self.membership.config = config;
-    }
-
-    /// The membership changes made since the last call, in order.
-    pub(crate) fn take_events(&mut self) -> Vec<PresenceEvent> {
-        self.membership.take()
-    }
-
     /// Channels held now.
     pub fn len(&self) -> usize {
         self.map.len()

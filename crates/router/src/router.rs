@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
-use crate::channels::{Channels, EventKind, Keep, Position, PresenceEvent, Refusal};
+use crate::channels::{Channels, Keep, Position, Refusal};
 use crate::history::{Epochs, Journal, Ring};
 use crate::presence::Overflow;
 use crate::publish::{Fanout, Reach};
@@ -218,47 +218,6 @@ impl Router {
             journal: None,
         };
         self.channels.restore(name, (epoch, first), msgs, keep, now)
-    }
-
-    /// The membership changes of named channels since the last call, in order
-    /// (none unless `RouterConfig::presence.enabled`; a caller that enables them
-    /// takes them after every join, leave, `logout_where` and tick).
-    pub fn take_presence_events(&mut self) -> Vec<PresenceEvent> {
-        self.channels.take_events()
-    }
-
-    /// Pushes a `member_*` event to the subscribers of its channel's presence
-    /// companion (`wire::channel::presence_channel`), as a message of that channel
-    /// (`+<user>` or `-<user>`), handing `deliver` each delivery. Nothing is
-    /// published (and no history kept) while the companion has no subscriber, and
-    /// nothing is journaled: presence is not durable. Returns the message, if any.
-    pub fn push_presence(
-        &mut self,
-        event: &PresenceEvent,
-        now: Instant,
-        deliver: &mut impl FnMut(Delivery),
-    ) -> Option<Arc<Message>> {
-        let sign = match event.kind {
-            EventKind::MemberAdded => '+',
-            EventKind::MemberRemoved => '-',
-            EventKind::ChannelOccupied | EventKind::ChannelVacated => return None,
-        };
-        let companion = wire::channel::presence_channel(&event.channel);
-        if self.channels.connections(&companion) == 0 {
-            return None;
-        }
-        let payload = format!("{sign}{}", event.user.unwrap_or(0));
-        let msg = Arc::new(Message::to_channel(&companion, payload.into()));
-        let keep = Keep {
-            capacity: self.config.history,
-            max_bytes: self.config.history_bytes,
-            totals: &mut self.totals,
-            epochs: &mut self.epochs,
-            journal: None,
-        };
-        let (counts, _) = self.channels.publish(&companion, &msg, keep, now, deliver);
-        self.deliveries += u64::from(counts.connections);
-        Some(msg)
     }
 
     /// The named channels (read-only: positions, members, counts).
@@ -552,5 +511,6 @@ impl Router {
     }
 }
 
+mod presence;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@
 //! users in their grace cost memory here: a channel counts them (`leaving`) so the
 //! common first join looks nothing up.
 
-use super::Channel;
+use super::{Channel, Channels};
 use crate::UserId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -189,5 +189,25 @@ impl Membership {
         self.leaving.capacity() * (std::mem::size_of::<((Box<str>, UserId), Instant)>() + 1)
             + self.queue.capacity() * std::mem::size_of::<(Instant, Box<str>, UserId)>()
             + names
+    }
+}
+
+impl Channels {
+    /// Announces users whose grace ran out (see [`Membership`]); a channel they
+    /// leave without a connection starts its idle ttl again from `now`.
+    pub(crate) fn expire_grace(&mut self, now: Instant) {
+        for name in self.membership.expire(now, &mut self.map) {
+            self.idle.push_back((now, name));
+        }
+    }
+
+    /// Which channels announce their membership, and the grace.
+    pub(crate) fn set_presence(&mut self, config: PresenceConfig) {
+        self.membership.config = config;
+    }
+
+    /// The membership changes made since the last call, in order.
+    pub(crate) fn take_events(&mut self) -> Vec<PresenceEvent> {
+        self.membership.take()
     }
 }
