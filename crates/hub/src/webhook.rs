@@ -249,6 +249,23 @@ mod tests {
     }
 
     #[test]
+    fn a_full_queue_drops_its_oldest_and_counts_them() {
+        // Port 9 (discard) on loopback: nothing listens, every POST fails.
+        let webhook = Webhook::start("http://127.0.0.1:9/", "s").unwrap();
+        let event = PresenceEvent {
+            kind: router::EventKind::MemberAdded,
+            channel: "room".into(),
+            user: Some(1),
+        };
+        let events = vec![event; QUEUE + 10];
+        webhook.push(&events, 1);
+        let stats = webhook.stats_json();
+        assert_eq!(stats["dropped"], 10, "{stats}");
+        assert!(stats["queued"].as_u64().unwrap() <= QUEUE as u64, "{stats}");
+        assert_eq!(stats["sent_batches"], 0, "{stats}");
+    }
+
+    #[test]
     fn the_signature_is_the_hex_hmac_sha256_of_the_body() {
         // RFC 4231 test case 2.
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"Jefe");
