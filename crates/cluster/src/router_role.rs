@@ -213,8 +213,16 @@ impl RouterRole {
         };
         let mut answers = port::Answers::new();
         let mut tick = tokio::time::interval(TICK);
+        // Membership events, from under the hub's lock to this task's publishes.
+        let (presence_tx, mut presence_rx) = tokio::sync::mpsc::unbounded_channel();
+        self.hub.add_sink(Box::new(move |events, time_ms| {
+            for event in events {
+                let _ = presence_tx.send(presence::message(event, time_ms));
+            }
+        }));
         loop {
             tokio::select! {
+                Some(message) = presence_rx.recv() => self.out.push(message),
                 Some(message) = calls.next() => match codec::decode_to_router(&message.payload) {
                     Ok(msg) => self.handle(msg),
                     Err(e) => tracing::warn!(error = %e, "dropped a message to the router"),
@@ -240,6 +248,7 @@ impl RouterRole {
                     }
                 }
                 _ = tick.tick() => {
+                    self.presence_pushes();
                     let now = Instant::now();
                     self.forget_silent(now);
                     let known = &self.gateways.by_id;
@@ -419,6 +428,7 @@ mod gateways;
 mod in_order;
 mod owed;
 mod port;
+mod presence;
 mod publishes;
 mod replay;
 mod stats;

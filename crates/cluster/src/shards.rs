@@ -24,13 +24,38 @@ impl Shards {
     }
 
     /// The shard owning channel `name`: the owner of its number
-    /// ([`router::channels::key`]), so its durable rows belong to it too.
+    /// ([`router::channels::key`]), so its durable rows belong to it too. A
+    /// channel's presence companion is its channel's shard's (the shard that sees
+    /// the membership change pushes it; a companion has no durable rows).
     pub fn owner_of_channel(self, name: &str) -> u16 {
+        let name = wire::channel::presence_of(name).unwrap_or(name);
         self.owner(router::channels::key(name))
     }
 
     /// Whether this router owns `u`.
     pub fn owns(self, u: u64) -> bool {
         self.owner(u) == self.index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_presence_companion_is_owned_by_its_channel_s_shard() {
+        let shards = Shards { index: 0, count: 7 };
+        for name in ["room:1", "news", "a.b", "x"] {
+            let companion = wire::channel::presence_channel(name);
+            assert_eq!(
+                shards.owner_of_channel(&companion),
+                shards.owner_of_channel(name)
+            );
+        }
+        // Not every name lands on one shard, so the test above can fail.
+        let owners: std::collections::HashSet<u16> = (0..50)
+            .map(|i| shards.owner_of_channel(&format!("room:{i}")))
+            .collect();
+        assert!(owners.len() > 1);
     }
 }

@@ -8,6 +8,7 @@
 //! | `myriad.router.stats` | anyone (request) | the router's counters as JSON, with `gateways` (known gateways) |
 //! | `myriad.pub.<subject>` | back-ends | a publish: payload = the message; a request gets `{"connections":n,"users":u}` (from the subject's router shard, every shard's counts summed) |
 //! | `myriad.pub.<channel>` | back-ends | a publish to a named channel (its dots are NATS tokens: `myriad.pub.>`); answered by the channel's shard |
+//! | `myriad.presence.<channel>` | the router (the channel's shard) | a membership event of the channel as JSON (docs/protocol.md "Presence events"); `myriad.presence` for a name that is no NATS subject (an empty token: `a..b`, a leading or trailing dot) |
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
 //! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Fragment`]s |
 //! | `myriad.history.<user>` | the router (`--history-store jetstream`) | a user's kept messages in the stream `MYRIAD_HISTORY` ([`crate::jet_history`]), through the `$JS.API` requests |
@@ -44,6 +45,18 @@ pub fn forward(shard: u16) -> String {
 /// Whether `subject` is a shard's [`forward`] subject.
 pub fn is_forward(subject: &str) -> bool {
     subject.starts_with(ROUTER) && subject.ends_with(".forward")
+}
+
+/// What membership events' subjects start with.
+pub const PRESENCE: &str = "myriad.presence";
+
+/// Where channel `name`'s membership events go: `myriad.presence.<name>`, or
+/// `myriad.presence` when its dots would make an empty token.
+pub fn presence(name: &str) -> String {
+    match name.split('.').any(str::is_empty) {
+        true => PRESENCE.to_string(),
+        false => format!("{PRESENCE}.{name}"),
+    }
 }
 
 /// What every gateway's own subject starts with.

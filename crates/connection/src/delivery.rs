@@ -80,7 +80,11 @@ impl<'a> Frames<'a> {
     /// connection with channels.
     fn tag(&self) -> Vec<u8> {
         let mut line = match self.channel {
-            Some(c) => c.as_bytes().to_vec(),
+            // A presence push: `<channel> +<user>` / `<channel> -<user>`.
+            Some(c) => wire::channel::presence_of(c)
+                .unwrap_or(c)
+                .as_bytes()
+                .to_vec(),
             None => self.subject.to_string().into_bytes(),
         };
         line.push(b' ');
@@ -140,6 +144,11 @@ impl<'a> Frames<'a> {
     pub(crate) fn sse(&mut self) -> &Bytes {
         let (payload, channel) = (self.payload, self.channel);
         Self::encoded(&mut self.sse, |o| {
+            if let Some((c, change, user)) = channel.and_then(|c| presence(c, payload)) {
+                o.extend_from_slice(b"event: presence\n");
+                let data = serde_json::json!({"channel": c, change: user}).to_string();
+                return wire::write_sse_data(o, data.as_bytes());
+            }
             if let Some(c) = channel {
                 o.extend_from_slice(b"event: ");
                 o.extend_from_slice(c.as_bytes());
@@ -165,13 +174,32 @@ fn write_envelope(
     at: wire::Since,
     payload: &[u8],
 ) {
-    let data = String::from_utf8_lossy(payload);
     let pos = at.to_string();
+    if let Some((c, change, user)) = channel.and_then(|c| presence(c, payload)) {
+        let change = serde_json::json!({ change: user });
+        let json = serde_json::json!({"channel": c, "pos": pos, "presence": change});
+        return wire::write_ws_frame(out, wire::Opcode::Text, json.to_string().as_bytes());
+    }
+    let data = String::from_utf8_lossy(payload);
     let json = match channel {
         Some(c) => serde_json::json!({"channel": c, "pos": pos, "data": data}),
         None => serde_json::json!({"subject": subject, "pos": pos, "data": data}),
     };
     wire::write_ws_frame(out, wire::Opcode::Text, json.to_string().as_bytes());
+}
+
+/// A presence push (a message of channel `c`'s presence companion, `+<user>` or
+/// `-<user>`): the channel, `joined` or `left`, and the user.
+fn presence<'c>(c: &'c str, payload: &[u8]) -> Option<(&'c str, &'static str, u64)> {
+    let channel = wire::channel::presence_of(c)?;
+    let (sign, user) = payload.split_first()?;
+    let user: u64 = std::str::from_utf8(user).ok()?.parse().ok()?;
+    let key = match sign {
+        b'+' => "joined",
+        b'-' => "left",
+        _ => return None,
+    };
+    Some((channel, key, user))
 }
 
 /// What became of one delivery.

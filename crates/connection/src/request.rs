@@ -71,7 +71,12 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                      session= on HTTP/2 only",
                 );
             }
-            if channels.len() > cx.config.max_channels {
+            // A channel's presence companion rides with it.
+            let named = channels
+                .iter()
+                .filter(|(c, _)| wire::channel::presence_of(c).is_none())
+                .count();
+            if named > cx.config.max_channels {
                 let why = format!(
                     "more than {} channels (--max-channels-per-connection)",
                     cx.config.max_channels

@@ -31,6 +31,22 @@ pub struct HubArgs {
           default_value_t = router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_subscriptions_per_user: u32,
+    /// Seconds a user whose last connection left a channel is still announced as
+    /// a member: back within it, no leave and join are announced.
+    #[arg(long, env = "MYRIAD_PRESENCE_GRACE", default_value_t = 5.0)]
+    pub presence_grace: f64,
+    /// Channels whose names start with this announce no membership events
+    /// (repeatable; `--presence-off-prefix ''` turns them off everywhere).
+    #[arg(long, env = "MYRIAD_PRESENCE_OFF_PREFIX", value_delimiter = ' ')]
+    pub presence_off_prefix: Vec<String>,
+    /// POST membership events in batches to this `http://` URL (signed with
+    /// `--webhook-secret`).
+    #[arg(long, env = "MYRIAD_WEBHOOK")]
+    pub webhook: Option<String>,
+    /// The shared secret of the webhook's `X-Myriad-Signature` (HMAC-SHA256);
+    /// needed with `--webhook`.
+    #[arg(long, env = "MYRIAD_WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: Option<String>,
 }
 
 /// `--history-store`.
@@ -59,6 +75,11 @@ impl HubArgs {
             history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
             journal: self.history_store != HistoryStore::Memory,
             max_subscriptions_per_user: self.max_subscriptions_per_user,
+            presence: router::PresenceConfig {
+                enabled: true,
+                grace: Duration::from_secs_f64(self.presence_grace.max(0.0)),
+                off_prefixes: self.presence_off_prefix.clone(),
+            },
             ..Default::default()
         }
     }

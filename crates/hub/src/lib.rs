@@ -29,11 +29,15 @@ pub mod args;
 pub mod commit;
 pub mod durable;
 pub mod local;
+pub mod presence;
 pub mod publish;
+mod stats;
+pub mod webhook;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
 pub use publish::{Handout, Item, Publish, Published, Reach};
+pub use stats::stats_json;
 
 use anyhow::Context;
 use bus::{ConnRef, HistoryRead, Mail, Reply, Request};
@@ -56,6 +60,14 @@ pub struct Hub {
     history_peak: AtomicU64,
     /// Most users holding a history ring since the last trim.
     rings_peak: AtomicU64,
+    /// Where membership pushes without a waiting caller go in this process
+    /// ([`presence`]); unset, they are `kept`.
+    post: std::sync::OnceLock<publish::Post>,
+    kept: Mutex<Vec<(u16, Mail)>>,
+    /// Back-end sinks of membership events (NATS, the webhook).
+    sinks: parking_lot::RwLock<Vec<presence::Sink>>,
+    /// `--webhook`: its counters for `/stats`.
+    webhook: Option<Arc<webhook::Webhook>>,
 }
 
 /// History this large that expired by half is worth returning to the kernel: rings
@@ -72,6 +84,10 @@ impl Hub {
             peak: AtomicU64::new(0),
             history_peak: AtomicU64::new(0),
             rings_peak: AtomicU64::new(0),
+            post: std::sync::OnceLock::new(),
+            kept: Mutex::new(Vec::new()),
+            sinks: parking_lot::RwLock::new(Vec::new()),
+            webhook: None,
         }
     }
 
@@ -114,6 +130,17 @@ impl Hub {
         if let Some(log) = log {
             let log = durable::restore(&hub.router, log, owns)?;
             hub.history = Some(commit::GroupCommit::new(log, args.history)?);
+        }
+        if let Some(url) = &args.webhook {
+            let secret = args
+                .webhook_secret
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .context("--webhook needs --webhook-secret (its signature's key)")?;
+            let webhook = Arc::new(webhook::Webhook::start(url, secret)?);
+            let sink = webhook.clone();
+            hub.add_sink(Box::new(move |events, time_ms| sink.push(events, time_ms)));
+            hub.webhook = Some(webhook);
         }
         Ok(hub)
     }
@@ -181,13 +208,20 @@ impl Hub {
                 since,
                 epoch,
                 channels,
-            } => self.join(conn, user, login.then_some((since, epoch)), &channels),
+            } => self.join(
+                conn,
+                user,
+                login.then_some((since, epoch)),
+                &channels,
+                deliver,
+            ),
             Request::Leave { user, channels } => {
                 let mut router = self.router.lock();
                 let now = Instant::now();
                 for name in &channels {
                     router.handle_leave(name, conn, user, now);
                 }
+                self.announce(&mut router, Some(deliver));
                 Reply::Done
             }
             Request::PublishChannel { channel, payload } => {
@@ -232,7 +266,7 @@ impl Hub {
                     Err(e) => Reply::Unavailable(e.to_string()),
                 }
             }
-            Request::Stats => Reply::Stats(stats_json(&self.stats())),
+            Request::Stats => Reply::Stats(self.stats_json()),
         }
     }
 
@@ -276,6 +310,7 @@ impl Hub {
         user: Option<u64>,
         login: Option<(Option<u64>, Option<u32>)>,
         channels: &[bus::ChannelJoin],
+        deliver: &mut dyn FnMut(u16, Mail),
     ) -> Reply {
         let login = match (user, login) {
             (Some(user), Some((since, epoch))) => Some(self.login(conn, user, since, epoch)),
@@ -283,10 +318,20 @@ impl Hub {
         };
         let mut router = self.router.lock();
         let (mut reads, mut refused) = (Vec::with_capacity(channels.len()), Vec::new());
-        for c in channels {
-            match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
-                Ok(read) => reads.push((c.name.clone(), read)),
-                Err(why) => refused.push((c.name.clone(), why)),
+        // Presence companions after the joins are announced: a connection's pushes
+        // start after its own arrival (never before its `subscribed`).
+        let (watch, join): (Vec<_>, Vec<_>) = channels
+            .iter()
+            .partition(|c| wire::channel::presence_of(&c.name).is_some());
+        for (i, part) in [join, watch].into_iter().enumerate() {
+            for c in part {
+                match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
+                    Ok(read) => reads.push((c.name.clone(), read)),
+                    Err(why) => refused.push((c.name.clone(), why)),
+                }
+            }
+            if i == 0 {
+                self.announce(&mut router, Some(&mut *deliver));
             }
         }
         // Durable before anyone holds a number it read (as a login's read).
@@ -350,9 +395,10 @@ impl Hub {
     /// Logs out every connection on the loops `loops` (a gateway process that went
     /// away: the router numbers each gateway's loops in a range); returns how many.
     pub fn logout_loops(&self, loops: std::ops::Range<u16>, now: Instant) -> u64 {
-        self.router
-            .lock()
-            .logout_where(|c| loops.contains(&c.loop_id), now)
+        let mut router = self.router.lock();
+        let n = router.logout_where(|c| loops.contains(&c.loop_id), now);
+        self.announce(&mut router, None);
+        n
     }
 
     /// Logs `conn` in as `user` without reading history (a gateway re-announcing
@@ -373,6 +419,7 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
+        self.announce(&mut router, None);
         // Forgotten rings: deleted from the store once the router lock is released.
         let position = self.history.as_ref().map(|c| c.push(router.take_journal()));
         let stats = router.stats();
@@ -436,22 +483,6 @@ impl Hub {
                 }
             })
     }
-}
-
-/// The router's counters as `/stats` shows them. Named so they cannot be confused:
-/// `subscription_edges` are durable follow edges (A follows B);
-/// `connections_logged_in` are open client connections the router delivers to.
-pub fn stats_json(r: &RouterStats) -> serde_json::Value {
-    serde_json::json!({
-        "users_online": r.users_online,
-        "connections_logged_in": r.connections,
-        "users_with_history": r.users_with_history,
-        "subscription_edges": r.subscriptions,
-        "messages_in": r.messages_in,
-        "deliveries_planned": r.deliveries,
-        "channels": r.channels,
-        "channel_subscriptions": r.channel_subscriptions,
-    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ impl LocalBus {
             // Not a loop's thread: the loop is woken now.
             Arc::new(move |loop_id, item| push(&mailboxes, loop_id, item, Wake::Now))
         };
+        // Membership pushes of the tick (a grace ran out) go the same way.
+        hub.set_post(post.clone());
         LocalBus {
             hub,
             mailboxes,

@@ -121,7 +121,7 @@ impl Published {
 }
 
 /// One message's fan-out, planned under the router lock.
-struct Planned {
+pub(crate) struct Planned {
     msg: Arc<Message>,
     published: Instant,
     /// Indexed by loop id; loops are few (one per core and gateway process).
@@ -139,15 +139,7 @@ impl Planned {
         let published = Instant::now();
         let mut per_loop: Vec<Vec<Target>> = Vec::new();
         let counts = router.handle_publish(&msg, &item.reach, published, &mut |d| {
-            let slot = d.conn.loop_id as usize;
-            if per_loop.len() <= slot {
-                per_loop.resize_with(slot + 1, Vec::new);
-            }
-            per_loop[slot].push(Target {
-                token: d.conn.token,
-                epoch: d.epoch,
-                seq: d.seq,
-            });
+            add_target(&mut per_loop, d)
         });
         Planned {
             msg,
@@ -157,8 +149,22 @@ impl Planned {
         }
     }
 
+    /// A membership event pushed to its channel's presence companion (see
+    /// [`Router::push_presence`]); `None` when nobody watches it.
+    pub(crate) fn presence(router: &mut Router, event: &router::PresenceEvent) -> Option<Self> {
+        let published = Instant::now();
+        let mut per_loop: Vec<Vec<Target>> = Vec::new();
+        let msg = router.push_presence(event, published, &mut |d| add_target(&mut per_loop, d))?;
+        Some(Planned {
+            msg,
+            published,
+            per_loop,
+            counts: PublishCounts::default(),
+        })
+    }
+
     /// Gives each loop its mail (one per loop with targets).
-    fn hand_out(self, deliver: &mut dyn FnMut(u16, Mail)) {
+    pub(crate) fn hand_out(self, deliver: &mut dyn FnMut(u16, Mail)) {
         for (loop_id, targets) in self.per_loop.into_iter().enumerate() {
             if !targets.is_empty() {
                 let mail = Mail {
@@ -170,6 +176,19 @@ impl Planned {
             }
         }
     }
+}
+
+/// `d` in its loop's list of targets.
+fn add_target(per_loop: &mut Vec<Vec<Target>>, d: router::Delivery) {
+    let slot = d.conn.loop_id as usize;
+    if per_loop.len() <= slot {
+        per_loop.resize_with(slot + 1, Vec::new);
+    }
+    per_loop[slot].push(Target {
+        token: d.conn.token,
+        epoch: d.epoch,
+        seq: d.seq,
+    });
 }
 
 impl Hub {

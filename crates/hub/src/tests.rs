@@ -215,6 +215,10 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         history_ttl: 60.0,
         history_store: args::HistoryStore::Store,
         max_subscriptions_per_user: router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
+        presence_grace: 5.0,
+        presence_off_prefix: Vec::new(),
+        webhook: None,
+        webhook_secret: None,
     };
     (path, args)
 }

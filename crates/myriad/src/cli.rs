@@ -51,7 +51,7 @@ enum Command {
     /// Friends graph tools: generate a Barabási–Albert graph, load an edge list into the store.
     Friends(load::friends::FriendsArgs),
     /// Run the push server: subscriptions on /sub/<id> (stream, SSE, WebSocket), /poll/<id>, and the HTTP API.
-    Serve(crate::serve::ServeArgs),
+    Serve(Box<crate::serve::ServeArgs>),
     /// The whole system on one machine: a friends graph, a server, 10,000 connections, publishing, a live view and a report.
     Demo(crate::demo::DemoArgs),
 }
@@ -79,7 +79,7 @@ pub fn main() -> anyhow::Result<()> {
         // Children are started with an explicit --role: only `all` supervises.
         Command::Serve(args) => match (args.processes, args.cluster.role) {
             (Some(processes), cluster::Role::All) => crate::supervise::run(&args, processes),
-            _ => crate::serve::run(args),
+            _ => crate::serve::run(*args),
         },
         Command::Demo(args) => crate::demo::run(args),
     }

@@ -102,7 +102,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             let stats_hub = hub.clone();
             let server = Server::start(
                 config.clone(),
-                Arc::new(move || hub::stats_json(&stats_hub.stats())),
+                Arc::new(move || stats_hub.stats_json()),
                 |mailboxes| Arc::new(LocalBus::new(hub, mailboxes)),
             )?;
             (server, None)

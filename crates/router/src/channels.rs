@@ -39,9 +39,12 @@ use crate::conn_set::ConnSet;
 use crate::hash::IdHashBuilder;
 use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
+use membership::Membership;
+pub use membership::{EventKind, PresenceConfig, PresenceEvent, DEFAULT_PRESENCE_GRACE};
 use per_user::PerUser;
 use serde::{Deserialize, Serialize};
 
+mod membership;
 mod per_user;
 
 /// Why a join of one channel was refused (the connection keeps its other streams).
@@ -70,6 +73,9 @@ struct Channel {
     /// Users with at least one subscribed connection → how many (connections
     /// without a user are in `conns` only).
     members: HashMap<UserId, u32, IdHashBuilder>,
+    /// Users gone from `members` still announced for their grace (see
+    /// [`membership`]); the channel is not forgotten while there are any.
+    leaving: u32,
     ring: Ring,
     /// When the channel was last left empty or published to while empty; it is
     /// forgotten `ttl` after that (checked lazily by [`Channels::expire`]).
@@ -81,6 +87,7 @@ impl Channel {
         Channel {
             conns: ConnSet::default(),
             members: HashMap::default(),
+            leaving: 0,
             ring: Ring::new(epoch),
             idle_since: None,
         }
@@ -103,6 +110,8 @@ pub struct Channels {
     subscriptions: u64,
     /// Each user's subscriptions across channels (what the per-user limit reads).
     per_user: PerUser,
+    /// Membership changes as events, with the grace.
+    membership: Membership,
 }
 
 /// What a publish keeps its message within: the per-ring bounds (the router's
@@ -140,7 +149,11 @@ impl Channels {
         if channel.conns.insert(conn) {
             self.subscriptions += 1;
             if let Some(user) = user {
-                *channel.members.entry(user).or_insert(0) += 1;
+                let n = channel.members.entry(user).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    self.membership.first_join(name, channel, user);
+                }
                 self.per_user.add(user, 1);
             }
         }
@@ -167,6 +180,7 @@ impl Channels {
                 *n -= 1;
                 if *n == 0 {
                     channel.members.remove(&user);
+                    self.membership.last_leave(name, channel, user, now);
                 }
                 self.per_user.sub(user, 1);
             }
@@ -201,6 +215,7 @@ impl Channels {
             for (&user, &n) in &channel.members {
                 self.per_user.sub(user, n);
             }
+            let before: Vec<UserId> = channel.members.keys().copied().collect();
             channel.members.clear();
             let members = &mut channel.members;
             channel.conns.for_each(|c| {
@@ -210,6 +225,11 @@ impl Channels {
             });
             for (&user, &n) in &channel.members {
                 self.per_user.add(user, n);
+            }
+            for user in before {
+                if !channel.members.contains_key(&user) {
+                    self.membership.last_leave(name, channel, user, now);
+                }
             }
             if channel.conns.is_empty() {
                 channel.idle_since = Some(now);
@@ -370,9 +390,11 @@ impl Channels {
                 break;
             }
             let (_, name) = self.idle.pop_front().expect("checked above");
-            // Stale entries: the channel was joined again, or went idle later.
+            // Stale entries: the channel was joined again, or went idle later; a
+            // channel with users in their grace goes once they are announced gone.
             let expired = self.map.get(&name).is_some_and(|c| {
                 c.conns.is_empty()
+                    && c.leaving == 0
                     && c.idle_since
                         .is_some_and(|t| now.saturating_duration_since(t) >= ttl)
             });
@@ -417,6 +439,7 @@ impl Channels {
                 .sum::<usize>()
             + self.idle.capacity() * std::mem::size_of::<(Instant, Box<str>)>()
             + self.per_user.heap_bytes()
+            + self.membership.heap_bytes()
     }
 
     fn entry<'m>(
@@ -462,6 +485,8 @@ fn read(ring: &Ring, since: Option<(Option<u32>, u64)>, limit: usize) -> History
     }
 }
 
+#[cfg(test)]
+mod membership_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

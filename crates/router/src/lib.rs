@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use channels::Refusal;
+pub use channels::{EventKind, PresenceConfig, PresenceEvent, Refusal};
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
 pub use router::Router;
@@ -130,6 +130,9 @@ pub struct RouterConfig {
     /// Channel subscriptions one user's connections may hold together
     /// (`--max-subscriptions-per-user`); a join past it is refused.
     pub max_subscriptions_per_user: u32,
+    /// Membership events of named channels (`--presence-grace`,
+    /// `--presence-off-prefix`); off by default (see [`Router::take_presence_events`]).
+    pub presence: PresenceConfig,
 }
 
 impl Default for RouterConfig {
@@ -142,6 +145,7 @@ impl Default for RouterConfig {
             epoch_seed: random_seed(),
             journal: false,
             max_subscriptions_per_user: DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
+            presence: PresenceConfig::default(),
         }
     }
 }

@@ -52,6 +52,8 @@ pub struct Router {
 
 impl Router {
     pub fn new(config: RouterConfig, index: SubscriptionIndex) -> Router {
+        let mut channels = Channels::default();
+        channels.set_presence(config.presence.clone());
         Router {
             totals: HistoryTotals::new(config.history_total_bytes),
             epochs: Epochs {
@@ -63,7 +65,7 @@ impl Router {
             users: UserMap::default(),
             overflow: Overflow::default(),
             expiry: VecDeque::new(),
-            channels: Channels::default(),
+            channels,
             journal: Vec::new(),
             users_online: 0,
             connections: 0,
@@ -449,6 +451,7 @@ impl Router {
     pub fn handle_tick(&mut self, now: Instant) {
         let ttl = self.config.history_ttl;
         let journal = self.config.journal.then_some(&mut self.journal);
+        self.channels.expire_grace(now);
         self.channels.expire(now, ttl, &mut self.totals, journal);
         while let Some(&(at, user)) = self.expiry.front() {
             if now.saturating_duration_since(at) < ttl {
@@ -508,5 +511,6 @@ impl Router {
     }
 }
 
+mod presence;
 #[cfg(test)]
 mod tests;

@@ -44,6 +44,21 @@ pub fn check_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// What ends the name of a channel's presence companion: the internal channel its
+/// join/leave events are published on (docs/protocol.md "Presence events"). `~` is
+/// outside the characters a client may use, so no client name can take it.
+pub const PRESENCE_SUFFIX: &str = "~presence";
+
+/// The presence companion of channel `name`.
+pub fn presence_channel(name: &str) -> String {
+    format!("{name}{PRESENCE_SUFFIX}")
+}
+
+/// The channel whose presence companion `name` is (`None`: not a companion).
+pub fn presence_of(name: &str) -> Option<&str> {
+    name.strip_suffix(PRESENCE_SUFFIX)
+}
+
 fn allowed(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_-=@,.;:".contains(&b)
 }
@@ -77,5 +92,13 @@ mod tests {
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_presence_companion_is_no_client_name_and_names_its_channel() {
+        let companion = presence_channel("room:1");
+        assert!(check_name(&companion).is_err());
+        assert_eq!(presence_of(&companion), Some("room:1"));
+        assert_eq!(presence_of("room:1"), None);
     }
 }

@@ -34,6 +34,9 @@ pub(crate) struct SubscriptionQuery {
     /// `session=<name>`: the name `POST /subscribe` and `/unsubscribe` reach this
     /// stream by on its HTTP/2 connection.
     pub session: Option<String>,
+    /// `presence=1`: join/leave pushes of every channel named (docs/protocol.md
+    /// "Presence events").
+    pub presence: bool,
 }
 
 /// Longest `session` name, in bytes.
@@ -147,6 +150,13 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                 }
             }
             "session" => set_session(&mut q.session, v)?,
+            "presence" => {
+                q.presence = match v {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(QueryError::Bad("presence is 1, true, 0 or false")),
+                }
+            }
             _ => {}
         }
     }

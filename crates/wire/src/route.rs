@@ -11,6 +11,7 @@
 //! the streaming routes have no meaningful head-only answer, and none of the API
 //! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
 
+use crate::channel::presence_channel;
 use crate::head::{Method, RequestHead};
 use crate::query::parse_history_query;
 use crate::query::{parse_control_query, parse_parallel, parse_query, QueryError};
@@ -209,6 +210,11 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             need(m, Method::Get, GET)?;
             let user = parse_user(id)?;
             let q = parse_query(head.query.as_deref())?;
+            if q.presence {
+                return Err(RouteError::BadQuery(
+                    "presence= is for streaming subscriptions (SSE, WebSocket, chunked), not a long-poll",
+                ));
+            }
             let (since, channels) = streams(user, q.since, q.channels, false)?;
             Ok(Route::Poll {
                 user,
@@ -314,7 +320,18 @@ fn subscribe(
     user: Option<u64>,
     transport: Transport,
 ) -> Result<Route, RouteError> {
-    let q = parse_query(head.query.as_deref())?;
+    let mut q = parse_query(head.query.as_deref())?;
+    // `presence=1`: each channel's presence companion is a stream too, after the
+    // channels (its part of a composite id too; a `since` without those parts
+    // starts them from now).
+    let companions = match q.presence {
+        true => q.channels.len(),
+        false => 0,
+    };
+    if q.presence {
+        let named: Vec<String> = q.channels.iter().map(|c| presence_channel(c)).collect();
+        q.channels.extend(named);
+    }
     if q.session.is_some() && transport == Transport::WebSocket {
         return Err(RouteError::BadQuery(
             "session= names an SSE or chunked stream on HTTP/2; a WebSocket subscribes \
@@ -331,6 +348,12 @@ fn subscribe(
         (Transport::Sse, Some(id)) => Some(id.clone()),
         _ => q.since,
     };
+    let since = since.map(|mut parts| {
+        if companions > 0 && parts.len() + companions == streams_named {
+            parts.resize(streams_named, None);
+        }
+        parts
+    });
     let framed = q.framed || !q.channels.is_empty();
     // A framed WebSocket may start with no stream at all and subscribe later, and so
     // may a session's stream.

@@ -243,6 +243,55 @@ fn resume_and_token_on_every_subscription_path() {
 }
 
 #[test]
+fn presence_adds_each_channel_s_companion_after_the_channels() {
+    let at = |e, s| {
+        Some(Since {
+            epoch: Some(e),
+            seq: s,
+        })
+    };
+    let companion = |c: &str| crate::channel::presence_channel(c);
+    let channels = |route: Result<Route, RouteError>| match route {
+        Ok(Route::Subscribe { channels, .. }) => channels,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        channels(r("GET", "/sse?channel=a&channel=b&presence=1")),
+        [
+            ("a".to_string(), None),
+            ("b".to_string(), None),
+            (companion("a"), None),
+            (companion("b"), None)
+        ]
+    );
+    // A since with the channels' parts only starts the companions from now; the
+    // ids the server wrote carry the companions' parts too.
+    assert_eq!(
+        channels(r("GET", "/sse?channel=a&presence=1&since=1-2")),
+        [("a".to_string(), at(1, 2)), (companion("a"), None)]
+    );
+    let h = req(
+        "GET",
+        "/sse?channel=a&presence=1",
+        "Last-Event-ID: 1-2_3-4\r\n",
+    );
+    assert_eq!(
+        channels(route(&h)),
+        [("a".to_string(), at(1, 2)), (companion("a"), at(3, 4))]
+    );
+    assert_eq!(
+        channels(r("GET", "/sse?channel=a&presence=0")),
+        [("a".to_string(), None)]
+    );
+    for bad in ["/sse?channel=a&presence=yes", "/poll?channel=a&presence=1"] {
+        assert!(
+            matches!(r("GET", bad), Err(RouteError::BadQuery(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
 fn channels_on_every_subscription_path_with_their_part_of_since() {
     let at = |e, s| {
         Some(Since {

@@ -51,7 +51,7 @@ impl RouterRole {
 /// The hub's counters, this process's pid, the gateways known, what was sent them
 /// and what went wrong.
 fn stats_doc(hub: &Hub, gateways: usize, shard: u16, counters: &Counters) -> serde_json::Value {
-    let mut doc = hub::stats_json(&hub.stats());
+    let mut doc = hub.stats_json();
     if let Some(doc) = doc.as_object_mut() {
         let uncounted = counters.forwards_uncounted.load(Ordering::Relaxed);
         let incomplete = counters.ordered_incomplete.load(Ordering::Relaxed);

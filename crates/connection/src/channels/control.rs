@@ -33,8 +33,13 @@ pub(crate) fn handle_control(conn: &mut Connection, cx: &mut Cx, text: &[u8]) ->
         }
     };
     match frame {
-        Control::Subscribe { subscribe, since } => {
-            if let Err(refused) = subscribe_later(conn, cx, &subscribe, since.as_deref()) {
+        Control::Subscribe {
+            subscribe,
+            since,
+            presence,
+        } => {
+            let since = since.as_deref();
+            if let Err(refused) = subscribe_later(conn, cx, &subscribe, since, presence) {
                 error(cx, Some(&subscribe), refused.why);
             }
         }
@@ -68,7 +73,7 @@ pub(crate) fn handle_stream_control(
         _ => return Some(ControlAnswer::no_stream(name)),
     }
     if control.subscribe {
-        let refused = subscribe_later(conn, cx, name, control.since.as_deref()).err()?;
+        let refused = subscribe_later(conn, cx, name, control.since.as_deref(), false).err()?;
         return Some(ControlAnswer::refused(name, refused.status, refused.why));
     }
     Some(match unsubscribe_later(conn, cx, name) {
@@ -83,6 +88,9 @@ enum Control {
     Subscribe {
         subscribe: String,
         since: Option<String>,
+        /// Also the channel's join/leave pushes (its presence companion).
+        #[serde(default)]
+        presence: bool,
     },
     Unsubscribe {
         unsubscribe: String,
@@ -112,12 +120,14 @@ fn unsubscribed_json(name: &str) -> String {
     serde_json::json!({ "unsubscribed": name }).to_string()
 }
 
-/// Checks a subscribe and asks the bus to join; answered by [`joined_later`].
+/// Checks a subscribe and asks the bus to join (with `presence`, its presence
+/// companion too, from now); answered by [`joined_later`].
 fn subscribe_later(
     conn: &mut Connection,
     cx: &mut Cx,
     name: &str,
     since: Option<&str>,
+    presence: bool,
 ) -> Result<(), Refused> {
     wire::channel::check_name(name).map_err(|why| refused(400, why))?;
     let since = match since.map(|s| Since::parse(s.as_bytes())) {
@@ -145,16 +155,26 @@ fn subscribe_later(
         Some(i) => chans.replace(i, Sub::new(name, since, false)),
         None => chans.push(Sub::new_later(name, since)),
     }
+    let mut channels = vec![ChannelJoin {
+        name: name.to_string(),
+        since: since.map(|s| s.seq),
+        epoch: since.and_then(|s| s.epoch),
+    }];
+    let companion = wire::channel::presence_channel(name);
+    if presence && chans.find(&companion).is_none() {
+        chans.push(Sub::new_later(&companion, None));
+        channels.push(ChannelJoin {
+            name: companion,
+            since: None,
+            epoch: None,
+        });
+    }
     cx.out.request(Request::Join {
         user: conn.has(LOGGED_IN).then_some(conn.user),
         login: false,
         since: None,
         epoch: None,
-        channels: vec![ChannelJoin {
-            name: name.to_string(),
-            since: since.map(|s| s.seq),
-            epoch: since.and_then(|s| s.epoch),
-        }],
+        channels,
     });
     Ok(())
 }
@@ -164,17 +184,29 @@ fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: &str) -> Result<(
     let Some(chans) = conn.chans.as_mut() else {
         return Err(refused(409, "not subscribed"));
     };
-    let Some(i) = chans.position_joined(name) else {
+    if chans.position_joined(name).is_none() {
         return Err(refused(409, "not subscribed"));
-    };
-    if chans.at_index(i).later() {
-        chans.remove_at(i);
-    } else {
-        chans.replace(i, Sub::new(name, None, true));
+    }
+    let mut channels = vec![name.to_string()];
+    // Its presence companion goes with it.
+    let companion = wire::channel::presence_channel(name);
+    let watched = chans.position_joined(&companion).is_some();
+    for name in [name, companion.as_str()] {
+        let Some(i) = chans.position_joined(name) else {
+            continue;
+        };
+        if chans.at_index(i).later() {
+            chans.remove_at(i);
+        } else {
+            chans.replace(i, Sub::new(name, None, true));
+        }
+    }
+    if watched {
+        channels.push(companion);
     }
     cx.out.request(Request::Leave {
         user: conn.has(LOGGED_IN).then_some(conn.user),
-        channels: vec![name.to_string()],
+        channels,
     });
     Ok(())
 }
@@ -204,7 +236,10 @@ pub(crate) fn joined_later(
             }
             Some(())
         });
+        let companion = wire::channel::presence_of(&name).is_some();
         match transport {
+            // A presence companion is refused with its channel, which says so.
+            _ if companion => {}
             Transport::WebSocket if held.is_some() => error(cx, Some(&name), why.text()),
             Transport::WebSocket => {}
             _ => cx
@@ -227,7 +262,7 @@ pub(crate) fn joined_later(
         let Some(resume) = wanted else {
             continue; // left again before the answer
         };
-        if transport == Transport::WebSocket {
+        if transport == Transport::WebSocket && wire::channel::presence_of(&name).is_none() {
             ws_text(cx, &subscribed_json(&name, &history, resume));
         }
         if resume {

@@ -240,9 +240,12 @@ impl Chans {
         self.channels().any(Sub::refused)
     }
 
-    /// How many channels count against `--max-channels-per-connection`.
+    /// How many channels count against `--max-channels-per-connection` (a
+    /// channel's presence companion rides with it).
     pub(super) fn len(&self) -> usize {
-        self.channels().filter(|s| !s.refused()).count()
+        self.channels()
+            .filter(|s| !s.refused() && wire::channel::presence_of(&s.name()).is_none())
+            .count()
     }
 
     /// The user's place (`None` without a user or before a position).

@@ -60,7 +60,11 @@ pub(super) fn join_at_start(
             });
         }
     }
-    let allowed = |name: &str| allow.as_ref().is_none_or(|g| g.allows(name));
+    // A presence companion is allowed with its channel.
+    let allowed = |name: &str| {
+        let name = wire::channel::presence_of(name).unwrap_or(name);
+        allow.as_ref().is_none_or(|g| g.allows(name))
+    };
     let subs: Vec<Sub> = channels
         .iter()
         .map(|(name, at)| Sub::new(name, *at, !allowed(name)))
@@ -169,7 +173,11 @@ pub(super) fn start(
         }
     }
     let refused = conn.chans.as_ref().map(|c| c.refused()).unwrap_or_default();
-    for (name, why) in &refused {
+    // A presence companion is refused with its channel, which says so.
+    let refused = refused
+        .iter()
+        .filter(|(name, _)| wire::channel::presence_of(name).is_none());
+    for (name, why) in refused {
         refuse(conn, cx, transport, name, why);
     }
     // The user's stream: its position and replay, as a connection without channels.
@@ -191,7 +199,8 @@ pub(super) fn start(
                 seq: first_replayed(&history, resume) - 1,
             }));
         }
-        if transport == Transport::WebSocket {
+        // A presence companion is answered by its channel's `subscribed`.
+        if transport == Transport::WebSocket && wire::channel::presence_of(&name).is_none() {
             ws_text(cx, &subscribed_json(&name, &history, resume));
         }
         if resume {

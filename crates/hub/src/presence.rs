@@ -1,0 +1,98 @@
+//! Where the router's membership events go (docs/protocol.md "Presence events"):
+//! `member_*` pushed to the subscribers of the channel's presence companion, and
+//! every event handed to the back-end sinks (NATS, the webhook), all under the
+//! router lock, so each channel's events leave in the order they happened.
+//!
+//! Most events come from a request (a join, a leave) whose caller takes the
+//! deliveries. Those of the tick (a grace running out) and of a gateway's death
+//! have no caller waiting: they are posted to the loops by the in-process bus
+//! ([`Hub::set_post`]) or, across processes, kept until the router role takes
+//! them ([`Hub::take_presence_mail`]), and a request's deliveries always go out
+//! after whatever is kept, under the same lock, so the order holds there too.
+
+use crate::publish::{Planned, Post};
+use crate::Hub;
+use bus::{Inbound, Mail};
+use router::{PresenceEvent, Router};
+
+/// A back-end sink of membership events: called under the router lock with each
+/// run of events and the time they were taken (Unix ms); it must not block.
+pub type Sink = Box<dyn Fn(&[PresenceEvent], u64) + Send + Sync>;
+
+impl Hub {
+    /// Where events without a waiting caller are delivered in this process (the
+    /// in-process bus's mailboxes). Set once; later calls change nothing.
+    pub fn set_post(&self, post: Post) {
+        let _ = self.post.set(post);
+    }
+
+    /// Adds a back-end sink of membership events.
+    pub fn add_sink(&self, sink: Sink) {
+        self.sinks.write().push(sink);
+    }
+
+    /// Hands `deliver` the pushes of events that had no caller waiting (kept when
+    /// no post is set: across processes), in order.
+    pub fn take_presence_mail(&self, deliver: &mut dyn FnMut(u16, Mail)) {
+        let _router = self.router.lock();
+        for (loop_id, mail) in self.kept.lock().drain(..) {
+            deliver(loop_id, mail);
+        }
+    }
+
+    /// Takes the router's events: pushes, then sinks. `deliver: None` is the tick
+    /// or a gateway's death (posted or kept, see the module doc).
+    pub(crate) fn announce(&self, router: &mut Router, deliver: Option<&mut dyn FnMut(u16, Mail)>) {
+        let events = router.take_presence_events();
+        let mut kept = self.kept.lock();
+        let mut keep;
+        let deliver: &mut dyn FnMut(u16, Mail) = match deliver {
+            Some(deliver) => {
+                for (loop_id, mail) in kept.drain(..) {
+                    deliver(loop_id, mail);
+                }
+                deliver
+            }
+            None => {
+                keep = |loop_id, mail| match self.post.get() {
+                    Some(post) => post(loop_id, Inbound::Deliver(mail)),
+                    None => kept.push((loop_id, mail)),
+                };
+                &mut keep
+            }
+        };
+        if events.is_empty() {
+            return;
+        }
+        for event in &events {
+            if let Some(planned) = Planned::presence(router, event) {
+                planned.hand_out(deliver);
+            }
+        }
+        let time_ms = unix_ms();
+        for sink in self.sinks.read().iter() {
+            sink(&events, time_ms);
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 on a clock before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One event as a back-end reads it: `{"event":"member_added","channel":"C",
+/// "user":42,"time_ms":…}` (`user` only for `member_*`).
+pub fn event_json(event: &PresenceEvent, time_ms: u64) -> serde_json::Value {
+    let mut json = serde_json::json!({
+        "event": event.kind.name(),
+        "channel": &*event.channel,
+        "time_ms": time_ms,
+    });
+    if let Some(user) = event.user {
+        json["user"] = user.into();
+    }
+    json
+}

@@ -1,0 +1,51 @@
+//! The router's membership events (see `channels::membership`): taken by the
+//! caller, and pushed to a channel's presence companion.
+
+use super::Router;
+use crate::channels::{EventKind, Keep, PresenceEvent};
+use crate::{Delivery, Message};
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Router {
+    /// The membership changes of named channels since the last call, in order
+    /// (none unless `RouterConfig::presence.enabled`; a caller that enables them
+    /// takes them after every join, leave, `logout_where` and tick).
+    pub fn take_presence_events(&mut self) -> Vec<PresenceEvent> {
+        self.channels.take_events()
+    }
+
+    /// Pushes a `member_*` event to the subscribers of its channel's presence
+    /// companion (`wire::channel::presence_channel`), as a message of that channel
+    /// (`+<user>` or `-<user>`), handing `deliver` each delivery. Nothing is
+    /// published (and no history kept) while the companion has no subscriber, and
+    /// nothing is journaled: presence is not durable. Returns the message, if any.
+    pub fn push_presence(
+        &mut self,
+        event: &PresenceEvent,
+        now: Instant,
+        deliver: &mut impl FnMut(Delivery),
+    ) -> Option<Arc<Message>> {
+        let sign = match event.kind {
+            EventKind::MemberAdded => '+',
+            EventKind::MemberRemoved => '-',
+            EventKind::ChannelOccupied | EventKind::ChannelVacated => return None,
+        };
+        let companion = wire::channel::presence_channel(&event.channel);
+        if self.channels.connections(&companion) == 0 {
+            return None;
+        }
+        let payload = format!("{sign}{}", event.user.unwrap_or(0));
+        let msg = Arc::new(Message::to_channel(&companion, payload.into()));
+        let keep = Keep {
+            capacity: self.config.history,
+            max_bytes: self.config.history_bytes,
+            totals: &mut self.totals,
+            epochs: &mut self.epochs,
+            journal: None,
+        };
+        let (counts, _) = self.channels.publish(&companion, &msg, keep, now, deliver);
+        self.deliveries += u64::from(counts.connections);
+        Some(msg)
+    }
+}
