@@ -5,7 +5,7 @@
 use super::replay::{self, Framing};
 use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::http::not_stored_text;
-use bus::{Call, HistoryRead, PublishAnswer, Reply};
+use bus::{Call, HistoryRead, Presence, PresenceOf, PublishAnswer, Reply};
 use std::io::Write as _;
 use wire::Transport;
 
@@ -96,6 +96,13 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
             serde_json::to_writer(&mut body, &ids).expect("ids serialise")
         }
         (Call::ReadHistory, Reply::History(history)) => write_history(&mut body, &history),
+        (Call::Presence | Call::PresenceStats, Reply::Presence { of, presence }) => {
+            write_presence(&mut body, call == Call::Presence, &of, &presence)
+        }
+        (Call::Online, Reply::Online { user, online }) => {
+            let doc = serde_json::json!({"user": user, "count": online.len(), "online": online});
+            serde_json::to_writer(&mut body, &doc).expect("Vec write")
+        }
         (Call::Stats, Reply::Stats(doc)) => {
             serde_json::to_writer(&mut body, &doc).expect("a JSON value serialises")
         }
@@ -140,6 +147,32 @@ fn write_history(body: &mut Vec<u8>, history: &HistoryRead) {
         seq: history.last,
     };
     let doc = serde_json::json!({"messages": messages, "pos": pos.to_string(), "gap": history.gap});
+    serde_json::to_writer(body, &doc).expect("Vec write");
+}
+
+/// `GET /presence/<channel>`'s answer: `{"channel":"C","users":[{"user":42,
+/// "connections":2}],"count":1,"connections":2,"cut":false}`; `/stats`:
+/// `{"channel":"C","users":1,"connections":2}`. A subject's says `"subject":42`.
+fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Presence) {
+    let mut doc = serde_json::Map::new();
+    match of {
+        PresenceOf::Channel(name) => doc.insert("channel".into(), name.as_str().into()),
+        PresenceOf::Subject(id) => doc.insert("subject".into(), (*id).into()),
+    };
+    if list {
+        let users: Vec<serde_json::Value> = presence
+            .users
+            .iter()
+            .map(|&(user, n)| serde_json::json!({"user": user, "connections": n}))
+            .collect();
+        doc.insert("users".into(), users.into());
+        doc.insert("count".into(), presence.count.into());
+        doc.insert("connections".into(), presence.connections.into());
+        doc.insert("cut".into(), presence.cut.into());
+    } else {
+        doc.insert("users".into(), presence.count.into());
+        doc.insert("connections".into(), presence.connections.into());
+    }
     serde_json::to_writer(body, &doc).expect("Vec write");
 }
 

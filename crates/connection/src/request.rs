@@ -292,6 +292,14 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
             epoch: since.and_then(|s| s.epoch),
             limit,
         },
+        Route::Presence { of, stats } => Request::Presence {
+            of: match of {
+                wire::Present::Channel(name) => bus::PresenceOf::Channel(name),
+                wire::Present::Subject(user) => bus::PresenceOf::Subject(user),
+            },
+            list: !stats,
+        },
+        Route::Online { user } => Request::Online { user },
         Route::Subscribers { subject } => Request::Subscribers { subject },
         Route::Subscriptions { subscriber } => Request::Subscriptions { subscriber },
         Route::Stats => Request::Stats,

@@ -1,5 +1,6 @@
 //! The router side's flags of `myriad serve`: where subscriptions are stored, how
-//! much history each user keeps and how many channels a user may hold (with
+//! much history each user keeps, how many channels a user may hold and how many
+//! users a presence list names (with
 //! `MYRIAD_*` environment fallbacks).
 
 use std::time::Duration;
@@ -31,6 +32,11 @@ pub struct HubArgs {
           default_value_t = router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_subscriptions_per_user: u32,
+    /// Users one `GET /presence/<channel>` answer names at most (the lowest ids;
+    /// the answer then says `"cut":true`); the counts stay exact.
+    #[arg(long, env = "MYRIAD_MAX_PRESENCE_MEMBERS",
+          default_value_t = router::DEFAULT_MAX_PRESENCE_MEMBERS)]
+    pub max_presence_members: usize,
 }
 
 /// `--history-store`.
@@ -59,6 +65,7 @@ impl HubArgs {
             history_ttl: Duration::from_secs_f64(self.history_ttl.max(0.0)),
             journal: self.history_store != HistoryStore::Memory,
             max_subscriptions_per_user: self.max_subscriptions_per_user,
+            max_presence_members: self.max_presence_members,
             ..Default::default()
         }
     }

@@ -232,6 +232,19 @@ impl Hub {
                     Err(e) => Reply::Unavailable(e.to_string()),
                 }
             }
+            Request::Presence { of, list } => {
+                let presence = self.router.lock().presence(&of, list);
+                Reply::Presence { of, presence }
+            }
+            // What the user follows is the store's (the index keeps followers
+            // only); each followed subject is then one lookup in the users table.
+            Request::Online { user } => match self.store.lock().subscriptions(user) {
+                Ok(follows) => Reply::Online {
+                    user,
+                    online: self.router.lock().online_among(&follows),
+                },
+                Err(e) => Reply::Unavailable(e.to_string()),
+            },
             Request::Stats => Reply::Stats(stats_json(&self.stats())),
         }
     }

@@ -215,6 +215,7 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         history_ttl: 60.0,
         history_store: args::HistoryStore::Store,
         max_subscriptions_per_user: router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
+        max_presence_members: router::DEFAULT_MAX_PRESENCE_MEMBERS,
     };
     (path, args)
 }
@@ -228,3 +229,35 @@ fn remove_db(path: &std::path::Path) {
 
 mod durable;
 mod shards;
+
+#[test]
+fn online_answers_the_followed_subjects_with_a_connection() {
+    let hub = hub();
+    let follows = Request::ChangeSubscriptions {
+        edges: vec![(7, 3), (7, 5), (7, 9), (8, 4)],
+        add: true,
+    };
+    call(&hub, conn(0, 0), follows);
+    for (user, token) in [(3, 1), (9, 2), (4, 3)] {
+        let login = Request::Login {
+            user,
+            since: None,
+            epoch: None,
+        };
+        call(&hub, conn(0, token), login);
+    }
+    let (reply, _) = call(&hub, conn(0, 9), Request::Online { user: 7 });
+    assert_eq!(
+        reply,
+        Reply::Online {
+            user: 7,
+            online: vec![3, 9]
+        }
+    );
+    let of = router::PresenceOf::Subject(9);
+    let (reply, _) = call(&hub, conn(0, 9), Request::Presence { of, list: false });
+    assert!(
+        matches!(&reply, Reply::Presence { presence, .. } if presence.count == 1 && presence.connections == 1),
+        "{reply:?}"
+    );
+}

@@ -326,6 +326,13 @@ impl Channels {
         out
     }
 
+    /// Channel `name`'s members (user → subscribed connections) and all its
+    /// subscribed connections (those without a user too); `None` while it does not
+    /// exist. What presence queries read (`Router::presence`).
+    pub fn presence_of(&self, name: &str) -> Option<(&HashMap<UserId, u32, IdHashBuilder>, usize)> {
+        self.map.get(name).map(|c| (&c.members, c.conns.len()))
+    }
+
     /// Puts back a durable history of channel `name` read at start: `msgs` are
     /// numbers `first, first + 1, …` of `epoch`, oldest first, kept within the
     /// bounds as if published now; the channel counts as idle since `now`. Returns

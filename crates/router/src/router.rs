@@ -508,5 +508,6 @@ impl Router {
     }
 }
 
+pub mod online;
 #[cfg(test)]
 mod tests;
