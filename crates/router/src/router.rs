@@ -139,26 +139,12 @@ impl Router {
             });
         }
         if !self.channels.is_empty() {
-            let users_of: std::collections::HashMap<ConnRef, UserId> = self.users_of_conns();
-            self.channels
-                .leave_where(&gone, &|c| users_of.get(&c).copied(), now);
+            self.channels.leave_where(&gone, now);
         }
         for &(user, conn) in &out {
             self.logout(user, conn, now, true);
         }
         out.len() as u64
-    }
-
-    /// Every logged-in connection's user (what `logout_where` rebuilds channel
-    /// members from).
-    fn users_of_conns(&self) -> std::collections::HashMap<ConnRef, UserId> {
-        let mut map = std::collections::HashMap::new();
-        for (user, state) in self.users.iter() {
-            state.conns.for_each(&self.overflow, |c| {
-                map.insert(c, user);
-            });
-        }
-        map
     }
 
     /// Subscribes `conn` (logged in as `user`, if it is) to channel `name` and

@@ -129,3 +129,29 @@ fn a_dead_gateways_members_leave_the_answer() {
     assert_eq!(r.presence(&channel("room"), true), Presence::default());
     assert!(r.online_among(&[7, 42]).is_empty());
 }
+
+/// With router shards a channel's shard holds no login of its members (a user's
+/// logins go to the user's shard): a gateway's death still takes exactly its
+/// connections' users out, and their counts across channels.
+#[test]
+fn a_dead_gateways_members_leave_on_a_shard_without_their_logins() {
+    let mut r = router(10);
+    let now = Instant::now();
+    let dead = |token| ConnRef { loop_id: 1, token };
+    r.handle_join("room", conn(1), Some(42), None).unwrap();
+    r.handle_join("room", dead(1), Some(42), None).unwrap();
+    r.handle_join("room", dead(2), Some(5), None).unwrap();
+    r.handle_join("hall", dead(2), Some(5), None).unwrap();
+    r.handle_join("room", conn(2), Some(7), None).unwrap();
+    r.logout_where(|c| c.loop_id == 1, now);
+    let p = r.presence(&channel("room"), true);
+    assert_eq!((p.users, p.connections), (vec![(7, 1), (42, 1)], 2));
+    assert_eq!(r.presence(&channel("hall"), false).count, 0);
+    assert_eq!(r.channels().subscriptions_of(42), 1);
+    assert_eq!(r.channels().subscriptions_of(5), 0);
+    // The survivors leave as usual: nothing of the dead connections is left over.
+    r.handle_leave("room", conn(1), Some(42), now);
+    r.handle_leave("room", conn(2), Some(7), now);
+    assert_eq!(r.presence(&channel("room"), true), Presence::default());
+    assert_eq!(r.channels().subscribed_users(), 0);
+}
