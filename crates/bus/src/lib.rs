@@ -27,7 +27,8 @@ pub use http::PublishAnswer;
 pub use mailbox::{Inbound, Mail, Mailbox, Target, Wake};
 pub use request::{Call, ChannelJoin, Reply, Request};
 pub use router::{
-    ConnRef, HistoryRead, Message, Presence, PresenceOf, PublishCounts, Refusal, RouterStats,
+    ConnRef, HistoryRead, Member, Message, Presence, PresenceOf, PublishCounts, Refusal,
+    RouterStats,
 };
 
 /// The router side as a gateway sees it.

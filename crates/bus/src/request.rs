@@ -23,13 +23,15 @@ pub enum Request {
     /// in the same step (nothing missed, nothing twice); with `login`, logs it in as
     /// `user` first, as `Login` does (since/epoch are then the user's). `user` is
     /// the connection's user (counted among the channels' members), if it has one.
-    /// The reply is [`Reply::Joined`].
+    /// `info`: the user's presence info (the token's `info` claim, compact JSON),
+    /// shown beside them in presence lists. The reply is [`Reply::Joined`].
     Join {
         user: Option<u64>,
         login: bool,
         since: Option<u64>,
         epoch: Option<u32>,
         channels: Vec<ChannelJoin>,
+        info: Option<String>,
     },
     /// Unsubscribes the connection (of `user`, if it has one) from `channels`.
     Leave {

@@ -121,6 +121,7 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
             since,
             epoch,
             channels,
+            info,
         } => {
             let mut parts = divide(channels, |c| shards.owner_of_channel(&c.name), shards.count);
             let login_shard = user.filter(|_| *login).map(|u| shards.owner(u));
@@ -138,6 +139,7 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
                         since: *since,
                         epoch: *epoch,
                         channels,
+                        info: info.clone(),
                     };
                     (s, whole(request))
                 })

@@ -151,7 +151,8 @@ fn write_history(body: &mut Vec<u8>, history: &HistoryRead) {
 }
 
 /// `GET /presence/<channel>`'s answer: `{"channel":"C","users":[{"user":42,
-/// "connections":2}],"count":1,"connections":2,"cut":false}`; `/stats`:
+/// "connections":2,"info":{…}}],"count":1,"connections":2,"cut":false}` (`info`
+/// only for a user whose token carried one); `/stats`:
 /// `{"channel":"C","users":1,"connections":2}`. A subject's says `"subject":42`.
 fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Presence) {
     let mut doc = serde_json::Map::new();
@@ -163,7 +164,14 @@ fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Pr
         let users: Vec<serde_json::Value> = presence
             .users
             .iter()
-            .map(|&(user, n)| serde_json::json!({"user": user, "connections": n}))
+            .map(|m| {
+                let mut member = serde_json::json!({"user": m.user, "connections": m.connections});
+                // The router keeps what the token's claim parsed to: valid JSON.
+                if let Some(info) = m.info.as_deref().and_then(|i| serde_json::from_str(i).ok()) {
+                    member["info"] = info;
+                }
+                member
+            })
             .collect();
         doc.insert("users".into(), users.into());
         doc.insert("count".into(), presence.count.into());

@@ -87,6 +87,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
             let allow = grant.as_ref().map(|g| g.channels.clone());
+            let info = grant.as_ref().and_then(|g| g.info.clone());
             if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
                 let publish = (grant.publish, grant.publish_channels);
                 if let Some(p) = client_publish::Publisher::new(publish, cx.now) {
@@ -112,7 +113,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 &head,
             );
             let channels = channels.clone();
-            channels::join_at_start(conn, cx, user, since, channels, allow);
+            channels::join_at_start(conn, cx, user, since, channels, (allow, info));
             conn.call_wait(cx, State::subscribing_to(transport));
         }
         Route::Poll {
@@ -140,8 +141,9 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
             if !channels.is_empty() {
-                let allow = grant.map(|g| g.channels);
-                channels::join_at_start(conn, cx, user, since, channels.clone(), allow);
+                let token = grant.map(|g| (Some(g.channels), g.info));
+                let (allow, info) = token.unwrap_or_default();
+                channels::join_at_start(conn, cx, user, since, channels.clone(), (allow, info));
                 return conn.call_wait(cx, State::Polling);
             }
             let user = user.expect("the route gives a user or a channel");

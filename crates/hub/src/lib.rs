@@ -181,7 +181,16 @@ impl Hub {
                 since,
                 epoch,
                 channels,
-            } => self.join(conn, user, login.then_some((since, epoch)), &channels),
+                info,
+            } => {
+                let reply = self.join(conn, user, login.then_some((since, epoch)), &channels);
+                if let (Some(user), Some(info)) = (user, info) {
+                    self.router
+                        .lock()
+                        .set_presence_info(user, info.into_boxed_str());
+                }
+                reply
+            }
             Request::Leave { user, channels } => {
                 let mut router = self.router.lock();
                 let now = Instant::now();

@@ -8,6 +8,7 @@ mod common;
 
 use common::cluster::*;
 use common::*;
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::TcpStream;
@@ -55,6 +56,13 @@ fn until(server: &Server, path: &str, want: &Value) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
+
+fn hs(claims: Value) -> String {
+    let key = EncodingKey::from_secret(SECRET.as_bytes());
+    encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap()
 }
 
 fn member(user: u64, connections: u32) -> Value {
@@ -150,6 +158,40 @@ fn online_answers_which_followed_subjects_have_a_connection() {
         &server,
         "/online/7",
         &json!({"user": 7, "online": [3], "count": 1}),
+    );
+}
+
+/// A token's `info` claim is shown beside its user (once, however many
+/// connections), a user without one has none, and a claim past
+/// `--max-presence-info` is refused at connect.
+#[test]
+fn a_tokens_info_is_shown_beside_its_user_and_a_large_one_is_refused() {
+    let server = Server::start(&["--jwt-secret", SECRET, "--max-presence-info", "40"]);
+    let ada = hs(json!({"sub": 42, "chan": ["room"], "info": {"name": "Ada", "role": "host"}}));
+    let plain = hs(json!({"sub": 7, "chan": ["room"]}));
+    let _open = [
+        sse_on(&server, &format!("/sse/42?channel=room&token={ada}")),
+        sse_on(&server, &format!("/sse/42?channel=room&token={ada}")),
+        sse_on(&server, &format!("/sse/7?channel=room&token={plain}")),
+    ];
+    let info = json!({"name": "Ada", "role": "host"});
+    assert_eq!(
+        get(&server, "/presence/room"),
+        json!({"channel": "room", "count": 2, "connections": 3, "cut": false,
+               "users": [member(7, 1), {"user": 42, "connections": 2, "info": info}]})
+    );
+    let big = hs(json!({"sub": 9, "chan": ["room"], "info": {"bio": "x".repeat(40)}}));
+    let mut s = server.connect();
+    write!(
+        s,
+        "GET /sse/9?channel=room&token={big} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let (status, text) = parse_response(&read_all(&mut s));
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("token info claim is longer than 40 bytes (--max-presence-info)"),
+        "{text}"
     );
 }
 

@@ -51,7 +51,7 @@ use std::time::Duration;
 pub use channels::Refusal;
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
-pub use router::online::{Presence, PresenceOf};
+pub use router::online::{Member, Presence, PresenceOf};
 pub use router::Router;
 
 /// A user id; a user is a subject.

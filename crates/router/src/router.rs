@@ -40,6 +40,8 @@ pub struct Router {
     epochs: Epochs,
     /// Named channels: their subscribers, members and history.
     channels: Channels,
+    /// Presence info of users who have one (`online`).
+    infos: online::Infos,
     /// History changes not yet taken by [`Router::take_journal`] (empty unless
     /// `config.journal`).
     journal: Vec<Journal>,
@@ -64,6 +66,7 @@ impl Router {
             overflow: Overflow::default(),
             expiry: VecDeque::new(),
             channels: Channels::default(),
+            infos: online::Infos::default(),
             journal: Vec::new(),
             users_online: 0,
             connections: 0,
@@ -436,6 +439,7 @@ impl Router {
         let ttl = self.config.history_ttl;
         let journal = self.config.journal.then_some(&mut self.journal);
         self.channels.expire(now, ttl, &mut self.totals, journal);
+        self.infos.forget_absent(&self.channels);
         while let Some(&(at, user)) = self.expiry.front() {
             if now.saturating_duration_since(at) < ttl {
                 break;
@@ -482,6 +486,7 @@ impl Router {
             + self.overflow.heap_bytes()
             + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
             + self.channels.heap_bytes()
+            + self.infos.heap_bytes()
     }
 
     /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.

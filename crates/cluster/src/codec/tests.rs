@@ -89,13 +89,20 @@ fn answer() -> impl Strategy<Value = Reply> {
         proptest::collection::vec(any::<u64>(), 0..8).prop_map(Reply::Ids),
         (
             presence_of(),
-            proptest::collection::vec(any::<(u64, u32)>(), 0..8),
+            proptest::collection::vec(any::<(u64, u32, Option<String>)>(), 0..8),
             any::<(u64, u64, bool)>()
         )
             .prop_map(|(of, users, (count, connections, cut))| Reply::Presence {
                 of,
                 presence: bus::Presence {
-                    users,
+                    users: users
+                        .into_iter()
+                        .map(|(user, connections, info)| bus::Member {
+                            user,
+                            connections,
+                            info,
+                        })
+                        .collect(),
                     count,
                     connections,
                     cut,

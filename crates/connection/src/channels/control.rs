@@ -155,6 +155,9 @@ fn subscribe_later(
             since: since.map(|s| s.seq),
             epoch: since.and_then(|s| s.epoch),
         }],
+        // The user's info went with their first join (see docs/protocol.md
+        // "Presence" for what a later subscribe on another router shard shows).
+        info: None,
     });
     Ok(())
 }

@@ -190,7 +190,7 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
         Request::Presence { of, .. } => Reply::Presence {
             of: of.clone(),
             presence: bus::Presence {
-                users: vec![(7, u32::from(seed))],
+                users: vec![bus::Member::new(7, u32::from(seed))],
                 count: 1,
                 connections: u64::from(seed),
                 cut: seed & 1 != 0,

@@ -2,16 +2,22 @@
 //! alone with `/stats`), is a user online (`GET /presence/<id>`), and which of the
 //! subjects a user follows are online (`GET /online/<user>`).
 //!
-//! Read only, from what the router keeps anyway: a channel's members (user →
-//! subscribed connections, `channels`) and the users table (user → connections).
-//! Nothing is stored for presence, so it costs no memory per membership. A list
-//! names at most `RouterConfig::max_presence_members` users (the lowest ids, so
-//! every gateway asking gets the same cut) and says it is cut; the counts beside
-//! it are always exact.
+//! Read from what the router keeps anyway: a channel's members (user → subscribed
+//! connections, `channels`) and the users table (user → connections), so presence
+//! costs no memory per membership. The one thing kept for it is [`Infos`]: the
+//! presence info of users whose token carries one, once per user (not per
+//! channel), and nothing for users without it. A list names at most
+//! `RouterConfig::max_presence_members` users (the lowest ids, so every gateway
+//! asking gets the same cut) and says it is cut; the counts beside it are always
+//! exact.
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::Router;
+use crate::channels::Channels;
+use crate::hash::IdHashBuilder;
 use crate::{SubjectId, UserId};
 
 /// Whose presence a query asks for.
@@ -23,12 +29,33 @@ pub enum PresenceOf {
     Subject(SubjectId),
 }
 
+/// One user in a presence list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub user: UserId,
+    /// The user's connections present (subscribed to the channel).
+    pub connections: u32,
+    /// The user's presence info (compact JSON), if their token carried one.
+    pub info: Option<String>,
+}
+
+impl Member {
+    /// A member without info.
+    pub fn new(user: UserId, connections: u32) -> Member {
+        Member {
+            user,
+            connections,
+            info: None,
+        }
+    }
+}
+
 /// A presence answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Presence {
     /// Users present with their connection counts, by id; empty for a counts-only
     /// query, at most `max_presence_members` otherwise.
-    pub users: Vec<(UserId, u32)>,
+    pub users: Vec<Member>,
     /// Users present, exact whatever the cut.
     pub count: u64,
     /// Connections, exact: in a channel every subscribed connection, those
@@ -52,7 +79,7 @@ impl Router {
                     .map_or(0, |s| s.conns.len(&self.overflow) as u32);
                 Presence {
                     users: if list && n > 0 {
-                        vec![(*user, n)]
+                        vec![Member::new(*user, n)]
                     } else {
                         Vec::new()
                     },
@@ -69,19 +96,26 @@ impl Router {
             return Presence::default();
         };
         let max = self.config.max_presence_members;
-        let mut users = Vec::new();
+        let mut ids = Vec::new();
         if list {
-            users.reserve_exact(members.len());
-            users.extend(members.iter().map(|(&u, &n)| (u, n)));
-            if users.len() > max {
+            ids.reserve_exact(members.len());
+            ids.extend(members.iter().map(|(&u, &n)| (u, n)));
+            if ids.len() > max {
                 if max > 0 {
-                    users.select_nth_unstable(max - 1);
+                    ids.select_nth_unstable(max - 1);
                 }
-                users.truncate(max);
-                users.shrink_to_fit();
+                ids.truncate(max);
             }
-            users.sort_unstable();
+            ids.sort_unstable();
         }
+        let users: Vec<Member> = ids
+            .into_iter()
+            .map(|(user, connections)| Member {
+                user,
+                connections,
+                info: self.infos.get(user).map(str::to_string),
+            })
+            .collect();
         Presence {
             cut: list && members.len() > users.len(),
             users,
@@ -103,6 +137,38 @@ impl Router {
                     .is_some_and(|state| !state.conns.is_empty())
             })
             .collect()
+    }
+
+    /// `user`'s presence info (a token's `info` claim) from now on; the latest
+    /// join's wins. Forgotten at the first tick after the user holds no channel.
+    pub fn set_presence_info(&mut self, user: UserId, info: Box<str>) {
+        self.infos.map.insert(user, info);
+    }
+}
+
+/// User → presence info, for users whose token carried one and who hold a
+/// channel subscription here (checked at each tick): 24 B and the text per such
+/// user, none for the others.
+#[derive(Debug, Default)]
+pub(super) struct Infos {
+    map: HashMap<UserId, Box<str>, IdHashBuilder>,
+}
+
+impl Infos {
+    fn get(&self, user: UserId) -> Option<&str> {
+        self.map.get(&user).map(|i| &**i)
+    }
+
+    /// Forgets the info of users who hold no channel subscription any more.
+    pub(super) fn forget_absent(&mut self, channels: &Channels) {
+        if !self.map.is_empty() {
+            self.map.retain(|&u, _| channels.subscriptions_of(u) > 0);
+        }
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<(UserId, Box<str>)>() + 1;
+        self.map.capacity() * slot + self.map.values().map(|i| i.len()).sum::<usize>()
     }
 }
 

@@ -14,6 +14,11 @@ fn conn(token: u32) -> ConnRef {
     ConnRef { loop_id: 0, token }
 }
 
+/// A list as (user, connections).
+fn pairs(p: &Presence) -> Vec<(UserId, u32)> {
+    p.users.iter().map(|m| (m.user, m.connections)).collect()
+}
+
 fn channel(name: &str) -> PresenceOf {
     PresenceOf::Channel(name.to_string())
 }
@@ -31,7 +36,7 @@ fn a_channel_lists_its_users_with_their_connections_and_counts_every_connection(
     assert_eq!(
         list,
         Presence {
-            users: vec![(7, 1), (42, 3)],
+            users: vec![Member::new(7, 1), Member::new(42, 3)],
             count: 2,
             connections: 5,
             cut: false,
@@ -53,7 +58,7 @@ fn a_leave_takes_a_user_out_with_their_last_connection_only() {
     r.handle_join("room", conn(1), Some(42), None).unwrap();
     r.handle_join("room", conn(2), Some(42), None).unwrap();
     r.handle_leave("room", conn(1), Some(42), now);
-    assert_eq!(r.presence(&channel("room"), true).users, vec![(42, 1)]);
+    assert_eq!(pairs(&r.presence(&channel("room"), true)), vec![(42, 1)]);
     r.handle_leave("room", conn(2), Some(42), now);
     let p = r.presence(&channel("room"), true);
     assert_eq!((p.users.len(), p.count, p.connections), (0, 0, 0));
@@ -67,7 +72,7 @@ fn a_list_past_the_bound_names_the_lowest_ids_and_says_it_is_cut() {
             .unwrap();
     }
     let p = r.presence(&channel("big"), true);
-    assert_eq!(p.users, vec![(10, 1), (20, 1), (30, 1)]);
+    assert_eq!(pairs(&p), vec![(10, 1), (20, 1), (30, 1)]);
     assert_eq!((p.count, p.connections, p.cut), (10, 10, true));
     assert!(
         !r.presence(&channel("big"), false).cut,
@@ -88,7 +93,7 @@ fn a_subject_is_present_while_the_user_has_a_connection() {
     r.handle_login(42, conn(1));
     r.handle_login(42, conn(2));
     let p = r.presence(&of, true);
-    assert_eq!((p.users, p.count, p.connections), (vec![(42, 2)], 1, 2));
+    assert_eq!((pairs(&p), p.count, p.connections), (vec![(42, 2)], 1, 2));
     assert!(r.presence(&of, false).users.is_empty());
     r.handle_logout(42, conn(1), now);
     r.handle_logout(42, conn(2), now);
@@ -124,7 +129,7 @@ fn a_dead_gateways_members_leave_the_answer() {
     r.handle_join("room", conn(9), Some(7), None).unwrap();
     r.logout_where(|c| c.loop_id == 1, now);
     let p = r.presence(&channel("room"), true);
-    assert_eq!((p.users, p.connections), (vec![(7, 1), (42, 1)], 2));
+    assert_eq!((pairs(&p), p.connections), (vec![(7, 1), (42, 1)], 2));
     r.logout_where(|c| c.loop_id == 0, now);
     assert_eq!(r.presence(&channel("room"), true), Presence::default());
     assert!(r.online_among(&[7, 42]).is_empty());
@@ -145,7 +150,7 @@ fn a_dead_gateways_members_leave_on_a_shard_without_their_logins() {
     r.handle_join("room", conn(2), Some(7), None).unwrap();
     r.logout_where(|c| c.loop_id == 1, now);
     let p = r.presence(&channel("room"), true);
-    assert_eq!((p.users, p.connections), (vec![(7, 1), (42, 1)], 2));
+    assert_eq!((pairs(&p), p.connections), (vec![(7, 1), (42, 1)], 2));
     assert_eq!(r.presence(&channel("hall"), false).count, 0);
     assert_eq!(r.channels().subscriptions_of(42), 1);
     assert_eq!(r.channels().subscriptions_of(5), 0);
@@ -154,4 +159,28 @@ fn a_dead_gateways_members_leave_on_a_shard_without_their_logins() {
     r.handle_leave("room", conn(2), Some(7), now);
     assert_eq!(r.presence(&channel("room"), true), Presence::default());
     assert_eq!(r.channels().subscribed_users(), 0);
+}
+
+#[test]
+fn a_users_info_is_kept_once_and_forgotten_when_they_hold_no_channel() {
+    let mut r = router(10);
+    let now = Instant::now();
+    r.handle_join("a", conn(1), Some(5), None).unwrap();
+    r.handle_join("b", conn(1), Some(5), None).unwrap();
+    r.set_presence_info(5, r#"{"name":"Ada"}"#.into());
+    for name in ["a", "b"] {
+        let users = r.presence(&channel(name), true).users;
+        assert_eq!(
+            users[0].info.as_deref(),
+            Some(r#"{"name":"Ada"}"#),
+            "{name}"
+        );
+    }
+    r.handle_leave("a", conn(1), Some(5), now);
+    r.handle_tick(now);
+    assert!(r.presence(&channel("b"), true).users[0].info.is_some());
+    r.handle_leave("b", conn(1), Some(5), now);
+    r.handle_tick(now);
+    r.handle_join("a", conn(2), Some(5), None).unwrap();
+    assert_eq!(r.presence(&channel("a"), true).users, [Member::new(5, 1)]);
 }
