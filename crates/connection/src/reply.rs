@@ -155,33 +155,40 @@ fn write_history(body: &mut Vec<u8>, history: &HistoryRead) {
 /// only for a user whose token carried one); `/stats`:
 /// `{"channel":"C","users":1,"connections":2}`. A subject's says `"subject":42`.
 fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Presence) {
-    let mut doc = serde_json::Map::new();
+    // Written directly, keys in order: a 10,000-member list is one pass with no
+    // JSON value per member. Writing into a Vec cannot fail.
+    body.push(b'{');
     match of {
-        PresenceOf::Channel(name) => doc.insert("channel".into(), name.as_str().into()),
-        PresenceOf::Subject(id) => doc.insert("subject".into(), (*id).into()),
-    };
-    if list {
-        let users: Vec<serde_json::Value> = presence
-            .users
-            .iter()
-            .map(|m| {
-                let mut member = serde_json::json!({"user": m.user, "connections": m.connections});
-                // The router keeps what the token's claim parsed to: valid JSON.
-                if let Some(info) = m.info.as_deref().and_then(|i| serde_json::from_str(i).ok()) {
-                    member["info"] = info;
-                }
-                member
-            })
-            .collect();
-        doc.insert("users".into(), users.into());
-        doc.insert("count".into(), presence.count.into());
-        doc.insert("connections".into(), presence.connections.into());
-        doc.insert("cut".into(), presence.cut.into());
-    } else {
-        doc.insert("users".into(), presence.count.into());
-        doc.insert("connections".into(), presence.connections.into());
+        PresenceOf::Channel(name) => {
+            body.extend_from_slice(b"\"channel\":");
+            serde_json::to_writer(&mut *body, name).expect("Vec write");
+        }
+        PresenceOf::Subject(id) => write!(body, r#""subject":{id}"#).expect("Vec"),
     }
-    serde_json::to_writer(body, &doc).expect("Vec write");
+    let (count, connections) = (presence.count, presence.connections);
+    if !list {
+        write!(body, r#","connections":{connections},"users":{count}}}"#).expect("Vec");
+        return;
+    }
+    let cut = presence.cut;
+    write!(
+        body,
+        r#","connections":{connections},"count":{count},"cut":{cut},"users":["#
+    )
+    .expect("Vec");
+    for (i, m) in presence.users.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        write!(body, r#"{{"connections":{}"#, m.connections).expect("Vec");
+        // The router keeps the compact text of the object the token's claim
+        // parsed to: valid JSON as it is.
+        if let Some(info) = &m.info {
+            write!(body, r#","info":{info}"#).expect("Vec");
+        }
+        write!(body, r#","user":{}}}"#, m.user).expect("Vec");
+    }
+    body.extend_from_slice(b"]}");
 }
 
 /// A publish's answer (`bus::PublishAnswer`, shared with the router's publish port).
