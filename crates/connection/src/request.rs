@@ -157,6 +157,13 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
         Route::Health => start_api(conn, cx, route, &head),
+        Route::Presence {
+            of: wire::Present::Channel(ref channel),
+            ..
+        } => match access::check_presence(conn, cx, &head, channel) {
+            Ok(()) => start_api(conn, cx, route, &head),
+            Err(why) => access::refuse(conn, cx, &head, why),
+        },
         route => match access::check_api(conn, cx, &head) {
             Ok(()) => start_api(conn, cx, route, &head),
             Err(why) => access::refuse(conn, cx, &head, why),

@@ -195,6 +195,42 @@ fn a_tokens_info_is_shown_beside_its_user_and_a_large_one_is_refused() {
     );
 }
 
+/// With a JWT key and an API key, a page may ask who is in a channel its own
+/// token's `chan` claim allows (`Authorization: Bearer`); another channel is 403,
+/// no credential 401, and `/online` stays the back-end's (API key).
+#[test]
+fn a_pages_token_may_ask_the_presence_of_its_channels_only() {
+    let key = "presence-test-api-key-of-forty-bytes-long";
+    let server = Server::start(&["--jwt-secret", SECRET, "--api-key", key]);
+    let token = hs(json!({"sub": 5, "chan": ["room:*"]}));
+    let _open = sse_on(&server, &format!("/sse/5?channel=room:1&token={token}"));
+    let ask = |path: &str, credential: Option<&str>| {
+        let mut s = server.connect();
+        let auth = credential.map_or(String::new(), |c| format!("Authorization: Bearer {c}\r\n"));
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        parse_response(&read_all(&mut s))
+    };
+    let (status, text) = ask("/presence/room:1", Some(&token));
+    assert_eq!(status, 200, "{text}");
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["users"], json!([member(5, 1)]), "{doc}");
+    assert_eq!(ask("/presence/room:1/stats", Some(&token)).0, 200);
+    let (status, text) = ask("/presence/news", Some(&token));
+    assert_eq!(status, 403, "{text}");
+    assert!(
+        text.contains("the token does not allow this channel"),
+        "{text}"
+    );
+    assert_eq!(ask("/presence/room:1", None).0, 401);
+    assert_eq!(ask("/online/5", Some(&token)).0, 401);
+    assert_eq!(ask("/presence/news", Some(key)).0, 200);
+    assert_eq!(ask("/online/5", Some(key)).0, 200);
+}
+
 /// Two router shards, two gateways: a channel's presence is the same whichever
 /// gateway answers, its members on a gateway killed with `-9` leave the answer
 /// once the router forgets that gateway (three missed heartbeats, then its next

@@ -29,7 +29,7 @@ use std::io::Write as _;
 use wire::{Since, Transport};
 
 /// What a channel the token does not allow is told.
-const REFUSED_WHY: &str = "the token does not allow this channel";
+pub(super) const REFUSED_WHY: &str = "the token does not allow this channel";
 
 /// Starts a subscription or poll whose request names channels: each allowed one
 /// joins (with the user's login, when the path has an id, in the same call), the
