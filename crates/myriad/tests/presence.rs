@@ -231,6 +231,39 @@ fn a_pages_token_may_ask_the_presence_of_its_channels_only() {
     assert_eq!(ask("/online/5", Some(key)).0, 200);
 }
 
+/// `serve --processes 2` (a router and two gateways on one port, over NATS): the
+/// connections land on either gateway and every answer, whichever gateway gives
+/// it, is the whole channel; `--max-presence-members` reaches the router.
+#[test]
+fn every_gateway_of_a_supervised_server_gives_the_same_answer() {
+    let nats = Nats::start();
+    let args = [
+        "serve",
+        "--processes",
+        "2",
+        "--loops",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--nats",
+        &nats.url,
+        "--max-presence-members",
+        "2",
+    ];
+    let server = Server::start_marked(&args, "supervisor serving");
+    let _open: Vec<TcpStream> = (1..=4)
+        .map(|u| sse_on(&server, &format!("/sse/{u}?channel=hall")))
+        .collect();
+    let want = json!({"channel": "hall", "users": [member(1, 1), member(2, 1)],
+                      "count": 4, "connections": 4, "cut": true});
+    until(&server, "/presence/hall", &want);
+    for _ in 0..10 {
+        assert_eq!(get(&server, "/presence/hall"), want);
+    }
+}
+
 /// Two router shards, two gateways: a channel's presence is the same whichever
 /// gateway answers, its members on a gateway killed with `-9` leave the answer
 /// once the router forgets that gateway (three missed heartbeats, then its next
