@@ -1,7 +1,8 @@
 //! The claims myriad reads from a token's payload, parsed into a typed struct (no
 //! `serde_json::Value`): `sub` (the user id), `exp`, `nbf`, `iss`, `aud` (a string or
-//! an array of strings, RFC 7519 4.1.3) and `pub` (the subjects a client may publish
-//! to, SPEC C7). Unknown claims are ignored; a claim that is
+//! an array of strings, RFC 7519 4.1.3), `pub` (the subjects a client may publish
+//! to, SPEC C7), `chan` and `info` (a JSON object shown beside the user in presence
+//! lists, kept as its compact text). Unknown claims are ignored; a claim that is
 //! present twice, or present with the wrong type, refuses the token.
 //!
 //! Not here: signatures and time checks (`jwt`).
@@ -33,6 +34,9 @@ pub struct Claims {
     pub publish_channels: ChannelGrant,
     /// Parsed `chan` claim: the channels the client may subscribe to.
     pub channels: ChannelGrant,
+    /// The `info` claim (a JSON object) as compact JSON text; its size is the
+    /// gateway's to bound (`--max-presence-info`).
+    pub info: Option<Box<str>>,
 }
 
 /// Channels a token allows (the `chan` claim, and the channel items of `pub`):
@@ -217,6 +221,7 @@ struct RawClaims {
     #[serde(rename = "pub")]
     publish: Option<Vec<IdOrText>>,
     chan: Option<Vec<String>>,
+    info: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Parses a decoded payload (JSON bytes). Used by the verifier after the signature
@@ -249,6 +254,9 @@ pub fn parse_claims(json: &[u8]) -> Result<Claims, AuthError> {
             None => ChannelGrant::Nothing,
             Some(list) => ChannelGrant::from_patterns(list)?,
         },
+        info: raw
+            .info
+            .map(|info| serde_json::Value::Object(info).to_string().into_boxed_str()),
     })
 }
 
@@ -267,6 +275,10 @@ mod tests {
         let all = parse_claims(br#"{"pub":["*"],"chan":["*"]}"#).unwrap();
         assert!(all.publish_channels.allows("x") && all.channels.allows("y"));
         let none = parse_claims(br#"{"sub":1}"#).unwrap();
+        assert_eq!(none.info, None);
+        let info = parse_claims(br#"{"info": {"name": "Ada", "n": [1, 2]}}"#).unwrap();
+        assert_eq!(info.info.as_deref(), Some(r#"{"n":[1,2],"name":"Ada"}"#));
+        assert!(parse_claims(br#"{"info":"Ada"}"#).is_err());
         assert!(!none.channels.allows("x") && !none.publish_channels.allows("x"));
         assert!(parse_claims(br#"{"pub":["1-x"]}"#).is_err());
     }

@@ -18,6 +18,9 @@ use crate::AuthError;
 /// Seconds of clock skew tolerated on `exp` and `nbf`.
 pub const DEFAULT_LEEWAY: u64 = 30;
 
+/// Default bound on a token's `info` claim, compact JSON bytes (`--max-presence-info`).
+pub const DEFAULT_MAX_INFO: usize = 256;
+
 /// Longest token considered (a token arrives in a request head of at most 8 KiB).
 pub const MAX_TOKEN_BYTES: usize = 8192;
 
@@ -36,6 +39,8 @@ pub struct Grant {
     /// plus the leeway, rounded up), if it has an `exp`: the gateway ends the
     /// connection then, unless the client refreshed its token in place.
     pub valid_until: Option<u64>,
+    /// The `info` claim as compact JSON text: the user's presence info.
+    pub info: Option<Box<str>>,
 }
 
 /// Verifies subscription tokens against the configured keys.
@@ -47,6 +52,8 @@ pub struct JwtVerifier {
     audiences: Vec<String>,
     /// `--jwt-issuer`: when not empty, a token's `iss` must be one of these.
     issuers: Vec<String>,
+    /// `--max-presence-info`: the longest `info` claim (compact JSON bytes).
+    max_info: usize,
 }
 
 /// The JOSE header fields myriad reads.
@@ -66,6 +73,7 @@ impl JwtVerifier {
             leeway: DEFAULT_LEEWAY,
             audiences: Vec::new(),
             issuers: Vec::new(),
+            max_info: DEFAULT_MAX_INFO,
         }
     }
 
@@ -98,6 +106,13 @@ impl JwtVerifier {
             list(&self.audiences),
             list(&self.issuers)
         ))
+    }
+
+    /// Refuses tokens whose `info` claim is longer than `bytes` as compact JSON:
+    /// the router keeps it for every user present, so its size is bounded here.
+    pub fn with_max_info(mut self, bytes: usize) -> JwtVerifier {
+        self.max_info = bytes;
+        self
     }
 
     /// Replaces the clock-skew leeway (seconds) applied to `exp` and `nbf`.
@@ -165,6 +180,13 @@ impl JwtVerifier {
         if !self.audiences.is_empty() && !claims.aud.iter().any(|a| self.audiences.contains(a)) {
             return Err(AuthError::Audience);
         }
+        if claims
+            .info
+            .as_ref()
+            .is_some_and(|i| i.len() > self.max_info)
+        {
+            return Err(AuthError::InfoTooLarge(self.max_info));
+        }
         Ok(claims)
     }
 
@@ -206,6 +228,7 @@ impl JwtVerifier {
             valid_until: claims
                 .exp
                 .map(|e| (e + self.leeway as f64).ceil().max(0.0) as u64),
+            info: claims.info,
         }
     }
 }

@@ -70,6 +70,7 @@
 //! | [`AuthError::BadApiKey`] | 401 | API key not configured |
 //! | [`AuthError::WrongUser`] | 403 | `sub` is another user than the path's id |
 //! | [`AuthError::PublishDenied`] | 403 | the token's `pub` claim does not cover the subject |
+//! | [`AuthError::InfoTooLarge`] | 400 | the `info` claim is longer than `--max-presence-info` |
 //!
 //! A 401 should carry `WWW-Authenticate` ([`AuthError::challenge`]).
 
@@ -82,7 +83,9 @@ mod keys;
 pub use api_key::ApiKeys;
 pub use bearer::bearer_token;
 pub use claims::{parse_claims, ChannelGrant, Claims, PublishGrant, MAX_PUB_ENTRIES};
-pub use jwt::{inspect_unverified, Grant, JwtVerifier, DEFAULT_LEEWAY, MAX_TOKEN_BYTES};
+pub use jwt::{
+    inspect_unverified, Grant, JwtVerifier, DEFAULT_LEEWAY, DEFAULT_MAX_INFO, MAX_TOKEN_BYTES,
+};
 pub use keys::{JwtKeys, KeyError, MIN_SECRET_BYTES};
 
 /// Why a request was not let in. `Display` is short and safe to show the client
@@ -115,6 +118,9 @@ pub enum AuthError {
     WrongUser { token: u64, path: u64 },
     #[error("token does not allow publishing to {0}")]
     PublishDenied(u64),
+    /// A valid token the back-end made too large: no retry with it helps.
+    #[error("token info claim is longer than {0} bytes (--max-presence-info)")]
+    InfoTooLarge(usize),
 }
 
 impl AuthError {
@@ -123,6 +129,7 @@ impl AuthError {
     pub fn status(&self) -> u16 {
         match self {
             AuthError::WrongUser { .. } | AuthError::PublishDenied(_) => 403,
+            AuthError::InfoTooLarge(_) => 400,
             _ => 401,
         }
     }

@@ -26,7 +26,10 @@ pub mod request;
 pub use http::PublishAnswer;
 pub use mailbox::{Inbound, Mail, Mailbox, Target, Wake};
 pub use request::{Call, ChannelJoin, Reply, Request};
-pub use router::{ConnRef, HistoryRead, Message, PublishCounts, Refusal, RouterStats};
+pub use router::{
+    ConnRef, HistoryRead, Member, Message, Presence, PresenceOf, PublishCounts, Refusal,
+    RouterStats,
+};
 
 /// The router side as a gateway sees it.
 ///

@@ -2,7 +2,7 @@
 //! data with serde derives: they cross NATS as they are (`cluster::codec`).
 
 use bytes::Bytes;
-use router::{HistoryRead, Refusal};
+use router::{HistoryRead, Presence, PresenceOf, Refusal};
 use serde::{Deserialize, Serialize};
 
 /// A request from one connection (see [`crate::Bus::call`]).
@@ -23,13 +23,15 @@ pub enum Request {
     /// in the same step (nothing missed, nothing twice); with `login`, logs it in as
     /// `user` first, as `Login` does (since/epoch are then the user's). `user` is
     /// the connection's user (counted among the channels' members), if it has one.
-    /// The reply is [`Reply::Joined`].
+    /// `info`: the user's presence info (the token's `info` claim, compact JSON),
+    /// shown beside them in presence lists. The reply is [`Reply::Joined`].
     Join {
         user: Option<u64>,
         login: bool,
         since: Option<u64>,
         epoch: Option<u32>,
         channels: Vec<ChannelJoin>,
+        info: Option<String>,
     },
     /// Unsubscribes the connection (of `user`, if it has one) from `channels`.
     Leave {
@@ -67,6 +69,12 @@ pub enum Request {
     Subscribers { subject: u64 },
     /// Subjects `subscriber` follows, sorted.
     Subscriptions { subscriber: u64 },
+    /// Who is present in a channel, or whether a user is online (`of`): with
+    /// `list`, the users with their connection counts (bounded), else the counts
+    /// alone. The reply is [`Reply::Presence`].
+    Presence { of: PresenceOf, list: bool },
+    /// Which of the subjects `user` follows are online now ([`Reply::Online`]).
+    Online { user: u64 },
     /// The router's counters.
     Stats,
 }
@@ -89,6 +97,9 @@ impl Request {
             Request::ReadHistory { .. } => Call::ReadHistory,
             Request::Subscribers { .. } => Call::Subscribers,
             Request::Subscriptions { .. } => Call::Subscriptions,
+            Request::Presence { list: true, .. } => Call::Presence,
+            Request::Presence { list: false, .. } => Call::PresenceStats,
+            Request::Online { .. } => Call::Online,
             Request::Stats => Call::Stats,
         }
     }
@@ -108,6 +119,9 @@ pub enum Call {
     ReadHistory,
     Subscribers,
     Subscriptions,
+    Presence,
+    PresenceStats,
+    Online,
     Stats,
 }
 
@@ -167,6 +181,10 @@ pub enum Reply {
     Changed { edges: u64, changed: u64 },
     /// `Subscribers` / `Subscriptions`.
     Ids(Vec<u64>),
+    /// `Presence`: what was asked and the answer.
+    Presence { of: PresenceOf, presence: Presence },
+    /// `Online`: the subjects `user` follows that are online, sorted.
+    Online { user: u64, online: Vec<u64> },
     /// `Stats`: counters as one JSON object (the router's, and whatever the
     /// answering side adds: a gateway answers `/stats` with its own counters too).
     /// Crosses NATS as JSON text (`json_text`).

@@ -398,7 +398,9 @@ impl RouterRole {
         let mut batches: Vec<(u16, Mail)> = Vec::new();
         let touches_store = matches!(
             request,
-            Request::ChangeSubscriptions { .. } | Request::Subscriptions { .. }
+            Request::ChangeSubscriptions { .. }
+                | Request::Subscriptions { .. }
+                | Request::Online { .. }
         );
         let (hub, out) = (&self.hub, &mut batches);
         let handle = move || {
@@ -409,7 +411,7 @@ impl RouterRole {
         // The sync PostgreSQL client blocks on a runtime of its own, which tokio
         // forbids inside this one (the NATS link's): a request that reaches the
         // store runs on a thread of its own. Those are rare (subscription changes
-        // and reads); publishes and logins never touch the store.
+        // and reads, friends online); publishes and logins never touch the store.
         let reply = if touches_store {
             std::thread::scope(|s| s.spawn(handle).join())
                 .unwrap_or_else(|_| Reply::Unavailable("the store call panicked".into()))

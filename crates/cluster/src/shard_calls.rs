@@ -9,7 +9,9 @@
 //! counts. A batch of publishes or of edges is divided by subject, each shard
 //! getting its part, and the parts' replies are summed (counts add, an error
 //! wins). What a user follows is read from every shard (each knows the edges of
-//! its own subjects) and the lists are joined. Stats go to shard 0. A call divided
+//! its own subjects) and the lists are joined, as are the followed subjects
+//! online (each shard knows its own users). A channel's presence comes from the
+//! channel's shard, a user's from theirs. Stats go to shard 0. A call divided
 //! among shards is answered within [`GATHER_TIMEOUT`] even when a shard is dead:
 //! with an error naming it and saying what the others did.
 //!
@@ -99,6 +101,14 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
             })
         }
         Request::Subscriptions { .. } => Dest::All,
+        // Each shard owns the edges of its subjects and the presence of its users
+        // (the same ids): each answers which of its subjects the user follows are
+        // online, and the lists are joined.
+        Request::Online { .. } => Dest::All,
+        Request::Presence { of, .. } => match of {
+            bus::PresenceOf::Channel(name) => Dest::One(shards.owner_of_channel(name)),
+            bus::PresenceOf::Subject(user) => Dest::One(shards.owner(*user)),
+        },
         Request::Stats => Dest::One(0),
         Request::PublishChannel { channel, .. } | Request::ChannelHistory { channel, .. } => {
             Dest::One(shards.owner_of_channel(channel))
@@ -111,6 +121,7 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
             since,
             epoch,
             channels,
+            info,
         } => {
             let mut parts = divide(channels, |c| shards.owner_of_channel(&c.name), shards.count);
             let login_shard = user.filter(|_| *login).map(|u| shards.owner(u));
@@ -128,6 +139,7 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
                         since: *since,
                         epoch: *epoch,
                         channels,
+                        info: info.clone(),
                     };
                     (s, whole(request))
                 })

@@ -89,8 +89,18 @@ fn well_formed() -> Vec<Vec<u8>> {
                             since: Some(4),
                             epoch: None,
                         }],
+                        info: Some(r#"{"name":"Ada"}"#.into()),
                     },
                 ),
+                call(
+                    7,
+                    None,
+                    Request::Presence {
+                        of: bus::PresenceOf::Channel("room:1".into()),
+                        list: true,
+                    },
+                ),
+                call(8, None, Request::Online { user: 7 }),
                 call(
                     6,
                     None,
@@ -170,6 +180,23 @@ fn well_formed() -> Vec<Vec<u8>> {
                     login: None,
                     channels: vec![("room:1".into(), HistoryRead::default())],
                     refused: vec![("room:2".into(), Refusal::UserLimit)],
+                }),
+                reply(Reply::Presence {
+                    of: bus::PresenceOf::Channel("room:1".into()),
+                    presence: bus::Presence {
+                        users: vec![bus::Member {
+                            user: 42,
+                            connections: 2,
+                            info: Some(r#"{"name":"Ada"}"#.into()),
+                        }],
+                        count: 1,
+                        connections: 3,
+                        cut: false,
+                    },
+                }),
+                reply(Reply::Online {
+                    user: 7,
+                    online: vec![3, 9],
                 }),
                 delivery,
             ],

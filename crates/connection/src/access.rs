@@ -147,6 +147,36 @@ pub(super) fn check_api(conn: &Connection, cx: &Cx, head: &RequestHead) -> Resul
         .map_err(Refusal::Auth)
 }
 
+/// `GET /presence/<channel>` (and its `/stats`): an API call, or — with a JWT key
+/// configured — a page's own token (`Authorization: Bearer`) whose `chan` claim
+/// allows the channel: a page may see who is in a room it may read. A valid token
+/// that does not allow the channel is answered 403; anything else that is no API
+/// credential gets the API's refusal.
+pub(super) fn check_presence(
+    conn: &Connection,
+    cx: &Cx,
+    head: &RequestHead,
+    channel: &str,
+) -> Result<(), Refusal> {
+    let api = check_api(conn, cx, head);
+    let (Err(_), Some(verifier)) = (&api, &cx.config.access.jwt) else {
+        return api;
+    };
+    let Some(token) = head.authorization.as_deref().and_then(bearer_token) else {
+        return api;
+    };
+    // A wrong API key is no JWT either: the API's refusal stands.
+    let Ok(grant) = verifier.authorize_channels(Some(token), cx.unix_now()) else {
+        return api;
+    };
+    check_origin(cx, head)?;
+    if grant.channels.allows(channel) {
+        Ok(())
+    } else {
+        Err(Refusal::Channel)
+    }
+}
+
 /// Any request but `/healthz`: its `Host` must be served (`--allowed-hosts`).
 pub(super) fn check_host(cx: &Cx, head: &RequestHead) -> Result<(), Refusal> {
     match (
@@ -169,6 +199,8 @@ pub(super) enum Refusal {
     Host,
     /// No `Host` while `--allowed-hosts` is set: 400.
     NoHost,
+    /// A valid token whose `chan` claim does not allow the channel asked about: 403.
+    Channel,
 }
 
 /// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
@@ -184,6 +216,7 @@ pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why
         Refusal::Origin => (403, "origin not allowed".to_string(), None),
         Refusal::Host => (421, "host not served here".to_string(), None),
         Refusal::NoHost => (400, "a Host header is required".to_string(), None),
+        Refusal::Channel => (403, super::channels::REFUSED_WHY.to_string(), None),
     };
     let failures_left = match why {
         Refusal::Auth(_) => cx.credentials.fail(cx.key) < MAX_AUTH_FAILURES,

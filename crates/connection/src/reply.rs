@@ -5,7 +5,7 @@
 use super::replay::{self, Framing};
 use super::{Connection, Cx, State, HTTP10, KEEP_ALIVE, RESUME};
 use bus::http::not_stored_text;
-use bus::{Call, HistoryRead, PublishAnswer, Reply};
+use bus::{Call, HistoryRead, Presence, PresenceOf, PublishAnswer, Reply};
 use std::io::Write as _;
 use wire::Transport;
 
@@ -96,6 +96,13 @@ fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
             serde_json::to_writer(&mut body, &ids).expect("ids serialise")
         }
         (Call::ReadHistory, Reply::History(history)) => write_history(&mut body, &history),
+        (Call::Presence | Call::PresenceStats, Reply::Presence { of, presence }) => {
+            write_presence(&mut body, call == Call::Presence, &of, &presence)
+        }
+        (Call::Online, Reply::Online { user, online }) => {
+            let doc = serde_json::json!({"user": user, "count": online.len(), "online": online});
+            serde_json::to_writer(&mut body, &doc).expect("Vec write")
+        }
         (Call::Stats, Reply::Stats(doc)) => {
             serde_json::to_writer(&mut body, &doc).expect("a JSON value serialises")
         }
@@ -141,6 +148,47 @@ fn write_history(body: &mut Vec<u8>, history: &HistoryRead) {
     };
     let doc = serde_json::json!({"messages": messages, "pos": pos.to_string(), "gap": history.gap});
     serde_json::to_writer(body, &doc).expect("Vec write");
+}
+
+/// `GET /presence/<channel>`'s answer: `{"channel":"C","users":[{"user":42,
+/// "connections":2,"info":{…}}],"count":1,"connections":2,"cut":false}` (`info`
+/// only for a user whose token carried one); `/stats`:
+/// `{"channel":"C","users":1,"connections":2}`. A subject's says `"subject":42`.
+fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Presence) {
+    // Written directly, keys in order: a 10,000-member list is one pass with no
+    // JSON value per member. Writing into a Vec cannot fail.
+    body.push(b'{');
+    match of {
+        PresenceOf::Channel(name) => {
+            body.extend_from_slice(b"\"channel\":");
+            serde_json::to_writer(&mut *body, name).expect("Vec write");
+        }
+        PresenceOf::Subject(id) => write!(body, r#""subject":{id}"#).expect("Vec"),
+    }
+    let (count, connections) = (presence.count, presence.connections);
+    if !list {
+        write!(body, r#","connections":{connections},"users":{count}}}"#).expect("Vec");
+        return;
+    }
+    let cut = presence.cut;
+    write!(
+        body,
+        r#","connections":{connections},"count":{count},"cut":{cut},"users":["#
+    )
+    .expect("Vec");
+    for (i, m) in presence.users.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        write!(body, r#"{{"connections":{}"#, m.connections).expect("Vec");
+        // The router keeps the compact text of the object the token's claim
+        // parsed to: valid JSON as it is.
+        if let Some(info) = &m.info {
+            write!(body, r#","info":{info}"#).expect("Vec");
+        }
+        write!(body, r#","user":{}}}"#, m.user).expect("Vec");
+    }
+    body.extend_from_slice(b"]}");
 }
 
 /// A publish's answer (`bus::PublishAnswer`, shared with the router's publish port).

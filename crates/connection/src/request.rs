@@ -92,6 +92,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
             let allow = grant.as_ref().map(|g| g.channels.clone());
+            let info = grant.as_ref().and_then(|g| g.info.clone());
             if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
                 let publish = (grant.publish, grant.publish_channels);
                 if let Some(p) = client_publish::Publisher::new(publish, cx.now) {
@@ -116,7 +117,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 since.is_some() || channels.iter().any(|c| c.1.is_some()),
                 &head,
             );
-            channels::join_at_start(conn, cx, user, since, channels, allow);
+            channels::join_at_start(conn, cx, user, since, channels, (allow, info));
             conn.call_wait(cx, State::subscribing_to(transport));
         }
         Route::Poll {
@@ -144,8 +145,9 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
             if !channels.is_empty() {
-                let allow = grant.map(|g| g.channels);
-                channels::join_at_start(conn, cx, user, since, channels.clone(), allow);
+                let token = grant.map(|g| (Some(g.channels), g.info));
+                let (allow, info) = token.unwrap_or_default();
+                channels::join_at_start(conn, cx, user, since, channels.clone(), (allow, info));
                 return conn.call_wait(cx, State::Polling);
             }
             let user = user.expect("the route gives a user or a channel");
@@ -159,6 +161,13 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
         Route::Health => start_api(conn, cx, route, &head),
+        Route::Presence {
+            of: wire::Present::Channel(ref channel),
+            ..
+        } => match access::check_presence(conn, cx, &head, channel) {
+            Ok(()) => start_api(conn, cx, route, &head),
+            Err(why) => access::refuse(conn, cx, &head, why),
+        },
         route => match access::check_api(conn, cx, &head) {
             Ok(()) => start_api(conn, cx, route, &head),
             Err(why) => access::refuse(conn, cx, &head, why),
@@ -296,6 +305,14 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
             epoch: since.and_then(|s| s.epoch),
             limit,
         },
+        Route::Presence { of, stats } => Request::Presence {
+            of: match of {
+                wire::Present::Channel(name) => bus::PresenceOf::Channel(name),
+                wire::Present::Subject(user) => bus::PresenceOf::Subject(user),
+            },
+            list: !stats,
+        },
+        Route::Online { user } => Request::Online { user },
         Route::Subscribers { subject } => Request::Subscribers { subject },
         Route::Subscriptions { subscriber } => Request::Subscriptions { subscriber },
         Route::Stats => Request::Stats,

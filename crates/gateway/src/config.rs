@@ -311,6 +311,10 @@ pub struct GatewayArgs {
     /// comma-separated list); none: `iss` is not checked.
     #[arg(long = "jwt-issuer", env = "MYRIAD_JWT_ISSUER", value_delimiter = ',')]
     pub jwt_issuers: Vec<String>,
+    /// Longest `info` claim a subscription token may carry (compact JSON bytes):
+    /// shown beside the user in presence lists; a longer one is refused (400).
+    #[arg(long, env = "MYRIAD_MAX_PRESENCE_INFO", default_value_t = auth::DEFAULT_MAX_INFO)]
+    pub max_presence_info: usize,
     /// API key for publish, subscriptions, subscribers and stats (repeatable; the
     /// variable takes a comma-separated list); none: the API answers loopback only.
     #[arg(
@@ -461,6 +465,7 @@ impl GatewayArgs {
             auth::JwtVerifier::new(keys)
                 .with_audiences(self.jwt_audiences.clone())
                 .with_issuers(self.jwt_issuers.clone())
+                .with_max_info(self.max_presence_info)
         });
         Ok(Access {
             jwt: verifier,

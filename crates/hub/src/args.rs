@@ -1,5 +1,6 @@
 //! The router side's flags of `myriad serve`: where subscriptions are stored, how
-//! much history each user keeps and how many channels a user may hold (with
+//! much history each user keeps, how many channels a user may hold and how many
+//! users a presence list names (with
 //! `MYRIAD_*` environment fallbacks).
 
 use std::time::Duration;
@@ -47,6 +48,11 @@ pub struct HubArgs {
     /// needed with `--webhook`.
     #[arg(long, env = "MYRIAD_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: Option<String>,
+    /// Users one `GET /presence/<channel>` answer names at most (the lowest ids;
+    /// the answer then says `"cut":true`); the counts stay exact.
+    #[arg(long, env = "MYRIAD_MAX_PRESENCE_MEMBERS",
+          default_value_t = router::DEFAULT_MAX_PRESENCE_MEMBERS)]
+    pub max_presence_members: usize,
 }
 
 /// `--history-store`.
@@ -80,6 +86,7 @@ impl HubArgs {
                 grace: Duration::from_secs_f64(self.presence_grace.max(0.0)),
                 off_prefixes: self.presence_off_prefix.clone(),
             },
+            max_presence_members: self.max_presence_members,
             ..Default::default()
         }
     }

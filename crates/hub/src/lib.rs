@@ -208,13 +208,22 @@ impl Hub {
                 since,
                 epoch,
                 channels,
-            } => self.join(
-                conn,
-                user,
-                login.then_some((since, epoch)),
-                &channels,
-                deliver,
-            ),
+                info,
+            } => {
+                let reply = self.join(
+                    conn,
+                    user,
+                    login.then_some((since, epoch)),
+                    &channels,
+                    deliver,
+                );
+                if let (Some(user), Some(info)) = (user, info) {
+                    self.router
+                        .lock()
+                        .set_presence_info(user, info.into_boxed_str());
+                }
+                reply
+            }
             Request::Leave { user, channels } => {
                 let mut router = self.router.lock();
                 let now = Instant::now();
@@ -266,6 +275,19 @@ impl Hub {
                     Err(e) => Reply::Unavailable(e.to_string()),
                 }
             }
+            Request::Presence { of, list } => {
+                let presence = self.router.lock().presence(&of, list);
+                Reply::Presence { of, presence }
+            }
+            // What the user follows is the store's (the index keeps followers
+            // only); each followed subject is then one lookup in the users table.
+            Request::Online { user } => match self.store.lock().subscriptions(user) {
+                Ok(follows) => Reply::Online {
+                    user,
+                    online: self.router.lock().online_among(&follows),
+                },
+                Err(e) => Reply::Unavailable(e.to_string()),
+            },
             Request::Stats => Reply::Stats(self.stats_json()),
         }
     }

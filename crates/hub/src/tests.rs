@@ -185,6 +185,7 @@ fn a_join_past_the_users_limit_answers_the_channels_beyond_it_as_refused() {
                 epoch: None,
             })
             .collect(),
+        info: None,
     };
     let (reply, _) = call(&hub, conn(0, 1), join(Some(5), &["a", "b", "c"]));
     let Reply::Joined {
@@ -219,6 +220,7 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         presence_off_prefix: Vec::new(),
         webhook: None,
         webhook_secret: None,
+        max_presence_members: router::DEFAULT_MAX_PRESENCE_MEMBERS,
     };
     (path, args)
 }
@@ -232,3 +234,85 @@ fn remove_db(path: &std::path::Path) {
 
 mod durable;
 mod shards;
+
+#[test]
+fn online_answers_the_followed_subjects_with_a_connection() {
+    let hub = hub();
+    let follows = Request::ChangeSubscriptions {
+        edges: vec![(7, 3), (7, 5), (7, 9), (8, 4)],
+        add: true,
+    };
+    call(&hub, conn(0, 0), follows);
+    for (user, token) in [(3, 1), (9, 2), (4, 3)] {
+        let login = Request::Login {
+            user,
+            since: None,
+            epoch: None,
+        };
+        call(&hub, conn(0, token), login);
+    }
+    let (reply, _) = call(&hub, conn(0, 9), Request::Online { user: 7 });
+    assert_eq!(
+        reply,
+        Reply::Online {
+            user: 7,
+            online: vec![3, 9]
+        }
+    );
+    let of = router::PresenceOf::Subject(9);
+    let (reply, _) = call(&hub, conn(0, 9), Request::Presence { of, list: false });
+    assert!(
+        matches!(&reply, Reply::Presence { presence, .. } if presence.count == 1 && presence.connections == 1),
+        "{reply:?}"
+    );
+}
+
+#[test]
+fn a_joins_info_is_shown_beside_its_user_until_they_hold_no_channel() {
+    let hub = hub();
+    let join = |user, info: Option<&str>| Request::Join {
+        user: Some(user),
+        login: false,
+        since: None,
+        epoch: None,
+        channels: vec![bus::ChannelJoin {
+            name: "room".into(),
+            since: None,
+            epoch: None,
+        }],
+        info: info.map(String::from),
+    };
+    call(&hub, conn(0, 1), join(5, Some(r#"{"name":"Ada"}"#)));
+    call(&hub, conn(0, 2), join(6, None));
+    let of = router::PresenceOf::Channel("room".into());
+    let list = || match call(
+        &hub,
+        conn(0, 9),
+        Request::Presence {
+            of: of.clone(),
+            list: true,
+        },
+    )
+    .0
+    {
+        Reply::Presence { presence, .. } => presence.users,
+        reply => panic!("{reply:?}"),
+    };
+    let ada = router::Member {
+        user: 5,
+        connections: 1,
+        info: Some(r#"{"name":"Ada"}"#.into()),
+    };
+    assert_eq!(list(), [ada, router::Member::new(6, 1)]);
+    let leave = Request::Leave {
+        user: Some(5),
+        channels: vec!["room".into()],
+    };
+    call(&hub, conn(0, 1), leave);
+    hub.router.lock().handle_tick(Instant::now());
+    call(&hub, conn(0, 1), join(5, None));
+    assert_eq!(
+        list(),
+        [router::Member::new(5, 1), router::Member::new(6, 1)]
+    );
+}

@@ -41,10 +41,12 @@ use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
 use membership::Membership;
 pub use membership::{EventKind, PresenceConfig, PresenceEvent, DEFAULT_PRESENCE_GRACE};
+use owners::Owners;
 use per_user::PerUser;
 use serde::{Deserialize, Serialize};
 
 mod membership;
+mod owners;
 mod per_user;
 
 /// Why a join of one channel was refused (the connection keeps its other streams).
@@ -112,6 +114,8 @@ pub struct Channels {
     per_user: PerUser,
     /// Membership changes as events, with the grace.
     membership: Membership,
+    /// Each subscribed connection's user (what a gateway's death reads).
+    owners: Owners,
 }
 
 /// What a publish keeps its message within: the per-ring bounds (the router's
@@ -155,6 +159,7 @@ impl Channels {
                     self.membership.first_join(name, channel, user);
                 }
                 self.per_user.add(user, 1);
+                self.owners.add(conn, user);
             }
         }
         Ok(read(&channel.ring, since, usize::MAX))
@@ -183,6 +188,7 @@ impl Channels {
                     self.membership.last_leave(name, channel, user, now);
                 }
                 self.per_user.sub(user, 1);
+                self.owners.sub(conn);
             }
         }
         if channel.conns.is_empty() {
@@ -195,47 +201,47 @@ impl Channels {
     /// Unsubscribes every connection `gone` says is gone (a gateway process that
     /// died), from every channel; returns how many subscriptions went. O(all
     /// subscriptions): rare, never per message. A gateway that dies cannot say
-    /// which user held which connection, so `members` is rebuilt from what stays
-    /// (and each user's count across channels with it).
-    pub(crate) fn leave_where(
-        &mut self,
-        gone: &impl Fn(ConnRef) -> bool,
-        users_of: &impl Fn(ConnRef) -> Option<UserId>,
-        now: Instant,
-    ) -> u64 {
+    /// which user held which connection: `owners` says (the users table cannot,
+    /// with router shards), and each gone connection's user loses one connection
+    /// in `members` and in their count across channels.
+    pub(crate) fn leave_where(&mut self, gone: &impl Fn(ConnRef) -> bool, now: Instant) -> u64 {
         let mut removed = 0;
         for (name, channel) in self.map.iter_mut() {
-            let before = channel.conns.len();
-            channel.conns.retain(|c| !gone(c));
-            let went = before - channel.conns.len();
+            let (members, per_user, owners) =
+                (&mut channel.members, &mut self.per_user, &self.owners);
+            let mut went = 0u64;
+            // Users whose last connection here went (announced after the grace).
+            let mut left = Vec::new();
+            channel.conns.retain(|c| {
+                if !gone(c) {
+                    return true;
+                }
+                went += 1;
+                if let Some(user) = owners.user(c) {
+                    if let Some(n) = members.get_mut(&user) {
+                        *n -= 1;
+                        if *n == 0 {
+                            members.remove(&user);
+                            left.push(user);
+                        }
+                        per_user.sub(user, 1);
+                    }
+                }
+                false
+            });
             if went == 0 {
                 continue;
             }
-            removed += went as u64;
-            for (&user, &n) in &channel.members {
-                self.per_user.sub(user, n);
-            }
-            let before: Vec<UserId> = channel.members.keys().copied().collect();
-            channel.members.clear();
-            let members = &mut channel.members;
-            channel.conns.for_each(|c| {
-                if let Some(user) = users_of(c) {
-                    *members.entry(user).or_insert(0) += 1;
-                }
-            });
-            for (&user, &n) in &channel.members {
-                self.per_user.add(user, n);
-            }
-            for user in before {
-                if !channel.members.contains_key(&user) {
-                    self.membership.last_leave(name, channel, user, now);
-                }
+            removed += went;
+            for user in left {
+                self.membership.last_leave(name, channel, user, now);
             }
             if channel.conns.is_empty() {
                 channel.idle_since = Some(now);
                 self.idle.push_back((now, name.clone()));
             }
         }
+        self.owners.forget_where(gone);
         self.subscriptions -= removed;
         removed
     }
@@ -346,6 +352,13 @@ impl Channels {
         out
     }
 
+    /// Channel `name`'s members (user → subscribed connections) and all its
+    /// subscribed connections (those without a user too); `None` while it does not
+    /// exist. What presence queries read (`Router::presence`).
+    pub fn presence_of(&self, name: &str) -> Option<(&HashMap<UserId, u32, IdHashBuilder>, usize)> {
+        self.map.get(name).map(|c| (&c.members, c.conns.len()))
+    }
+
     /// Puts back a durable history of channel `name` read at start: `msgs` are
     /// numbers `first, first + 1, …` of `epoch`, oldest first, kept within the
     /// bounds as if published now; the channel counts as idle since `now`. Returns
@@ -422,8 +435,8 @@ impl Channels {
         self.subscriptions
     }
 
-    /// Heap bytes held (an estimate): names, sets, member maps, rings and the
-    /// per-user counts.
+    /// Heap bytes held (an estimate): names, sets, member maps, rings, the
+    /// per-user counts and the connections' users.
     pub fn heap_bytes(&self) -> usize {
         let slot = std::mem::size_of::<(Box<str>, Channel)>() + 1;
         self.map.capacity() * slot
@@ -440,6 +453,7 @@ impl Channels {
             + self.idle.capacity() * std::mem::size_of::<(Instant, Box<str>)>()
             + self.per_user.heap_bytes()
             + self.membership.heap_bytes()
+            + self.owners.heap_bytes()
     }
 
     fn entry<'m>(

@@ -24,6 +24,8 @@
 //! - [`users`]: [`users::UserMap`], the dense presence table (user → state).
 //! - [`channels`]: named channels: subscribed connections, members and one
 //!   history ring per channel.
+//! - `router::online`: presence queries — who is in a channel ([`Presence`]), is a
+//!   user online, which of the subjects a user follows are online.
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
 //!
 //! Glossary: a *subject* is a u64 id (a user is a subject, so is a room); a
@@ -49,6 +51,7 @@ use std::time::Duration;
 pub use channels::{EventKind, PresenceConfig, PresenceEvent, Refusal};
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
+pub use router::online::{Member, Presence, PresenceOf};
 pub use router::Router;
 
 /// A user id; a user is a subject.
@@ -109,6 +112,8 @@ pub const DEFAULT_HISTORY_TOTAL_BYTES: usize = 512 << 20;
 /// Default bound on one user's channel subscriptions, all their connections
 /// together: 16 connections (tabs, devices) at the default 64 channels each.
 pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_USER: u32 = 1024;
+/// Default bound on the users one presence list answer names.
+pub const DEFAULT_MAX_PRESENCE_MEMBERS: usize = 1000;
 
 /// Router settings.
 #[derive(Clone, Debug)]
@@ -133,6 +138,9 @@ pub struct RouterConfig {
     /// Membership events of named channels (`--presence-grace`,
     /// `--presence-off-prefix`); off by default (see [`Router::take_presence_events`]).
     pub presence: PresenceConfig,
+    /// Users one presence list names at most (`--max-presence-members`); the
+    /// counts beside it stay exact.
+    pub max_presence_members: usize,
 }
 
 impl Default for RouterConfig {
@@ -146,6 +154,7 @@ impl Default for RouterConfig {
             journal: false,
             max_subscriptions_per_user: DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
             presence: PresenceConfig::default(),
+            max_presence_members: DEFAULT_MAX_PRESENCE_MEMBERS,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct Router {
     epochs: Epochs,
     /// Named channels: their subscribers, members and history.
     channels: Channels,
+    /// Presence info of users who have one (`online`).
+    infos: online::Infos,
     /// History changes not yet taken by [`Router::take_journal`] (empty unless
     /// `config.journal`).
     journal: Vec<Journal>,
@@ -66,6 +68,7 @@ impl Router {
             overflow: Overflow::default(),
             expiry: VecDeque::new(),
             channels,
+            infos: online::Infos::default(),
             journal: Vec::new(),
             users_online: 0,
             connections: 0,
@@ -141,26 +144,12 @@ impl Router {
             });
         }
         if !self.channels.is_empty() {
-            let users_of: std::collections::HashMap<ConnRef, UserId> = self.users_of_conns();
-            self.channels
-                .leave_where(&gone, &|c| users_of.get(&c).copied(), now);
+            self.channels.leave_where(&gone, now);
         }
         for &(user, conn) in &out {
             self.logout(user, conn, now, true);
         }
         out.len() as u64
-    }
-
-    /// Every logged-in connection's user (what `logout_where` rebuilds channel
-    /// members from).
-    fn users_of_conns(&self) -> std::collections::HashMap<ConnRef, UserId> {
-        let mut map = std::collections::HashMap::new();
-        for (user, state) in self.users.iter() {
-            state.conns.for_each(&self.overflow, |c| {
-                map.insert(c, user);
-            });
-        }
-        map
     }
 
     /// Subscribes `conn` (logged in as `user`, if it is) to channel `name` and
@@ -453,6 +442,7 @@ impl Router {
         let journal = self.config.journal.then_some(&mut self.journal);
         self.channels.expire_grace(now);
         self.channels.expire(now, ttl, &mut self.totals, journal);
+        self.infos.forget_absent(&self.channels);
         while let Some(&(at, user)) = self.expiry.front() {
             if now.saturating_duration_since(at) < ttl {
                 break;
@@ -499,6 +489,7 @@ impl Router {
             + self.overflow.heap_bytes()
             + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
             + self.channels.heap_bytes()
+            + self.infos.heap_bytes()
     }
 
     /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.
@@ -511,6 +502,7 @@ impl Router {
     }
 }
 
+pub mod online;
 mod presence;
 #[cfg(test)]
 mod tests;

@@ -70,6 +70,12 @@ pub enum Route {
         since: Option<Since>,
         limit: u32,
     },
+    /// `GET /presence/<channel>` (the users present), `/presence/<channel>/stats`
+    /// (`stats`: the counts alone); a numeric name is a subject: is that user
+    /// online.
+    Presence { of: Present, stats: bool },
+    /// `GET /online/<user>`: which of the subjects `user` follows are online.
+    Online { user: u64 },
     /// `POST /pub` (NDJSON body); `?parallel=1`: the items are independent, so a
     /// server on several router shards need not keep their order across shards.
     PublishBatch { parallel: bool },
@@ -90,6 +96,15 @@ pub enum Route {
     /// `POST /subscribe` or `POST /unsubscribe`: another stream of the same HTTP/2
     /// connection joins or leaves a channel.
     Control(StreamControl),
+}
+
+/// Whose presence `GET /presence/<name>` asks for.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Present {
+    /// A channel (a name that is not all digits).
+    Channel(String),
+    /// A numeric subject (all digits: a canonical u64, else 400).
+    Subject(u64),
 }
 
 /// `POST /subscribe?session=<name>&channel=<C>[&since=<epoch>-<seq>]` or `POST
@@ -247,6 +262,24 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
                 channel,
                 since,
                 limit,
+            })
+        }
+        ("presence", Some(name), stats @ (None | Some("stats"))) => {
+            need(m, Method::Get, GET)?;
+            let of = if name.bytes().all(|b| b.is_ascii_digit()) {
+                Present::Subject(parse_id(name)?)
+            } else {
+                Present::Channel(channel_in_path(name)?)
+            };
+            Ok(Route::Presence {
+                of,
+                stats: stats.is_some(),
+            })
+        }
+        ("online", Some(id), None) => {
+            need(m, Method::Get, GET)?;
+            Ok(Route::Online {
+                user: parse_id(id)?,
             })
         }
         ("subscriptions", None, None) => {

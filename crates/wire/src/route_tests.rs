@@ -588,3 +588,37 @@ fn subscribe_and_unsubscribe_name_a_session_and_a_channel() {
     );
     assert_eq!(r("POST", "/subscribe/x").map_err(|e| e.status()), Err(404));
 }
+
+#[test]
+fn presence_and_online() {
+    let channel = |name: &str, stats| Route::Presence {
+        of: Present::Channel(name.into()),
+        stats,
+    };
+    assert_eq!(r("GET", "/presence/room:1"), Ok(channel("room:1", false)));
+    assert_eq!(
+        r("GET", "/presence/room:1/stats"),
+        Ok(channel("room:1", true))
+    );
+    assert_eq!(
+        r("GET", "/presence/42"),
+        Ok(Route::Presence {
+            of: Present::Subject(42),
+            stats: false
+        })
+    );
+    assert_eq!(r("GET", "/online/7"), Ok(Route::Online { user: 7 }));
+    assert_eq!(r("GET", "/presence/042"), Err(RouteError::BadId));
+    assert_eq!(r("GET", "/online/x"), Err(RouteError::BadId));
+    assert!(matches!(
+        r("GET", "/presence/a%20b"),
+        Err(RouteError::BadQuery(_))
+    ));
+    for missing in ["/presence", "/presence/a/list", "/online", "/online/7/x"] {
+        assert_eq!(r("GET", missing), Err(RouteError::NotFound), "{missing}");
+    }
+    assert!(matches!(
+        r("POST", "/presence/a"),
+        Err(RouteError::MethodNotAllowed { .. })
+    ));
+}

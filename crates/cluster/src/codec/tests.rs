@@ -28,6 +28,8 @@ fn request() -> impl Strategy<Value = CallRequest> {
         any::<(u64, u64)>().prop_map(|(user, since)| Request::ReadHistory { user, since }),
         any::<u64>().prop_map(|subject| Request::Subscribers { subject }),
         any::<u64>().prop_map(|subscriber| Request::Subscriptions { subscriber }),
+        (presence_of(), any::<bool>()).prop_map(|(of, list)| Request::Presence { of, list }),
+        any::<u64>().prop_map(|user| Request::Online { user }),
         Just(Request::Stats),
     ]
     .prop_map(CallRequest::Bus)
@@ -40,6 +42,13 @@ fn request() -> impl Strategy<Value = CallRequest> {
             .prop_map(|(items, senders)| CallRequest::PublishInOrder { items, senders })
             .boxed(),
     )
+}
+
+fn presence_of() -> impl Strategy<Value = bus::PresenceOf> {
+    prop_oneof![
+        ".{0,12}".prop_map(bus::PresenceOf::Channel),
+        any::<u64>().prop_map(bus::PresenceOf::Subject),
+    ]
 }
 
 fn message() -> impl Strategy<Value = Arc<Message>> {
@@ -78,6 +87,29 @@ fn answer() -> impl Strategy<Value = Reply> {
         }),
         any::<(u64, u64)>().prop_map(|(edges, changed)| Reply::Changed { edges, changed }),
         proptest::collection::vec(any::<u64>(), 0..8).prop_map(Reply::Ids),
+        (
+            presence_of(),
+            proptest::collection::vec(any::<(u64, u32, Option<String>)>(), 0..8),
+            any::<(u64, u64, bool)>()
+        )
+            .prop_map(|(of, users, (count, connections, cut))| Reply::Presence {
+                of,
+                presence: bus::Presence {
+                    users: users
+                        .into_iter()
+                        .map(|(user, connections, info)| bus::Member {
+                            user,
+                            connections,
+                            info,
+                        })
+                        .collect(),
+                    count,
+                    connections,
+                    cut,
+                },
+            }),
+        (any::<u64>(), proptest::collection::vec(any::<u64>(), 0..8))
+            .prop_map(|(user, online)| Reply::Online { user, online }),
         stats().prop_map(Reply::Stats),
         ".{0,20}".prop_map(Reply::Unavailable),
         ".{0,20}".prop_map(Reply::TimedOut),

@@ -89,7 +89,9 @@ impl Gathers {
             CallRequest::Bus(Request::ChangeSubscriptions { add, .. }) => {
                 What::Change { add: *add }
             }
-            CallRequest::Bus(Request::Subscriptions { .. }) => What::Subscriptions,
+            CallRequest::Bus(Request::Subscriptions { .. } | Request::Online { .. }) => {
+                What::Subscriptions
+            }
             CallRequest::Bus(Request::Join { .. } | Request::Leave { .. }) => What::Channels,
             _ => What::Publish,
         };
@@ -202,7 +204,7 @@ impl Gather {
         let mut published = false;
         for (shard, answer) in &self.answered {
             let said = match (answer, self.what) {
-                (Reply::Ids(_), _) => continue,
+                (Reply::Ids(_) | Reply::Online { .. }, _) => continue,
                 (
                     Reply::Published {
                         messages,
@@ -298,6 +300,18 @@ fn combine(a: Reply, b: Reply) -> Reply {
             a.sort_unstable();
             a.dedup();
             Reply::Ids(a)
+        }
+        // Friends online: each shard's followed subjects that are online.
+        (
+            Reply::Online {
+                user,
+                online: mut a,
+            },
+            Reply::Online { online: b, .. },
+        ) => {
+            a.extend(b);
+            a.sort_unstable();
+            Reply::Online { user, online: a }
         }
         (e @ (Reply::Unavailable(_) | Reply::TimedOut(_)), _)
         | (_, e @ (Reply::Unavailable(_) | Reply::TimedOut(_))) => e,

@@ -175,6 +175,9 @@ fn subscribe_later(
         since: None,
         epoch: None,
         channels,
+        // The user's info went with their first join (see docs/protocol.md
+        // "Presence" for what a later subscribe on another router shard shows).
+        info: None,
     });
     Ok(())
 }

@@ -29,12 +29,13 @@ use std::io::Write as _;
 use wire::{Since, Transport};
 
 /// What a channel the token does not allow is told.
-const REFUSED_WHY: &str = "the token does not allow this channel";
+pub(super) const REFUSED_WHY: &str = "the token does not allow this channel";
 
 /// Starts a subscription or poll whose request names channels: each allowed one
 /// joins (with the user's login, when the path has an id, in the same call), the
 /// others are kept as refused and reported once the transport's head is out.
-/// `allow`: the channels the token allows (`None`: no JWT, all). A connection
+/// `allow`: the channels the token allows (`None`: no JWT, all); `info`: its
+/// `info` claim, the user's presence info. A connection
 /// that held channels before (a keep-alive long-poll) leaves those it no longer
 /// names, and all of them when its user changes (the router counts each
 /// subscription as its user's).
@@ -44,7 +45,7 @@ pub(super) fn join_at_start(
     user: Option<u64>,
     since: Option<Since>,
     channels: Vec<(String, Option<Since>)>,
-    allow: Option<auth::ChannelGrant>,
+    (allow, info): (Option<auth::ChannelGrant>, Option<Box<str>>),
 ) {
     if let Some(old) = conn.chans.take() {
         let same_user = user == conn.has(LOGGED_IN).then_some(conn.user);
@@ -97,6 +98,7 @@ pub(super) fn join_at_start(
         since: since.map(|s| s.seq),
         epoch: since.and_then(|s| s.epoch),
         channels: joins,
+        info: info.filter(|_| user.is_some()).map(String::from),
     });
 }
 

@@ -74,6 +74,10 @@ pub const FRAGMENTS: &[&[u8]] = &[
     b"POST /unsubscribe?session=tab&channel=news HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
     b"GARBAGE\r\n\r\n",
     b"\r\n",
+    // Presence queries (docs/protocol.md "Presence").
+    b"GET /presence/room:1 HTTP/1.1\r\n\r\n",
+    b"GET /presence/42/stats HTTP/1.1\r\n\r\n",
+    b"GET /online/7 HTTP/1.1\r\n\r\n",
 ];
 
 /// A tiny cursor over the script.
@@ -183,6 +187,19 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
             changed: 1,
         },
         Request::Subscribers { .. } | Request::Subscriptions { .. } => Reply::Ids(vec![1, 2]),
+        Request::Presence { of, .. } => Reply::Presence {
+            of: of.clone(),
+            presence: bus::Presence {
+                users: vec![bus::Member::new(7, u32::from(seed))],
+                count: 1,
+                connections: u64::from(seed),
+                cut: seed & 1 != 0,
+            },
+        },
+        Request::Online { user } => Reply::Online {
+            user: *user,
+            online: vec![3, 9],
+        },
         Request::Stats => Reply::Stats(serde_json::json!({"connections": 1})),
     }
 }

@@ -12,6 +12,7 @@
 //! - [`peer`]: the servers broadcast, unicast, connect and rooms can run instead (Node.js, nchan, the C floor, Socket.IO);
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
 //!   [`unicast`], [`connect`], [`rooms`] (many small channels, on the same ladder),
+//!   [`presence`] (a channel's presence list asked on a large channel),
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_graph`],
 //!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
@@ -46,6 +47,7 @@ mod keepalive;
 mod keepalive_clients;
 mod ladder;
 mod peer;
+mod presence;
 mod report;
 mod rooms;
 mod soak;
@@ -101,6 +103,8 @@ pub enum Scenario {
     Abuse,
     /// N connections in --channels-per-conn of --channels rooms each, publishes to random rooms: a ladder of rates in 10-s steps.
     Rooms,
+    /// N users (default 10,000) in one channel: GET /presence/<channel> (the whole list) and its /stats, p50/p99.
+    Presence,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
 }
@@ -426,6 +430,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Connect => connect::run(&args, &mut ctx),
             Scenario::Abuse => abuse::run(&args, &mut ctx),
             Scenario::Rooms => rooms::run(&args, &mut ctx),
+            Scenario::Presence => presence::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
         match result {
@@ -464,6 +469,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Connect => "connect",
         Scenario::Abuse => "abuse",
         Scenario::Rooms => "rooms",
+        Scenario::Presence => "presence",
         Scenario::All => "all",
     }
 }

@@ -1,0 +1,176 @@
+//! Presence queries: who is in a channel (`GET /presence/<channel>`, its counts
+//! alone with `/stats`), is a user online (`GET /presence/<id>`), and which of the
+//! subjects a user follows are online (`GET /online/<user>`).
+//!
+//! Read from what the router keeps anyway: a channel's members (user → subscribed
+//! connections, `channels`) and the users table (user → connections), so presence
+//! costs no memory per membership. The one thing kept for it is [`Infos`]: the
+//! presence info of users whose token carries one, once per user (not per
+//! channel), and nothing for users without it. A list names at most
+//! `RouterConfig::max_presence_members` users (the lowest ids, so every gateway
+//! asking gets the same cut) and says it is cut; the counts beside it are always
+//! exact.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Router;
+use crate::channels::Channels;
+use crate::hash::IdHashBuilder;
+use crate::{SubjectId, UserId};
+
+/// Whose presence a query asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PresenceOf {
+    /// A named channel: its subscribed users.
+    Channel(String),
+    /// A numeric subject as a user: online or not, with their connections.
+    Subject(SubjectId),
+}
+
+/// One user in a presence list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub user: UserId,
+    /// The user's connections present (subscribed to the channel).
+    pub connections: u32,
+    /// The user's presence info (compact JSON), if their token carried one.
+    pub info: Option<String>,
+}
+
+impl Member {
+    /// A member without info.
+    pub fn new(user: UserId, connections: u32) -> Member {
+        Member {
+            user,
+            connections,
+            info: None,
+        }
+    }
+}
+
+/// A presence answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presence {
+    /// Users present with their connection counts, by id; empty for a counts-only
+    /// query, at most `max_presence_members` otherwise.
+    pub users: Vec<Member>,
+    /// Users present, exact whatever the cut.
+    pub count: u64,
+    /// Connections, exact: in a channel every subscribed connection, those
+    /// without a user too.
+    pub connections: u64,
+    /// True when `users` does not name every user present.
+    pub cut: bool,
+}
+
+impl Router {
+    /// The presence of `of`: with `list`, the users (the lowest ids up to
+    /// `max_presence_members`), else the counts alone. O(members) for a channel,
+    /// O(1) for a subject.
+    pub fn presence(&self, of: &PresenceOf, list: bool) -> Presence {
+        match of {
+            PresenceOf::Channel(name) => self.channel_presence(name, list),
+            PresenceOf::Subject(user) => {
+                let n = self
+                    .users
+                    .get(*user)
+                    .map_or(0, |s| s.conns.len(&self.overflow) as u32);
+                Presence {
+                    users: if list && n > 0 {
+                        vec![Member::new(*user, n)]
+                    } else {
+                        Vec::new()
+                    },
+                    count: u64::from(n > 0),
+                    connections: u64::from(n),
+                    cut: false,
+                }
+            }
+        }
+    }
+
+    fn channel_presence(&self, name: &str, list: bool) -> Presence {
+        let Some((members, connections)) = self.channels.presence_of(name) else {
+            return Presence::default();
+        };
+        let max = self.config.max_presence_members;
+        let mut ids = Vec::new();
+        if list {
+            ids.reserve_exact(members.len());
+            ids.extend(members.iter().map(|(&u, &n)| (u, n)));
+            if ids.len() > max {
+                if max > 0 {
+                    ids.select_nth_unstable(max - 1);
+                }
+                ids.truncate(max);
+            }
+            ids.sort_unstable();
+        }
+        let users: Vec<Member> = ids
+            .into_iter()
+            .map(|(user, connections)| Member {
+                user,
+                connections,
+                info: self.infos.get(user).map(str::to_string),
+            })
+            .collect();
+        Presence {
+            cut: list && members.len() > users.len(),
+            users,
+            count: members.len() as u64,
+            connections: connections as u64,
+        }
+    }
+
+    /// Which of `subjects` (what a user follows) are online: a user with a
+    /// connection on this router. One lookup each in the users table, in the
+    /// order given; nothing allocated but the answer.
+    pub fn online_among(&self, subjects: &[SubjectId]) -> Vec<UserId> {
+        subjects
+            .iter()
+            .copied()
+            .filter(|&s| {
+                self.users
+                    .get(s)
+                    .is_some_and(|state| !state.conns.is_empty())
+            })
+            .collect()
+    }
+
+    /// `user`'s presence info (a token's `info` claim) from now on; the latest
+    /// join's wins. Forgotten at the first tick after the user holds no channel.
+    pub fn set_presence_info(&mut self, user: UserId, info: Box<str>) {
+        self.infos.map.insert(user, info);
+    }
+}
+
+/// User → presence info, for users whose token carried one and who hold a
+/// channel subscription here (checked at each tick): 24 B and the text per such
+/// user, none for the others.
+#[derive(Debug, Default)]
+pub(super) struct Infos {
+    map: HashMap<UserId, Box<str>, IdHashBuilder>,
+}
+
+impl Infos {
+    fn get(&self, user: UserId) -> Option<&str> {
+        self.map.get(&user).map(|i| &**i)
+    }
+
+    /// Forgets the info of users who hold no channel subscription any more.
+    pub(super) fn forget_absent(&mut self, channels: &Channels) {
+        if !self.map.is_empty() {
+            self.map.retain(|&u, _| channels.subscriptions_of(u) > 0);
+        }
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<(UserId, Box<str>)>() + 1;
+        self.map.capacity() * slot + self.map.values().map(|i| i.len()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests;
