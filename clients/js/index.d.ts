@@ -84,8 +84,28 @@ export interface History {
   gap: boolean;
 }
 
+/** A user's first connection joined `channel` (`joined`), or their last one left it (`left`). */
+export interface PresenceChange {
+  channel: string;
+  joined?: number;
+  left?: number;
+}
+
+/** `GET /presence/<channel>`: who is in it now. */
+export interface Presence {
+  channel: string;
+  users: { user: number; connections: number; info?: Record<string, unknown> }[];
+  /** Users in the channel (the list may be cut: `cut`). */
+  count: number;
+  /** Connections subscribed, with or without a user. */
+  connections: number;
+  cut: boolean;
+}
+
 export interface ClientEvents {
   message: Message;
+  /** Joins and leaves of a channel subscribed with `presence: true` (WebSocket, SSE). */
+  presence: PresenceChange;
   gap: Gap;
   error: ClientError;
   /** The server took a channel (again after each reconnect). */
@@ -110,7 +130,7 @@ export class MyriadClient {
   connect(): void;
   close(): void;
   /** Resolves once the server took the channel; rejects if it is refused or unsubscribed first. */
-  subscribe(channel: string, options?: { since?: string }): Promise<Subscribed>;
+  subscribe(channel: string, options?: { since?: string; presence?: boolean }): Promise<Subscribed>;
   unsubscribe(channel: string): void;
   /** WebSocket only (needs the token's `pub` claim); rejects on SSE and long-poll. */
   publish(channel: string | number, data: string): Promise<Published>;
@@ -122,4 +142,6 @@ export class MyriadClient {
   refreshToken(): Promise<{ valid_until: number | null } | undefined>;
   /** `limit`: 1 to 1000; without `since`, the newest `limit` messages. */
   history(channel: string, options?: { since?: string; limit?: number; signal?: AbortSignal }): Promise<History>;
+  /** Who is in `channel`, asked with the client's token (`Authorization: Bearer`). */
+  presence(channel: string, options?: { signal?: AbortSignal }): Promise<Presence>;
 }

@@ -128,16 +128,24 @@ export class MyriadClient {
 
   /**
    * Adds `channel`; resolves once the server has taken it ({channel, pos, gap}). With
-   * `since` it starts after that position (from history), otherwise from now.
+   * `since` it starts after that position (from history), otherwise from now. With
+   * `presence: true` the channel's joins and leaves arrive as `presence` events
+   * (over WebSocket and SSE; long-poll carries none).
    */
-  subscribe(channel, { since } = {}) {
+  subscribe(channel, { since, presence } = {}) {
     checkChannel(channel);
     if (this.#state === "closed") return Promise.reject(new Error("the client was closed"));
     let entry = this.#channels.get(channel);
     if (entry?.confirmed) return Promise.resolve({ channel, pos: this.position(channel), gap: false });
     const promise = new Promise((resolve, reject) => {
       if (!entry) {
-        entry = { pos: Position.parse(since), confirmed: false, learned: false, waiters: [] };
+        entry = {
+          pos: Position.parse(since),
+          presence: presence === true,
+          confirmed: false,
+          learned: false,
+          waiters: [],
+        };
         this.#channels.set(channel, entry);
         this.#channelsChanged(() => this.#sendSubscribe(channel));
       }
@@ -193,6 +201,23 @@ export class MyriadClient {
       t.send({ refresh: this.#token });
       this.#pending.add({ kind: "refresh", resolve, reject });
     });
+  }
+
+  /**
+   * `GET /presence/<channel>`: {channel, users: [{user, connections, info?}], count,
+   * connections, cut}. Asked with the client's token (`Authorization: Bearer`, which
+   * a cross-origin page can send only where the server answers its preflight: ask
+   * from the page's own origin, or have the back-end ask).
+   */
+  async presence(channel, { signal } = {}) {
+    checkChannel(channel);
+    const token = this.#token ?? (this.#getToken ? await this.#getToken() : null);
+    const headers = token ? { authorization: `Bearer ${token}` } : {};
+    const url = httpUrl(this.#base, `/presence/${channel}`, []);
+    const res = await this.#options.fetch(url, { cache: "no-store", headers, signal });
+    const body = await res.text();
+    if (!res.ok) throw new Error(`presence of ${channel}: ${res.status} ${body}`);
+    return JSON.parse(body);
   }
 
   /** `GET /history/<channel>`: {channel, messages: [{seq, data}], pos, gap}. */
@@ -274,6 +299,7 @@ export class MyriadClient {
       user: this.#user,
       streams,
       channels: streams.filter((s) => s !== USER),
+      presence: [...this.#channels.values()].some((e) => e.presence),
       since: composite(streams, positionOf),
       userSince: this.#userStream?.pos?.toString() ?? null,
       token: () => this.#token,
@@ -291,6 +317,7 @@ export class MyriadClient {
       userPosition: live((pos, gap) => this.#handleUserPosition(pos, gap)),
       gap: live((s, info) => this.#handleGap(s, info)),
       refused: live((c, why) => this.#handleRefused(c, why)),
+      presence: live((c, change) => this.#handlePresence(c, change)),
       reply: live((frame) => this.#handleReply(frame)),
       error: live((kind, message) => this.#emitError(kind, message)),
     });
@@ -437,6 +464,13 @@ export class MyriadClient {
   }
 
   /** A WebSocket answer to a publish, an unsubscribe, or an error. */
+  /** A join or leave in `channel`: told when the application asked for them. */
+  #handlePresence(channel, change) {
+    if (!this.#channels.get(channel)?.presence) return;
+    if (typeof change?.joined === "number") this.#events.emit("presence", { channel, joined: change.joined });
+    else if (typeof change?.left === "number") this.#events.emit("presence", { channel, left: change.left });
+  }
+
   #handleReply(frame) {
     if ("published" in frame) {
       this.#pending.take("publish")?.resolve(frame.published);
@@ -477,8 +511,11 @@ export class MyriadClient {
   }
 
   #sendSubscribe(channel) {
-    const pos = this.#channels.get(channel).pos;
-    this.#transport.send(pos ? { subscribe: channel, since: pos.toString() } : { subscribe: channel });
+    const { pos, presence } = this.#channels.get(channel);
+    const frame = { subscribe: channel };
+    if (pos) frame.since = pos.toString();
+    if (presence) frame.presence = true;
+    this.#transport.send(frame);
     this.#pending.add({ kind: "subscribe", channel });
   }
 

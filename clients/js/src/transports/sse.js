@@ -22,7 +22,7 @@ export class SseTransport {
   }
 
   start() {
-    const { base, user, streams, channels, since, token, EventSource, openTimeout } = this.#ctx;
+    const { base, user, streams, channels, presence, since, token, EventSource, openTimeout } = this.#ctx;
     if (streams.length === 0) {
       // Nothing to listen to yet: open as soon as a channel is added.
       queueMicrotask(() => this.#open());
@@ -34,6 +34,8 @@ export class SseTransport {
     }
     const url = httpUrl(base, subscriptionPath("sse", user), [
       ...channels.map((c) => ["channel", c]),
+      // Joins and leaves of every channel of the URL; the client tells only those asked.
+      ["presence", presence ? "1" : null],
       ["since", since],
       ["token", token()],
     ]);
@@ -46,6 +48,10 @@ export class SseTransport {
     es.addEventListener("gap", (e) => {
       const gap = this.#json(e);
       if (gap) this.#sink.gap(gap.channel ?? USER, { epoch: gap.epoch, first: gap.first });
+    });
+    es.addEventListener("presence", (e) => {
+      const change = this.#json(e);
+      if (change) this.#sink.presence(change.channel, change);
     });
     es.addEventListener("refused", (e) => {
       const refused = this.#json(e);

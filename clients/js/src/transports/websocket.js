@@ -80,7 +80,9 @@ export class WebSocketTransport {
       this.#sink.error("protocol", `a frame that is not JSON: ${text.slice(0, 100)}`);
       return;
     }
-    if ("data" in f && ("channel" in f || "subject" in f)) {
+    if ("presence" in f && "channel" in f) {
+      this.#sink.presence(f.channel, f.presence);
+    } else if ("data" in f && ("channel" in f || "subject" in f)) {
       const pos = Position.parse(f.pos);
       if (pos === null) {
         this.#sink.error("protocol", `a message without a position: ${text.slice(0, 100)}`);
