@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses a different part of the harness
 
 pub mod bench;
+pub mod channels;
 pub mod cluster;
 pub mod netns;
 pub mod postgres;
