@@ -164,17 +164,7 @@ fn tokens_name_the_channels_a_client_may_subscribe_and_publish_to() {
     assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 401"));
 
     // A framed WebSocket: subscribe where the claim allows, publish where `pub` does.
-    let path = format!("/ws?framed=1&token={token}");
-    let mut ws = server.connect();
-    write!(
-        ws,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
-    .unwrap();
-    let mut wbuf = Vec::new();
-    read_until(&mut ws, &mut wbuf, "\r\n\r\n");
-    wbuf.clear();
+    let (mut ws, mut wbuf) = ws_open(&server, &format!("/ws?framed=1&token={token}"));
     let mut said = |frame: &str| {
         ws.write_all(&client_text(frame)).unwrap();
         server_text(&mut ws, &mut wbuf)

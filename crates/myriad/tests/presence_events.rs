@@ -7,35 +7,11 @@
 
 mod common;
 
+use common::channels::{open, ws_open};
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
-
-/// Opens `GET path` and reads up to `until`.
-fn open(server: &Server, path: &str, until: &str) -> (TcpStream, Vec<u8>) {
-    let mut s = server.connect();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-    let mut buf = Vec::new();
-    read_until(&mut s, &mut buf, until);
-    (s, buf)
-}
-
-/// A WebSocket on `path`, past its handshake.
-fn ws_open(server: &Server, path: &str) -> (TcpStream, Vec<u8>) {
-    let mut ws = server.connect();
-    write!(
-        ws,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
-    .unwrap();
-    let mut buf = Vec::new();
-    read_until(&mut ws, &mut buf, "\r\n\r\n");
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    buf.drain(..end);
-    (ws, buf)
-}
 
 /// The WebSocket's text frames up to and including the first containing `until`.
 fn frames_until(ws: &mut TcpStream, buf: &mut Vec<u8>, until: &str) -> Vec<String> {
@@ -66,9 +42,9 @@ fn a_framed_websocket_sees_each_user_join_and_leave_once() {
     let first = server_text(&mut ws, &mut buf);
     assert!(first.contains(r#""subscribed":"room""#), "{first}");
     // User 42 with two connections, user 43 with one.
-    let (a, _) = open(&server, "/sse/42?channel=room", "retry:");
-    let (b, _) = open(&server, "/sse/42?channel=room", "retry:");
-    let (c, _) = open(&server, "/sse/43?channel=room", "retry:");
+    let (a, _) = open(&server, "/sse/42?channel=room", "", "retry:");
+    let (b, _) = open(&server, "/sse/42?channel=room", "", "retry:");
+    let (c, _) = open(&server, "/sse/43?channel=room", "", "retry:");
     publish_to(&server, "room", "m1");
     let frames = frames_until(&mut ws, &mut buf, r#""data":"m1""#);
     assert_eq!(
@@ -111,7 +87,7 @@ fn a_framed_websocket_sees_each_user_join_and_leave_once() {
         .unwrap();
     let said = server_text(&mut ws, &mut buf);
     assert!(said.contains(r#""subscribed":"quiet""#), "{said}");
-    let (_d, _) = open(&server, "/sse/44?channel=lobby&channel=quiet", "retry:");
+    let (_d, _) = open(&server, "/sse/44?channel=lobby&channel=quiet", "", "retry:");
     publish_to(&server, "quiet", "m3");
     let frames = frames_until(&mut ws, &mut buf, r#""data":"m3""#);
     // 44's arrival (a connection's pushes start after its own); nothing of quiet
@@ -129,9 +105,9 @@ fn a_framed_websocket_sees_each_user_join_and_leave_once() {
 #[test]
 fn sse_and_the_chunked_stream_see_joins_and_a_user_back_within_the_grace_is_not_announced() {
     let server = Server::start(&["--presence-grace", "60"]);
-    let (mut sse, mut sbuf) = open(&server, "/sse?channel=room&presence=1", "retry:");
-    let (mut stream, mut tbuf) = open(&server, "/sub/1?channel=room&presence=1", "welcome 1");
-    let (a, _) = open(&server, "/sse/42?channel=room", "retry:");
+    let (mut sse, mut sbuf) = open(&server, "/sse?channel=room&presence=1", "", "retry:");
+    let (mut stream, mut tbuf) = open(&server, "/sub/1?channel=room&presence=1", "", "welcome 1");
+    let (a, _) = open(&server, "/sse/42?channel=room", "", "retry:");
     read_until(
         &mut sse,
         &mut sbuf,
@@ -145,7 +121,7 @@ fn sse_and_the_chunked_stream_see_joins_and_a_user_back_within_the_grace_is_not_
     );
     // The user's connection goes and another comes back within the grace.
     drop(a);
-    let (_b, _) = open(&server, "/sse/42?channel=room", "retry:");
+    let (_b, _) = open(&server, "/sse/42?channel=room", "", "retry:");
     publish_to(&server, "room", "marker");
     read_until(&mut sse, &mut sbuf, "data: marker");
     read_until(&mut stream, &mut tbuf, "room marker");
@@ -212,7 +188,7 @@ fn the_webhook_gets_signed_batches_and_a_batch_again_after_a_500() {
         "--presence-grace",
         "0",
     ]);
-    let (a, _) = open(&server, "/sse/42?channel=room", "retry:");
+    let (a, _) = open(&server, "/sse/42?channel=room", "", "retry:");
     let (head, body) = receive(&listener, 500);
     let (again_head, again) = receive(&listener, 200);
     assert_eq!(body, again, "the same batch, sent again");

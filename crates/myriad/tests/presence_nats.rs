@@ -5,11 +5,12 @@
 
 mod common;
 
+use common::channels::open_when_up;
 use common::cluster::*;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A plain NATS client subscribed to `myriad.presence.>` (subscribed once this
 /// returns: the server answered a PING after the SUB).
@@ -75,25 +76,6 @@ fn ev(kind: &str, channel: &str, user: Option<u64>) -> (String, String, Option<u
     (kind.to_string(), channel.to_string(), user)
 }
 
-/// Opens `GET path` on `server` until the router answers, read up to `until`.
-fn open(server: &Server, path: &str, until: &str) -> (TcpStream, Vec<u8>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut s = server.connect();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        let mut buf = Vec::new();
-        if read_until_or_closed(&mut s, &mut buf, until) {
-            return (s, buf);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            String::from_utf8_lossy(&buf)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn the_router_publishes_events_on_nats_and_a_killed_gateway_s_users_are_announced_gone() {
     let nats = Nats::start();
@@ -101,9 +83,10 @@ fn the_router_publishes_events_on_nats_and_a_killed_gateway_s_users_are_announce
     let _router = Router::start_with(&nats, "memory", &["--presence-grace", "0"]).0;
     let gw_a = gateway(&nats);
     let gw_b = gateway(&nats);
-    let (mut watcher, mut wbuf) = open(&gw_b, "/sse?channel=room.1&presence=1", "retry:");
-    let (_a1, _) = open(&gw_a, "/sse/42?channel=room.1", "retry:");
-    let (_a2, _) = open(&gw_a, "/sse/42?channel=room.1", "retry:");
+    let (mut watcher, mut wbuf) =
+        open_when_up(&gw_b, "/sse?channel=room.1&presence=1", "", "retry:");
+    let (_a1, _) = open_when_up(&gw_a, "/sse/42?channel=room.1", "", "retry:");
+    let (_a2, _) = open_when_up(&gw_a, "/sse/42?channel=room.1", "", "retry:");
     assert_eq!(
         events.take(2),
         [
@@ -117,7 +100,7 @@ fn the_router_publishes_events_on_nats_and_a_killed_gateway_s_users_are_announce
         r#"{"channel":"room.1","joined":42}"#,
     );
     // User 43 on the surviving gateway: joins, stays.
-    let (_b1, _) = open(&gw_b, "/sse/43?channel=room.1", "retry:");
+    let (_b1, _) = open_when_up(&gw_b, "/sse/43?channel=room.1", "", "retry:");
     assert_eq!(events.take(1), [ev("member_added", "room.1", Some(43))]);
     // Gateway A dies: its connections are dropped by the router once it is silent,
     // and user 42 announced gone once, to back-ends and to the watcher.

@@ -1,5 +1,5 @@
-//! Helpers of the channel tests (`channels.rs`, `channels_cluster.rs`): open a
-//! subscription and read it, publish to a channel, split an SSE body into events.
+//! Helpers of the channel and presence tests: open a subscription (or a WebSocket)
+//! and read it, publish to a channel, split an SSE body into events.
 #![allow(dead_code)] // not every test binary uses every helper
 
 use super::{read_until, read_until_or_closed, Server};
@@ -61,4 +61,12 @@ pub fn events(buf: &[u8]) -> Vec<(String, String, String)> {
             (!data.is_empty()).then(|| (id, event, data.join("\n")))
         })
         .collect()
+}
+
+/// A WebSocket on `path`, past its handshake: the stream and what followed the head.
+pub fn ws_open(server: &Server, path: &str) -> (TcpStream, Vec<u8>) {
+    let (ws, mut buf) = open(server, path, super::resume::WS_UPGRADE, "\r\n\r\n");
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    buf.drain(..end);
+    (ws, buf)
 }
