@@ -186,21 +186,56 @@ fn post(target: &Target, body: &str, signature: &str) -> anyhow::Result<()> {
     );
     stream.write_all(head.as_bytes())?;
     stream.write_all(body.as_bytes())?;
-    // The status line is all that is read: `HTTP/1.1 200 …`.
-    let mut answer = [0u8; 64];
+    // The answer's head is all that is read: its status says taken or not.
+    let mut answer = [0u8; ANSWER_HEAD];
     let mut got = 0;
-    while got < answer.len() && !answer[..got].contains(&b'\n') {
+    loop {
+        match answer_status(&answer[..got]) {
+            Answer::Status(code) if (200..300).contains(&code) => return Ok(()),
+            Answer::Status(code) => bail!("answered {code}"),
+            Answer::Bad(why) => bail!("answered something that is not HTTP: {why}"),
+            Answer::Partial if got == answer.len() => {
+                bail!("an answer head over {ANSWER_HEAD} bytes")
+            }
+            Answer::Partial => {}
+        }
         match stream.read(&mut answer[got..])? {
-            0 => break,
+            0 => bail!("closed before answering"),
             n => got += n,
         }
     }
-    let line = String::from_utf8_lossy(&answer[..got]);
-    let status = line.split(' ').nth(1).unwrap_or("");
-    if !status.starts_with('2') || status.len() != 3 {
-        bail!("answered {:?}", line.lines().next().unwrap_or(""));
+}
+
+/// Most bytes of a receiver's answer read for its status line.
+const ANSWER_HEAD: usize = 1024;
+
+/// What the bytes of a receiver's answer so far say.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Its status code (the status line is complete).
+    Status(u16),
+    /// Not enough bytes yet.
+    Partial,
+    /// Not an HTTP/1.x answer.
+    Bad(httparse::Error),
+}
+
+/// Reads a receiver's answer with httparse (the fuzz target `webhook_answer` runs it
+/// on arbitrary bytes): its status is known once the status line is complete, even
+/// before the headers are (only the status line is parsed; headers are not kept).
+pub fn answer_status(bytes: &[u8]) -> Answer {
+    let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") else {
+        return Answer::Partial;
+    };
+    // The status line alone, as a head with no headers.
+    let mut line = bytes[..end + 2].to_vec();
+    line.extend_from_slice(b"\r\n");
+    let mut response = httparse::Response::new(&mut []);
+    match response.parse(&line) {
+        Ok(httparse::Status::Complete(_)) => response.code.map_or(Answer::Partial, Answer::Status),
+        Ok(httparse::Status::Partial) => Answer::Partial,
+        Err(e) => Answer::Bad(e),
     }
-    Ok(())
 }
 
 /// `http://host[:port][/path]`.
@@ -234,6 +269,20 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_judged_by_its_status_line() {
+        assert_eq!(answer_status(b"HTTP/1.1 20"), Answer::Partial);
+        assert_eq!(
+            answer_status(b"HTTP/1.1 204 No Content\r\nDate"),
+            Answer::Status(204)
+        );
+        assert_eq!(
+            answer_status(b"HTTP/1.0 500 Oops\r\n\r\n"),
+            Answer::Status(500)
+        );
+        assert!(matches!(answer_status(b"SSH-2.0-x\r\n"), Answer::Bad(_)));
+    }
 
     #[test]
     fn urls_are_http_with_a_host_and_a_path() {

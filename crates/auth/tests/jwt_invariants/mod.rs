@@ -43,7 +43,12 @@ fn rs() -> &'static JwtVerifier {
 
 pub fn check_token(data: &[u8]) {
     // Claims and key material parsers on raw bytes.
-    let _ = parse_claims(data);
+    // A token's `info` is kept as compact JSON text of an object: it reads back.
+    if let Ok(Some(info)) = parse_claims(data).map(|c| c.info) {
+        let back: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&info).expect("info reads back as a JSON object");
+        assert_eq!(serde_json::Value::Object(back).to_string(), *info);
+    }
     let _ = JwtKeys::from_jwks(data);
     let Ok(token) = std::str::from_utf8(data) else {
         return;
