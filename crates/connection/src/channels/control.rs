@@ -9,7 +9,7 @@
 //! when joined again; a channel joined later goes to the end and leaves no place,
 //! since a reconnect with the URL drops the parts past the URL's (`wire::route`).
 
-use super::{replay_stream, subscribed_json, write_sse_position, ws_text, Sub, REFUSED_WHY};
+use super::{joined, subscribed_json, write_sse_position, ws_text, Sub, REFUSED_WHY};
 use crate::{Connection, ControlAnswer, Cx, State, FRAMED, LOGGED_IN};
 use bus::{ChannelJoin, HistoryRead, Refusal, Request};
 use serde::Deserialize;
@@ -265,18 +265,7 @@ pub(crate) fn joined_later(
         let Some(resume) = wanted else {
             continue; // left again before the answer
         };
-        if transport == Transport::WebSocket && wire::channel::presence_of(&name).is_none() {
-            ws_text(cx, &subscribed_json(&name, &history, resume));
-        }
-        if resume {
-            replay_stream(conn, cx, transport, Some(&name), &history);
-        }
-        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
-            sub.set_at(Some(Since {
-                epoch: history.epoch,
-                seq: history.last,
-            }));
-        }
+        joined(conn, cx, transport, &name, &history, resume);
     }
     if transport == Transport::Sse {
         write_sse_position(conn, cx);

@@ -201,19 +201,7 @@ pub(super) fn start(
                 seq: first_replayed(&history, resume) - 1,
             }));
         }
-        // A presence companion is answered by its channel's `subscribed`.
-        if transport == Transport::WebSocket && wire::channel::presence_of(&name).is_none() {
-            ws_text(cx, &subscribed_json(&name, &history, resume));
-        }
-        if resume {
-            replay_stream(conn, cx, transport, Some(&name), &history);
-        }
-        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
-            sub.set_at(Some(Since {
-                epoch: history.epoch,
-                seq: history.last,
-            }));
-        }
+        joined(conn, cx, transport, &name, &history, resume);
     }
     if transport == Transport::Sse {
         write_sse_position(conn, cx);
@@ -263,6 +251,31 @@ fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, 
             wire::write_sse_data(out, json.as_bytes());
         }),
         Transport::WebSocket => ws_text(cx, &json),
+    }
+}
+
+/// A channel's join is answered on its connection: a WebSocket's `subscribed` frame
+/// (a presence companion is answered by its channel's), the replay when the client
+/// resumes, then the channel stands where the join read it.
+fn joined(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    transport: Transport,
+    name: &str,
+    history: &HistoryRead,
+    resume: bool,
+) {
+    if transport == Transport::WebSocket && wire::channel::presence_of(name).is_none() {
+        ws_text(cx, &subscribed_json(name, history, resume));
+    }
+    if resume {
+        replay_stream(conn, cx, transport, Some(name), history);
+    }
+    if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(name)) {
+        sub.set_at(Some(Since {
+            epoch: history.epoch,
+            seq: history.last,
+        }));
     }
 }
 
