@@ -279,6 +279,14 @@ mod tests {
         let info = parse_claims(br#"{"info": {"name": "Ada", "n": [1, 2]}}"#).unwrap();
         assert_eq!(info.info.as_deref(), Some(r#"{"n":[1,2],"name":"Ada"}"#));
         assert!(parse_claims(br#"{"info":"Ada"}"#).is_err());
+        // A long decimal reads as its nearest double, so the kept text reads back
+        // as itself (serde_json's `float_roundtrip`; found by the jwt fuzz target).
+        for fives in 100..130 {
+            let long = format!(r#"{{"info":{{"na":1{}.5e3}}}}"#, "5".repeat(fives));
+            let kept = parse_claims(long.as_bytes()).unwrap().info.unwrap();
+            let again = format!(r#"{{"info":{kept}}}"#);
+            assert_eq!(parse_claims(again.as_bytes()).unwrap().info.unwrap(), kept);
+        }
         assert!(!none.channels.allows("x") && !none.publish_channels.allows("x"));
         assert!(parse_claims(br#"{"pub":["1-x"]}"#).is_err());
     }
