@@ -26,6 +26,12 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A gateway silent this long (three missed heartbeats) while the others were heard
 /// is forgotten.
 pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(3);
+/// Between two of the router's silence checks (one per [`TICK`]) at most this long,
+/// or the router's loop was stalled (a durable history write waiting out a JetStream
+/// leader's death, a starved CPU): every gateway's heartbeats of the stall wait in its
+/// inbox, read one at a time, so the first one read would make the others look
+/// [`GATEWAY_TIMEOUT`] behind. After a stall silence counts from the check.
+pub const STALL: Duration = Duration::from_secs(2);
 /// A gateway silent this long is forgotten even when no other gateway was heard
 /// either (the last gateway died; or the router itself was behind for that long).
 pub const GATEWAY_TIMEOUT_ALONE: Duration = Duration::from_secs(30);

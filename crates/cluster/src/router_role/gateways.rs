@@ -6,7 +6,7 @@ use super::RouterRole;
 use crate::codec::{self, GatewayId, GatewayItem, ToGateway};
 use crate::loop_id::{loops_of, MAX_GATEWAYS};
 use crate::subjects;
-use crate::timing::{GATEWAY_TIMEOUT, GATEWAY_TIMEOUT_ALONE};
+use crate::timing::{GATEWAY_TIMEOUT, GATEWAY_TIMEOUT_ALONE, STALL};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -30,6 +30,8 @@ pub(super) struct Gateway {
 pub(super) struct Gateways {
     pub(super) by_id: HashMap<GatewayId, Gateway>,
     pub(super) by_seat: Vec<Option<GatewayId>>,
+    /// When silence was last checked ([`RouterRole::forget_silent`]).
+    pub(super) checked: Option<Instant>,
 }
 
 impl RouterRole {
@@ -80,7 +82,21 @@ impl RouterRole {
     }
 
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
+    /// Right after the router's own loop stalled ([`STALL`]) nobody is: their silence
+    /// counts from now, as after the router's reconnect.
     pub(super) fn forget_silent(&mut self, now: Instant) {
+        let checked = self.gateways.checked.replace(now);
+        if stalled(checked, now) {
+            tracing::warn!(
+                stalled_ms = checked.map_or(0, |c| now.saturating_duration_since(c).as_millis()),
+                gateways = self.gateways.by_id.len(),
+                "router loop stalled: the gateways' silence counts from now"
+            );
+            for gw in self.gateways.by_id.values_mut() {
+                gw.last_seen = gw.last_seen.max(now);
+            }
+            return;
+        }
         let newest = self.gateways.by_id.values().map(|gw| gw.last_seen).max();
         let silent: Vec<GatewayId> = self
             .gateways
@@ -162,6 +178,12 @@ impl RouterRole {
 /// behind (a backlog of login batches on a loaded machine, measured at 600k
 /// connections by `bench c1m`) has every gateway's heartbeat still queued, and
 /// forgetting them all would log out every connection.
+/// Whether the router's previous silence check, at `checked`, was longer than
+/// [`STALL`] before `now`.
+pub(super) fn stalled(checked: Option<Instant>, now: Instant) -> bool {
+    checked.is_some_and(|c| now.saturating_duration_since(c) > STALL)
+}
+
 pub(super) fn silent(last_seen: Instant, newest: Option<Instant>, now: Instant) -> bool {
     let behind_others =
         newest.is_some_and(|n| n.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT);

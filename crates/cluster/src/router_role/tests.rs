@@ -16,6 +16,16 @@ fn a_gateway_is_silent_behind_the_others_or_after_the_long_timeout() {
     assert!(silent(t0, Some(t0), t0 + s(30)));
 }
 
+#[test]
+fn a_check_more_than_two_seconds_after_the_last_is_a_stall() {
+    let t0 = Instant::now();
+    let s = Duration::from_secs;
+    assert!(!gateways::stalled(None, t0));
+    assert!(!gateways::stalled(Some(t0), t0 + s(1)));
+    assert!(!gateways::stalled(Some(t0), t0 + s(2)));
+    assert!(gateways::stalled(Some(t0), t0 + s(10)));
+}
+
 /// Every recipient once, in order, in messages of at most `max`.
 #[test]
 fn split_targets_keeps_every_recipient_in_order_within_the_bound() {
