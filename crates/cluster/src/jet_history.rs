@@ -41,8 +41,20 @@ pub const SUBJECT_PREFIX: &str = "myriad.history.";
 const EPOCH: &str = "Myriad-Epoch";
 const SEQ: &str = "Myriad-Seq";
 const SUBJECT: &str = "Myriad-Subject";
-/// Bound on one group's acks, a purge, or the wait for the next stored message.
+/// Bound on one group's acks (over its attempts), a purge, or the wait for the next
+/// stored message.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// One attempt's wait for its acks. A stream whose leader dies answers nothing for
+/// what was sent to it; the others elect a new one within a couple of seconds, so the
+/// group is sent again then ([`MSG_ID`] makes a resend stored once) instead of holding
+/// the router for the whole [`TIMEOUT`].
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// One attempt to make the consumer that reads the stream back at start, and how
+/// many are made before the start fails.
+const CONSUMER_TIMEOUT: Duration = Duration::from_secs(3);
+const CONSUMER_ATTEMPTS: u32 = 8;
+/// JetStream's de-duplication header: a message's `<user>.<epoch>.<seq>`.
+const MSG_ID: &str = "Nats-Msg-Id";
 
 pub struct JetHistory {
     link: Link,
@@ -50,12 +62,13 @@ pub struct JetHistory {
     stream: jetstream::stream::Stream,
 }
 
-fn config(keep: usize) -> jetstream::stream::Config {
+fn config(keep: usize, replicas: u8) -> jetstream::stream::Config {
     jetstream::stream::Config {
         name: STREAM.into(),
         subjects: vec![format!("{SUBJECT_PREFIX}>")],
         max_messages_per_subject: keep.max(1) as i64,
         storage: StorageType::File,
+        num_replicas: usize::from(replicas.max(1)),
         ..Default::default()
     }
 }
@@ -66,8 +79,13 @@ fn remote(e: impl std::fmt::Display) -> StoreError {
 
 impl JetHistory {
     /// Connects to the NATS server `nats` names and opens (or creates) the stream with
-    /// `keep` messages per user. A server without JetStream is refused with advice.
-    pub fn open(nats: &nats_link::NatsConfig, keep: usize) -> anyhow::Result<JetHistory> {
+    /// `keep` messages per user, kept in `replicas` copies on a NATS cluster
+    /// (`--history-replicas`). A server without JetStream is refused with advice.
+    pub fn open(
+        nats: &nats_link::NatsConfig,
+        keep: usize,
+        replicas: u8,
+    ) -> anyhow::Result<JetHistory> {
         let url = nats.shown();
         let link = Link::connect(
             nats,
@@ -86,13 +104,16 @@ impl JetHistory {
             link.block_on(async move {
                 jetstream_offered(&client).await?;
                 let mut stream = js
-                    .get_or_create_stream(config(keep))
+                    .get_or_create_stream(config(keep, replicas))
                     .await
                     .with_context(|| format!("cannot open the JetStream stream {STREAM}"))?;
-                let per_subject = stream.info().await?.config.max_messages_per_subject;
-                if per_subject != keep.max(1) as i64 {
-                    // `--history` changed since the stream was made.
-                    js.update_stream(config(keep))
+                let made = stream.info().await?.config.clone();
+                let want = config(keep, replicas);
+                if made.max_messages_per_subject != want.max_messages_per_subject
+                    || made.num_replicas != want.num_replicas
+                {
+                    // `--history` or `--history-replicas` changed since the stream was made.
+                    js.update_stream(want)
                         .await
                         .with_context(|| format!("cannot update the stream {STREAM}"))?;
                 }
@@ -149,6 +170,7 @@ fn message(
     payload: &[u8],
 ) -> (String, HeaderMap, Bytes) {
     let mut headers = HeaderMap::new();
+    headers.insert(MSG_ID, format!("{user}.{epoch}.{seq}"));
     headers.insert(EPOCH, epoch.to_string());
     headers.insert(SEQ, seq.to_string());
     headers.insert(SUBJECT, subject.to_string());
@@ -184,6 +206,42 @@ fn row(msg: &async_nats::Message) -> Result<HistoryRow, StoreError> {
     })
 }
 
+/// One attempt at a group: purges first (each its own request, all in flight
+/// together: the group's publishes must not be overtaken by a purge of the same user;
+/// net() leaves none such, but a later group's could be), then every message, then
+/// every ack.
+async fn write_group(
+    js: &jetstream::Context,
+    stream: &jetstream::stream::Stream,
+    purges: &[String],
+    messages: &[(String, HeaderMap, Bytes)],
+) -> Result<(), StoreError> {
+    let purged = futures_util::future::join_all(
+        purges
+            .iter()
+            .map(|s| std::future::IntoFuture::into_future(stream.purge().filter(s.clone()))),
+    )
+    .await;
+    for p in purged {
+        p.map_err(remote)?;
+    }
+    let mut acks = Vec::with_capacity(messages.len());
+    for (subject, headers, payload) in messages {
+        acks.push(
+            js.publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                .await
+                .map_err(remote)?,
+        );
+    }
+    for ack in acks {
+        tokio::time::timeout(ACK_TIMEOUT, ack)
+            .await
+            .map_err(|_| remote("no ack within 2 s"))?
+            .map_err(remote)?;
+    }
+    Ok(())
+}
+
 impl HistoryLog for JetHistory {
     fn apply(&mut self, changes: &[HistoryChange<'_>], keep: usize) -> Result<(), StoreError> {
         let mut purges = Vec::new();
@@ -201,30 +259,20 @@ impl HistoryLog for JetHistory {
         }
         let (js, stream) = (self.js.clone(), self.stream.clone());
         self.link.block_on(async move {
-            // Purges first (each its own request, all in flight together): the
-            // group's publishes must not be overtaken by a purge of the same user
-            // (net() leaves none such, but a later group's could be).
-            let purged = futures_util::future::join_all(
-                purges
-                    .into_iter()
-                    .map(|s| std::future::IntoFuture::into_future(stream.purge().filter(s))),
-            )
-            .await;
-            for p in purged {
-                p.map_err(remote)?;
+            // The whole group again after a failed attempt: a purge is the same twice,
+            // a message already stored is not stored again (its id), and what a
+            // leader stored before dying is a prefix of the group, so the order holds.
+            let deadline = Instant::now() + TIMEOUT;
+            loop {
+                match write_group(&js, &stream, &purges, &messages).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) if Instant::now() + ACK_TIMEOUT > deadline => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "JetStream history write: sending the group again");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
             }
-            let mut acks = Vec::with_capacity(messages.len());
-            for (subject, headers, payload) in messages {
-                acks.push(
-                    js.publish_with_headers(subject, headers, payload)
-                        .await
-                        .map_err(remote)?,
-                );
-            }
-            for ack in acks {
-                ack.await.map_err(remote)?;
-            }
-            Ok(())
         })
     }
 
@@ -253,18 +301,52 @@ async fn read_all(
     mut stream: jetstream::stream::Stream,
 ) -> Result<BTreeMap<u64, Vec<HistoryRow>>, StoreError> {
     let mut out: BTreeMap<u64, Vec<HistoryRow>> = BTreeMap::new();
-    let state = stream.info().await.map_err(remote)?.state.clone();
+    let state = stream
+        .info()
+        .await
+        .map_err(|e| remote(format!("stream info: {e}")))?
+        .state
+        .clone();
     if state.messages == 0 {
         return Ok(out);
     }
-    let consumer = stream
-        .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            deliver_policy: jetstream::consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
+    // A stream that lost a node may place the reading consumer on it (nats-server
+    // 2.9 picks among the stream's peers, the lost one too): that attempt never
+    // answers, another one lands on a live node.
+    let mut attempt = 0;
+    let consumer = loop {
+        attempt += 1;
+        let made = tokio::time::timeout(
+            CONSUMER_TIMEOUT,
+            stream.create_consumer(jetstream::consumer::pull::OrderedConfig {
+                deliver_policy: jetstream::consumer::DeliverPolicy::All,
+                ..Default::default()
+            }),
+        )
+        .await;
+        match made {
+            Ok(Ok(consumer)) => break consumer,
+            Ok(Err(e)) if attempt >= CONSUMER_ATTEMPTS => {
+                return Err(remote(format!("reading consumer: {e}")))
+            }
+            Err(_) if attempt >= CONSUMER_ATTEMPTS => {
+                return Err(remote(format!(
+                    "reading consumer: no answer in {CONSUMER_ATTEMPTS} attempts"
+                )))
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, attempt, "JetStream history: making the reading consumer again")
+            }
+            Err(_) => tracing::warn!(
+                attempt,
+                "JetStream history: the reading consumer was not made in 3 s: again"
+            ),
+        }
+    };
+    let mut messages = consumer
+        .messages()
         .await
-        .map_err(remote)?;
-    let mut messages = consumer.messages().await.map_err(remote)?;
+        .map_err(|e| remote(format!("reading consumer's messages: {e}")))?;
     loop {
         let next = tokio::time::timeout(TIMEOUT, messages.next())
             .await

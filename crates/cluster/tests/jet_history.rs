@@ -61,7 +61,7 @@ fn at(url: &str) -> cluster::NatsConfig {
 }
 
 fn open(url: &str, keep: usize) -> Box<dyn HistoryLog> {
-    Box::new(JetHistory::open(&at(url), keep).unwrap())
+    Box::new(JetHistory::open(&at(url), keep, 1).unwrap())
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn jetstream_history_reads_back_every_ring() {
 #[test]
 fn a_nats_server_without_jetstream_is_refused_with_advice() {
     let nats = Nats::start(false);
-    let err = JetHistory::open(&at(&nats.url), 64)
+    let err = JetHistory::open(&at(&nats.url), 64, 1)
         .err()
         .expect("no JetStream there");
     let text = format!("{err:#}");

@@ -26,6 +26,12 @@ pub struct HubArgs {
     /// or `jetstream` (also written to a JetStream stream on the `--nats` server).
     #[arg(long, env = "MYRIAD_HISTORY_STORE", default_value = "memory")]
     pub history_store: HistoryStore,
+    /// With `--history-store jetstream`: copies of the stream JetStream keeps on a
+    /// NATS cluster (1, 3 or 5; 3 survives the loss of one node). A stream made with
+    /// another number is changed to this one.
+    #[arg(long, env = "MYRIAD_HISTORY_REPLICAS", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub history_replicas: u8,
     /// Channel subscriptions one user's connections may hold together (per router
     /// shard); a join past it is refused on that channel, the connection stays.
     #[arg(long, env = "MYRIAD_MAX_SUBSCRIPTIONS_PER_USER",

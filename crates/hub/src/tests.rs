@@ -215,6 +215,7 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         history,
         history_ttl: 60.0,
         history_store: args::HistoryStore::Store,
+        history_replicas: 1,
         max_subscriptions_per_user: router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
         presence_grace: 5.0,
         presence_off_prefix: Vec::new(),

@@ -183,6 +183,7 @@ fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
         HistoryStore::Jetstream => Box::new(cluster::jet_history::JetHistory::open(
             &args.cluster.nats_config()?,
             args.hub.history,
+            args.hub.history_replicas,
         )?),
     };
     Hub::open_with_history(&args.hub, Some(log), &|id| shards.owns(id))
