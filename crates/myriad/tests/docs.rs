@@ -4,8 +4,8 @@
 //! against `size_of` (release layout: the workspace builds mio without debug
 //! assertions); the systemd unit's flags against a real `myriad serve`; the NATS
 //! permissions docs/security.md shows against `deploy/nats-authorization.conf`. Endpoints are
-//! checked by `docs_endpoints.rs`, links by `docs_links.rs`. Failures say which line
-//! to change.
+//! checked by `docs_endpoints.rs`, links by `docs_links.rs`; docs/scale.md's tables
+//! against `scripts/capacity.py`. Failures say which line to change.
 
 mod common;
 
@@ -17,6 +17,7 @@ const OPERATIONS: &str = include_str!("../../../docs/operations.md");
 const ARCHITECTURE: &str = include_str!("../../../docs/architecture.md");
 const UNIT: &str = include_str!("../../../deploy/myriad.service");
 const SECURITY: &str = include_str!("../../../docs/security.md");
+const SCALE: &str = include_str!("../../../docs/scale.md");
 /// The NATS permissions docs/security.md's "NATS trust boundary" shows (tests/nats_trust.rs
 /// runs them).
 const NATS_AUTHORIZATION: &str = include_str!("../../../deploy/nats-authorization.conf");
@@ -380,5 +381,21 @@ fn the_nats_permissions_shown_are_those_of_deploy() {
         SECURITY.contains(&block),
         "docs/security.md's \"NATS trust boundary\" must show deploy/nats-authorization.conf as it is, \
          in a ```conf block: copy the file there"
+    );
+}
+
+/// docs/scale.md's tables are what `scripts/capacity.py` computes from its inputs.
+#[test]
+fn the_scale_tables_are_the_capacity_model_s() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = Command::new("python3")
+        .arg(format!("{root}/scripts/capacity.py"))
+        .output()
+        .expect("python3 (apt-get install python3)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tables = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        SCALE.contains(&tables),
+        "docs/scale.md: paste the output of scripts/capacity.py (the inputs changed):\n{tables}"
     );
 }
