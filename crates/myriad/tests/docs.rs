@@ -392,7 +392,11 @@ fn the_scale_tables_are_the_capacity_model_s() {
         .arg(format!("{root}/scripts/capacity.py"))
         .output()
         .expect("python3 (apt-get install python3)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let tables = String::from_utf8(out.stdout).unwrap();
     assert!(
         SCALE.contains(&tables),

@@ -43,6 +43,18 @@ fn at(epoch: u32, seq: u64) -> Track {
 const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nretry: 2000\n\n";
 
 #[test]
+fn sse_counts_a_first_message_without_a_stamp_and_no_id_less_welcome() {
+    let plain = format!("{SSE_HEAD}data: welcome\n\nid: 3-5\ndata: a\n\nid: 3-6\ndata: b\n\n");
+    let (m, c, pos) = all_splits(Transport::Sse, at(3, 4), plain.as_bytes());
+    assert_eq!((m, c), (2, ResumeCounts::default()));
+    assert_eq!(pos.to_string(), "3-6");
+    // myriad sends no welcome: its first event is a message.
+    let first = format!("{SSE_HEAD}id: 3-5\ndata: a\n\nid: 3-6\ndata: b\n\n");
+    let (m, c, _) = all_splits(Transport::Sse, at(3, 4), first.as_bytes());
+    assert_eq!((m, c), (2, ResumeCounts::default()));
+}
+
+#[test]
 fn sse_follows_ids_and_counts_lost_duplicate_and_gap() {
     let ok = format!("{SSE_HEAD}id: 3-5\ndata: ts=1 a\n\n: hb\n\nid: 3-6\ndata: ts=2 b\n\n");
     let (m, c, pos) = all_splits(Transport::Sse, at(3, 4), ok.as_bytes());

@@ -83,6 +83,12 @@ impl Scanner {
                 if self.flags & F_LINE_START != 0 {
                     if self.flags & F_EV_DATA != 0 {
                         self.flags |= F_NONWS;
+                        if self.flags & F_TRACK != 0 {
+                            // With --reconnect an event counts by its id
+                            // (resume::Track): an id-less welcome is not counted
+                            // there, and a first message without a stamp must be.
+                            self.flags |= F_SEEN_FIRST;
+                        }
                         self.message_end(out);
                     }
                     self.flags &= !F_EV_DATA;
