@@ -305,6 +305,8 @@ fn over_http2_a_publish_shares_the_connection_with_the_clients_sse_stream() {
         .await
         .unwrap();
         assert_eq!(r.status(), 200);
+        let answer = read_to_end(r.body_mut()).await;
+        assert!(answer.contains(r#""connections":1"#), "{answer}");
         body_until(sse.body_mut(), &mut text, "still here").await;
     });
 }

@@ -185,7 +185,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         "throw → receipt latency p99",
         ms(total.value_at_quantile(0.99)),
         "≤ 50 ms",
-        met(total.len() > 0 && total.value_at_quantile(0.99) <= 50_000),
+        met(!total.is_empty() && total.value_at_quantile(0.99) <= 50_000),
     );
     report.fact(
         "latency p50 / max",
