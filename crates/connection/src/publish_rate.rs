@@ -122,9 +122,17 @@ mod tests {
         for user in 10..(10 + KEEP_BEFORE_PRUNE as u64) {
             r.take(user, 0, 1);
         }
-        // Three seconds later every bucket is full again: the prune forgets them.
-        assert!(r.take(99_999, 3 * SECOND, 1));
-        assert!(r.len() <= 1, "{}", r.len());
-        assert!(r.take(1, 3 * SECOND, BURST), "user 1's bucket filled again");
+        // Three seconds later every earlier bucket is full again: the next prune (once
+        // the table doubled) forgets them and keeps the users publishing now.
+        let now = 3 * SECOND;
+        for user in 100_000..100_000 + 2 * KEEP_BEFORE_PRUNE as u64 {
+            assert!(r.take(user, now, 1));
+        }
+        assert_eq!(
+            r.len(),
+            2 * KEEP_BEFORE_PRUNE,
+            "only the new users are kept"
+        );
+        assert!(r.take(1, now, BURST), "user 1's bucket filled again");
     }
 }
