@@ -132,7 +132,10 @@ export class MyriadClient {
   /** Resolves once the server took the channel; rejects if it is refused or unsubscribed first. */
   subscribe(channel: string, options?: { since?: string; presence?: boolean }): Promise<Subscribed>;
   unsubscribe(channel: string): void;
-  /** WebSocket only (needs the token's `pub` claim); rejects on SSE and long-poll. */
+  /**
+   * As the token's `pub` claim allows: over the WebSocket, or on SSE and long-poll as
+   * `POST /pub/<channel>?token=…`; rejects with the server's refusal (403, 429).
+   */
   publish(channel: string | number, data: string): Promise<Published>;
   /**
    * Calls getToken and hands the new token to the connection. On a WebSocket resolves to

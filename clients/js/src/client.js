@@ -18,10 +18,6 @@ const TRANSPORTS = { websocket: WebSocketTransport, sse: SseTransport, longpoll:
 /** After a drain notice, reconnects are spread over this long (ms). */
 const RESUME_SPREAD = 1000;
 
-/** The error of a publish made on a transport that cannot carry one. */
-const HTTP_PUBLISH =
-  "publish needs the WebSocket transport: HTTP client publish is not available yet (this connection uses ";
-
 export class MyriadClient {
   #base;
   #user;
@@ -169,9 +165,10 @@ export class MyriadClient {
   }
 
   /**
-   * Publishes `data` (a string) to `channel` over the WebSocket, as the token's `pub`
-   * claim allows; resolves to the server's counts {connections, users}. Never resent
-   * after a lost connection (it may or may not have been done): rejected instead.
+   * Publishes `data` (a string) to `channel` as the token's `pub` claim allows: over
+   * the WebSocket, or on SSE and long-poll as `POST /pub/<channel>?token=…` (a client
+   * publish over HTTP); resolves to the server's counts {connections, users}. Never
+   * resent after a lost connection (it may or may not have been done): rejected instead.
    */
   publish(channel, data) {
     if (typeof channel !== "number" && !/^[0-9]+$/.test(channel)) checkChannel(channel);
@@ -520,13 +517,37 @@ export class MyriadClient {
   }
 
   #sendPublish(request) {
-    const kind = this.#transport.kind;
-    if (kind !== "websocket") {
-      request.reject(new Error(`${HTTP_PUBLISH}${kind})`));
+    if (this.#transport.kind !== "websocket") {
+      this.#httpPublish(request);
       return;
     }
     this.#transport.send({ publish: request.channel, data: request.data });
     this.#pending.add(request);
+  }
+
+  /**
+   * A publish beside an SSE or long-poll transport: `POST /pub/<channel>` with the
+   * token in `?token=` and a text/plain body, which keeps it a CORS "simple request"
+   * (no preflight), as the EventSource's own URL carries the token. Over HTTP/2 the
+   * browser sends it on the EventSource's connection. A 429 (over the rate) or 403
+   * (not in the claim) rejects with the server's words, as over the WebSocket.
+   */
+  async #httpPublish(request) {
+    try {
+      const token = this.#token ?? (this.#getToken ? await this.#getToken() : null);
+      const url = httpUrl(this.#base, `/pub/${request.channel}`, [["token", token]]);
+      const res = await this.#options.fetch(url, {
+        method: "POST",
+        cache: "no-store",
+        headers: { "content-type": "text/plain;charset=UTF-8" },
+        body: request.data,
+      });
+      const body = await res.text();
+      if (!res.ok) throw new Error(`publish to ${request.channel} refused: ${res.status} ${body.trim()}`);
+      request.resolve(JSON.parse(body));
+    } catch (e) {
+      request.reject(e);
+    }
   }
 
   #confirm(channel, entry, gap) {

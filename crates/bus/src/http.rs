@@ -12,15 +12,15 @@ use wire::Route;
 /// 400 or 413).
 pub fn publish_request(route: Route, body: Vec<u8>) -> Option<Result<Request, wire::BatchError>> {
     Some(match route {
-        Route::Publish { subject } => Ok(Request::Publish {
+        Route::Publish { subject, .. } => Ok(Request::Publish {
             subject,
             payload: Bytes::from(body),
         }),
-        Route::PublishChannel { channel } => Ok(Request::PublishChannel {
+        Route::PublishChannel { channel, .. } => Ok(Request::PublishChannel {
             channel,
             payload: Bytes::from(body),
         }),
-        Route::PublishBatch { parallel } => wire::parse_batch(&body).map(|items| {
+        Route::PublishBatch { parallel, .. } => wire::parse_batch(&body).map(|items| {
             // The parser keeps a batch to one kind of line.
             if items.first().is_some_and(|i| i.channel.is_some()) {
                 let items = items

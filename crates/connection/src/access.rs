@@ -13,7 +13,9 @@
 //! connection in the loop's `credentials` table: the answer to the
 //! [`MAX_AUTH_FAILURES`]th closes the connection.
 
-use super::{Connection, Cx, Hosts, Origins, KEEP_ALIVE, MAX_AUTH_FAILURES, PEER_LOOPBACK};
+use super::{
+    Connection, Cx, Hosts, Origins, PublishRates, KEEP_ALIVE, MAX_AUTH_FAILURES, PEER_LOOPBACK,
+};
 use auth::{bearer_token, ApiKeys, AuthError, Grant, JwtVerifier};
 use wire::{BodyKind, RequestHead};
 
@@ -28,6 +30,10 @@ pub struct Access {
     pub origins: Origins,
     /// Host names served (`hosts`).
     pub hosts: Hosts,
+    /// Client publishes over HTTP: a rate bucket per user, shared by the process's
+    /// loops (`http_publish`), so a client gets one rate whichever loop its
+    /// connections land on. Locked once per client publish, never per delivery.
+    pub publish_rates: std::sync::Mutex<PublishRates>,
 }
 
 impl Access {
@@ -201,6 +207,8 @@ pub(super) enum Refusal {
     NoHost,
     /// A valid token whose `chan` claim does not allow the channel asked about: 403.
     Channel,
+    /// A client publish over HTTP its token cannot make (`http_publish`): 403.
+    Publish(String),
 }
 
 /// Answers a refused request: 401 with `WWW-Authenticate`, or 403. Keep-alive goes
@@ -217,6 +225,7 @@ pub(super) fn refuse(conn: &mut Connection, cx: &mut Cx, head: &RequestHead, why
         Refusal::Host => (421, "host not served here".to_string(), None),
         Refusal::NoHost => (400, "a Host header is required".to_string(), None),
         Refusal::Channel => (403, super::channels::REFUSED_WHY.to_string(), None),
+        Refusal::Publish(why) => (403, why.clone(), None),
     };
     let failures_left = match why {
         Refusal::Auth(_) => cx.credentials.fail(cx.key) < MAX_AUTH_FAILURES,

@@ -1,7 +1,8 @@
 //! Client publish over WebSocket (SPEC C7): a text frame
 //! `{"publish":<subject>,"data":"<text>"}` publishes `data` to `subject` when the
 //! connection's token allows it (the `pub` claim, see the `auth` crate), at most
-//! [`RATE_PER_SECOND`] per second per connection (a bucket of [`BURST`]).
+//! [`RATE_PER_SECOND`] per second per connection (a bucket of [`BURST`](crate::publish_rate::BURST),
+//! `publish_rate`). The same publish over HTTP is `http_publish`.
 //!
 //! Answers are text frames: `{"published":{"connections":n,"users":u}}`, or
 //! `{"error":"<why>"}` — never a silent drop. Text frames that are not a publish
@@ -16,26 +17,20 @@
 //! with no box.
 
 use super::{Connection, Cx, Tick};
-use crate::clock::TICK_MS;
+use crate::publish_rate::Bucket;
+use crate::publish_rate::RATE_PER_SECOND;
 use auth::{ChannelGrant, PublishGrant};
 use bus::Request;
 use bytes::Bytes;
 use serde::Deserialize;
-
-/// Sustained client publishes per second per connection.
-pub const RATE_PER_SECOND: u32 = 10;
-/// Client publishes a connection may make at once after being quiet.
-pub const BURST: u32 = 20;
 
 /// What a publishing WebSocket connection keeps.
 pub(super) struct Publisher {
     grant: PublishGrant,
     /// The channels the `pub` claim names.
     channels: ChannelGrant,
-    /// Token bucket: publishes available, refilled by elapsed ticks.
-    tokens: u32,
-    /// The tick `tokens` was last refilled at.
-    refilled: Tick,
+    /// How many more it may publish now.
+    bucket: Bucket,
 }
 
 impl Publisher {
@@ -47,8 +42,7 @@ impl Publisher {
             Box::new(Publisher {
                 grant,
                 channels,
-                tokens: BURST,
-                refilled: now,
+                bucket: Bucket::full(now),
             })
         })
     }
@@ -74,17 +68,7 @@ impl Publisher {
     }
 
     fn take_token(&mut self, now: Tick) -> bool {
-        let ticks_per_token = (1000 / TICK_MS / u64::from(RATE_PER_SECOND)).max(1) as u32;
-        let earned = now.wrapping_sub(self.refilled) / ticks_per_token;
-        if earned > 0 {
-            self.tokens = (self.tokens + earned).min(BURST);
-            self.refilled = self.refilled.wrapping_add(earned * ticks_per_token);
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
+        self.bucket.take(now, 1)
     }
 }
 
@@ -123,10 +107,7 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
     };
     let now = cx.now;
     let Some(publisher) = conn.pending.as_mut().and_then(|p| p.publisher.as_mut()) else {
-        error(
-            cx,
-            "publishing needs a token whose pub claim lists the subject",
-        );
+        error(cx, NO_PUB_CLAIM);
         return true;
     };
     let allowed = match &frame.publish {
@@ -138,7 +119,7 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
             Topic::Subject(s) => s.to_string(),
             Topic::Channel(c) => c.clone(),
         };
-        error(cx, &format!("token does not allow publishing to {name}"));
+        error(cx, &not_allowed_text(&name));
         return true;
     }
     if let Topic::Channel(c) = &frame.publish {
@@ -148,8 +129,7 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
         }
     }
     if !publisher.take_token(now) {
-        let why = format!("rate limit: at most {RATE_PER_SECOND} publishes per second");
-        error(cx, &why);
+        error(cx, &rate_limit_text());
         return true;
     }
     let payload = Bytes::from(frame.data.into_bytes());
@@ -158,6 +138,19 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
         Topic::Channel(channel) => Request::PublishChannel { channel, payload },
     });
     true
+}
+
+/// What a client whose token has no `pub` claim is told, on every transport.
+pub(super) const NO_PUB_CLAIM: &str = "publishing needs a token whose pub claim lists the subject";
+
+/// What a client is told when its claim does not name `name`, on every transport.
+pub(super) fn not_allowed_text(name: &str) -> String {
+    format!("token does not allow publishing to {name}")
+}
+
+/// What a client over the rate is told, on every transport.
+pub(super) fn rate_limit_text() -> String {
+    format!("rate limit: at most {RATE_PER_SECOND} publishes per second")
 }
 
 /// The bus answered a client publish.

@@ -24,6 +24,8 @@
 //! [`websocket`] handles client frames; [`outbox`] is the output; [`context`] is what
 //! a call reads; [`access`] decides who is let in; [`expiry`] ends a connection whose
 //! token expired and [`refresh`] replaces a WebSocket's token in place;
+//! [`client_publish`] is a WebSocket's publish and [`http_publish`] a client's
+//! publish over HTTP, both at the rate of [`publish_rate`];
 //! [`credentials`] is the side table both keep their state in; [`clock`] is time in
 //! the wheel's ticks; [`stream_control`] is an HTTP/2 `POST /subscribe` or
 //! `/unsubscribe` for another stream of its connection (the pump carries the
@@ -44,8 +46,10 @@ mod delivery;
 mod drain;
 mod expiry;
 mod hosts;
+mod http_publish;
 mod origin;
 mod outbox;
+mod publish_rate;
 mod refresh;
 mod replay;
 mod reply;
@@ -79,6 +83,7 @@ pub use expiry::WS_TOKEN_EXPIRED;
 pub use hosts::Hosts;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
+pub use publish_rate::PublishRates;
 pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 pub use stream_control::ControlAnswer;
@@ -148,6 +153,8 @@ struct Pending {
 
 struct BodyRead {
     route: Route,
+    /// A client publish over HTTP: its token's grant, checked once the body is read.
+    client: Option<Box<http_publish::ClientGrant>>,
     decoder: BodyDecoder,
     body: Vec<u8>,
 }

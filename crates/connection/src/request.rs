@@ -1,6 +1,7 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
+use super::http_publish::{self, ClientGrant};
 use super::{access, channels, client_publish, stream_control};
 use super::{
     BodyRead, Connection, Consumed, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, MULTIPLEXED, RESUME,
@@ -160,16 +161,25 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             conn.call_wait(cx, State::Polling);
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
-        Route::Health => start_api(conn, cx, route, &head),
+        Route::Health => start_api(conn, cx, route, &head, None),
+        // A back-end's publish, or a client's with its own token (`http_publish`).
+        Route::Publish { ref token, .. }
+        | Route::PublishChannel { ref token, .. }
+        | Route::PublishBatch { ref token, .. } => {
+            match http_publish::check(conn, cx, &head, token.as_deref()) {
+                Ok(client) => start_api(conn, cx, route, &head, client),
+                Err(why) => access::refuse(conn, cx, &head, why),
+            }
+        }
         Route::Presence {
             of: wire::Present::Channel(ref channel),
             ..
         } => match access::check_presence(conn, cx, &head, channel) {
-            Ok(()) => start_api(conn, cx, route, &head),
+            Ok(()) => start_api(conn, cx, route, &head, None),
             Err(why) => access::refuse(conn, cx, &head, why),
         },
         route => match access::check_api(conn, cx, &head) {
-            Ok(()) => start_api(conn, cx, route, &head),
+            Ok(()) => start_api(conn, cx, route, &head, None),
             Err(why) => access::refuse(conn, cx, &head, why),
         },
     }
@@ -206,8 +216,15 @@ fn prepare(conn: &mut Connection, transport: Transport, resume: bool, head: &Req
     conn.set(HTTP10, transport == Transport::Stream && head.is_http10());
 }
 
-/// An API route: read its body if it has one, then call the bus.
-fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHead) {
+/// An API route: read its body if it has one, then call the bus. `client`: a
+/// client publish's grant, checked against the body (`http_publish::admit`).
+fn start_api(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    route: Route,
+    head: &RequestHead,
+    client: Option<Box<ClientGrant>>,
+) {
     let limit = match route {
         Route::Publish { .. } | Route::PublishChannel { .. } => Some(cx.config.max_message),
         Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
@@ -217,10 +234,10 @@ fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHea
         if head.body != BodyKind::None {
             return conn.fail(cx, 400, "this request takes no body");
         }
-        return dispatch(conn, cx, route, Vec::new());
+        return dispatch(conn, cx, route, Vec::new(), client);
     };
     match head.body {
-        BodyKind::None | BodyKind::Length(0) => dispatch(conn, cx, route, Vec::new()),
+        BodyKind::None | BodyKind::Length(0) => dispatch(conn, cx, route, Vec::new(), client),
         BodyKind::Length(n) if n > limit as u64 => {
             conn.fail(cx, 413, &format!("body larger than {limit} bytes"));
         }
@@ -230,6 +247,7 @@ fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHea
             }
             conn.pending().body = Some(Box::new(BodyRead {
                 route,
+                client,
                 decoder: wire::BodyDecoder::new(kind, limit),
                 body: Vec::new(),
             }));
@@ -254,8 +272,13 @@ pub(super) fn handle_body_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) 
                 .as_mut()
                 .and_then(|p| p.body.take())
                 .expect("checked above");
-            let BodyRead { route, body, .. } = *read;
-            dispatch(conn, cx, route, body);
+            let BodyRead {
+                route,
+                body,
+                client,
+                ..
+            } = *read;
+            dispatch(conn, cx, route, body, client);
             Consumed::Bytes(n)
         }
         Ok((n, false)) if n > 0 => Consumed::Bytes(n),
@@ -267,15 +290,28 @@ pub(super) fn handle_body_bytes(conn: &mut Connection, cx: &mut Cx, buf: &[u8]) 
     }
 }
 
-/// A complete API request: answered here (health, bad bodies) or sent to the bus.
-fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
+/// A complete API request: answered here (health, bad bodies, a client publish
+/// its token cannot make) or sent to the bus.
+fn dispatch(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    route: Route,
+    body: Vec<u8>,
+    client: Option<Box<ClientGrant>>,
+) {
     let request = match route {
         Route::Publish { .. } | Route::PublishBatch { .. } | Route::PublishChannel { .. } => {
-            match bus::http::publish_request(route, body) {
+            let request = match bus::http::publish_request(route, body) {
                 Some(Ok(request)) => request,
                 Some(Err(e)) => return bad_request(conn, cx, &e.to_string()),
                 None => unreachable!("a publish route makes a publish request"),
+            };
+            if let Some(grant) = &client {
+                if !http_publish::admit(conn, cx, grant, &request) {
+                    return; // answered
+                }
             }
+            request
         }
         Route::SubscriptionPut {
             subscriber,

@@ -473,6 +473,7 @@ impl GatewayArgs {
             origins: connection::Origins::parse(&self.allowed_origins)
                 .map_err(anyhow::Error::msg)?,
             hosts: connection::Hosts::parse(&self.allowed_hosts).map_err(anyhow::Error::msg)?,
+            publish_rates: Default::default(),
         })
     }
 }

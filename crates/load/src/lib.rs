@@ -8,6 +8,8 @@
 //! - [`drone`] and [`fleet`]: a flood agent with a control port, and a coordinator
 //!   that drives many of them with a live table (G4).
 //! - [`friends`]: the friends-graph generator and loader (G3).
+//! - [`sprites`]: clients that long-poll and each send over HTTP with their own
+//!   token (`bench sprites`, issue 46).
 //!
 //! Not here: the server (`gateway`), the benchmark scenarios (`myriad bench`), or the
 //! host's limits and `myriad doctor` (`host`, which the server uses too).
@@ -18,3 +20,4 @@ pub mod fleet;
 pub mod flood;
 pub mod friends;
 pub mod msggen;
+pub mod sprites;

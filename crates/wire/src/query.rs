@@ -1,7 +1,8 @@
 //! The query parameters of subscription paths: `since` (resume position, see
 //! [`Since`]), `token` (a JWT for clients that cannot set headers, such as a
 //! browser's `EventSource` and `WebSocket`), `channel`, `framed` and `session` (an
-//! HTTP/2 stream's name, [`check_session`]); of a publish batch: `parallel`; of
+//! HTTP/2 stream's name, [`check_session`]); of a publish: `token` (a client's
+//! own JWT), and of a batch `parallel`; of
 //! `POST /subscribe` and `/unsubscribe`: [`parse_control_query`]. Other parameters
 //! are ignored (cache busters); a repeated `since`, `token`, `session` or
 //! `parallel` is refused, since two readers could disagree about which one counts.
@@ -161,6 +162,22 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
         }
     }
     Ok(q)
+}
+
+/// `token` of a publish's query (`POST /pub/<id>`, `/pub/<channel>`, `/pub`): a
+/// client's own JWT, for pages that cannot set `Authorization` (`sendBeacon`, a
+/// form), read as a subscription's `token` is.
+pub(crate) fn parse_publish_token(query: Option<&str>) -> Result<Option<String>, QueryError> {
+    let mut token = None;
+    for (_, v) in pairs(query).filter(|(k, _)| *k == "token") {
+        if token.is_some() {
+            return Err(QueryError::Bad("token given twice"));
+        }
+        token = Some(
+            percent_decode(v).ok_or(QueryError::Bad("token is not valid percent-encoded UTF-8"))?,
+        );
+    }
+    Ok(token)
 }
 
 /// `parallel` of `POST /pub`'s query: `1` or `true` (the batch's items are

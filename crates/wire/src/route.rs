@@ -14,7 +14,9 @@
 use crate::channel::presence_channel;
 use crate::head::{Method, RequestHead};
 use crate::query::parse_history_query;
-use crate::query::{parse_control_query, parse_parallel, parse_query, QueryError};
+use crate::query::{
+    parse_control_query, parse_parallel, parse_publish_token, parse_query, QueryError,
+};
 use crate::since::{canonical_u64, Since};
 
 /// How a subscription is delivered.
@@ -60,10 +62,14 @@ pub enum Route {
         token: Option<String>,
         channels: Vec<(String, Option<Since>)>,
     },
-    /// `POST /pub/<id>`.
-    Publish { subject: u64 },
-    /// `POST /pub/<channel>`: a name that is not all digits.
-    PublishChannel { channel: String },
+    /// `POST /pub/<id>`. `token`: `?token=<jwt>`, a client's own token (a client
+    /// publish over HTTP, for pages that cannot set `Authorization`).
+    Publish { subject: u64, token: Option<String> },
+    /// `POST /pub/<channel>`: a name that is not all digits; `token` as above.
+    PublishChannel {
+        channel: String,
+        token: Option<String>,
+    },
     /// `GET /history/<channel>?since=<epoch>-<seq>&limit=<n>`.
     ChannelHistory {
         channel: String,
@@ -77,8 +83,12 @@ pub enum Route {
     /// `GET /online/<user>`: which of the subjects `user` follows are online.
     Online { user: u64 },
     /// `POST /pub` (NDJSON body); `?parallel=1`: the items are independent, so a
-    /// server on several router shards need not keep their order across shards.
-    PublishBatch { parallel: bool },
+    /// server on several router shards need not keep their order across shards;
+    /// `token` as for `Publish`.
+    PublishBatch {
+        parallel: bool,
+        token: Option<String>,
+    },
     /// `PUT /subscriptions/<subscriber>/<subject>`.
     SubscriptionPut { subscriber: u64, subject: u64 },
     /// `DELETE /subscriptions/<subscriber>/<subject>`.
@@ -241,17 +251,21 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
         ("pub", None, None) => {
             need(m, Method::Post, POST)?;
             let parallel = parse_parallel(head.query.as_deref())?;
-            Ok(Route::PublishBatch { parallel })
+            let token = parse_publish_token(head.query.as_deref())?;
+            Ok(Route::PublishBatch { parallel, token })
         }
         ("pub", Some(id), None) => {
             need(m, Method::Post, POST)?;
+            let token = parse_publish_token(head.query.as_deref())?;
             if canonical_u64(id).is_some() || id.bytes().all(|b| b.is_ascii_digit()) {
                 return Ok(Route::Publish {
                     subject: parse_id(id)?,
+                    token,
                 });
             }
             Ok(Route::PublishChannel {
                 channel: channel_in_path(id)?,
+                token,
             })
         }
         ("history", Some(name), None) => {

@@ -116,7 +116,8 @@ fn channel_publish_and_history() {
     assert_eq!(
         r("POST", "/pub/room:1"),
         Ok(Route::PublishChannel {
-            channel: "room:1".into()
+            channel: "room:1".into(),
+            token: None
         })
     );
     assert_eq!(r("POST", "/pub/007"), Err(RouteError::BadId));

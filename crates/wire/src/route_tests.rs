@@ -85,19 +85,50 @@ fn api_routes() {
             channels: vec![],
         })
     );
-    assert_eq!(r("POST", "/pub/5"), Ok(Route::Publish { subject: 5 }));
+    assert_eq!(
+        r("POST", "/pub/5"),
+        Ok(Route::Publish {
+            subject: 5,
+            token: None
+        })
+    );
     assert_eq!(
         r("POST", "/pub"),
-        Ok(Route::PublishBatch { parallel: false })
+        Ok(Route::PublishBatch {
+            parallel: false,
+            token: None
+        })
     );
     assert_eq!(
         r("POST", "/pub?parallel=1"),
-        Ok(Route::PublishBatch { parallel: true })
+        Ok(Route::PublishBatch {
+            parallel: true,
+            token: None
+        })
     );
     assert_eq!(
-        r("POST", "/pub?x=2&parallel=false"),
-        Ok(Route::PublishBatch { parallel: false })
+        r("POST", "/pub?x=2&parallel=false&token=a.b%2Ec"),
+        Ok(Route::PublishBatch {
+            parallel: false,
+            token: Some("a.b.c".into())
+        })
     );
+    // A client's own token (client publish over HTTP), once.
+    assert_eq!(
+        r("POST", "/pub/5?token=t"),
+        Ok(Route::Publish {
+            subject: 5,
+            token: Some("t".into())
+        })
+    );
+    assert!(matches!(
+        r("POST", "/pub/5?token=a&token=b"),
+        Err(RouteError::BadQuery(_))
+    ));
+    assert!(matches!(
+        r("POST", "/pub/room?token=%ff"),
+        Err(RouteError::BadQuery(_))
+    ));
     for bad in [
         "/pub?parallel=yes",
         "/pub?parallel",
@@ -260,7 +291,10 @@ fn absolute_form_targets_route_by_path() {
     ));
     assert_eq!(
         r("POST", "HTTPS://h/pub/3"),
-        Ok(Route::Publish { subject: 3 })
+        Ok(Route::Publish {
+            subject: 3,
+            token: None
+        })
     );
     assert_eq!(r("GET", "http://h").map_err(|e| e.status()), Err(404));
     assert_eq!(r("GET", "http://h?x").map_err(|e| e.status()), Err(404));

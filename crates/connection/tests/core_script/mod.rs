@@ -78,6 +78,10 @@ pub const FRAGMENTS: &[&[u8]] = &[
     b"GET /presence/room:1 HTTP/1.1\r\n\r\n",
     b"GET /presence/42/stats HTTP/1.1\r\n\r\n",
     b"GET /online/7 HTTP/1.1\r\n\r\n",
+    // A client's own token on a publish (client publish over HTTP, issue 46): in the
+    // query, and as a bearer shaped like a JWT.
+    b"POST /pub/room:1?token=a.b.c HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
+    b"POST /pub HTTP/1.1\r\nAuthorization: Bearer a.b.c\r\nContent-Length: 26\r\n\r\n{\"subject\":1,\"data\":\"x\"}\n\n",
 ];
 
 /// A tiny cursor over the script.

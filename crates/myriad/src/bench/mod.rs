@@ -12,7 +12,8 @@
 //! - [`peer`]: the servers broadcast, unicast, connect and rooms can run instead (Node.js, nchan, the C floor, Socket.IO);
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
 //!   [`unicast`], [`connect`], [`rooms`] (many small channels, on the same ladder),
-//!   [`presence`] (a channel's presence list asked on a large channel),
+//!   [`presence`] (a channel's presence list asked on a large channel), [`sprites`]
+//!   (long-poll clients that each send with their own token),
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_graph`],
 //!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
@@ -51,6 +52,7 @@ mod presence;
 mod report;
 mod rooms;
 mod soak;
+mod sprites;
 mod unicast;
 
 use std::path::PathBuf;
@@ -105,6 +107,8 @@ pub enum Scenario {
     Rooms,
     /// N users (default 10,000) in one channel: GET /presence/<channel> (the whole list) and its /stats, p50/p99.
     Presence,
+    /// N long-poll clients (default 9,000), each throwing a message every --send-every s to a random other client with its own token: holding cost, publishes/s, latency, errors.
+    Sprites,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
 }
@@ -157,7 +161,8 @@ pub struct BenchArgs {
     /// The scenario.
     #[arg(value_enum)]
     pub scenario: Scenario,
-    /// Client connections (default 15,000; c100k: 100,000; c1m: 1,000,000).
+    /// Client connections (default 15,000; c100k: 100,000; c1m: 1,000,000; sprites:
+    /// 9,000 clients of two connections each).
     #[arg(long)]
     pub connections: Option<u64>,
     /// Client transport (default: all for idle, stream otherwise).
@@ -230,7 +235,10 @@ pub struct BenchArgs {
     /// shared with the load the server is scheduled first (default: the same as the server).
     #[arg(long)]
     pub client_nice: Option<i32>,
-    /// unicast publishing seconds; churn seconds.
+    /// sprites: seconds between one client's throws.
+    #[arg(long, default_value_t = 5.0)]
+    pub send_every: f64,
+    /// unicast publishing seconds; churn seconds; sprites' throwing step.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
     /// churn: connects per second over all workers (0 = as fast as they can).
@@ -431,6 +439,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Abuse => abuse::run(&args, &mut ctx),
             Scenario::Rooms => rooms::run(&args, &mut ctx),
             Scenario::Presence => presence::run(&args, &mut ctx),
+            Scenario::Sprites => sprites::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
         match result {
@@ -470,6 +479,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Abuse => "abuse",
         Scenario::Rooms => "rooms",
         Scenario::Presence => "presence",
+        Scenario::Sprites => "sprites",
         Scenario::All => "all",
     }
 }

@@ -381,6 +381,18 @@ pub fn check_route(buf: &[u8]) {
         Ok(wire::Route::Subscribe {
             session: Some(s), ..
         }) => assert!(session_ok(s), "{s:?}"),
+        // A client's own token on a publish (client publish over HTTP) comes from
+        // the query's one `token=`.
+        Ok(
+            wire::Route::Publish { token: Some(_), .. }
+            | wire::Route::PublishChannel { token: Some(_), .. }
+            | wire::Route::PublishBatch { token: Some(_), .. },
+        ) => {
+            assert_eq!(head.method, wire::Method::Post);
+            let q = head.query.as_deref().unwrap_or_default();
+            let named = |p: &&str| p.split_once('=').map_or(*p, |(k, _)| k) == "token";
+            assert_eq!(q.split('&').filter(named).count(), 1, "{q:?}");
+        }
         _ => {}
     }
     if head.path.starts_with('/') {
