@@ -22,6 +22,7 @@
 //! | `sse` | Server-Sent Events (A2) |
 //! | `poll` | long-poll JSON bodies (A3) |
 //! | `ws` | WebSocket handshake, frames, fragmentation state (A4) |
+//! | [`pusher`] | the Pusher Channels protocol's JSON frames, `/app/<key>` (J1) |
 //! | [`h2`] | HTTP/2 frames, response HEADERS, stream ↔ HTTP/1.1 bridging (issue 13) |
 //!
 //! # Client-visible failures
@@ -52,6 +53,7 @@ mod edges;
 pub mod h2;
 mod head;
 mod poll;
+pub mod pusher;
 mod query;
 mod response;
 mod route;

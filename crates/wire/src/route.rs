@@ -96,6 +96,10 @@ pub enum Route {
     /// `POST /subscribe` or `POST /unsubscribe`: another stream of the same HTTP/2
     /// connection joins or leaves a channel.
     Control(StreamControl),
+    /// `GET /app/<key>?protocol=7` with a WebSocket upgrade: a Pusher Channels client
+    /// (SPEC J1, [`crate::pusher`]). `key` is as sent (the core looks it up);
+    /// `protocol` is `None` when absent or not a number.
+    Pusher { key: String, protocol: Option<u32> },
 }
 
 /// Whose presence `GET /presence/<name>` asks for.
@@ -324,6 +328,16 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
         ("healthz", None, None) => {
             need(m, Method::Get, GET)?;
             Ok(Route::Health)
+        }
+        ("app", Some(key), None) => {
+            need(m, Method::Get, GET)?;
+            if head.websocket.is_none() {
+                return Err(RouteError::UpgradeRequired);
+            }
+            Ok(Route::Pusher {
+                key: key.to_string(),
+                protocol: crate::pusher::protocol_of(head.query.as_deref()),
+            })
         }
         ("subscribe" | "unsubscribe", None, None) => {
             need(m, Method::Post, POST)?;
