@@ -28,6 +28,8 @@ pub struct Access {
     pub origins: Origins,
     /// Host names served (`hosts`).
     pub hosts: Hosts,
+    /// Pusher Channels apps (`--pusher-app`): `/app/<key>` answers their keys only.
+    pub pusher: auth::PusherApps,
 }
 
 impl Access {

@@ -18,6 +18,7 @@ fn with_jwt(h: &mut Harness) {
         api_keys: Default::default(),
         origins: Default::default(),
         hosts: Default::default(),
+        pusher: Default::default(),
     });
     h.config.unix_start_ms = START * 1000;
 }

@@ -27,7 +27,8 @@
 //! [`credentials`] is the side table both keep their state in; [`clock`] is time in
 //! the wheel's ticks; [`stream_control`] is an HTTP/2 `POST /subscribe` or
 //! `/unsubscribe` for another stream of its connection (the pump carries the
-//! control and its [`ControlAnswer`] between the two cores).
+//! control and its [`ControlAnswer`] between the two cores); [`pusher`] is a
+//! Pusher Channels client on `/app/<key>`, a framed WebSocket in Pusher's words.
 //!
 //! Token lifetime: a connection let in with a token that has an `exp` ends when the
 //! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
@@ -46,6 +47,7 @@ mod expiry;
 mod hosts;
 mod origin;
 mod outbox;
+mod pusher;
 mod refresh;
 mod replay;
 mod reply;
@@ -63,6 +65,8 @@ mod harness;
 #[cfg(test)]
 mod multiplexed_tests;
 #[cfg(test)]
+mod pusher_tests;
+#[cfg(test)]
 mod stream_control_tests;
 #[cfg(test)]
 mod tests;
@@ -79,6 +83,7 @@ pub use expiry::WS_TOKEN_EXPIRED;
 pub use hosts::Hosts;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
+pub use pusher::CLIENT_EVENTS_PER_SECOND;
 pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 pub use stream_control::ControlAnswer;
@@ -144,6 +149,8 @@ struct Pending {
     ws_key: Option<String>,
     /// WebSocket whose token may publish (C7): its grant and rate bucket.
     publisher: Option<Box<client_publish::Publisher>>,
+    /// A Pusher client's session (`pusher`): kept for the connection's life.
+    pusher: Option<Box<pusher::Session>>,
 }
 
 struct BodyRead {
@@ -367,6 +374,7 @@ impl Connection {
                 || p.body.is_some()
                 || p.ws_key.is_some()
                 || p.publisher.is_some()
+                || p.pusher.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {
                 self.pending = None;

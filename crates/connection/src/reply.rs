@@ -47,6 +47,17 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 channels, refused, ..
             },
         ) => super::channels::joined_later(conn, cx, channels, refused),
+        // A Pusher client event's publish: nothing to tell the client (Pusher
+        // answers none); a failure is its `pusher:error`.
+        (State::WebSocket, _, Reply::Published { .. }) if super::pusher::is(conn) => {}
+        (State::WebSocket, _, Reply::NotStored { error, .. }) if super::pusher::is(conn) => {
+            super::pusher::error(cx, None, &format!("client event not stored: {error}"))
+        }
+        (State::WebSocket, _, Reply::Unavailable(m) | Reply::TimedOut(m))
+            if super::pusher::is(conn) =>
+        {
+            super::pusher::error(cx, None, &format!("client event: router unavailable: {m}"))
+        }
         // A client publish over WebSocket (C7).
         (
             State::WebSocket,

@@ -1,7 +1,7 @@
 //! Requests: a parsed head becomes a subscription (after a login), a long-poll, or
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
-use super::{access, channels, client_publish, stream_control};
+use super::{access, channels, client_publish, pusher, stream_control};
 use super::{
     BodyRead, Connection, Consumed, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, MULTIPLEXED, RESUME,
 };
@@ -160,6 +160,15 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             conn.call_wait(cx, State::Polling);
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
+        Route::Pusher { ref key, protocol } => {
+            if head.body != BodyKind::None {
+                return conn.fail(cx, 400, "a subscription request has no body");
+            }
+            if let Err(why) = access::check_origin(cx, &head) {
+                return access::refuse(conn, cx, &head, why);
+            }
+            pusher::open(conn, cx, key, protocol, &head);
+        }
         Route::Health => start_api(conn, cx, route, &head),
         Route::Presence {
             of: wire::Present::Channel(ref channel),
@@ -323,7 +332,7 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
             });
         }
         // Transports are routed in `handle_head` and never reach here.
-        Route::Subscribe { .. } | Route::Poll { .. } | Route::Control(_) => {
+        Route::Subscribe { .. } | Route::Poll { .. } | Route::Control(_) | Route::Pusher { .. } => {
             unreachable!("subscriptions, polls and stream controls are not API calls")
         }
     };

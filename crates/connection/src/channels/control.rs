@@ -99,9 +99,9 @@ enum Control {
 
 /// Why a subscribe or unsubscribe was refused: the text both askers get, and the
 /// HTTP status a POST is answered with.
-struct Refused {
-    status: u16,
-    why: &'static str,
+pub(crate) struct Refused {
+    pub(crate) status: u16,
+    pub(crate) why: &'static str,
 }
 
 fn refused(status: u16, why: &'static str) -> Refused {
@@ -122,7 +122,7 @@ fn unsubscribed_json(name: &str) -> String {
 
 /// Checks a subscribe and asks the bus to join (with `presence`, its presence
 /// companion too, from now); answered by [`joined_later`].
-fn subscribe_later(
+pub(crate) fn subscribe_later(
     conn: &mut Connection,
     cx: &mut Cx,
     name: &str,
@@ -183,7 +183,11 @@ fn subscribe_later(
 }
 
 /// Leaves a channel now: no message of it is written after this.
-fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: &str) -> Result<(), Refused> {
+pub(crate) fn unsubscribe_later(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    name: &str,
+) -> Result<(), Refused> {
     let Some(chans) = conn.chans.as_mut() else {
         return Err(refused(409, "not subscribed"));
     };
@@ -243,6 +247,9 @@ pub(crate) fn joined_later(
         match transport {
             // A presence companion is refused with its channel, which says so.
             _ if companion => {}
+            Transport::WebSocket if held.is_some() && crate::pusher::is(conn) => {
+                crate::pusher::subscription_error(cx, &name, "SubscriptionError", why.text(), 409)
+            }
             Transport::WebSocket if held.is_some() => error(cx, Some(&name), why.text()),
             Transport::WebSocket => {}
             _ => cx

@@ -1,0 +1,174 @@
+//! Pusher Channels clients (SPEC J1): the real, unmodified `pusher-js` and `pusher`
+//! server SDK from npm (`tests/pusher`, installed by `scripts/setup.sh`) against a
+//! real `myriad serve --pusher-app`, over loopback sockets. One test per behaviour.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+const APP: &str = "app1:key1:secret1";
+
+/// One run of `tests/pusher/client.mjs <scenario>` against `server`.
+struct Node {
+    child: Child,
+    /// Held open: a scenario that waits reads it until the test ends.
+    _stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Node {
+    fn run(scenario: &str, server: &Server) -> Node {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pusher");
+        assert!(
+            dir.join("node_modules/pusher-js").is_dir(),
+            "pusher-js not installed: run scripts/setup.sh (npm ci in tests/pusher)"
+        );
+        let mut child = Command::new("node")
+            .arg(dir.join("client.mjs"))
+            .args([
+                scenario,
+                &server.addr.to_string(),
+                "app1",
+                "key1",
+                "secret1",
+            ])
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("node must be installed");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Node {
+            child,
+            _stdin: stdin,
+            lines,
+        }
+    }
+
+    /// The script's next JSON line (the script bounds its own time).
+    fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .next()
+            .expect("the script printed nothing more")
+            .unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert!(v.get("error").is_none(), "script failed: {line}");
+        v
+    }
+
+    fn finish(mut self) {
+        assert!(self.child.wait().unwrap().success(), "the script failed");
+    }
+}
+
+fn pusher_server(extra: &[&str]) -> Server {
+    let mut args = vec!["--pusher-app", APP];
+    args.extend(extra);
+    Server::start(&args)
+}
+
+#[test]
+fn pusher_js_connects_and_is_answered_ping_and_refused_keys_and_protocols() {
+    let server = pusher_server(&[]);
+    let mut node = Node::run("connect", &server);
+    let id = node.next()["socket_id"].as_str().unwrap().to_string();
+    let (a, b) = id.split_once('.').expect("socket id N.N");
+    assert!(a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok(), "{id}");
+
+    let raw = node.next()["raw"].clone();
+    let events: Vec<&str> = raw["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        ["pusher:connection_established", "pusher:pong"],
+        "{raw}"
+    );
+    // `data` is a JSON string, as Pusher sends it.
+    let data: Value = serde_json::from_str(raw["events"][0]["data"].as_str().unwrap()).unwrap();
+    assert!(data["activity_timeout"].as_u64().unwrap() >= 1, "{data}");
+
+    let unknown = node.next()["unknown_key"].clone();
+    assert_eq!(unknown["code"], 4001, "{unknown}");
+    assert_eq!(unknown["events"][0]["event"], "pusher:error", "{unknown}");
+    assert_eq!(unknown["events"][0]["data"]["code"], 4001, "{unknown}");
+    let old = node.next()["old_protocol"].clone();
+    assert_eq!(old["code"], 4007, "{old}");
+    node.finish();
+}
+
+#[test]
+fn pusher_js_receives_a_myriad_publish_on_a_public_channel() {
+    let server = pusher_server(&[]);
+    let mut node = Node::run("public", &server);
+    assert_eq!(node.next()["subscribed"]["ok"], true);
+    let (status, body) = server.request("POST", "/pub/news", br#"{"headline":"hi"}"#);
+    assert_eq!(status, 200, "{body}");
+    let got = node.next();
+    // pusher-js parsed the data string back into the object published.
+    assert_eq!(
+        got["received"],
+        serde_json::json!({"headline": "hi"}),
+        "{got}"
+    );
+    node.finish();
+}
+
+#[test]
+fn private_channels_need_the_apps_signature() {
+    let server = pusher_server(&[]);
+    let mut node = Node::run("private", &server);
+    assert_eq!(node.next()["good"]["ok"], true);
+    let bad = node.next()["bad"].clone();
+    assert_eq!(bad["ok"], false, "{bad}");
+    assert_eq!(bad["error"]["status"], 401, "{bad}");
+    let unsigned = node.next()["unsigned"].clone();
+    assert_eq!(unsigned["ok"], false, "{unsigned}");
+    node.finish();
+}
+
+#[test]
+fn client_events_reach_others_on_the_channel_and_never_the_sender() {
+    let server = pusher_server(&[]);
+    // myriad's own SSE subscriber of the same channel sees them too.
+    let url = format!("http://{}/sse?channel=private-room", server.addr);
+    let sse = Curl::start(&[&url]);
+    sse.until("retry:");
+    let mut node = Node::run("client-events", &server);
+    let got = node.next();
+    assert_eq!(
+        got["received"],
+        serde_json::json!([{"n": 1}, {"n": 2}]),
+        "{got}"
+    );
+    assert_eq!(got["echoed"], serde_json::json!([]), "{got}");
+    node.finish();
+    let lines = sse.until("client-hello");
+    let data = lines.last().unwrap().strip_prefix("data: ").unwrap();
+    let envelope: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(envelope["event"], "client-hello", "{lines:?}");
+    assert_eq!(envelope["data"], r#"{"n":1}"#, "{lines:?}");
+}
+
+#[test]
+fn a_drain_makes_pusher_js_reconnect_at_once() {
+    let mut server = pusher_server(&["--drain", "1"]);
+    let mut node = Node::run("drain", &server);
+    assert_eq!(node.next()["connected"], true);
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) }, 0);
+    let got = node.next();
+    assert_eq!(got["states"], serde_json::json!(["connecting"]), "{got}");
+    // Only a close code with an action (4200: "retry") raises a WebSocketError.
+    assert_eq!(got["actions"], serde_json::json!([4200]), "{got}");
+    node.finish();
+    assert!(server.child.wait().unwrap().success());
+}

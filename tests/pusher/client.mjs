@@ -1,0 +1,173 @@
+// Real Pusher clients against a running myriad, one scenario per run, driven by
+// crates/myriad/tests/pusher_*.rs: `node client.mjs <scenario> <host:port> <id> <key> <secret>`.
+// Prints one JSON line per thing observed; the Rust test reads them (and answers on
+// stdin when a scenario waits for it). pusher-js and the `pusher` server SDK are used
+// as an app would: the SDK's authorizeChannel signs subscriptions (the app's auth
+// endpoint, in process). Every wait is bounded.
+import Pusher from "pusher-js";
+import PusherServer from "pusher";
+import WebSocket from "ws";
+import readline from "node:readline";
+
+const [scenario, hostport, appId, key, secret] = process.argv.slice(2);
+const [host, port] = hostport.split(":");
+const say = (o) => console.log(JSON.stringify(o));
+const lines = readline.createInterface({ input: process.stdin });
+const nextLine = () => new Promise((res) => lines.once("line", res));
+setTimeout(() => {
+  say({ error: "timed out" });
+  process.exit(2);
+}, 20000).unref();
+
+const sdk = (s = secret) => new PusherServer({ appId, key, secret: s, host, port, useTLS: false });
+
+// A pusher-js client whose auth endpoint is the SDK with `authSecret`.
+function client(authSecret = secret, options = {}) {
+  const signer = sdk(authSecret);
+  return new Pusher(key, {
+    wsHost: host,
+    wsPort: Number(port),
+    forceTLS: false,
+    enabledTransports: ["ws"],
+    disableStats: true,
+    cluster: "mt1",
+    channelAuthorization: {
+      customHandler: ({ socketId, channelName }, callback) =>
+        callback(null, signer.authorizeChannel(socketId, channelName)),
+    },
+    ...options,
+  });
+}
+
+const connected = (p) =>
+  new Promise((res, rej) => {
+    p.connection.bind("connected", () => res(p.connection.socket_id));
+    p.connection.bind("failed", () => rej(new Error("failed")));
+  });
+
+const subscribed = (ch) =>
+  new Promise((res) => {
+    ch.bind("pusher:subscription_succeeded", () => res({ ok: true }));
+    ch.bind("pusher:subscription_error", (e) => res({ ok: false, error: e }));
+  });
+
+// A raw WebSocket: what the server says first, and to a ping.
+function raw(path) {
+  return new Promise((res) => {
+    const ws = new WebSocket(`ws://${hostport}${path}`);
+    const got = [];
+    ws.on("message", (m) => {
+      const e = JSON.parse(m.toString());
+      got.push(e);
+      if (e.event === "pusher:connection_established") {
+        ws.send(JSON.stringify({ event: "pusher:ping", data: {} }));
+      }
+      if (e.event === "pusher:pong") ws.close();
+    });
+    ws.on("close", (code) => res({ code, events: got }));
+    ws.on("error", () => {});
+  });
+}
+
+async function main() {
+  switch (scenario) {
+    case "connect": {
+      const p = client();
+      say({ socket_id: await connected(p) });
+      say({ raw: await raw(`/app/${key}?protocol=7&client=js&version=8.4.0`) });
+      say({ unknown_key: await raw(`/app/nope?protocol=7`) });
+      say({ old_protocol: await raw(`/app/${key}?protocol=6`) });
+      p.disconnect();
+      break;
+    }
+    case "public": {
+      // Subscribe; the test publishes on myriad's own API; print what arrives.
+      const p = client();
+      await connected(p);
+      const ch = p.subscribe("news");
+      say({ subscribed: await subscribed(ch) });
+      const got = new Promise((res) => ch.bind("message", (d) => res(d)));
+      say({ received: await got });
+      p.disconnect();
+      break;
+    }
+    case "private": {
+      const good = client();
+      await connected(good);
+      say({ good: await subscribed(good.subscribe("private-a")) });
+      const bad = client("not-the-secret");
+      await connected(bad);
+      say({ bad: await subscribed(bad.subscribe("private-a")) });
+      const unsigned = client(secret, {
+        channelAuthorization: {
+          customHandler: (_p, cb) => cb(null, { auth: "" }),
+        },
+      });
+      await connected(unsigned);
+      say({ unsigned: await subscribed(unsigned.subscribe("private-b")) });
+      for (const p of [good, bad, unsigned]) p.disconnect();
+      break;
+    }
+    case "client-events": {
+      // A sends client-hello twice; B must get both; A must get neither. Then A
+      // tries a public channel (refused).
+      const a = client();
+      const b = client();
+      await Promise.all([connected(a), connected(b)]);
+      const ca = a.subscribe("private-room");
+      const cb = b.subscribe("private-room");
+      await Promise.all([subscribed(ca), subscribed(cb)]);
+      const echoed = [];
+      ca.bind("client-hello", (d) => echoed.push(d));
+      const got = [];
+      const both = new Promise((res) =>
+        cb.bind("client-hello", (d) => {
+          got.push(d);
+          if (got.length === 2) res();
+        }),
+      );
+      ca.trigger("client-hello", { n: 1 });
+      ca.trigger("client-hello", { n: 2 });
+      await both;
+      // Anything echoed to A would have arrived by now (same server, same order)
+      // or after a marker B sends A.
+      const marker = new Promise((res) => ca.bind("client-marker", res));
+      cb.trigger("client-marker", {});
+      await marker;
+      say({ received: got, echoed });
+      for (const p of [a, b]) p.disconnect();
+      break;
+    }
+    case "drain": {
+      // Connected; the test drains the server. Close 4200 is pusher-js's "retry"
+      // action: a WebSocketError naming the code, and a reconnect now. A close
+      // below 4000 (such as 1012) has no action: pusher-js only waits a second
+      // and retries; 4000-4099 gives up, 4100-4199 backs off.
+      const p = client();
+      await connected(p);
+      say({ connected: true });
+      const seen = { states: [], actions: [] };
+      p.connection.bind("error", (e) => {
+        if (e?.type === "WebSocketError") seen.actions.push(e.error?.data?.code ?? null);
+      });
+      p.connection.bind("state_change", (s) => {
+        seen.states.push(s.current);
+        if (s.current !== "connected") {
+          say(seen);
+          p.disconnect();
+          process.exit(0);
+        }
+      });
+      await nextLine();
+      break;
+    }
+    default:
+      throw new Error(`unknown scenario ${scenario}`);
+  }
+  process.exit(0);
+}
+
+main().catch((e) => {
+  say({ error: String(e) });
+  process.exit(1);
+});
