@@ -138,6 +138,42 @@ async function main() {
       for (const p of [a, b]) p.disconnect();
       break;
     }
+    case "api": {
+      // The server SDK triggers on "news" (the test's SSE subscriber sees it too);
+      // pusher-js gets it. Then a wrong secret and an old timestamp are refused.
+      const p = client();
+      const socket = await connected(p);
+      const ch = p.subscribe("news");
+      await subscribed(ch);
+      const got = new Promise((res) => ch.bind("greet", res));
+      const r = await sdk().trigger(["news", "other"], "greet", { x: 1 });
+      say({ trigger: r.status, received: await got });
+      // Left out by socket_id: the batch's second event reaches pusher-js, not the first.
+      const second = new Promise((res) => ch.bind("second", res));
+      const skipped = [];
+      ch.bind("first", (d) => skipped.push(d));
+      await sdk().triggerBatch([
+        { channel: "news", name: "first", data: "1", socket_id: socket },
+        { channel: "news", name: "second", data: "2" },
+      ]);
+      say({ batch: await second, skipped });
+      const refused = async (f) => {
+        try {
+          await f();
+          return null;
+        } catch (e) {
+          return e.status ?? String(e);
+        }
+      };
+      const wrong = await refused(() => sdk("wrong-secret").trigger("news", "x", {}));
+      const realNow = Date.now;
+      Date.now = () => realNow() - 700_000;
+      const old = await refused(() => sdk().trigger("news", "x", {}));
+      Date.now = realNow;
+      say({ wrong, old });
+      p.disconnect();
+      break;
+    }
     case "drain": {
       // Connected; the test drains the server. Close 4200 is pusher-js's "retry"
       // action: a WebSocketError naming the code, and a reconnect now. A close

@@ -28,7 +28,8 @@
 //! the wheel's ticks; [`stream_control`] is an HTTP/2 `POST /subscribe` or
 //! `/unsubscribe` for another stream of its connection (the pump carries the
 //! control and its [`ControlAnswer`] between the two cores); [`pusher`] is a
-//! Pusher Channels client on `/app/<key>`, a framed WebSocket in Pusher's words.
+//! Pusher Channels client on `/app/<key>`, a framed WebSocket in Pusher's words;
+//! [`pusher_api`] is Pusher's signed `POST /apps/<id>/events`.
 //!
 //! Token lifetime: a connection let in with a token that has an `exp` ends when the
 //! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
@@ -48,6 +49,7 @@ mod hosts;
 mod origin;
 mod outbox;
 mod pusher;
+mod pusher_api;
 mod refresh;
 mod replay;
 mod reply;

@@ -160,6 +160,8 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             conn.call_wait(cx, State::Polling);
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
+        // Signed in its query, checked with the body (`pusher_api`): no API key.
+        Route::PusherEvents { .. } => start_api(conn, cx, route, &head),
         Route::Pusher { ref key, protocol } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
@@ -219,7 +221,9 @@ fn prepare(conn: &mut Connection, transport: Transport, resume: bool, head: &Req
 fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHead) {
     let limit = match route {
         Route::Publish { .. } | Route::PublishChannel { .. } => Some(cx.config.max_message),
-        Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
+        Route::PublishBatch { .. } | Route::SubscriptionsBulk | Route::PusherEvents { .. } => {
+            Some(cx.config.max_batch)
+        }
         _ => None,
     };
     let Some(limit) = limit else {
@@ -286,6 +290,20 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
                 None => unreachable!("a publish route makes a publish request"),
             }
         }
+        Route::PusherEvents {
+            app,
+            batch,
+            path,
+            query,
+        } => match super::pusher_api::request(cx, (&app, batch), (&path, &query), &body) {
+            Ok(request) => request,
+            Err((status, why)) => {
+                let keep = conn.has(KEEP_ALIVE);
+                return conn.respond(cx, keep, |out| {
+                    wire::write_error_response(out, status, &why, keep, &[])
+                });
+            }
+        },
         Route::SubscriptionPut {
             subscriber,
             subject,

@@ -159,6 +159,31 @@ fn client_events_reach_others_on_the_channel_and_never_the_sender() {
 }
 
 #[test]
+fn the_pusher_sdk_publishes_to_pusher_js_and_myriad_subscribers_and_bad_signatures_are_refused() {
+    let server = pusher_server(&[]);
+    let url = format!("http://{}/sse?channel=news", server.addr);
+    let sse = Curl::start(&[&url]);
+    sse.until("retry:");
+    let mut node = Node::run("api", &server);
+    let got = node.next();
+    assert_eq!(got["trigger"], 200, "{got}");
+    assert_eq!(got["received"], serde_json::json!({"x": 1}), "{got}");
+    let got = node.next();
+    assert_eq!(got["batch"], 2, "{got}");
+    assert_eq!(got["skipped"], serde_json::json!([]), "{got}");
+    let got = node.next();
+    assert_eq!(got["wrong"], 401, "{got}");
+    assert_eq!(got["old"], 401, "{got}");
+    node.finish();
+    // myriad's own SSE subscriber got the SDK's event, as its envelope.
+    let lines = sse.until("greet");
+    let data = lines.last().unwrap().strip_prefix("data: ").unwrap();
+    let envelope: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(envelope["event"], "greet", "{lines:?}");
+    assert_eq!(envelope["data"], r#"{"x":1}"#, "{lines:?}");
+}
+
+#[test]
 fn a_drain_makes_pusher_js_reconnect_at_once() {
     let mut server = pusher_server(&["--drain", "1"]);
     let mut node = Node::run("drain", &server);

@@ -100,6 +100,15 @@ pub enum Route {
     /// (SPEC J1, [`crate::pusher`]). `key` is as sent (the core looks it up);
     /// `protocol` is `None` when absent or not a number.
     Pusher { key: String, protocol: Option<u32> },
+    /// `POST /apps/<id>/events` or `/apps/<id>/batch_events`: Pusher's HTTP API,
+    /// signed in the query (checked with the body, `auth::PusherApp`). `path` and
+    /// `query` are as sent: the signature covers them.
+    PusherEvents {
+        app: String,
+        batch: bool,
+        path: String,
+        query: String,
+    },
 }
 
 /// Whose presence `GET /presence/<name>` asks for.
@@ -337,6 +346,15 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             Ok(Route::Pusher {
                 key: key.to_string(),
                 protocol: crate::pusher::protocol_of(head.query.as_deref()),
+            })
+        }
+        ("apps", Some(app), Some(what @ ("events" | "batch_events"))) => {
+            need(m, Method::Post, POST)?;
+            Ok(Route::PusherEvents {
+                app: app.to_string(),
+                batch: what == "batch_events",
+                path: head.path.clone(),
+                query: head.query.clone().unwrap_or_default(),
             })
         }
         ("subscribe" | "unsubscribe", None, None) => {

@@ -1,7 +1,8 @@
 //! The Pusher protocol (`wire::pusher`): a client's text frame, a channel message's
 //! payload and an `/app/` query on arbitrary bytes; and the same bytes as the
 //! `auth` of a `private-`/`presence-` subscription (`auth::PusherApp`), which is
-//! refused unless it is the app's own signature.
+//! refused unless it is the app's own signature, and as a signed HTTP API request
+//! (query, newline, body).
 #![no_main]
 
 #[path = "../../tests/invariants/mod.rs"]
@@ -24,5 +25,9 @@ fuzz_target!(|data: &[u8]| {
             .is_some_and(|hex| hex.eq_ignore_ascii_case(&signed));
         assert_eq!(ok, expected, "{rest:?}");
         let _ = app.check_channel_auth(socket_id, "presence-a", Some(rest), Some(rest));
+        // The same text as a signed API request's query, and its body.
+        let (query, body) = text.split_once('\n').unwrap_or((text, ""));
+        let now = 1_353_088_179;
+        let _ = app.check_api_request("POST", "/apps/app/events", query, body.as_bytes(), now);
     }
 });
