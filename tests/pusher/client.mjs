@@ -21,8 +21,9 @@ setTimeout(() => {
 
 const sdk = (s = secret) => new PusherServer({ appId, key, secret: s, host, port, useTLS: false });
 
-// A pusher-js client whose auth endpoint is the SDK with `authSecret`.
-function client(authSecret = secret, options = {}) {
+// A pusher-js client whose auth endpoint is the SDK with `authSecret` (signing
+// `member`, `{user_id, user_info}`, for presence channels).
+function client(authSecret = secret, options = {}, member = undefined) {
   const signer = sdk(authSecret);
   return new Pusher(key, {
     wsHost: host,
@@ -33,7 +34,7 @@ function client(authSecret = secret, options = {}) {
     cluster: "mt1",
     channelAuthorization: {
       customHandler: ({ socketId, channelName }, callback) =>
-        callback(null, signer.authorizeChannel(socketId, channelName)),
+        callback(null, signer.authorizeChannel(socketId, channelName, member)),
     },
     ...options,
   });
@@ -172,6 +173,51 @@ async function main() {
       Date.now = realNow;
       say({ wrong, old });
       p.disconnect();
+      break;
+    }
+    case "presence": {
+      // A (user 1) is there; B and B2 (both user 2) arrive; B leaves, then B2. A is
+      // told of user 2 once when they arrive and once when the last one leaves.
+      const a = client(secret, {}, { user_id: "1", user_info: { name: "a" } });
+      await connected(a);
+      const ca = a.subscribe("presence-room");
+      const first = await new Promise((res) =>
+        ca.bind("pusher:subscription_succeeded", (m) => res({ count: m.count, me: m.me })),
+      );
+      say({ first });
+      const added = [];
+      const removed = [];
+      ca.bind("pusher:member_added", (m) => added.push([m.id, m.info ?? null]));
+      const gone = new Promise((res) =>
+        ca.bind("pusher:member_removed", (m) => {
+          removed.push(m.id);
+          res();
+        }),
+      );
+      const two = { user_id: "2", user_info: { name: "b" } };
+      const b = client(secret, {}, two);
+      await connected(b);
+      const cb = b.subscribe("presence-room");
+      const seen = await new Promise((res) =>
+        cb.bind("pusher:subscription_succeeded", (m) => {
+          const ids = [];
+          m.each((x) => ids.push([x.id, x.info]));
+          res({ count: m.count, members: ids.sort() });
+        }),
+      );
+      const b2 = client(secret, {}, two);
+      await connected(b2);
+      await subscribed(b2.subscribe("presence-room"));
+      b.disconnect();
+      // A marker through the channel: whatever B's leave announced is before it.
+      const marker = new Promise((res) => ca.bind("client-marker", res));
+      b2.channel("presence-room").trigger("client-marker", {});
+      await marker;
+      const removedWhileB2 = [...removed];
+      b2.disconnect();
+      await gone;
+      say({ seen, added, removedWhileB2, removed });
+      a.disconnect();
       break;
     }
     case "drain": {

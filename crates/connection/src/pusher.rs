@@ -148,12 +148,6 @@ fn subscribe(
     channel_data: Option<&str>,
 ) {
     let Some(s) = session(conn) else { return };
-    // Refused rather than joined without its members: pusher-js reads the member
-    // list from the subscription's answer (issue 43's next part).
-    if channel.starts_with("presence-") {
-        let why = "presence channels are not supported by this server yet";
-        return subscription_error(cx, channel, "SubscriptionError", why, 501);
-    }
     let signed = channel.starts_with("private-") || channel.starts_with("presence-");
     if signed {
         let Some(app) = cx.config.access.pusher.get(s.app) else {
@@ -164,7 +158,16 @@ fn subscribe(
             return subscription_error(cx, channel, "AuthError", &e.to_string(), 401);
         }
     }
-    if let Err(refused) = channels::subscribe_later(conn, cx, channel, None, false) {
+    // A presence channel's member is the user of `channel_data` (signed above).
+    let member = match channel.starts_with("presence-") {
+        false => None,
+        true => match wire::pusher::parse_channel_data(channel_data.unwrap_or_default()) {
+            Ok(m) => Some(m),
+            Err(why) => return subscription_error(cx, channel, "SubscriptionError", why, 400),
+        },
+    };
+    let presence = member.is_some();
+    if let Err(refused) = channels::subscribe_as(conn, cx, channel, None, presence, member) {
         subscription_error(
             cx,
             channel,
@@ -230,16 +233,72 @@ impl Session {
     }
 }
 
-/// A channel's join is answered: `pusher_internal:subscription_succeeded`.
-pub(super) fn subscription_succeeded(cx: &mut Cx, channel: &str) {
+/// A channel's join is answered: `pusher_internal:subscription_succeeded`; for a
+/// presence channel once its members are known (a presence query, answered in
+/// [`members`]).
+pub(super) fn joined(cx: &mut Cx, channel: &str) {
+    if channel.starts_with("presence-") {
+        let of = bus::PresenceOf::Channel(channel.to_string());
+        return cx.out.request(Request::Presence { of, list: true });
+    }
+    subscription_succeeded(cx, channel, "{}");
+}
+
+fn subscription_succeeded(cx: &mut Cx, channel: &str, data: &str) {
     send(cx, |out| {
         wire::pusher::write_event(
             out,
             "pusher_internal:subscription_succeeded",
             Some(channel),
-            "{}",
+            data,
         )
     });
+}
+
+/// A presence channel's members: its `subscription_succeeded` with
+/// `{"presence":{"ids","hash","count"}}` (ids as strings, `hash` the members'
+/// `user_info`). A list cut by `--max-presence-members` names fewer than `count`.
+pub(super) fn members(conn: &Connection, cx: &mut Cx, channel: &str, presence: bus::Presence) {
+    let held = conn.chans.as_ref().and_then(|c| c.position_joined(channel));
+    if held.is_none() {
+        return; // left before the answer
+    }
+    let mut ids = Vec::with_capacity(presence.users.len());
+    let mut hash = serde_json::Map::new();
+    for m in presence.users {
+        let id = m.user.to_string();
+        let info = m
+            .info
+            .and_then(|i| serde_json::from_str(&i).ok())
+            .unwrap_or(serde_json::Value::Null);
+        hash.insert(id.clone(), info);
+        ids.push(id);
+    }
+    let data = serde_json::json!({
+        "presence": { "ids": ids, "hash": hash, "count": presence.count }
+    });
+    subscription_succeeded(cx, channel, &data.to_string());
+}
+
+/// A message of a presence channel's companion (`+<user>` / `-<user>`, one per
+/// user, not per connection) as `pusher_internal:member_added` / `member_removed`
+/// (the joining member's `user_info` is not in the push: pusher-js shows it as
+/// undefined until the next subscription). `None`: not a companion's message.
+pub(super) fn member_push(channel: &str, payload: &[u8]) -> Option<Vec<u8>> {
+    let of = wire::channel::presence_of(channel)?;
+    let (sign, user) = payload.split_first()?;
+    let user = std::str::from_utf8(user).ok()?;
+    let event = match sign {
+        b'+' => "pusher_internal:member_added",
+        b'-' => "pusher_internal:member_removed",
+        _ => return None,
+    };
+    let data = serde_json::json!({ "user_id": user }).to_string();
+    let mut text = Vec::new();
+    wire::pusher::write_event(&mut text, event, Some(of), &data);
+    let mut out = Vec::new();
+    wire::write_ws_frame(&mut out, Opcode::Text, &text);
+    Some(out)
 }
 
 /// A subscription refused: `pusher:subscription_error` on the channel (pusher-js

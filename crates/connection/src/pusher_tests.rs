@@ -167,9 +167,6 @@ fn private_channels_check_the_signature() {
     assert_eq!(data["status"], 401);
     let ev = subscribe(&mut h, "private-a", Some(&sign(&id, "private-a")));
     assert_eq!(ev[0]["event"], "pusher_internal:subscription_succeeded");
-    // Presence is refused until it answers with its members.
-    let ev = subscribe(&mut h, "presence-a", Some(&sign(&id, "presence-a")));
-    assert_eq!(ev[0]["event"], "pusher:subscription_error");
     // Another socket's signature does not open it.
     let ev = subscribe(&mut h, "private-b", Some(&sign("1.1", "private-b")));
     assert_eq!(ev[0]["event"], "pusher:subscription_error");
@@ -221,4 +218,83 @@ fn a_drain_closes_with_4200() {
     let f = frames(&step.bytes);
     assert_eq!(f[0].0, 8);
     assert_eq!(u16::from_be_bytes([f[0].1[0], f[0].1[1]]), 4200);
+}
+
+#[test]
+fn a_presence_member_is_its_channel_data_s_user_and_gets_the_members() {
+    let (mut h, id) = connected();
+    let data = r#"{"user_id":"7","user_info":{"n":"a"}}"#;
+    let app = auth::PusherApp::parse("app1:key1:secret1").unwrap();
+    let auth = format!("key1:{}", app.sign(&format!("{id}:presence-a:{data}")));
+    // Signed without the channel data: refused.
+    let ev = subscribe(&mut h, "presence-a", Some(&sign(&id, "presence-a")));
+    assert_eq!(ev[0]["event"], "pusher:subscription_error");
+
+    let frame = serde_json::json!({"event": "pusher:subscribe",
+        "data": {"channel": "presence-a", "auth": auth, "channel_data": data}});
+    let step = h.bytes(&client_text(&frame.to_string()));
+    let [Request::Join {
+        user,
+        login,
+        channels,
+        info,
+        ..
+    }] = &step.requests[..]
+    else {
+        panic!("{:?}", step.requests);
+    };
+    assert_eq!((*user, *login), (Some(7), true));
+    assert_eq!(info.as_deref(), Some(r#"{"n":"a"}"#));
+    let names: Vec<&str> = channels.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["presence-a", "presence-a~presence"]);
+    // Joined: the members are asked before the answer.
+    let step = h.reply(joined(&["presence-a", "presence-a~presence"]));
+    assert!(step.bytes.is_empty(), "{}", step.text());
+    let [Request::Presence { list: true, .. }] = &step.requests[..] else {
+        panic!("{:?}", step.requests);
+    };
+    let mut me = router::Member::new(7, 1);
+    me.info = Some(r#"{"n":"a"}"#.into());
+    let presence = bus::Presence {
+        users: vec![me, router::Member::new(9, 2)],
+        count: 2,
+        connections: 3,
+        cut: false,
+    };
+    let of = bus::PresenceOf::Channel("presence-a".into());
+    let ev = events(&h.reply(Reply::Presence { of, presence }).bytes);
+    assert_eq!(ev[0]["event"], "pusher_internal:subscription_succeeded");
+    let data: serde_json::Value = serde_json::from_str(ev[0]["data"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        data,
+        serde_json::json!({"presence": {"ids": ["7", "9"], "hash": {"7": {"n": "a"}, "9": null}, "count": 2}})
+    );
+    // The companion's pushes, in Pusher's words.
+    for (payload, event) in [
+        ("+8", "pusher_internal:member_added"),
+        ("-9", "pusher_internal:member_removed"),
+    ] {
+        let msg = Message::to_channel("presence-a~presence", bytes::Bytes::from(payload));
+        let step = h.step(|c, cx| {
+            assert_eq!(
+                c.handle_delivery(cx, 1, 1, &mut Frames::of(&msg)),
+                Outcome::Sent
+            );
+        });
+        let ev = events(&step.bytes);
+        assert_eq!(ev[0]["event"], event);
+        assert_eq!(ev[0]["channel"], "presence-a");
+        assert_eq!(
+            ev[0]["data"],
+            format!(r#"{{"user_id":"{}"}}"#, &payload[1..])
+        );
+    }
+    // Another user on the same connection: refused.
+    let other = r#"{"user_id":"8"}"#;
+    let auth = format!("key1:{}", app.sign(&format!("{id}:presence-b:{other}")));
+    let frame = serde_json::json!({"event": "pusher:subscribe",
+        "data": {"channel": "presence-b", "auth": auth, "channel_data": other}});
+    let step = h.bytes(&client_text(&frame.to_string()));
+    assert!(step.requests.is_empty());
+    assert_eq!(events(&step.bytes)[0]["event"], "pusher:subscription_error");
 }

@@ -47,6 +47,15 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 channels, refused, ..
             },
         ) => super::channels::joined_later(conn, cx, channels, refused),
+        // A Pusher presence channel's members, asked when it was joined.
+        (
+            State::WebSocket,
+            _,
+            Reply::Presence {
+                of: bus::PresenceOf::Channel(name),
+                presence,
+            },
+        ) if super::pusher::is(conn) => super::pusher::members(conn, cx, &name, presence),
         // A Pusher client event's publish: nothing to tell the client (Pusher
         // answers none); a failure is its `pusher:error`.
         (State::WebSocket, _, Reply::Published { .. }) if super::pusher::is(conn) => {}

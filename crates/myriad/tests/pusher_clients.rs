@@ -184,6 +184,31 @@ fn the_pusher_sdk_publishes_to_pusher_js_and_myriad_subscribers_and_bad_signatur
 }
 
 #[test]
+fn presence_members_and_one_added_and_removed_per_user() {
+    let server = pusher_server(&["--presence-grace", "0"]);
+    let mut node = Node::run("presence", &server);
+    let first = node.next()["first"].clone();
+    assert_eq!(first["count"], 1, "{first}");
+    assert_eq!(
+        first["me"],
+        serde_json::json!({"id": "1", "info": {"name": "a"}}),
+        "{first}"
+    );
+    let got = node.next();
+    assert_eq!(got["seen"]["count"], 2, "{got}");
+    assert_eq!(
+        got["seen"]["members"],
+        serde_json::json!([["1", {"name": "a"}], ["2", {"name": "b"}]]),
+        "{got}"
+    );
+    // One arrival for user 2 however many connections; no leave while one stays.
+    assert_eq!(got["added"], serde_json::json!([["2", null]]), "{got}");
+    assert_eq!(got["removedWhileB2"], serde_json::json!([]), "{got}");
+    assert_eq!(got["removed"], serde_json::json!(["2"]), "{got}");
+    node.finish();
+}
+
+#[test]
 fn a_drain_makes_pusher_js_reconnect_at_once() {
     let mut server = pusher_server(&["--drain", "1"]);
     let mut node = Node::run("drain", &server);

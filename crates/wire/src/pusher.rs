@@ -224,6 +224,36 @@ impl Published {
     }
 }
 
+/// Longest `user_info` of a presence member, in bytes of compact JSON (myriad's
+/// default `--max-presence-info`).
+pub const MAX_USER_INFO: usize = 256;
+
+#[derive(Deserialize)]
+struct ChannelData {
+    user_id: Value,
+    #[serde(default)]
+    user_info: Option<Value>,
+}
+
+/// A presence subscription's `channel_data`: the member's user id, which myriad
+/// keeps as a u64 (a decimal string or a JSON number), and its `user_info` as
+/// compact JSON (`None`: absent or null).
+pub fn parse_channel_data(data: &str) -> Result<(u64, Option<String>), &'static str> {
+    let d: ChannelData =
+        serde_json::from_str(data).map_err(|_| "channel_data is not {\"user_id\":…}")?;
+    let id = match &d.user_id {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => crate::since::canonical_u64(s),
+        _ => None,
+    }
+    .ok_or("user_id must be a decimal u64 on this server")?;
+    let info = d.user_info.filter(|v| !v.is_null()).map(|v| v.to_string());
+    if info.as_ref().is_some_and(|i| i.len() > MAX_USER_INFO) {
+        return Err("user_info is longer than 256 bytes");
+    }
+    Ok((id, info))
+}
+
 /// The query of `/app/<key>`: the `protocol` the client speaks (`None`: absent or
 /// not a number). Other parameters (`client`, `version`, `flash`) are ignored.
 pub fn protocol_of(query: Option<&str>) -> Option<u32> {
@@ -288,6 +318,17 @@ mod tests {
             (p.event.as_str(), p.data.as_str()),
             ("message", "{\"x\":1}")
         );
+    }
+
+    #[test]
+    fn channel_data() {
+        assert_eq!(
+            parse_channel_data(r#"{"user_id":"7","user_info":{"n":"a"}}"#),
+            Ok((7, Some(r#"{"n":"a"}"#.into())))
+        );
+        assert_eq!(parse_channel_data(r#"{"user_id":8}"#), Ok((8, None)));
+        assert!(parse_channel_data(r#"{"user_id":"07"}"#).is_err());
+        assert!(parse_channel_data(r#"{"user_id":"bob"}"#).is_err());
     }
 
     #[test]

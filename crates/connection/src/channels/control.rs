@@ -122,13 +122,32 @@ fn unsubscribed_json(name: &str) -> String {
 
 /// Checks a subscribe and asks the bus to join (with `presence`, its presence
 /// companion too, from now); answered by [`joined_later`].
-pub(crate) fn subscribe_later(
+fn subscribe_later(
     conn: &mut Connection,
     cx: &mut Cx,
     name: &str,
     since: Option<&str>,
     presence: bool,
 ) -> Result<(), Refused> {
+    subscribe_as(conn, cx, name, since, presence, None)
+}
+
+/// [`subscribe_later`] as a member: a connection without a user becomes `user`'s
+/// (logged in with the join, its presence `info` with it), as a Pusher presence
+/// subscription does; a connection of another user is refused.
+pub(crate) fn subscribe_as(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    name: &str,
+    since: Option<&str>,
+    presence: bool,
+    member: Option<(u64, Option<String>)>,
+) -> Result<(), Refused> {
+    if let Some((user, _)) = &member {
+        if conn.has(LOGGED_IN) && conn.user != *user {
+            return Err(refused(409, "this connection is already another user's"));
+        }
+    }
     wire::channel::check_name(name).map_err(|why| refused(400, why))?;
     let since = match since.map(|s| Since::parse(s.as_bytes())) {
         None => None,
@@ -169,15 +188,24 @@ pub(crate) fn subscribe_later(
             epoch: None,
         });
     }
+    // A member's first join logs the connection in, with its info.
+    let (login, info) = match member {
+        Some((user, info)) if !conn.has(LOGGED_IN) => {
+            conn.user = user;
+            conn.set(LOGGED_IN, true);
+            (true, info)
+        }
+        _ => (false, None),
+    };
     cx.out.request(Request::Join {
         user: conn.has(LOGGED_IN).then_some(conn.user),
-        login: false,
+        login,
         since: None,
         epoch: None,
         channels,
         // The user's info went with their first join (see docs/protocol.md
         // "Presence" for what a later subscribe on another router shard shows).
-        info: None,
+        info,
     });
     Ok(())
 }

@@ -16,7 +16,7 @@ mod poll;
 mod tests;
 
 pub(super) use control::{
-    handle_control, handle_stream_control, joined_later, subscribe_later, unsubscribe_later,
+    handle_control, handle_stream_control, joined_later, subscribe_as, unsubscribe_later,
 };
 pub(super) use list::Chans;
 use list::Sub;
@@ -270,7 +270,7 @@ fn joined(
 ) {
     if transport == Transport::WebSocket && wire::channel::presence_of(name).is_none() {
         match crate::pusher::is(conn) {
-            true => crate::pusher::subscription_succeeded(cx, name),
+            true => crate::pusher::joined(cx, name),
             false => ws_text(cx, &subscribed_json(name, history, resume)),
         }
     }
@@ -445,7 +445,16 @@ fn write_message(
         }
         State::Stream if conn.has(HTTP10) => cx.out.send(frames.tagged_line()),
         State::Stream => cx.out.send(frames.tagged_stream()),
-        _ if channel.is_some() && crate::pusher::is(conn) => {
+        _ if crate::pusher::is(conn) => {
+            if channel.is_none() {
+                return false; // a user's own messages: not in Pusher's protocol yet
+            }
+            if let Some(push) =
+                channel.and_then(|c| crate::pusher::member_push(c, frames.payload()))
+            {
+                cx.out.write(|out| out.extend_from_slice(&push));
+                return true;
+            }
             let (frame, from) = frames.pusher();
             if crate::pusher::is_own(conn, from) {
                 return false;

@@ -132,7 +132,11 @@ pub fn pusher(data: &[u8]) {
         p.socket_id.as_deref(),
     ));
     assert_eq!(again, p, "an envelope reads back as itself");
-    let _ = protocol_of(std::str::from_utf8(data).ok());
+    let text = std::str::from_utf8(data).ok();
+    let _ = protocol_of(text);
+    if let Some(Ok((_, Some(info)))) = text.map(wire::pusher::parse_channel_data) {
+        assert!(info.len() <= wire::pusher::MAX_USER_INFO);
+    }
 }
 
 /// HTTP/2 frames: byte 0 picks the largest frame (16,384 or 2^24-1) and the split
