@@ -208,6 +208,20 @@ async function main() {
       const b2 = client(secret, {}, two);
       await connected(b2);
       await subscribed(b2.subscribe("presence-room"));
+      // The server SDK's queries, while users 1 and 2 (three connections) are in.
+      const get = async (path, params) => {
+        try {
+          return await (await sdk().get({ path, params })).json();
+        } catch (e) {
+          return { status: e.status ?? String(e) };
+        }
+      };
+      const channel = await get("/channels/presence-room", {
+        info: "user_count,subscription_count",
+      });
+      const users = await get("/channels/presence-room/users");
+      const notPresence = await get("/channels/news/users");
+      say({ channel, users, notPresence });
       b.disconnect();
       // A marker through the channel: whatever B's leave announced is before it.
       const marker = new Promise((res) => ca.bind("client-marker", res));

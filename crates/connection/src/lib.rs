@@ -153,6 +153,8 @@ struct Pending {
     publisher: Option<Box<client_publish::Publisher>>,
     /// A Pusher client's session (`pusher`): kept for the connection's life.
     pusher: Option<Box<pusher::Session>>,
+    /// A Pusher API query waiting for the router: how to write its answer.
+    pusher_ask: Option<pusher_api::Ask>,
 }
 
 struct BodyRead {
@@ -377,6 +379,7 @@ impl Connection {
                 || p.ws_key.is_some()
                 || p.publisher.is_some()
                 || p.pusher.is_some()
+                || p.pusher_ask.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {
                 self.pending = None;

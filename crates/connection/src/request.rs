@@ -161,7 +161,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
         // Signed in its query, checked with the body (`pusher_api`): no API key.
-        Route::PusherEvents { .. } => start_api(conn, cx, route, &head),
+        Route::PusherApi { .. } => start_api(conn, cx, route, &head),
         Route::Pusher { ref key, protocol } => {
             if head.body != BodyKind::None {
                 return conn.fail(cx, 400, "a subscription request has no body");
@@ -221,9 +221,11 @@ fn prepare(conn: &mut Connection, transport: Transport, resume: bool, head: &Req
 fn start_api(conn: &mut Connection, cx: &mut Cx, route: Route, head: &RequestHead) {
     let limit = match route {
         Route::Publish { .. } | Route::PublishChannel { .. } => Some(cx.config.max_message),
-        Route::PublishBatch { .. } | Route::SubscriptionsBulk | Route::PusherEvents { .. } => {
-            Some(cx.config.max_batch)
-        }
+        Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
+        Route::PusherApi {
+            call: wire::PusherCall::Events | wire::PusherCall::BatchEvents,
+            ..
+        } => Some(cx.config.max_batch),
         _ => None,
     };
     let Some(limit) = limit else {
@@ -290,12 +292,12 @@ fn dispatch(conn: &mut Connection, cx: &mut Cx, route: Route, body: Vec<u8>) {
                 None => unreachable!("a publish route makes a publish request"),
             }
         }
-        Route::PusherEvents {
+        Route::PusherApi {
             app,
-            batch,
+            call,
             path,
             query,
-        } => match super::pusher_api::request(cx, (&app, batch), (&path, &query), &body) {
+        } => match super::pusher_api::request(conn, cx, (&app, call), (&path, &query), &body) {
             Ok(request) => request,
             Err((status, why)) => {
                 let keep = conn.has(KEEP_ALIVE);

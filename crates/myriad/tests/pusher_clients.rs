@@ -184,7 +184,7 @@ fn the_pusher_sdk_publishes_to_pusher_js_and_myriad_subscribers_and_bad_signatur
 }
 
 #[test]
-fn presence_members_and_one_added_and_removed_per_user() {
+fn presence_members_one_added_and_removed_per_user_and_the_sdk_s_channel_queries() {
     let server = pusher_server(&["--presence-grace", "0"]);
     let mut node = Node::run("presence", &server);
     let first = node.next()["first"].clone();
@@ -194,6 +194,18 @@ fn presence_members_and_one_added_and_removed_per_user() {
         serde_json::json!({"id": "1", "info": {"name": "a"}}),
         "{first}"
     );
+    let api = node.next();
+    assert_eq!(
+        api["channel"],
+        serde_json::json!({"occupied": true, "user_count": 2, "subscription_count": 3}),
+        "{api}"
+    );
+    assert_eq!(
+        api["users"],
+        serde_json::json!({"users": [{"id": "1"}, {"id": "2"}]}),
+        "{api}"
+    );
+    assert_eq!(api["notPresence"]["status"], 400, "{api}");
     let got = node.next();
     assert_eq!(got["seen"]["count"], 2, "{got}");
     assert_eq!(

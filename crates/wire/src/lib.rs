@@ -76,7 +76,7 @@ pub use poll::write_poll_body;
 pub use response::{
     add_header, reason_phrase, write_api_answer, write_error_response, write_response, CONTINUE_100,
 };
-pub use route::{route, Present, Route, RouteError, StreamControl, Transport};
+pub use route::{route, Present, PusherCall, Route, RouteError, StreamControl, Transport};
 pub use since::{parse_positions, write_positions, Since};
 pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
 pub use stream::{

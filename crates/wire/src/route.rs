@@ -100,15 +100,28 @@ pub enum Route {
     /// (SPEC J1, [`crate::pusher`]). `key` is as sent (the core looks it up);
     /// `protocol` is `None` when absent or not a number.
     Pusher { key: String, protocol: Option<u32> },
-    /// `POST /apps/<id>/events` or `/apps/<id>/batch_events`: Pusher's HTTP API,
-    /// signed in the query (checked with the body, `auth::PusherApp`). `path` and
-    /// `query` are as sent: the signature covers them.
-    PusherEvents {
+    /// `/apps/<id>/…`: Pusher's HTTP API ([`PusherCall`]), signed in the query
+    /// (checked with the body, `auth::PusherApp`). `path` and `query` are as sent:
+    /// the signature covers them.
+    PusherApi {
         app: String,
-        batch: bool,
+        call: PusherCall,
         path: String,
         query: String,
     },
+}
+
+/// Which call of Pusher's HTTP API a request makes.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum PusherCall {
+    /// `POST /apps/<id>/events`.
+    Events,
+    /// `POST /apps/<id>/batch_events`.
+    BatchEvents,
+    /// `GET /apps/<id>/channels/<name>`.
+    Channel(String),
+    /// `GET /apps/<id>/channels/<name>/users`.
+    Users(String),
 }
 
 /// Whose presence `GET /presence/<name>` asks for.
@@ -204,7 +217,18 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
     let first = segs.next().unwrap_or_default();
     let second = segs.next();
     let third = segs.next();
-    if segs.next().is_some() {
+    let fourth = segs.next();
+    if let ("apps", Some(app), Some("channels"), Some(name)) = (first, second, third, fourth) {
+        need(head.method, Method::Get, GET)?;
+        let name = channel_in_path(name)?;
+        let call = match (segs.next(), segs.next()) {
+            (None, _) => PusherCall::Channel(name),
+            (Some("users"), None) => PusherCall::Users(name),
+            _ => return Err(RouteError::NotFound),
+        };
+        return Ok(pusher_api(head, app, call));
+    }
+    if fourth.is_some() {
         return Err(RouteError::NotFound);
     }
     let m = head.method;
@@ -350,12 +374,11 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
         }
         ("apps", Some(app), Some(what @ ("events" | "batch_events"))) => {
             need(m, Method::Post, POST)?;
-            Ok(Route::PusherEvents {
-                app: app.to_string(),
-                batch: what == "batch_events",
-                path: head.path.clone(),
-                query: head.query.clone().unwrap_or_default(),
-            })
+            let call = match what {
+                "events" => PusherCall::Events,
+                _ => PusherCall::BatchEvents,
+            };
+            Ok(pusher_api(head, app, call))
         }
         ("subscribe" | "unsubscribe", None, None) => {
             need(m, Method::Post, POST)?;
@@ -369,6 +392,15 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             }))
         }
         _ => Err(RouteError::NotFound),
+    }
+}
+
+fn pusher_api(head: &RequestHead, app: &str, call: PusherCall) -> Route {
+    Route::PusherApi {
+        app: app.to_string(),
+        call,
+        path: head.path.clone(),
+        query: head.query.clone().unwrap_or_default(),
     }
 }
 
