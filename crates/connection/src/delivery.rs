@@ -91,7 +91,16 @@ impl<'a> Frames<'a> {
             None => self.subject.to_string().into_bytes(),
         };
         line.push(b' ');
-        line.extend_from_slice(self.payload);
+        // A presence push's info (`+<user> <info>`) stays out of the line.
+        let payload = match self.channel.and_then(wire::channel::presence_of) {
+            Some(_) => self
+                .payload
+                .split(|&b| b == b' ')
+                .next()
+                .unwrap_or_default(),
+            None => self.payload,
+        };
+        line.extend_from_slice(payload);
         line
     }
 
@@ -202,9 +211,11 @@ fn write_envelope(
 }
 
 /// A presence push (a message of channel `c`'s presence companion, `+<user>` or
-/// `-<user>`): the channel, `joined` or `left`, and the user.
+/// `-<user>`, an arrival's info after a space): the channel, `joined` or `left`,
+/// and the user.
 fn presence<'c>(c: &'c str, payload: &[u8]) -> Option<(&'c str, &'static str, u64)> {
     let channel = wire::channel::presence_of(c)?;
+    let payload = payload.split(|&b| b == b' ').next()?;
     let (sign, user) = payload.split_first()?;
     let user: u64 = std::str::from_utf8(user).ok()?.parse().ok()?;
     let key = match sign {

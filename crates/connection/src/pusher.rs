@@ -280,22 +280,24 @@ pub(super) fn members(conn: &Connection, cx: &mut Cx, channel: &str, presence: b
     subscription_succeeded(cx, channel, &data.to_string());
 }
 
-/// A message of a presence channel's companion (`+<user>` / `-<user>`, one per
-/// user, not per connection) as `pusher_internal:member_added` / `member_removed`
-/// (the joining member's `user_info` is not in the push: pusher-js shows it as
-/// undefined until the next subscription). `None`: not a companion's message.
+/// A message of a presence channel's companion (`+<user>[ <info>]` / `-<user>`,
+/// one per user, not per connection) as `pusher_internal:member_added` (with the
+/// member's `user_info`) / `member_removed`. `None`: not a companion's message.
 pub(super) fn member_push(channel: &str, payload: &[u8]) -> Option<Vec<u8>> {
     let of = wire::channel::presence_of(channel)?;
-    let (sign, user) = payload.split_first()?;
-    let user = std::str::from_utf8(user).ok()?;
-    let event = match sign {
-        b'+' => "pusher_internal:member_added",
-        b'-' => "pusher_internal:member_removed",
+    let text = std::str::from_utf8(payload).ok()?;
+    let (user, info) = text.split_once(' ').unwrap_or((text, ""));
+    let (event, user) = match user.split_at_checked(1)? {
+        ("+", user) => ("pusher_internal:member_added", user),
+        ("-", user) => ("pusher_internal:member_removed", user),
         _ => return None,
     };
-    let data = serde_json::json!({ "user_id": user }).to_string();
+    let data = match serde_json::from_str::<serde_json::Value>(info) {
+        Ok(info) => serde_json::json!({ "user_id": user, "user_info": info }),
+        Err(_) => serde_json::json!({ "user_id": user }),
+    };
     let mut text = Vec::new();
-    wire::pusher::write_event(&mut text, event, Some(of), &data);
+    wire::pusher::write_event(&mut text, event, Some(of), &data.to_string());
     let mut out = Vec::new();
     wire::write_ws_frame(&mut out, Opcode::Text, &text);
     Some(out)

@@ -270,9 +270,14 @@ fn a_presence_member_is_its_channel_data_s_user_and_gets_the_members() {
         serde_json::json!({"presence": {"ids": ["7", "9"], "hash": {"7": {"n": "a"}, "9": null}, "count": 2}})
     );
     // The companion's pushes, in Pusher's words.
-    for (payload, event) in [
-        ("+8", "pusher_internal:member_added"),
-        ("-9", "pusher_internal:member_removed"),
+    for (payload, event, data) in [
+        (
+            r#"+8 {"n":"b"}"#,
+            "pusher_internal:member_added",
+            r#"{"user_id":"8","user_info":{"n":"b"}}"#,
+        ),
+        ("+10", "pusher_internal:member_added", r#"{"user_id":"10"}"#),
+        ("-9", "pusher_internal:member_removed", r#"{"user_id":"9"}"#),
     ] {
         let msg = Message::to_channel("presence-a~presence", bytes::Bytes::from(payload));
         let step = h.step(|c, cx| {
@@ -284,10 +289,7 @@ fn a_presence_member_is_its_channel_data_s_user_and_gets_the_members() {
         let ev = events(&step.bytes);
         assert_eq!(ev[0]["event"], event);
         assert_eq!(ev[0]["channel"], "presence-a");
-        assert_eq!(
-            ev[0]["data"],
-            format!(r#"{{"user_id":"{}"}}"#, &payload[1..])
-        );
+        assert_eq!(ev[0]["data"], data);
     }
     // Another user on the same connection: refused.
     let other = r#"{"user_id":"8"}"#;

@@ -214,7 +214,11 @@ fn presence_members_one_added_and_removed_per_user_and_the_sdk_s_channel_queries
         "{got}"
     );
     // One arrival for user 2 however many connections; no leave while one stays.
-    assert_eq!(got["added"], serde_json::json!([["2", null]]), "{got}");
+    assert_eq!(
+        got["added"],
+        serde_json::json!([["2", {"name": "b"}]]),
+        "{got}"
+    );
     assert_eq!(got["removedWhileB2"], serde_json::json!([]), "{got}");
     assert_eq!(got["removed"], serde_json::json!(["2"]), "{got}");
     node.finish();
