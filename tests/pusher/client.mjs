@@ -5,6 +5,7 @@
 // as an app would: the SDK's authorizeChannel signs subscriptions (the app's auth
 // endpoint, in process). Every wait is bounded.
 import Pusher from "pusher-js";
+import Echo from "laravel-echo";
 import PusherServer from "pusher";
 import WebSocket from "ws";
 import readline from "node:readline";
@@ -232,6 +233,49 @@ async function main() {
       await gone;
       say({ seen, added, removedWhileB2, removed });
       a.disconnect();
+      break;
+    }
+    case "echo": {
+      // Laravel Echo on pusher-js, as a Laravel front-end uses it: listen to a
+      // public channel's event, whisper on a private one, join a presence one.
+      const echo = (member) =>
+        new Echo({
+          broadcaster: "pusher",
+          key,
+          wsHost: host,
+          wsPort: Number(port),
+          forceTLS: false,
+          enabledTransports: ["ws"],
+          disableStats: true,
+          cluster: "mt1",
+          Pusher,
+          channelAuthorization: {
+            customHandler: ({ socketId, channelName }, cb) =>
+              cb(null, sdk().authorizeChannel(socketId, channelName, member)),
+          },
+        });
+      const a = echo({ user_id: 1, user_info: { name: "Ada" } });
+      const b = echo({ user_id: 2, user_info: { name: "Bob" } });
+      const shipped = new Promise((res) => a.channel("orders").listen(".shipped", res));
+      await new Promise((res) => a.channel("orders").subscribed(res));
+      await sdk().trigger("orders", "shipped", { id: 7 });
+      say({ shipped: await shipped });
+
+      const typing = new Promise((res) => a.private("room").listenForWhisper("typing", res));
+      await new Promise((res) => a.private("room").subscribed(res));
+      await new Promise((res) => b.private("room").subscribed(res));
+      b.private("room").whisper("typing", { who: "Bob" });
+      say({ whisper: await typing });
+
+      const here = await new Promise((res) => a.join("chat").here(res));
+      const joining = new Promise((res) => a.join("chat").joining(res));
+      const leaving = new Promise((res) => a.join("chat").leaving(res));
+      const bHere = await new Promise((res) => b.join("chat").here(res));
+      const joined = await joining;
+      b.leave("chat");
+      say({ here, bHere, joined, left: await leaving });
+      a.disconnect();
+      b.disconnect();
       break;
     }
     case "drain": {

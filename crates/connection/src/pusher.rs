@@ -44,6 +44,17 @@ fn session(conn: &Connection) -> Option<&Session> {
     conn.pending.as_ref().and_then(|p| p.pusher.as_deref())
 }
 
+/// The first part of a socket id: unique across loops and processes (a loop's
+/// connection key repeats in every loop, and so does its seeded generator), so
+/// no client takes another's socket for its own. `RandomState` draws keys per
+/// thread from the system once and changes them for every call: no IO here.
+fn socket_random(cx: &mut Cx) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(cx.out.random());
+    h.finish() % 1_000_000_000_000
+}
+
 /// `GET /app/<key>?protocol=<n>` with an upgrade: an unknown key or an old protocol
 /// is told so after the handshake (as Pusher does: the client reads the code, not
 /// an HTTP status); a known one becomes a framed WebSocket without a user.
@@ -69,7 +80,7 @@ pub(super) fn open(
             "Unsupported protocol version: this server speaks 7".to_string(),
         )),
         (Some((app, _)), _) => {
-            let socket_id = format!("{}.{}", cx.out.random() % 1_000_000_000, cx.key);
+            let socket_id = format!("{}.{}", socket_random(cx), cx.key);
             conn.pending().pusher = Some(Box::new(Session {
                 app,
                 socket_id: socket_id.into(),
@@ -153,8 +164,9 @@ fn subscribe(
         let Some(app) = cx.config.access.pusher.get(s.app) else {
             return;
         };
-        let data = channel_data.filter(|_| channel.starts_with("presence-"));
-        if let Err(e) = app.check_channel_auth(&s.socket_id, channel, data, auth) {
+        // Whatever `channel_data` the app's endpoint returned, it signed (the
+        // `pusher` SDKs add it on private channels too when given member data).
+        if let Err(e) = app.check_channel_auth(&s.socket_id, channel, channel_data, auth) {
             return subscription_error(cx, channel, "AuthError", &e.to_string(), 401);
         }
     }

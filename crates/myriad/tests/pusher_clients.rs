@@ -1,5 +1,5 @@
-//! Pusher Channels clients (SPEC J1): the real, unmodified `pusher-js` and `pusher`
-//! server SDK from npm (`tests/pusher`, installed by `scripts/setup.sh`) against a
+//! Pusher Channels clients (SPEC J1): the real, unmodified `pusher-js`, Laravel
+//! Echo and `pusher` server SDK from npm (`tests/pusher`, installed by `scripts/setup.sh`) against a
 //! real `myriad serve --pusher-app`, over loopback sockets. One test per behaviour.
 
 mod common;
@@ -221,6 +221,24 @@ fn presence_members_one_added_and_removed_per_user_and_the_sdk_s_channel_queries
     );
     assert_eq!(got["removedWhileB2"], serde_json::json!([]), "{got}");
     assert_eq!(got["removed"], serde_json::json!(["2"]), "{got}");
+    node.finish();
+}
+
+#[test]
+fn laravel_echo_listens_whispers_and_joins() {
+    let server = pusher_server(&["--presence-grace", "0"]);
+    let mut node = Node::run("echo", &server);
+    let got = node.next();
+    assert_eq!(got["shipped"], serde_json::json!({"id": 7}), "{got}");
+    let got = node.next();
+    assert_eq!(got["whisper"], serde_json::json!({"who": "Bob"}), "{got}");
+    let got = node.next();
+    let ada = serde_json::json!({"name": "Ada"});
+    let bob = serde_json::json!({"name": "Bob"});
+    assert_eq!(got["here"], serde_json::json!([ada]), "{got}");
+    assert_eq!(got["bHere"], serde_json::json!([ada, bob]), "{got}");
+    assert_eq!(got["joined"], bob, "{got}");
+    assert_eq!(got["left"], bob, "{got}");
     node.finish();
 }
 
