@@ -11,6 +11,7 @@ import WebSocket from "ws";
 import readline from "node:readline";
 
 const [scenario, hostport, appId, key, secret] = process.argv.slice(2);
+// The SDK talks to `hostport` (the webhook scenario gets its server later).
 const [host, port] = hostport.split(":");
 const say = (o) => console.log(JSON.stringify(o));
 const lines = readline.createInterface({ input: process.stdin });
@@ -276,6 +277,54 @@ async function main() {
       say({ here, bHere, joined, left: await leaving });
       a.disconnect();
       b.disconnect();
+      break;
+    }
+    case "webhook": {
+      // A back-end's webhook receiver: the test starts myriad pointing at it, and
+      // sends its address here. A presence member comes and goes; each POST is
+      // checked with the SDK's webhook(), and with a wrong secret.
+      const http = await import("node:http");
+      const posts = [];
+      let wanted;
+      const all = new Promise((res) => (wanted = res));
+      const server = http.createServer((req, resp) => {
+        let body = "";
+        req.on("data", (c) => (body += c));
+        req.on("end", () => {
+          resp.writeHead(200).end("ok");
+          const hook = { headers: req.headers, rawBody: body };
+          const w = sdk().webhook(hook);
+          posts.push({
+            valid: w.isValid(),
+            forged: sdk("wrong-secret").webhook(hook).isValid(),
+            events: w.isValid() ? w.getEvents() : [],
+          });
+          const names = posts.flatMap((p) => p.events.map((e) => e.name));
+          if (names.includes("channel_vacated")) wanted();
+        });
+      });
+      await new Promise((res) => server.listen(0, "127.0.0.1", res));
+      say({ port: server.address().port });
+      const [h, p] = (await nextLine()).split(":");
+      const member = { user_id: "5", user_info: { name: "e" } };
+      const c = new Pusher(key, {
+        wsHost: h,
+        wsPort: Number(p),
+        forceTLS: false,
+        enabledTransports: ["ws"],
+        disableStats: true,
+        cluster: "mt1",
+        channelAuthorization: {
+          customHandler: ({ socketId, channelName }, cb) =>
+            cb(null, sdk().authorizeChannel(socketId, channelName, member)),
+        },
+      });
+      await connected(c);
+      await subscribed(c.subscribe("presence-hook"));
+      c.disconnect();
+      await all;
+      say({ posts });
+      server.close();
       break;
     }
     case "drain": {

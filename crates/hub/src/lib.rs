@@ -137,7 +137,11 @@ impl Hub {
                 .as_deref()
                 .filter(|s| !s.is_empty())
                 .context("--webhook needs --webhook-secret (its signature's key)")?;
-            let webhook = Arc::new(webhook::Webhook::start(url, secret)?);
+            let style = match &args.webhook_pusher_key {
+                Some(key) => webhook::Style::Pusher { key: key.clone() },
+                None => webhook::Style::Myriad,
+            };
+            let webhook = Arc::new(webhook::Webhook::start(url, secret, style)?);
             let sink = webhook.clone();
             hub.add_sink(Box::new(move |events, time_ms| sink.push(events, time_ms)));
             hub.webhook = Some(webhook);

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Lines};
+use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 const APP: &str = "app1:key1:secret1";
@@ -15,12 +15,17 @@ const APP: &str = "app1:key1:secret1";
 struct Node {
     child: Child,
     /// Held open: a scenario that waits reads it until the test ends.
-    _stdin: ChildStdin,
+    stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
 }
 
 impl Node {
     fn run(scenario: &str, server: &Server) -> Node {
+        Node::spawn(scenario, &server.addr.to_string())
+    }
+
+    /// The script against `addr` (a scenario may be told more on its stdin).
+    fn spawn(scenario: &str, addr: &str) -> Node {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pusher");
         assert!(
             dir.join("node_modules/pusher-js").is_dir(),
@@ -28,13 +33,7 @@ impl Node {
         );
         let mut child = Command::new("node")
             .arg(dir.join("client.mjs"))
-            .args([
-                scenario,
-                &server.addr.to_string(),
-                "app1",
-                "key1",
-                "secret1",
-            ])
+            .args([scenario, addr, "app1", "key1", "secret1"])
             .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -44,7 +43,7 @@ impl Node {
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Node {
             child,
-            _stdin: stdin,
+            stdin,
             lines,
         }
     }
@@ -239,6 +238,46 @@ fn laravel_echo_listens_whispers_and_joins() {
     assert_eq!(got["bHere"], serde_json::json!([ada, bob]), "{got}");
     assert_eq!(got["joined"], bob, "{got}");
     assert_eq!(got["left"], bob, "{got}");
+    node.finish();
+}
+
+#[test]
+fn presence_webhooks_in_pusher_s_format_pass_the_sdk_s_check() {
+    let mut node = Node::spawn("webhook", "127.0.0.1:9");
+    let port = node.next()["port"].as_u64().unwrap();
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let server = pusher_server(&[
+        "--presence-grace",
+        "0",
+        "--webhook",
+        &url,
+        "--webhook-secret",
+        "secret1",
+        "--webhook-pusher-key",
+        "key1",
+    ]);
+    writeln!(node.stdin, "{}", server.addr).unwrap();
+    let got = node.next();
+    let posts = got["posts"].as_array().unwrap();
+    assert!(posts.iter().all(|p| p["valid"] == true), "{got}");
+    assert!(posts.iter().all(|p| p["forged"] == false), "{got}");
+    let events: Vec<Value> = posts
+        .iter()
+        .flat_map(|p| p["events"].as_array().unwrap().clone())
+        .collect();
+    let hook = |name: &str| serde_json::json!({"name": name, "channel": "presence-hook"});
+    let member =
+        |name: &str| serde_json::json!({"name": name, "channel": "presence-hook", "user_id": "5"});
+    assert_eq!(
+        events,
+        [
+            hook("channel_occupied"),
+            member("member_added"),
+            member("member_removed"),
+            hook("channel_vacated")
+        ],
+        "{got}"
+    );
     node.finish();
 }
 
