@@ -327,6 +327,30 @@ async function main() {
       server.close();
       break;
     }
+    case "encrypted": {
+      // An end-to-end encrypted channel: the SDK encrypts with the master key,
+      // pusher-js decrypts with the shared secret the auth endpoint hands it; the
+      // server only passes the payload through. The test's SSE subscriber of the
+      // channel sees ciphertext.
+      const master = Buffer.alloc(32, 7).toString("base64");
+      const signer = new PusherServer({
+        appId, key, secret, host, port, useTLS: false, encryptionMasterKeyBase64: master,
+      });
+      const p = client(secret, {
+        channelAuthorization: {
+          customHandler: ({ socketId, channelName }, cb) =>
+            cb(null, signer.authorizeChannel(socketId, channelName)),
+        },
+      });
+      await connected(p);
+      const ch = p.subscribe("private-encrypted-vault");
+      say({ subscribed: await subscribed(ch) });
+      const got = new Promise((res) => ch.bind("secret", res));
+      await signer.trigger("private-encrypted-vault", "secret", { code: 42 });
+      say({ received: await got });
+      p.disconnect();
+      break;
+    }
     case "drain": {
       // Connected; the test drains the server. Close 4200 is pusher-js's "retry"
       // action: a WebSocketError naming the code, and a reconnect now. A close

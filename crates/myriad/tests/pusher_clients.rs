@@ -282,6 +282,29 @@ fn presence_webhooks_in_pusher_s_format_pass_the_sdk_s_check() {
 }
 
 #[test]
+fn encrypted_channels_pass_through_and_pusher_js_decrypts() {
+    let server = pusher_server(&[]);
+    let url = format!("http://{}/sse?channel=private-encrypted-vault", server.addr);
+    let sse = Curl::start(&[&url]);
+    sse.until("retry:");
+    let mut node = Node::run("encrypted", &server);
+    assert_eq!(node.next()["subscribed"]["ok"], true);
+    let got = node.next();
+    assert_eq!(got["received"], serde_json::json!({"code": 42}), "{got}");
+    node.finish();
+    // What crossed the server: the envelope of a ciphertext, not the data.
+    let lines = sse.until("secret");
+    let data = lines.last().unwrap().strip_prefix("data: ").unwrap();
+    let envelope: Value = serde_json::from_str(data).unwrap();
+    let inner: Value = serde_json::from_str(envelope["data"].as_str().unwrap()).unwrap();
+    assert!(
+        inner["ciphertext"].is_string() && inner["nonce"].is_string(),
+        "{data}"
+    );
+    assert!(!data.contains("42"), "{data}");
+}
+
+#[test]
 fn a_drain_makes_pusher_js_reconnect_at_once() {
     let mut server = pusher_server(&["--drain", "1"]);
     let mut node = Node::run("drain", &server);
