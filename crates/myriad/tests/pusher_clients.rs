@@ -136,12 +136,17 @@ fn private_channels_need_the_apps_signature() {
 
 #[test]
 fn client_events_reach_others_on_the_channel_and_never_the_sender() {
-    let server = pusher_server(&[]);
+    client_events(&pusher_server(&[]));
+}
+
+/// Two pusher-js clients' events on a private channel, and a myriad SSE
+/// subscriber of it, on `server`.
+fn client_events(server: &Server) {
     // myriad's own SSE subscriber of the same channel sees them too.
     let url = format!("http://{}/sse?channel=private-room", server.addr);
     let sse = Curl::start(&[&url]);
     sse.until("retry:");
-    let mut node = Node::run("client-events", &server);
+    let mut node = Node::run("client-events", server);
     let got = node.next();
     assert_eq!(
         got["received"],
@@ -184,8 +189,12 @@ fn the_pusher_sdk_publishes_to_pusher_js_and_myriad_subscribers_and_bad_signatur
 
 #[test]
 fn presence_members_one_added_and_removed_per_user_and_the_sdk_s_channel_queries() {
-    let server = pusher_server(&["--presence-grace", "0"]);
-    let mut node = Node::run("presence", &server);
+    presence(&pusher_server(&["--presence-grace", "0"]));
+}
+
+/// The presence scenario on `server` (started with `--presence-grace 0`).
+fn presence(server: &Server) {
+    let mut node = Node::run("presence", server);
     let first = node.next()["first"].clone();
     assert_eq!(first["count"], 1, "{first}");
     assert_eq!(
@@ -302,6 +311,40 @@ fn encrypted_channels_pass_through_and_pusher_js_decrypts() {
         "{data}"
     );
     assert!(!data.contains("42"), "{data}");
+}
+
+#[test]
+fn supervised_gateways_carry_pusher_clients_through_nats() {
+    // `serve --processes 2`: two gateways on one port and a router, linked by a
+    // nats-server the supervisor starts; the clients land on either gateway.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nats = format!("nats://127.0.0.1:{port}");
+    let args = [
+        "serve",
+        "--processes",
+        "2",
+        "--loops",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--admin",
+        "127.0.0.1:0",
+        "--nats",
+        &nats,
+        "--pusher-app",
+        APP,
+        "--presence-grace",
+        "0",
+    ];
+    let server = Server::start_marked(&args, "supervisor serving");
+    client_events(&server);
+    presence(&server);
 }
 
 #[test]
