@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of every decoder, bounded in time: the
 # targets of crates/wire/fuzz (HTTP heads, routes, bodies, WebSocket frames and
-# streams, HTTP/2 frames, HPACK blocks, batch and edge lists, resume positions, JWTs),
+# streams, HTTP/2 frames, HPACK blocks, batch and edge lists, resume positions, JWTs,
+# Pusher frames and channel signatures),
 # the connection core (crate `connection`; target `core` in crates/gateway/fuzz: scripts of bytes,
 # bus replies, deliveries and time) and one HTTP/2 connection's frame handling
 # (target `h2_conn`: frames, HPACK, budgets, flow control), and the cluster codec (crates/cluster/fuzz, target
@@ -26,7 +27,7 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack core h2_conn cluster_codec port_exchange webhook_answer)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack pusher core h2_conn cluster_codec port_exchange webhook_answer)
 # Which fuzz crate holds a target.
 dir_of() {
   case "$1" in

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what myriad's tests need on a fresh Debian machine (run as root; idempotent):
 # curl, Chromium and a font for the dashboard/plot tests, nginx with nchan (the bench's
-# peer), Python `websockets`, the npm packages of the browser test and of clients/js's tests, the sysctls that loopback connect storms need, starts
+# peer), Python `websockets`, the npm packages of the browser test, of the Pusher tests and of clients/js's tests, the sysctls that loopback connect storms need, starts
 # PostgreSQL if it is installed but stopped, and creates the user `postgres` and the
 # database `test` the PostgreSQL tests use when they are missing.
 set -euo pipefail
@@ -27,6 +27,10 @@ python3 -c 'import websockets, h2' 2>/dev/null || {
 if [ -f crates/observe/tests/browser/package.json ] && [ ! -d crates/observe/tests/browser/node_modules ]; then
   echo "setup: npm ci (browser test)"
   (cd crates/observe/tests/browser && npm ci --silent --no-audit --no-fund)
+fi
+if [ ! -d tests/pusher/node_modules ]; then
+  echo "setup: npm ci (the Pusher tests' real clients: pusher-js, pusher)"
+  (cd tests/pusher && npm ci --silent --no-audit --no-fund)
 fi
 if [ ! -d clients/js/node_modules ]; then
   echo "setup: npm ci (clients/js's test dependencies: ws, eventsource)"

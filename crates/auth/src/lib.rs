@@ -17,6 +17,7 @@
 //! | `claims` | the claims myriad reads (`sub`, `exp`, `nbf`, `iss`, `aud`, `pub`) and [`PublishGrant`] |
 //! | `api_key` | [`ApiKeys`]: `--api-key`, compared in constant time |
 //! | `bearer` | [`bearer_token`]: `Authorization: Bearer <token>` |
+//! | `pusher` | [`PusherApps`]: `--pusher-app`, Pusher channel signatures (HMAC-SHA256, constant time) |
 //!
 //! # Tokens (C5)
 //!
@@ -79,6 +80,7 @@ mod bearer;
 mod claims;
 mod jwt;
 mod keys;
+mod pusher;
 
 pub use api_key::ApiKeys;
 pub use bearer::bearer_token;
@@ -87,6 +89,7 @@ pub use jwt::{
     inspect_unverified, Grant, JwtVerifier, DEFAULT_LEEWAY, DEFAULT_MAX_INFO, MAX_TOKEN_BYTES,
 };
 pub use keys::{JwtKeys, KeyError, MIN_SECRET_BYTES};
+pub use pusher::{PusherApp, PusherApps, PusherAuthError};
 
 /// Why a request was not let in. `Display` is short and safe to show the client
 /// (it never echoes the token).

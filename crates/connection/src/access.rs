@@ -34,6 +34,8 @@ pub struct Access {
     /// loops (`http_publish`), so a client gets one rate whichever loop its
     /// connections land on. Locked once per client publish, never per delivery.
     pub publish_rates: std::sync::Mutex<PublishRates>,
+    /// Pusher Channels apps (`--pusher-app`): `/app/<key>` answers their keys only.
+    pub pusher: auth::PusherApps,
 }
 
 impl Access {

@@ -19,6 +19,7 @@ fn with_jwt(h: &mut Harness) {
         origins: Default::default(),
         hosts: Default::default(),
         publish_rates: Default::default(),
+        pusher: Default::default(),
     });
     h.config.unix_start_ms = START * 1000;
 }

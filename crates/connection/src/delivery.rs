@@ -22,6 +22,8 @@ pub struct Frames<'a> {
     tagged_stream: Option<Bytes>,
     tagged_line: Option<Bytes>,
     envelope: Option<Bytes>,
+    /// A Pusher client's frame of a channel's message, and the socket that sent it.
+    pusher: Option<(Bytes, Option<Box<str>>)>,
     /// The channel's name id in this process, looked up once (`None`: not yet).
     channel_id: Option<Option<u32>>,
 }
@@ -40,6 +42,7 @@ impl<'a> Frames<'a> {
             tagged_stream: None,
             tagged_line: None,
             envelope: None,
+            pusher: None,
             channel_id: None,
         }
     }
@@ -88,7 +91,16 @@ impl<'a> Frames<'a> {
             None => self.subject.to_string().into_bytes(),
         };
         line.push(b' ');
-        line.extend_from_slice(self.payload);
+        // A presence push's info (`+<user> <info>`) stays out of the line.
+        let payload = match self.channel.and_then(wire::channel::presence_of) {
+            Some(_) => self
+                .payload
+                .split(|&b| b == b' ')
+                .next()
+                .unwrap_or_default(),
+            None => self.payload,
+        };
+        line.extend_from_slice(payload);
         line
     }
 
@@ -113,6 +125,16 @@ impl<'a> Frames<'a> {
         Self::encoded(&mut self.envelope, |o| {
             write_envelope(o, channel, subject, at, payload)
         })
+    }
+
+    /// A Pusher client's frame of a channel's message and its sender socket, if a
+    /// client sent it (`pusher`); encoded once.
+    pub(crate) fn pusher(&mut self) -> (&Bytes, Option<&str>) {
+        let (channel, payload) = (self.channel.unwrap_or_default(), self.payload);
+        let (frame, from) = self
+            .pusher
+            .get_or_insert_with(|| crate::pusher::encode(channel, payload));
+        (frame, from.as_deref())
     }
 
     /// A framed WebSocket's envelope of a user delivery (`at` is the recipient
@@ -189,9 +211,11 @@ fn write_envelope(
 }
 
 /// A presence push (a message of channel `c`'s presence companion, `+<user>` or
-/// `-<user>`): the channel, `joined` or `left`, and the user.
+/// `-<user>`, an arrival's info after a space): the channel, `joined` or `left`,
+/// and the user.
 fn presence<'c>(c: &'c str, payload: &[u8]) -> Option<(&'c str, &'static str, u64)> {
     let channel = wire::channel::presence_of(c)?;
+    let payload = payload.split(|&b| b == b' ').next()?;
     let (sign, user) = payload.split_first()?;
     let user: u64 = std::str::from_utf8(user).ok()?.parse().ok()?;
     let key = match sign {
@@ -281,6 +305,7 @@ pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
             State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),
             State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
             State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
+            _ if crate::pusher::is(conn) => crate::pusher::heartbeat(cx),
             _ => cx.out.send_static(match cx.config.ws_heartbeat {
                 WsHeartbeat::Pong => WS_PONG,
                 WsHeartbeat::Ping => WS_PING,

@@ -8,6 +8,7 @@
 //! | chunked stream | the final chunk (`0\r\n\r\n`): a complete response, not a cut |
 //! | SSE | `event: reconnect` and a `retry:` advice, then EOF (EventSource reconnects) |
 //! | WebSocket | close frame 1012 "service restart" |
+//! | Pusher client (`/app/<key>`) | close frame 4200 (pusher-js reconnects at once) |
 //! | waiting long-poll | its empty answer with `Connection: close` |
 //! | idle keep-alive, partial head | closed |
 //! | API call or login in flight | answered, then closed (keep-alive off) |
@@ -37,6 +38,7 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx) {
                 .write(|out| out.extend_from_slice(format!("retry: {retry}\n\n").as_bytes()));
             conn.start_closing(cx);
         }
+        State::WebSocket if crate::pusher::is(conn) => crate::pusher::drain(conn, cx),
         State::WebSocket => {
             if !conn.has(WS_CLOSE_SENT) {
                 conn.set(WS_CLOSE_SENT, true);

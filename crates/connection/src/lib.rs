@@ -29,7 +29,9 @@
 //! [`credentials`] is the side table both keep their state in; [`clock`] is time in
 //! the wheel's ticks; [`stream_control`] is an HTTP/2 `POST /subscribe` or
 //! `/unsubscribe` for another stream of its connection (the pump carries the
-//! control and its [`ControlAnswer`] between the two cores).
+//! control and its [`ControlAnswer`] between the two cores); [`pusher`] is a
+//! Pusher Channels client on `/app/<key>`, a framed WebSocket in Pusher's words;
+//! [`pusher_api`] is Pusher's signed `POST /apps/<id>/events`.
 //!
 //! Token lifetime: a connection let in with a token that has an `exp` ends when the
 //! token does ([`expiry`]: close code [`WS_TOKEN_EXPIRED`], SSE `event: expired`, …)
@@ -50,6 +52,8 @@ mod http_publish;
 mod origin;
 mod outbox;
 mod publish_rate;
+mod pusher;
+mod pusher_api;
 mod refresh;
 mod replay;
 mod reply;
@@ -66,6 +70,8 @@ mod expiry_tests;
 mod harness;
 #[cfg(test)]
 mod multiplexed_tests;
+#[cfg(test)]
+mod pusher_tests;
 #[cfg(test)]
 mod stream_control_tests;
 #[cfg(test)]
@@ -84,6 +90,7 @@ pub use hosts::Hosts;
 pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 pub use publish_rate::PublishRates;
+pub use pusher::CLIENT_EVENTS_PER_SECOND;
 pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 pub use stream_control::ControlAnswer;
@@ -149,6 +156,10 @@ struct Pending {
     ws_key: Option<String>,
     /// WebSocket whose token may publish (C7): its grant and rate bucket.
     publisher: Option<Box<client_publish::Publisher>>,
+    /// A Pusher client's session (`pusher`): kept for the connection's life.
+    pusher: Option<Box<pusher::Session>>,
+    /// A Pusher API query waiting for the router: how to write its answer.
+    pusher_ask: Option<pusher_api::Ask>,
 }
 
 struct BodyRead {
@@ -374,6 +385,8 @@ impl Connection {
                 || p.body.is_some()
                 || p.ws_key.is_some()
                 || p.publisher.is_some()
+                || p.pusher.is_some()
+                || p.pusher_ask.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {
                 self.pending = None;

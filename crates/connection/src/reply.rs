@@ -11,6 +11,9 @@ use wire::Transport;
 
 pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
     match (conn.state, conn.state.subscribing(), reply) {
+        // A Pusher API `GET` (`pusher_api`) answers in Pusher's words.
+        (State::Calling(_), _, Reply::Presence { presence, .. })
+            if super::pusher_api::answer(conn, cx, &presence) => {}
         (State::Calling(call), _, reply) => api_response(conn, cx, call, reply),
         (State::Polling, _, Reply::Unavailable(message) | Reply::TimedOut(message))
         | (_, Some(_), Reply::Unavailable(message) | Reply::TimedOut(message)) => {
@@ -47,6 +50,26 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 channels, refused, ..
             },
         ) => super::channels::joined_later(conn, cx, channels, refused),
+        // A Pusher presence channel's members, asked when it was joined.
+        (
+            State::WebSocket,
+            _,
+            Reply::Presence {
+                of: bus::PresenceOf::Channel(name),
+                presence,
+            },
+        ) if super::pusher::is(conn) => super::pusher::members(conn, cx, &name, presence),
+        // A Pusher client event's publish: nothing to tell the client (Pusher
+        // answers none); a failure is its `pusher:error`.
+        (State::WebSocket, _, Reply::Published { .. }) if super::pusher::is(conn) => {}
+        (State::WebSocket, _, Reply::NotStored { error, .. }) if super::pusher::is(conn) => {
+            super::pusher::error(cx, None, &format!("client event not stored: {error}"))
+        }
+        (State::WebSocket, _, Reply::Unavailable(m) | Reply::TimedOut(m))
+            if super::pusher::is(conn) =>
+        {
+            super::pusher::error(cx, None, &format!("client event: router unavailable: {m}"))
+        }
         // A client publish over WebSocket (C7).
         (
             State::WebSocket,
@@ -79,6 +102,10 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
 
 /// Formats an API reply: JSON for success, text for errors (docs/protocol.md, Endpoints).
 fn api_response(conn: &mut Connection, cx: &mut Cx, call: Call, reply: Reply) {
+    // A Pusher `GET` answered otherwise (unavailable, timed out) asks no more.
+    if let Some(p) = conn.pending.as_mut() {
+        p.pusher_ask = None;
+    }
     if let Call::Publish | Call::PublishBatch = call {
         return publish_response(conn, cx, call, reply);
     }

@@ -2,7 +2,7 @@
 //! an API call with a body; heads and bodies are parsed by `wire`.
 
 use super::http_publish::{self, ClientGrant};
-use super::{access, channels, client_publish, stream_control};
+use super::{access, channels, client_publish, pusher, stream_control};
 use super::{
     BodyRead, Connection, Consumed, Cx, State, FRAMED, HTTP10, KEEP_ALIVE, MULTIPLEXED, RESUME,
 };
@@ -161,6 +161,17 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             conn.call_wait(cx, State::Polling);
         }
         Route::Control(control) => stream_control::ask(conn, cx, control, &head),
+        // Signed in its query, checked with the body (`pusher_api`): no API key.
+        Route::PusherApi { .. } => start_api(conn, cx, route, &head, None),
+        Route::Pusher { ref key, protocol } => {
+            if head.body != BodyKind::None {
+                return conn.fail(cx, 400, "a subscription request has no body");
+            }
+            if let Err(why) = access::check_origin(cx, &head) {
+                return access::refuse(conn, cx, &head, why);
+            }
+            pusher::open(conn, cx, key, protocol, &head);
+        }
         Route::Health => start_api(conn, cx, route, &head, None),
         // A back-end's publish, or a client's with its own token (`http_publish`).
         Route::Publish { ref token, .. }
@@ -228,6 +239,10 @@ fn start_api(
     let limit = match route {
         Route::Publish { .. } | Route::PublishChannel { .. } => Some(cx.config.max_message),
         Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
+        Route::PusherApi {
+            call: wire::PusherCall::Events | wire::PusherCall::BatchEvents,
+            ..
+        } => Some(cx.config.max_batch),
         _ => None,
     };
     let Some(limit) = limit else {
@@ -313,6 +328,20 @@ fn dispatch(
             }
             request
         }
+        Route::PusherApi {
+            app,
+            call,
+            path,
+            query,
+        } => match super::pusher_api::request(conn, cx, (&app, call), (&path, &query), &body) {
+            Ok(request) => request,
+            Err((status, why)) => {
+                let keep = conn.has(KEEP_ALIVE);
+                return conn.respond(cx, keep, |out| {
+                    wire::write_error_response(out, status, &why, keep, &[])
+                });
+            }
+        },
         Route::SubscriptionPut {
             subscriber,
             subject,
@@ -359,7 +388,7 @@ fn dispatch(
             });
         }
         // Transports are routed in `handle_head` and never reach here.
-        Route::Subscribe { .. } | Route::Poll { .. } | Route::Control(_) => {
+        Route::Subscribe { .. } | Route::Poll { .. } | Route::Control(_) | Route::Pusher { .. } => {
             unreachable!("subscriptions, polls and stream controls are not API calls")
         }
     };

@@ -45,6 +45,10 @@ fn handle_frame(conn: &mut Connection, cx: &mut Cx, frame: WsFrame) {
             cx.out.write(|out| wire::write_ws_close(out, code, ""));
             conn.start_closing(cx);
         }
+        // A Pusher client speaks only Pusher's events (`pusher`).
+        Opcode::Text if frame.fin && super::pusher::is(conn) => {
+            super::pusher::handle_text(conn, cx, &frame.payload)
+        }
         // The token's rights end on its second, not when the timer gets round.
         Opcode::Text if frame.fin && expiry::expired(cx) => {
             client_publish::error(cx, "token expired");

@@ -337,6 +337,15 @@ pub struct GatewayArgs {
     /// naming another `Host` gets 421, one without `Host` 400. None: any host.
     #[arg(long, env = "MYRIAD_ALLOWED_HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
+    /// A Pusher Channels app, `ID:KEY:SECRET` (repeatable): Pusher clients connect to
+    /// `/app/<KEY>` (docs/protocol.md "Pusher clients"). None: `/app/` refuses every key.
+    #[arg(
+        long = "pusher-app",
+        env = "MYRIAD_PUSHER_APPS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub pusher_apps: Vec<String>,
     /// Seconds a SIGTERM drain spreads its reconnect notices over (stops accepting
     /// at once; exits 0 when every client is gone).
     #[arg(long, env = "MYRIAD_DRAIN", default_value_t = 5.0)]
@@ -474,6 +483,7 @@ impl GatewayArgs {
                 .map_err(anyhow::Error::msg)?,
             hosts: connection::Hosts::parse(&self.allowed_hosts).map_err(anyhow::Error::msg)?,
             publish_rates: Default::default(),
+            pusher: auth::PusherApps::parse(&self.pusher_apps).context("--pusher-app")?,
         })
     }
 }

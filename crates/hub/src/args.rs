@@ -54,6 +54,11 @@ pub struct HubArgs {
     /// needed with `--webhook`.
     #[arg(long, env = "MYRIAD_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: Option<String>,
+    /// Send the webhook in Pusher's format (`X-Pusher-Key` = this app key,
+    /// `X-Pusher-Signature`, Pusher's event objects), for a back-end written against
+    /// Pusher's webhooks; `--webhook-secret` is then the app's secret.
+    #[arg(long, env = "MYRIAD_WEBHOOK_PUSHER_KEY")]
+    pub webhook_pusher_key: Option<String>,
     /// Users one `GET /presence/<channel>` answer names at most (the lowest ids;
     /// the answer then says `"cut":true`); the counts stay exact.
     #[arg(long, env = "MYRIAD_MAX_PRESENCE_MEMBERS",

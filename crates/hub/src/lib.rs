@@ -137,7 +137,11 @@ impl Hub {
                 .as_deref()
                 .filter(|s| !s.is_empty())
                 .context("--webhook needs --webhook-secret (its signature's key)")?;
-            let webhook = Arc::new(webhook::Webhook::start(url, secret)?);
+            let style = match &args.webhook_pusher_key {
+                Some(key) => webhook::Style::Pusher { key: key.clone() },
+                None => webhook::Style::Myriad,
+            };
+            let webhook = Arc::new(webhook::Webhook::start(url, secret, style)?);
             let sink = webhook.clone();
             hub.add_sink(Box::new(move |events, time_ms| sink.push(events, time_ms)));
             hub.webhook = Some(webhook);
@@ -209,21 +213,13 @@ impl Hub {
                 epoch,
                 channels,
                 info,
-            } => {
-                let reply = self.join(
-                    conn,
-                    user,
-                    login.then_some((since, epoch)),
-                    &channels,
-                    deliver,
-                );
-                if let (Some(user), Some(info)) = (user, info) {
-                    self.router
-                        .lock()
-                        .set_presence_info(user, info.into_boxed_str());
-                }
-                reply
-            }
+            } => self.join(
+                conn,
+                (user, info),
+                login.then_some((since, epoch)),
+                &channels,
+                deliver,
+            ),
             Request::Leave { user, channels } => {
                 let mut router = self.router.lock();
                 let now = Instant::now();
@@ -329,7 +325,7 @@ impl Hub {
     fn join(
         &self,
         conn: ConnRef,
-        user: Option<u64>,
+        (user, info): (Option<u64>, Option<String>),
         login: Option<(Option<u64>, Option<u32>)>,
         channels: &[bus::ChannelJoin],
         deliver: &mut dyn FnMut(u16, Mail),
@@ -339,6 +335,11 @@ impl Hub {
             _ => None,
         };
         let mut router = self.router.lock();
+        // The user's info before their joins are announced: an arrival's push
+        // carries it (`Router::push_presence`).
+        if let (Some(user), Some(info)) = (user, info) {
+            router.set_presence_info(user, info.into_boxed_str());
+        }
         let (mut reads, mut refused) = (Vec::with_capacity(channels.len()), Vec::new());
         // Presence companions after the joins are announced: a connection's pushes
         // start after its own arrival (never before its `subscribed`).

@@ -221,6 +221,7 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         presence_off_prefix: Vec::new(),
         webhook: None,
         webhook_secret: None,
+        webhook_pusher_key: None,
         max_presence_members: router::DEFAULT_MAX_PRESENCE_MEMBERS,
     };
     (path, args)

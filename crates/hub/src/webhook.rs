@@ -10,6 +10,11 @@
 //! up to [`MAX_BACKOFF`], until it is: events reach the back-end in order, and
 //! under a long outage the queue keeps the newest.
 //!
+//! With `--webhook-pusher-key` the same batches go in Pusher's format ([`Style`]):
+//! `{"time_ms":…,"events":[{"name":"member_added","channel":"presence-a",
+//! "user_id":"42"},…]}` with `X-Pusher-Key` and `X-Pusher-Signature: <hex
+//! HMAC-SHA256(secret, body)>`, which the `pusher` server SDKs' `webhook()` checks.
+//!
 //! Plain `http://` only (a TLS-terminating proxy goes in front for `https`): one
 //! request per connection, `Connection: close`, written by hand over std's TCP.
 
@@ -37,6 +42,45 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// The sender's side: a queue and its counters.
 pub struct Webhook {
     shared: Arc<Shared>,
+    style: Arc<Style>,
+}
+
+/// Whose format the webhook speaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// myriad's: `X-Myriad-Signature: sha256=<hex>`, events as on NATS.
+    Myriad,
+    /// Pusher's, for the app whose key is `key`.
+    Pusher { key: String },
+}
+
+impl Style {
+    /// One event as this style's JSON.
+    fn event(&self, event: &PresenceEvent, time_ms: u64) -> serde_json::Value {
+        match self {
+            Style::Myriad => event_json(event, time_ms),
+            Style::Pusher { .. } => {
+                let mut json = serde_json::json!({
+                    "name": event.kind.name(),
+                    "channel": &*event.channel,
+                });
+                if let Some(user) = event.user {
+                    json["user_id"] = user.to_string().into();
+                }
+                json
+            }
+        }
+    }
+
+    /// The signature's header line (without CRLF).
+    fn headers(&self, signature: &str) -> String {
+        match self {
+            Style::Myriad => format!("X-Myriad-Signature: sha256={signature}"),
+            Style::Pusher { key } => {
+                format!("X-Pusher-Key: {key}\r\nX-Pusher-Signature: {signature}")
+            }
+        }
+    }
 }
 
 struct Shared {
@@ -65,7 +109,7 @@ struct Target {
 
 impl Webhook {
     /// Starts the sender thread for `url`, signing with `secret`.
-    pub fn start(url: &str, secret: &str) -> anyhow::Result<Webhook> {
+    pub fn start(url: &str, secret: &str, style: Style) -> anyhow::Result<Webhook> {
         let target = parse_url(url)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -73,11 +117,13 @@ impl Webhook {
         });
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
         let thread = shared.clone();
+        let style = Arc::new(style);
+        let headers = style.clone();
         std::thread::Builder::new()
             .name("myriad-webhook".into())
-            .spawn(move || run(&thread, &target, &key))
+            .spawn(move || run(&thread, &target, &key, &headers))
             .context("cannot start the webhook thread")?;
-        Ok(Webhook { shared })
+        Ok(Webhook { shared, style })
     }
 
     /// Queues `events` (never blocks: a full queue drops its oldest).
@@ -88,7 +134,7 @@ impl Webhook {
                 state.queue.pop_front();
                 state.dropped += 1;
             }
-            state.queue.push_back(event_json(event, time_ms));
+            state.queue.push_back(self.style.event(event, time_ms));
         }
         state.since.get_or_insert_with(Instant::now);
         self.shared.wake.notify_one();
@@ -116,7 +162,7 @@ impl Drop for Webhook {
 
 /// The sender thread: a batch when it is full or its first event waited
 /// [`BATCH_WAIT`], then tries until it is taken.
-fn run(shared: &Shared, target: &Target, key: &ring::hmac::Key) {
+fn run(shared: &Shared, target: &Target, key: &ring::hmac::Key, style: &Style) {
     loop {
         let events: Vec<serde_json::Value> = {
             let mut state = shared.state.lock();
@@ -146,7 +192,7 @@ fn run(shared: &Shared, target: &Target, key: &ring::hmac::Key) {
         let signature = hex(ring::hmac::sign(key, body.as_bytes()).as_ref());
         let mut backoff = Duration::from_millis(100);
         loop {
-            match post(target, &body, &signature) {
+            match post(target, &body, &style.headers(&signature)) {
                 Ok(()) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "webhook POST failed");
@@ -167,7 +213,8 @@ fn run(shared: &Shared, target: &Target, key: &ring::hmac::Key) {
 }
 
 /// One POST; `Ok` on a 2xx answer.
-fn post(target: &Target, body: &str, signature: &str) -> anyhow::Result<()> {
+fn post(target: &Target, body: &str, signature_headers: &str) -> anyhow::Result<()> {
+    // `signature_headers`: the style's signature header line(s).
     let addr = target
         .host
         .to_socket_addrs()?
@@ -178,7 +225,7 @@ fn post(target: &Target, body: &str, signature: &str) -> anyhow::Result<()> {
     stream.set_write_timeout(Some(TIMEOUT))?;
     let head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nX-Myriad-Signature: sha256={signature}\r\n\
+         Content-Length: {}\r\n{signature_headers}\r\n\
          Connection: close\r\n\r\n",
         target.path,
         target.host,
@@ -300,7 +347,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_its_oldest_and_counts_them() {
         // Port 9 (discard) on loopback: nothing listens, every POST fails.
-        let webhook = Webhook::start("http://127.0.0.1:9/", "s").unwrap();
+        let webhook = Webhook::start("http://127.0.0.1:9/", "s", Style::Myriad).unwrap();
         let event = PresenceEvent {
             kind: router::EventKind::MemberAdded,
             channel: "room".into(),

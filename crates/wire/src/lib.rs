@@ -22,6 +22,7 @@
 //! | `sse` | Server-Sent Events (A2) |
 //! | `poll` | long-poll JSON bodies (A3) |
 //! | `ws` | WebSocket handshake, frames, fragmentation state (A4) |
+//! | [`pusher`] | the Pusher Channels protocol's JSON frames, `/app/<key>` (J1) |
 //! | [`h2`] | HTTP/2 frames, response HEADERS, stream ↔ HTTP/1.1 bridging (issue 13) |
 //!
 //! # Client-visible failures
@@ -52,6 +53,7 @@ mod edges;
 pub mod h2;
 mod head;
 mod poll;
+pub mod pusher;
 mod query;
 mod response;
 mod route;
@@ -74,7 +76,7 @@ pub use poll::write_poll_body;
 pub use response::{
     add_header, reason_phrase, write_api_answer, write_error_response, write_response, CONTINUE_100,
 };
-pub use route::{route, Present, Route, RouteError, StreamControl, Transport};
+pub use route::{route, Present, PusherCall, Route, RouteError, StreamControl, Transport};
 pub use since::{parse_positions, write_positions, Since};
 pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
 pub use stream::{

@@ -106,6 +106,32 @@ pub enum Route {
     /// `POST /subscribe` or `POST /unsubscribe`: another stream of the same HTTP/2
     /// connection joins or leaves a channel.
     Control(StreamControl),
+    /// `GET /app/<key>?protocol=7` with a WebSocket upgrade: a Pusher Channels client
+    /// (SPEC J1, [`crate::pusher`]). `key` is as sent (the core looks it up);
+    /// `protocol` is `None` when absent or not a number.
+    Pusher { key: String, protocol: Option<u32> },
+    /// `/apps/<id>/…`: Pusher's HTTP API ([`PusherCall`]), signed in the query
+    /// (checked with the body, `auth::PusherApp`). `path` and `query` are as sent:
+    /// the signature covers them.
+    PusherApi {
+        app: String,
+        call: PusherCall,
+        path: String,
+        query: String,
+    },
+}
+
+/// Which call of Pusher's HTTP API a request makes.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum PusherCall {
+    /// `POST /apps/<id>/events`.
+    Events,
+    /// `POST /apps/<id>/batch_events`.
+    BatchEvents,
+    /// `GET /apps/<id>/channels/<name>`.
+    Channel(String),
+    /// `GET /apps/<id>/channels/<name>/users`.
+    Users(String),
 }
 
 /// Whose presence `GET /presence/<name>` asks for.
@@ -201,7 +227,18 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
     let first = segs.next().unwrap_or_default();
     let second = segs.next();
     let third = segs.next();
-    if segs.next().is_some() {
+    let fourth = segs.next();
+    if let ("apps", Some(app), Some("channels"), Some(name)) = (first, second, third, fourth) {
+        need(head.method, Method::Get, GET)?;
+        let name = channel_in_path(name)?;
+        let call = match (segs.next(), segs.next()) {
+            (None, _) => PusherCall::Channel(name),
+            (Some("users"), None) => PusherCall::Users(name),
+            _ => return Err(RouteError::NotFound),
+        };
+        return Ok(pusher_api(head, app, call));
+    }
+    if fourth.is_some() {
         return Err(RouteError::NotFound);
     }
     let m = head.method;
@@ -339,6 +376,24 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             need(m, Method::Get, GET)?;
             Ok(Route::Health)
         }
+        ("app", Some(key), None) => {
+            need(m, Method::Get, GET)?;
+            if head.websocket.is_none() {
+                return Err(RouteError::UpgradeRequired);
+            }
+            Ok(Route::Pusher {
+                key: key.to_string(),
+                protocol: crate::pusher::protocol_of(head.query.as_deref()),
+            })
+        }
+        ("apps", Some(app), Some(what @ ("events" | "batch_events"))) => {
+            need(m, Method::Post, POST)?;
+            let call = match what {
+                "events" => PusherCall::Events,
+                _ => PusherCall::BatchEvents,
+            };
+            Ok(pusher_api(head, app, call))
+        }
         ("subscribe" | "unsubscribe", None, None) => {
             need(m, Method::Post, POST)?;
             let subscribe = first == "subscribe";
@@ -351,6 +406,15 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             }))
         }
         _ => Err(RouteError::NotFound),
+    }
+}
+
+fn pusher_api(head: &RequestHead, app: &str, call: PusherCall) -> Route {
+    Route::PusherApi {
+        app: app.to_string(),
+        call,
+        path: head.path.clone(),
+        query: head.query.clone().unwrap_or_default(),
     }
 }
 

@@ -360,3 +360,48 @@ fn statuses_and_headers() {
 
 #[path = "route_channel_tests.rs"]
 mod channels;
+
+#[test]
+fn pusher_routes() {
+    assert_eq!(
+        r("POST", "/apps/a1/events?auth_key=k"),
+        Ok(Route::PusherApi {
+            app: "a1".into(),
+            call: PusherCall::Events,
+            path: "/apps/a1/events".into(),
+            query: "auth_key=k".into(),
+        })
+    );
+    match r("GET", "/apps/a1/channels/presence-x/users?auth_key=k") {
+        Ok(Route::PusherApi { call, path, .. }) => {
+            assert_eq!(call, PusherCall::Users("presence-x".into()));
+            assert_eq!(path, "/apps/a1/channels/presence-x/users");
+        }
+        other => panic!("{other:?}"),
+    }
+    match r("GET", "/apps/a1/channels/news") {
+        Ok(Route::PusherApi { call, .. }) => assert_eq!(call, PusherCall::Channel("news".into())),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        r("GET", "/apps/a1/channels/news/other"),
+        Err(RouteError::NotFound)
+    );
+    assert_eq!(
+        r("GET", "/apps/a1/channels/news/users/x"),
+        Err(RouteError::NotFound)
+    );
+    assert!(matches!(
+        r("POST", "/apps/a1/channels/news"),
+        Err(RouteError::MethodNotAllowed { .. })
+    ));
+    assert!(matches!(
+        r("GET", "/apps/a1/events"),
+        Err(RouteError::MethodNotAllowed { .. })
+    ));
+    // The WebSocket endpoint needs an upgrade.
+    assert_eq!(
+        r("GET", "/app/k?protocol=7"),
+        Err(RouteError::UpgradeRequired)
+    );
+}

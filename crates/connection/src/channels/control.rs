@@ -99,9 +99,9 @@ enum Control {
 
 /// Why a subscribe or unsubscribe was refused: the text both askers get, and the
 /// HTTP status a POST is answered with.
-struct Refused {
-    status: u16,
-    why: &'static str,
+pub(crate) struct Refused {
+    pub(crate) status: u16,
+    pub(crate) why: &'static str,
 }
 
 fn refused(status: u16, why: &'static str) -> Refused {
@@ -129,6 +129,25 @@ fn subscribe_later(
     since: Option<&str>,
     presence: bool,
 ) -> Result<(), Refused> {
+    subscribe_as(conn, cx, name, since, presence, None)
+}
+
+/// [`subscribe_later`] as a member: a connection without a user becomes `user`'s
+/// (logged in with the join, its presence `info` with it), as a Pusher presence
+/// subscription does; a connection of another user is refused.
+pub(crate) fn subscribe_as(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    name: &str,
+    since: Option<&str>,
+    presence: bool,
+    member: Option<(u64, Option<String>)>,
+) -> Result<(), Refused> {
+    if let Some((user, _)) = &member {
+        if conn.has(LOGGED_IN) && conn.user != *user {
+            return Err(refused(409, "this connection is already another user's"));
+        }
+    }
     wire::channel::check_name(name).map_err(|why| refused(400, why))?;
     let since = match since.map(|s| Since::parse(s.as_bytes())) {
         None => None,
@@ -169,21 +188,34 @@ fn subscribe_later(
             epoch: None,
         });
     }
+    // A member's first join logs the connection in, with its info.
+    let (login, info) = match member {
+        Some((user, info)) if !conn.has(LOGGED_IN) => {
+            conn.user = user;
+            conn.set(LOGGED_IN, true);
+            (true, info)
+        }
+        _ => (false, None),
+    };
     cx.out.request(Request::Join {
         user: conn.has(LOGGED_IN).then_some(conn.user),
-        login: false,
+        login,
         since: None,
         epoch: None,
         channels,
         // The user's info went with their first join (see docs/protocol.md
         // "Presence" for what a later subscribe on another router shard shows).
-        info: None,
+        info,
     });
     Ok(())
 }
 
 /// Leaves a channel now: no message of it is written after this.
-fn unsubscribe_later(conn: &mut Connection, cx: &mut Cx, name: &str) -> Result<(), Refused> {
+pub(crate) fn unsubscribe_later(
+    conn: &mut Connection,
+    cx: &mut Cx,
+    name: &str,
+) -> Result<(), Refused> {
     let Some(chans) = conn.chans.as_mut() else {
         return Err(refused(409, "not subscribed"));
     };
@@ -243,6 +275,9 @@ pub(crate) fn joined_later(
         match transport {
             // A presence companion is refused with its channel, which says so.
             _ if companion => {}
+            Transport::WebSocket if held.is_some() && crate::pusher::is(conn) => {
+                crate::pusher::subscription_error(cx, &name, "SubscriptionError", why.text(), 409)
+            }
             Transport::WebSocket if held.is_some() => error(cx, Some(&name), why.text()),
             Transport::WebSocket => {}
             _ => cx

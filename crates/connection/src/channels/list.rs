@@ -182,7 +182,7 @@ impl Chans {
     }
 
     /// Where joined channel `name` is.
-    pub(super) fn position_joined(&self, name: &str) -> Option<usize> {
+    pub(crate) fn position_joined(&self, name: &str) -> Option<usize> {
         let id = names::id(name)?;
         self.list.iter().position(|s| s.is_joined(id))
     }

@@ -15,7 +15,9 @@ mod poll;
 #[cfg(test)]
 mod tests;
 
-pub(super) use control::{handle_control, handle_stream_control, joined_later};
+pub(super) use control::{
+    handle_control, handle_stream_control, joined_later, subscribe_as, unsubscribe_later,
+};
 pub(super) use list::Chans;
 use list::Sub;
 pub(crate) use names::id as name_id;
@@ -156,6 +158,7 @@ pub(super) fn start(
         Transport::WebSocket => {
             let key = ws_key.unwrap_or_default();
             cx.out.write(|out| wire::write_ws_handshake(out, &key));
+            crate::pusher::established(conn, cx);
         }
     }
     conn.state = match transport {
@@ -266,7 +269,10 @@ fn joined(
     resume: bool,
 ) {
     if transport == Transport::WebSocket && wire::channel::presence_of(name).is_none() {
-        ws_text(cx, &subscribed_json(name, history, resume));
+        match crate::pusher::is(conn) {
+            true => crate::pusher::joined(cx, name),
+            false => ws_text(cx, &subscribed_json(name, history, resume)),
+        }
     }
     if resume {
         replay_stream(conn, cx, transport, Some(name), history);
@@ -439,6 +445,22 @@ fn write_message(
         }
         State::Stream if conn.has(HTTP10) => cx.out.send(frames.tagged_line()),
         State::Stream => cx.out.send(frames.tagged_stream()),
+        _ if crate::pusher::is(conn) => {
+            if channel.is_none() {
+                return false; // a user's own messages: not in Pusher's protocol yet
+            }
+            if let Some(push) =
+                channel.and_then(|c| crate::pusher::member_push(c, frames.payload()))
+            {
+                cx.out.write(|out| out.extend_from_slice(&push));
+                return true;
+            }
+            let (frame, from) = frames.pusher();
+            if crate::pusher::is_own(conn, from) {
+                return false;
+            }
+            cx.out.send(frame);
+        }
         _ if channel.is_some() => cx.out.send(frames.envelope(at)),
         // A user delivery on a framed WebSocket: its position is the user's.
         _ => cx.out.write(|out| frames.write_envelope(out, at)),

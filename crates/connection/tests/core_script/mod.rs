@@ -82,6 +82,17 @@ pub const FRAGMENTS: &[&[u8]] = &[
     // query, and as a bearer shaped like a JWT.
     b"POST /pub/room:1?token=a.b.c HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
     b"POST /pub HTTP/1.1\r\nAuthorization: Bearer a.b.c\r\nContent-Length: 26\r\n\r\n{\"subject\":1,\"data\":\"x\"}\n\n",
+    // Pusher clients and API (docs/protocol.md "Pusher clients"; app key1 is known).
+    b"GET /app/key1?protocol=7 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    b"GET /app/nope?protocol=6 HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    b"\x81\xa1\x00\x00\x00\x00{\"event\":\"pusher:ping\",\"data\":{}}",
+    b"\x81\xb6\x00\x00\x00\x00{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":\"news\"}}",
+    b"\x81\xcc\x00\x00\x00\x00{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":\"private-a\",\"auth\":\"key1:00\"}}",
+    b"\x81\xee\x00\x00\x00\x00{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":\"presence-a\",\"auth\":\"key1:00\",\"channel_data\":\"{\\\"user_id\\\":7}\"}}",
+    b"\x81\xb9\x00\x00\x00\x00{\"event\":\"client-x\",\"channel\":\"private-a\",\"data\":{\"n\":1}}",
+    b"\x81\xb8\x00\x00\x00\x00{\"event\":\"pusher:unsubscribe\",\"data\":{\"channel\":\"news\"}}",
+    b"POST /apps/app1/events?auth_key=key1&auth_timestamp=0&auth_version=1.0&auth_signature=00 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+    b"GET /apps/app1/channels/presence-a/users?auth_key=key1 HTTP/1.1\r\n\r\n",
 ];
 
 /// A tiny cursor over the script.
@@ -126,7 +137,10 @@ fn config(policy: u8) -> Config {
         max_channels: 64,
         sse_retry_ms: 1000,
         limits: wire::Limits::default(),
-        access: Default::default(),
+        access: Arc::new(connection::Access {
+            pusher: auth::PusherApps::parse(["app1:key1:secret1"]).expect("a valid app"),
+            ..Default::default()
+        }),
         unix_start_ms: 0,
     }
 }

@@ -155,7 +155,7 @@ pub(super) struct Infos {
 }
 
 impl Infos {
-    fn get(&self, user: UserId) -> Option<&str> {
+    pub(super) fn get(&self, user: UserId) -> Option<&str> {
         self.map.get(&user).map(|i| &**i)
     }
 

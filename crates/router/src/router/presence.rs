@@ -17,7 +17,9 @@ impl Router {
 
     /// Pushes a `member_*` event to the subscribers of its channel's presence
     /// companion (`wire::channel::presence_channel`), as a message of that channel
-    /// (`+<user>` or `-<user>`), handing `deliver` each delivery. Nothing is
+    /// (`+<user>` or `-<user>`; an arrival of a user with presence info says it
+    /// after a space, `+<user> <info>`, for clients that show it with the join, as
+    /// Pusher's `member_added` does), handing `deliver` each delivery. Nothing is
     /// published (and no history kept) while the companion has no subscriber, and
     /// nothing is journaled: presence is not durable. Returns the message, if any.
     pub fn push_presence(
@@ -35,7 +37,11 @@ impl Router {
         if self.channels.connections(&companion) == 0 {
             return None;
         }
-        let payload = format!("{sign}{}", event.user.unwrap_or(0));
+        let user = event.user.unwrap_or(0);
+        let payload = match (event.kind, self.infos.get(user)) {
+            (EventKind::MemberAdded, Some(info)) => format!("{sign}{user} {info}"),
+            _ => format!("{sign}{user}"),
+        };
         let msg = Arc::new(Message::to_channel(&companion, payload.into()));
         let keep = Keep {
             capacity: self.config.history,

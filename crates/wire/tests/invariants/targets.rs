@@ -105,7 +105,39 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("since", since),
     ("h2_frames", h2_frames),
     ("hpack", hpack),
+    ("pusher", pusher),
 ];
+
+/// A Pusher client's text frame (`wire::pusher`), the same bytes as a channel
+/// message's payload and as an `/app/` query: never a panic, and what is read
+/// writes back to the same event.
+pub fn pusher(data: &[u8]) {
+    use wire::pusher::{parse_client_frame, protocol_of, write_event, ClientFrame, Published};
+    if let Ok(ClientFrame::ClientEvent {
+        event,
+        channel,
+        data: d,
+    }) = parse_client_frame(data)
+    {
+        let mut out = Vec::new();
+        write_event(&mut out, &event, Some(&channel), &d);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("written JSON parses");
+        assert_eq!(v["event"], event.as_str());
+        assert_eq!(v["data"], d.as_str());
+    }
+    let p = Published::read(data);
+    let again = Published::read(&Published::envelope(
+        &p.event,
+        &p.data,
+        p.socket_id.as_deref(),
+    ));
+    assert_eq!(again, p, "an envelope reads back as itself");
+    let text = std::str::from_utf8(data).ok();
+    let _ = protocol_of(text);
+    if let Some(Ok((_, Some(info)))) = text.map(wire::pusher::parse_channel_data) {
+        assert!(info.len() <= wire::pusher::MAX_USER_INFO);
+    }
+}
 
 /// HTTP/2 frames: byte 0 picks the largest frame (16,384 or 2^24-1) and the split
 /// of the response-reader pass; the rest is what a client sends after the preface.
