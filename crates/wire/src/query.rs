@@ -37,6 +37,9 @@ pub(crate) struct SubscriptionQuery {
     /// `presence=1`: join/leave pushes of every channel named (docs/protocol.md
     /// "Presence events").
     pub presence: bool,
+    /// `friends=1`: `online`/`offline` pushes of the users the path's user
+    /// follows (docs/protocol.md "Friends online").
+    pub friends: bool,
 }
 
 /// Longest `session` name, in bytes.
@@ -155,6 +158,13 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                     "1" | "true" => true,
                     "0" | "false" => false,
                     _ => return Err(QueryError::Bad("presence is 1, true, 0 or false")),
+                }
+            }
+            "friends" => {
+                q.friends = match v {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(QueryError::Bad("friends is 1, true, 0 or false")),
                 }
             }
             _ => {}
