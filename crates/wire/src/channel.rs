@@ -79,6 +79,12 @@ pub fn friends_of(name: &str) -> Option<u64> {
     id.parse().ok()
 }
 
+/// Whether `name` is an internal companion (presence or friends): a channel no
+/// client names, joined beside what the client asked for.
+pub fn is_companion(name: &str) -> bool {
+    presence_of(name).is_some() || friends_of(name).is_some()
+}
+
 fn allowed(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_-=@,.;:".contains(&b)
 }

@@ -241,10 +241,10 @@ impl Chans {
     }
 
     /// How many channels count against `--max-channels-per-connection` (a
-    /// channel's presence companion rides with it).
+    /// channel's presence companion rides with it, the friends companion too).
     pub(super) fn len(&self) -> usize {
         self.channels()
-            .filter(|s| !s.refused() && wire::channel::presence_of(&s.name()).is_none())
+            .filter(|s| !s.refused() && !wire::channel::is_companion(&s.name()))
             .count()
     }
 

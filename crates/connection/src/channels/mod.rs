@@ -61,8 +61,12 @@ pub(super) fn join_at_start(
             });
         }
     }
-    // A presence companion is allowed with its channel.
+    // A presence companion is allowed with its channel; the friends companion of
+    // the connection's own user always (what it carries is theirs to know).
     let allowed = |name: &str| {
+        if let Some(of) = wire::channel::friends_of(name) {
+            return user == Some(of);
+        }
         let name = wire::channel::presence_of(name).unwrap_or(name);
         allow.as_ref().is_none_or(|g| g.allows(name))
     };
@@ -255,7 +259,8 @@ fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, 
 }
 
 /// A channel's join is answered on its connection: a WebSocket's `subscribed` frame
-/// (a presence companion is answered by its channel's), the replay when the client
+/// (a presence companion is answered by its channel's, the friends companion by
+/// none), the replay when the client
 /// resumes, then the channel stands where the join read it.
 fn joined(
     conn: &mut Connection,
@@ -265,7 +270,7 @@ fn joined(
     history: &HistoryRead,
     resume: bool,
 ) {
-    if transport == Transport::WebSocket && wire::channel::presence_of(name).is_none() {
+    if transport == Transport::WebSocket && !wire::channel::is_companion(name) {
         ws_text(cx, &subscribed_json(name, history, resume));
     }
     if resume {
