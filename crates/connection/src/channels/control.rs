@@ -161,7 +161,9 @@ fn subscribe_later(
         epoch: since.and_then(|s| s.epoch),
     }];
     let companion = wire::channel::presence_channel(name);
-    if presence && chans.find(&companion).is_none() {
+    // `nopresence` claim: the channel is joined, its pushes are not.
+    let watches = chans.allow.as_ref().is_none_or(|g| g.watches(name));
+    if presence && watches && chans.find(&companion).is_none() {
         chans.push(Sub::new_later(&companion, None));
         channels.push(ChannelJoin {
             name: companion,

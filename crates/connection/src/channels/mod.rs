@@ -16,6 +16,7 @@ mod poll;
 mod tests;
 
 pub(super) use control::{handle_control, handle_stream_control, joined_later};
+pub(crate) use list::Access;
 pub(super) use list::Chans;
 use list::Sub;
 pub(crate) use names::id as name_id;
@@ -45,7 +46,7 @@ pub(super) fn join_at_start(
     user: Option<u64>,
     since: Option<Since>,
     channels: Vec<(String, Option<Since>)>,
-    (allow, info): (Option<auth::ChannelGrant>, Option<Box<str>>),
+    (allow, info): (Option<Access>, Option<Box<str>>),
 ) {
     if let Some(old) = conn.chans.take() {
         let same_user = user == conn.has(LOGGED_IN).then_some(conn.user);
@@ -67,8 +68,11 @@ pub(super) fn join_at_start(
         if let Some(of) = wire::channel::friends_of(name) {
             return user == Some(of);
         }
-        let name = wire::channel::presence_of(name).unwrap_or(name);
-        allow.as_ref().is_none_or(|g| g.allows(name))
+        match wire::channel::presence_of(name) {
+            // `nopresence` claim: no pushes of this channel's joins and leaves.
+            Some(name) => allow.as_ref().is_none_or(|g| g.watches(name)),
+            None => allow.as_ref().is_none_or(|g| g.allows(name)),
+        }
     };
     let subs: Vec<Sub> = channels
         .iter()
@@ -108,7 +112,7 @@ pub(super) fn join_at_start(
 
 /// A refreshed token's `chan` claim: what later subscribes are judged by (the
 /// channels already joined stay).
-pub(super) fn regrant(conn: &mut Connection, allow: auth::ChannelGrant) {
+pub(super) fn regrant(conn: &mut Connection, allow: Access) {
     if let Some(chans) = conn.chans.as_mut() {
         chans.allow = Some(Box::new(allow));
     }
