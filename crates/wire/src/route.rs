@@ -119,6 +119,8 @@ pub struct StreamControl {
     pub since: Option<String>,
     /// True for `/subscribe`, false for `/unsubscribe`.
     pub subscribe: bool,
+    /// `presence=1` on a subscribe: also the channel's join/leave pushes.
+    pub presence: bool,
 }
 
 /// Why no route matched; see [`RouteError::status`] and [`RouteError::headers`].
@@ -334,6 +336,7 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
                 channel: q.channel,
                 since: q.since,
                 subscribe,
+                presence: q.presence,
             }))
         }
         _ => Err(RouteError::NotFound),

@@ -267,6 +267,7 @@ fn subscribe_and_unsubscribe_name_a_session_and_a_channel() {
             channel: "room:1".into(),
             since: Some("3-4".into()),
             subscribe: true,
+            presence: false,
         }))
     );
     assert_eq!(
@@ -276,12 +277,26 @@ fn subscribe_and_unsubscribe_name_a_session_and_a_channel() {
             channel: "news".into(),
             since: None,
             subscribe: false,
+            presence: false,
+        }))
+    );
+    assert_eq!(
+        r("POST", "/subscribe?session=s&channel=room&presence=1"),
+        Ok(Route::Control(StreamControl {
+            session: "s".into(),
+            channel: "room".into(),
+            since: None,
+            subscribe: true,
+            presence: true,
         }))
     );
     let allow = Err(RouteError::MethodNotAllowed { allow: "POST" });
     assert_eq!(r("GET", "/subscribe?session=s&channel=a"), allow);
     assert_eq!(r("DELETE", "/unsubscribe?session=s&channel=a"), allow);
     for bad in [
+        "/subscribe?session=s&channel=a&presence=2",
+        "/subscribe?session=s&channel=a&presence=1&presence=1",
+        "/unsubscribe?session=s&channel=a&presence=1",
         "/subscribe?channel=a",
         "/subscribe?session=s",
         "/unsubscribe?session=s&channel=a&since=1",

@@ -73,7 +73,8 @@ pub(crate) fn handle_stream_control(
         _ => return Some(ControlAnswer::no_stream(name)),
     }
     if control.subscribe {
-        let refused = subscribe_later(conn, cx, name, control.since.as_deref(), false).err()?;
+        let since = control.since.as_deref();
+        let refused = subscribe_later(conn, cx, name, since, control.presence).err()?;
         return Some(ControlAnswer::refused(name, refused.status, refused.why));
     }
     Some(match unsubscribe_later(conn, cx, name) {
