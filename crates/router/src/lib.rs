@@ -55,6 +55,7 @@ pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
 pub use router::friends::{
     FriendsConfig, FriendsStats, DEFAULT_FRIENDS_MAX_FANOUT, MAX_CHANGES_PER_MESSAGE,
+    MAX_MESSAGES_PER_TICK,
 };
 pub use router::online::{Member, Presence, PresenceOf};
 pub use router::Router;

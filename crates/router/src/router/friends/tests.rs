@@ -181,3 +181,29 @@ fn the_watcher_set_follows_the_companion_s_connections() {
         .iter()
         .all(|e| !e.channel.ends_with("~friends")));
 }
+
+#[test]
+fn a_tick_publishes_at_most_its_cap_and_the_rest_wait_for_the_next_in_one_message() {
+    let t0 = Instant::now();
+    let mut r = router(MAX_MESSAGES_PER_TICK + 10);
+    let followers = MAX_MESSAGES_PER_TICK as u64 + 5;
+    for f in 1..=followers {
+        r.subscribe(f, 1_000_000);
+        r.subscribe(f, 1_000_001);
+        watch(&mut r, f, conn(0, f as u32));
+    }
+    r.handle_login(1_000_000, conn(1, 1));
+    assert_eq!(tick(&mut r, t0).len(), MAX_MESSAGES_PER_TICK);
+    assert_eq!(r.friends_stats().deferred, 5);
+    // The five left over get the next tick's change in the same message.
+    r.handle_login(1_000_001, conn(1, 2));
+    let pushed = tick(&mut r, t0);
+    let waited: Vec<&(String, String, Vec<ConnRef>)> = pushed
+        .iter()
+        .filter(|p| p.1 == r#"{"online":[1000000,1000001],"offline":[]}"#)
+        .collect();
+    assert_eq!(waited.len(), 5);
+    assert_eq!(pushed.len(), MAX_MESSAGES_PER_TICK);
+    assert_eq!(tick(&mut r, t0).len(), 5);
+    assert_eq!(tick(&mut r, t0), []);
+}
