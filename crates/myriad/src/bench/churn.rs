@@ -83,10 +83,17 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         .then(|| Duration::from_secs_f64((per * workers_n) as f64 / args.churn_rate));
     let tally = Arc::new(Tally::default());
     let mut workers = Vec::new();
+    // `--churn-rooms`: each connection in one room, watching its joins and leaves.
+    let url = match args.churn_rooms {
+        0 => sub_url(&server),
+        _ => format!("{}?channel=%c&presence=1", sub_url(&server)),
+    };
     for w in 0..workers_n {
         let first_src = 2 + w * SOURCES_PER_WORKER;
         let fa = FloodArgs {
-            urls: vec![sub_url(&server)],
+            urls: vec![url.clone()],
+            rooms: (args.churn_rooms > 0).then_some(args.churn_rooms),
+            rooms_per_connection: 1,
             ca: super::context::tls_ca(),
             h2: super::context::h2_streams().is_some(),
             streams_per_connection: super::context::h2_streams().unwrap_or(1),
@@ -154,6 +161,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let pid = server.child.id();
     let mut probe = Probe::new(vec![server.clone()]);
     let start = probe.sample();
+    let cpu_start = probe.cpu();
     let t0 = Instant::now();
     let mut rss_samples = Vec::new();
     let mut soak = Soak::default();
@@ -187,6 +195,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         None => None,
     };
     let end = probe.sample();
+    let cpu_end = probe.cpu();
     let secs = t0.elapsed().as_secs_f64();
     watch(&live, &mut probe, 30.0, &mut |s| s.connections == 0);
     live.emit(format!("everyone left; settling {:.0} s", args.settle));
@@ -205,6 +214,25 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             count(connects as f64)
         ),
     );
+    report.fact(
+        "server CPU per connect (and its close, the pushes it caused)",
+        format!(
+            "{:.1} µs ({:.2} CPU s over {} connects)",
+            (cpu_end - cpu_start) * 1e6 / connects.max(1) as f64,
+            cpu_end - cpu_start,
+            count(connects as f64)
+        ),
+    );
+    if args.churn_rooms > 0 {
+        report.fact(
+            "rooms",
+            format!(
+                "{} rooms, each connection in one with presence=1; messages out {}",
+                args.churn_rooms,
+                count(end.messages_out.saturating_sub(start.messages_out) as f64)
+            ),
+        );
+    }
     report.fact(
         "closes / s (server)",
         format!(
