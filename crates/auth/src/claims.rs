@@ -1,8 +1,9 @@
 //! The claims myriad reads from a token's payload, parsed into a typed struct (no
 //! `serde_json::Value`): `sub` (the user id), `exp`, `nbf`, `iss`, `aud` (a string or
 //! an array of strings, RFC 7519 4.1.3), `pub` (the subjects a client may publish
-//! to, SPEC C7), `chan` and `info` (a JSON object shown beside the user in presence
-//! lists, kept as its compact text). Unknown claims are ignored; a claim that is
+//! to, SPEC C7), `chan`, `info` (a JSON object shown beside the user in presence
+//! lists, kept as its compact text) and `nopresence` (channels where the client
+//! gets no join/leave pushes). Unknown claims are ignored; a claim that is
 //! present twice, or present with the wrong type, refuses the token.
 //!
 //! Not here: signatures and time checks (`jwt`).
@@ -37,6 +38,9 @@ pub struct Claims {
     /// The `info` claim (a JSON object) as compact JSON text; its size is the
     /// gateway's to bound (`--max-presence-info`).
     pub info: Option<Box<str>>,
+    /// Parsed `nopresence` claim: channels on which the client's `presence=1` is
+    /// not honoured (no join/leave pushes for it there); absent, none.
+    pub no_presence: ChannelGrant,
 }
 
 /// Channels a token allows (the `chan` claim, and the channel items of `pub`):
@@ -222,6 +226,7 @@ struct RawClaims {
     publish: Option<Vec<IdOrText>>,
     chan: Option<Vec<String>>,
     info: Option<serde_json::Map<String, serde_json::Value>>,
+    nopresence: Option<Vec<String>>,
 }
 
 /// Parses a decoded payload (JSON bytes). Used by the verifier after the signature
@@ -257,6 +262,10 @@ pub fn parse_claims(json: &[u8]) -> Result<Claims, AuthError> {
         info: raw
             .info
             .map(|info| serde_json::Value::Object(info).to_string().into_boxed_str()),
+        no_presence: match raw.nopresence {
+            None => ChannelGrant::Nothing,
+            Some(list) => ChannelGrant::from_patterns(list)?,
+        },
     })
 }
 
@@ -276,6 +285,11 @@ mod tests {
         assert!(all.publish_channels.allows("x") && all.channels.allows("y"));
         let none = parse_claims(br#"{"sub":1}"#).unwrap();
         assert_eq!(none.info, None);
+        assert_eq!(none.no_presence, ChannelGrant::Nothing);
+        let quiet = parse_claims(br#"{"nopresence":["big:*","hall"]}"#).unwrap();
+        assert!(quiet.no_presence.allows("big:1") && quiet.no_presence.allows("hall"));
+        assert!(!quiet.no_presence.allows("room:1"));
+        assert!(parse_claims(br#"{"nopresence":"big:*"}"#).is_err());
         let info = parse_claims(br#"{"info": {"name": "Ada", "n": [1, 2]}}"#).unwrap();
         assert_eq!(info.info.as_deref(), Some(r#"{"n":[1,2],"name":"Ada"}"#));
         assert!(parse_claims(br#"{"info":"Ada"}"#).is_err());

@@ -41,6 +41,8 @@ pub struct Grant {
     pub valid_until: Option<u64>,
     /// The `info` claim as compact JSON text: the user's presence info.
     pub info: Option<Box<str>>,
+    /// The `nopresence` claim: channels where `presence=1` gets no pushes.
+    pub no_presence: ChannelGrant,
 }
 
 /// Verifies subscription tokens against the configured keys.
@@ -229,6 +231,7 @@ impl JwtVerifier {
                 .exp
                 .map(|e| (e + self.leeway as f64).ceil().max(0.0) as u64),
             info: claims.info,
+            no_presence: claims.no_presence,
         }
     }
 }

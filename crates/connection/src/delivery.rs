@@ -83,6 +83,8 @@ impl<'a> Frames<'a> {
     /// connection with channels.
     fn tag(&self) -> Vec<u8> {
         let mut line = match self.channel {
+            // A friends push: `friends {"online":[…],"offline":[…]}`.
+            Some(c) if wire::channel::friends_of(c).is_some() => b"friends".to_vec(),
             // A presence push: `<channel> +<user>` / `<channel> -<user>`.
             Some(c) => wire::channel::presence_of(c)
                 .unwrap_or(c)
@@ -171,6 +173,10 @@ impl<'a> Frames<'a> {
                 let data = serde_json::json!({"channel": c, change: user}).to_string();
                 return wire::write_sse_data(o, data.as_bytes());
             }
+            if channel.is_some_and(|c| wire::channel::friends_of(c).is_some()) {
+                o.extend_from_slice(b"event: friends\n");
+                return wire::write_sse_data(o, payload);
+            }
             if let Some(c) = channel {
                 o.extend_from_slice(b"event: ");
                 o.extend_from_slice(c.as_bytes());
@@ -200,6 +206,13 @@ fn write_envelope(
     if let Some((c, change, user)) = channel.and_then(|c| presence(c, payload)) {
         let change = serde_json::json!({ change: user });
         let json = serde_json::json!({"channel": c, "pos": pos, "presence": change});
+        return wire::write_ws_frame(out, wire::Opcode::Text, json.to_string().as_bytes());
+    }
+    if channel.is_some_and(|c| wire::channel::friends_of(c).is_some()) {
+        // The router wrote the payload as JSON; anything else goes as a string.
+        let friends = serde_json::from_slice::<serde_json::Value>(payload)
+            .unwrap_or_else(|_| String::from_utf8_lossy(payload).into());
+        let json = serde_json::json!({"friends": friends, "pos": pos});
         return wire::write_ws_frame(out, wire::Opcode::Text, json.to_string().as_bytes());
     }
     let data = String::from_utf8_lossy(payload);

@@ -72,10 +72,10 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                      session= on HTTP/2 only",
                 );
             }
-            // A channel's presence companion rides with it.
+            // A channel's presence companion rides with it, the friends one too.
             let named = channels
                 .iter()
-                .filter(|(c, _)| wire::channel::presence_of(c).is_none())
+                .filter(|(c, _)| !wire::channel::is_companion(c))
                 .count();
             if named > cx.config.max_channels {
                 let why = format!(
@@ -92,7 +92,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             if let Some(until) = grant.as_ref().and_then(|g| g.valid_until) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
-            let allow = grant.as_ref().map(|g| g.channels.clone());
+            let allow = grant.as_ref().map(channels::Access::of);
             let info = grant.as_ref().and_then(|g| g.info.clone());
             if let (Transport::WebSocket, Some(grant)) = (transport, grant) {
                 let publish = (grant.publish, grant.publish_channels);
@@ -146,7 +146,7 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 cx.credentials.set_expiry(cx.key, Some(until));
             }
             if !channels.is_empty() {
-                let token = grant.map(|g| (Some(g.channels), g.info));
+                let token = grant.map(|g| (Some(channels::Access::of(&g)), g.info));
                 let (allow, info) = token.unwrap_or_default();
                 channels::join_at_start(conn, cx, user, since, channels.clone(), (allow, info));
                 return conn.call_wait(cx, State::Polling);

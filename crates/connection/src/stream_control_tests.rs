@@ -16,6 +16,7 @@ fn control(subscribe: bool, channel: &str, since: Option<&str>) -> StreamControl
         channel: channel.into(),
         since: since.map(str::to_string),
         subscribe,
+        presence: false,
     }
 }
 

@@ -64,6 +64,11 @@ pub struct HubArgs {
     #[arg(long, env = "MYRIAD_MAX_PRESENCE_MEMBERS",
           default_value_t = router::DEFAULT_MAX_PRESENCE_MEMBERS)]
     pub max_presence_members: usize,
+    /// Opted-in followers (`friends=1`) one user's online/offline reaches at
+    /// most; the rest are counted as dropped. 0 turns friends events off.
+    #[arg(long, env = "MYRIAD_FRIENDS_MAX_FANOUT",
+          default_value_t = router::DEFAULT_FRIENDS_MAX_FANOUT)]
+    pub friends_max_fanout: usize,
 }
 
 /// `--history-store`.
@@ -98,6 +103,9 @@ impl HubArgs {
                 off_prefixes: self.presence_off_prefix.clone(),
             },
             max_presence_members: self.max_presence_members,
+            friends: router::FriendsConfig {
+                max_fanout: self.friends_max_fanout,
+            },
             ..Default::default()
         }
     }

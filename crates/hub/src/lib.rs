@@ -442,7 +442,7 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
-        self.announce(&mut router, None);
+        self.announce_tick(&mut router);
         // Forgotten rings: deleted from the store once the router lock is released.
         let position = self.history.as_ref().map(|c| c.push(router.take_journal()));
         let stats = router.stats();

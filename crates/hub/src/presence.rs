@@ -41,8 +41,23 @@ impl Hub {
     }
 
     /// Takes the router's events: pushes, then sinks. `deliver: None` is the tick
-    /// or a gateway's death (posted or kept, see the module doc).
+    /// or a gateway's death (posted or kept, see the module doc); the tick also
+    /// pushes the friends changes of the second (`router::router::friends`).
     pub(crate) fn announce(&self, router: &mut Router, deliver: Option<&mut dyn FnMut(u16, Mail)>) {
+        self.announce_with(router, deliver, false);
+    }
+
+    /// [`Hub::announce`] of the tick: with the friends changes.
+    pub(crate) fn announce_tick(&self, router: &mut Router) {
+        self.announce_with(router, None, true);
+    }
+
+    fn announce_with(
+        &self,
+        router: &mut Router,
+        deliver: Option<&mut dyn FnMut(u16, Mail)>,
+        deliver_friends: bool,
+    ) {
         let events = router.take_presence_events();
         let mut kept = self.kept.lock();
         let mut keep;
@@ -61,6 +76,11 @@ impl Hub {
                 &mut keep
             }
         };
+        if deliver_friends {
+            for (msg, deliveries) in router.push_friends(std::time::Instant::now()) {
+                Planned::friends(msg, deliveries).hand_out(deliver);
+            }
+        }
         if events.is_empty() {
             return;
         }

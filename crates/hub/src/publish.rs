@@ -163,6 +163,21 @@ impl Planned {
         })
     }
 
+    /// A friends companion's message with its deliveries (see
+    /// [`Router::push_friends`]).
+    pub(crate) fn friends(msg: Arc<Message>, deliveries: Vec<router::Delivery>) -> Self {
+        let mut per_loop: Vec<Vec<Target>> = Vec::new();
+        for d in deliveries {
+            add_target(&mut per_loop, d);
+        }
+        Planned {
+            msg,
+            published: Instant::now(),
+            per_loop,
+            counts: PublishCounts::default(),
+        }
+    }
+
     /// Gives each loop its mail (one per loop with targets).
     pub(crate) fn hand_out(self, deliver: &mut dyn FnMut(u16, Mail)) {
         for (loop_id, targets) in self.per_loop.into_iter().enumerate() {

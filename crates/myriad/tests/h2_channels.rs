@@ -133,6 +133,52 @@ fn a_stream_joins_and_leaves_channels_by_posts_on_its_connection() {
 }
 
 #[test]
+fn a_post_subscribe_with_presence_1_also_brings_the_channels_joins() {
+    let pki = Pki::new();
+    let server = pki.serve(&[]);
+    runtime().block_on(async {
+        let client = h2_connect(&server, &pki.ca_file, 1 << 20).await;
+        let mut sse = h2_request(&client, "GET", "/sse/1?session=s", SSE, b"")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        body_until(sse.body_mut(), &mut text, "retry:").await;
+        let (status, answer) = post(&client, "/subscribe?session=s&channel=room&presence=1").await;
+        assert_eq!(
+            (status, &answer["subscribed"]),
+            (200, &json!("room")),
+            "{answer}"
+        );
+        let (status, answer) = post(&client, "/subscribe?session=s&channel=quiet").await;
+        assert_eq!(status, 200, "{answer}");
+        // User 42 joins both (quiet first): only room's join is pushed.
+        let mut member = h2_request(
+            &client,
+            "GET",
+            "/sse/42?channel=quiet&channel=room",
+            SSE,
+            b"",
+        )
+        .await
+        .unwrap();
+        body_until(member.body_mut(), &mut String::new(), "retry:").await;
+        body_until(
+            sse.body_mut(),
+            &mut text,
+            "event: presence\ndata: {\"channel\":\"room\",\"joined\":42}\n",
+        )
+        .await;
+        assert!(!text.contains("\"channel\":\"quiet\""), "{text}");
+        // An unsubscribe takes the pushes with the channel.
+        let (status, _) = post(&client, "/unsubscribe?session=s&channel=room").await;
+        assert_eq!(status, 200);
+        let path = "/unsubscribe?session=s&channel=room&presence=1";
+        let r = h2_request(&client, "POST", path, None, b"").await.unwrap();
+        assert_eq!(r.status().as_u16(), 400);
+    });
+}
+
+#[test]
 fn the_streams_token_and_the_channel_limit_decide() {
     const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
     let pki = Pki::new();

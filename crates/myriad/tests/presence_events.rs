@@ -133,6 +133,58 @@ fn sse_and_the_chunked_stream_see_joins_and_a_user_back_within_the_grace_is_not_
     assert!(!stream_text.contains("room -42"), "{stream_text}");
 }
 
+/// A token's `nopresence` claim: its `presence=1` gets no pushes on the channels
+/// it names (the channel itself is joined); other channels' pushes come.
+#[test]
+fn a_tokens_nopresence_claim_turns_off_its_pushes_on_the_channels_it_names() {
+    const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
+    let hs = |claims: serde_json::Value| {
+        let key = jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes());
+        let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    };
+    let server = Server::start(&["--jwt-secret", SECRET, "--presence-grace", "0"]);
+    let quiet =
+        hs(serde_json::json!({"sub": 1, "chan": ["room", "big:*"], "nopresence": ["big:*"]}));
+    let member = hs(serde_json::json!({"sub": 42, "chan": ["*"]}));
+    let (mut watcher, mut wbuf) = open(
+        &server,
+        &format!("/sse/1?channel=big:1&channel=room&presence=1&token={quiet}"),
+        "",
+        "retry:",
+    );
+    // big:1 is joined first: its push, were there one, would come first.
+    let (_m, _) = open(
+        &server,
+        &format!("/sse/42?channel=big:1&channel=room&token={member}"),
+        "",
+        "retry:",
+    );
+    read_until(&mut watcher, &mut wbuf, r#"{"channel":"room","joined":42}"#);
+    let text = String::from_utf8_lossy(&wbuf);
+    assert!(!text.contains(r#""channel":"big:1","joined""#), "{text}");
+    assert!(!text.contains("event: refused"), "{text}");
+    // Without the claim, the same request watches both.
+    let open_token = hs(serde_json::json!({"sub": 2, "chan": ["room", "big:*"]}));
+    let (mut both, mut bbuf) = open(
+        &server,
+        &format!("/sse/2?channel=big:1&channel=room&presence=1&token={open_token}"),
+        "",
+        "retry:",
+    );
+    let other = hs(serde_json::json!({"sub": 43, "chan": ["*"]}));
+    let (_n, _) = open(
+        &server,
+        &format!("/sse/43?channel=big:1&channel=room&token={other}"),
+        "",
+        "retry:",
+    );
+    read_until(&mut both, &mut bbuf, r#"{"channel":"big:1","joined":43}"#);
+    read_until(&mut watcher, &mut wbuf, r#"{"channel":"room","joined":43}"#);
+    let text = String::from_utf8_lossy(&wbuf);
+    assert!(!text.contains(r#""channel":"big:1","joined""#), "{text}");
+}
+
 /// One HTTP request read from `listener` and answered `status`: its head and body.
 fn receive(listener: &TcpListener, status: u16) -> (String, String) {
     let deadline = Instant::now() + Duration::from_secs(30);

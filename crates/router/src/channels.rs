@@ -30,7 +30,7 @@ pub fn key(name: &str) -> u64 {
     h
 }
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,6 +116,10 @@ pub struct Channels {
     membership: Membership,
     /// Each subscribed connection's user (what a gateway's death reads).
     owners: Owners,
+    /// Users with a connection on their friends companion
+    /// (`wire::channel::friends_channel`): whom a friend's `online`/`offline` is
+    /// pushed to. A login checks its followers here, one lookup each.
+    watchers: HashSet<UserId, IdHashBuilder>,
 }
 
 /// What a publish keeps its message within: the per-ring bounds (the router's
@@ -152,6 +156,11 @@ impl Channels {
         channel.idle_since = None;
         if channel.conns.insert(conn) {
             self.subscriptions += 1;
+            if channel.conns.len() == 1 {
+                if let Some(u) = wire::channel::friends_of(name) {
+                    self.watchers.insert(u);
+                }
+            }
             if let Some(user) = user {
                 let n = channel.members.entry(user).or_insert(0);
                 *n += 1;
@@ -163,6 +172,16 @@ impl Channels {
             }
         }
         Ok(read(&channel.ring, since, usize::MAX))
+    }
+
+    /// Whether `user` has a connection on their friends companion.
+    pub fn watches_friends(&self, user: UserId) -> bool {
+        self.watchers.contains(&user)
+    }
+
+    /// Whether anyone has a connection on their friends companion.
+    pub fn has_friends_watchers(&self) -> bool {
+        !self.watchers.is_empty()
     }
 
     /// Unsubscribes `conn` from `name`; true if it was subscribed.
@@ -194,6 +213,9 @@ impl Channels {
         if channel.conns.is_empty() {
             channel.idle_since = Some(now);
             self.idle.push_back((now, name.into()));
+            if let Some(u) = wire::channel::friends_of(name) {
+                self.watchers.remove(&u);
+            }
         }
         true
     }
@@ -239,6 +261,9 @@ impl Channels {
             if channel.conns.is_empty() {
                 channel.idle_since = Some(now);
                 self.idle.push_back((now, name.clone()));
+                if let Some(u) = wire::channel::friends_of(name) {
+                    self.watchers.remove(&u);
+                }
             }
         }
         self.owners.forget_where(gone);
@@ -454,6 +479,7 @@ impl Channels {
             + self.per_user.heap_bytes()
             + self.membership.heap_bytes()
             + self.owners.heap_bytes()
+            + self.watchers.capacity() * (std::mem::size_of::<UserId>() + 1)
     }
 
     fn entry<'m>(

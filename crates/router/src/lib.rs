@@ -24,6 +24,8 @@
 //! - [`users`]: [`users::UserMap`], the dense presence table (user → state).
 //! - [`channels`]: named channels: subscribed connections, members and one
 //!   history ring per channel.
+//! - `router::friends`: friends online: `online`/`offline` of the users a user
+//!   follows, pushed to their friends companion once per tick, bounded.
 //! - `router::online`: presence queries — who is in a channel ([`Presence`]), is a
 //!   user online, which of the subjects a user follows are online.
 //! - [`hash`]: a keyed, fast hasher for `u64` ids.
@@ -51,6 +53,10 @@ use std::time::Duration;
 pub use channels::{EventKind, PresenceConfig, PresenceEvent, Refusal};
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
+pub use router::friends::{
+    FriendsConfig, FriendsStats, DEFAULT_FRIENDS_MAX_FANOUT, MAX_CHANGES_PER_MESSAGE,
+    MAX_MESSAGES_PER_TICK,
+};
 pub use router::online::{Member, Presence, PresenceOf};
 pub use router::Router;
 
@@ -141,6 +147,8 @@ pub struct RouterConfig {
     /// Users one presence list names at most (`--max-presence-members`); the
     /// counts beside it stay exact.
     pub max_presence_members: usize,
+    /// Friends online events (`--friends-max-fanout`), with the presence grace.
+    pub friends: FriendsConfig,
 }
 
 impl Default for RouterConfig {
@@ -155,6 +163,7 @@ impl Default for RouterConfig {
             max_subscriptions_per_user: DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
             presence: PresenceConfig::default(),
             max_presence_members: DEFAULT_MAX_PRESENCE_MEMBERS,
+            friends: FriendsConfig::default(),
         }
     }
 }

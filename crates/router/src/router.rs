@@ -42,6 +42,8 @@ pub struct Router {
     channels: Channels,
     /// Presence info of users who have one (`online`).
     infos: online::Infos,
+    /// Friends online: users in their grace, changes not yet pushed.
+    friends: friends::Friends,
     /// History changes not yet taken by [`Router::take_journal`] (empty unless
     /// `config.journal`).
     journal: Vec<Journal>,
@@ -69,6 +71,7 @@ impl Router {
             expiry: VecDeque::new(),
             channels,
             infos: online::Infos::default(),
+            friends: friends::Friends::default(),
             journal: Vec::new(),
             users_online: 0,
             connections: 0,
@@ -81,6 +84,7 @@ impl Router {
     /// A connection of `user` opened. Logging the same `conn` twice is a no-op; a
     /// connection is logged in as one user at a time. O(1).
     pub fn handle_login(&mut self, user: UserId, conn: ConnRef) {
+        let friends_on = self.friends_on();
         let mut state = self.users.get_or_default(user);
         let was_offline = state.conns().is_empty();
         if !state.conns_mut().add(conn, &mut self.overflow) {
@@ -89,6 +93,9 @@ impl Router {
         self.connections += 1;
         if was_offline {
             self.users_online += 1;
+            if friends_on {
+                self.friends.online(user);
+            }
             if let Some(ring) = state.ring_mut() {
                 ring.offline_since = None;
             }
@@ -105,6 +112,7 @@ impl Router {
     /// and no history yet gets an empty history for the ttl instead of being
     /// forgotten, so what is published while their clients come back is kept.
     fn logout(&mut self, user: UserId, conn: ConnRef, now: Instant, keep_empty: bool) {
+        let friends_on = self.friends_on();
         let Some(mut state) = self.users.get_mut(user) else {
             return;
         };
@@ -116,6 +124,9 @@ impl Router {
             return;
         }
         self.users_online -= 1;
+        if friends_on {
+            self.friends.offline(user, now, self.config.presence.grace);
+        }
         if keep_empty && state.ring().is_none() && !self.config.history_ttl.is_zero() {
             state.set_ring(Box::new(Ring::new(self.epochs.next())));
             self.users_with_history += 1;
@@ -441,6 +452,7 @@ impl Router {
         let ttl = self.config.history_ttl;
         let journal = self.config.journal.then_some(&mut self.journal);
         self.channels.expire_grace(now);
+        self.friends.expire(now, self.config.presence.grace);
         self.channels.expire(now, ttl, &mut self.totals, journal);
         self.infos.forget_absent(&self.channels);
         while let Some(&(at, user)) = self.expiry.front() {
@@ -490,6 +502,7 @@ impl Router {
             + self.expiry.capacity() * std::mem::size_of::<(Instant, UserId)>()
             + self.channels.heap_bytes()
             + self.infos.heap_bytes()
+            + self.friends.heap_bytes()
     }
 
     /// Gives memory back after a mass disconnect: shrinks maps that are mostly empty.
@@ -502,6 +515,7 @@ impl Router {
     }
 }
 
+pub mod friends;
 pub mod online;
 mod presence;
 #[cfg(test)]

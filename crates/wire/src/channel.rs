@@ -59,6 +59,32 @@ pub fn presence_of(name: &str) -> Option<&str> {
     name.strip_suffix(PRESENCE_SUFFIX)
 }
 
+/// What ends the name of a user's friends companion: the internal channel the
+/// `online`/`offline` changes of the users they follow are published on
+/// (docs/protocol.md "Friends online"), `<user>~friends`.
+pub const FRIENDS_SUFFIX: &str = "~friends";
+
+/// The friends companion of `user`.
+pub fn friends_channel(user: u64) -> String {
+    format!("{user}{FRIENDS_SUFFIX}")
+}
+
+/// The user whose friends companion `name` is (`None`: not one).
+pub fn friends_of(name: &str) -> Option<u64> {
+    let id = name.strip_suffix(FRIENDS_SUFFIX)?;
+    // Digits only: `u64::from_str` would take a leading `+`.
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    id.parse().ok()
+}
+
+/// Whether `name` is an internal companion (presence or friends): a channel no
+/// client names, joined beside what the client asked for.
+pub fn is_companion(name: &str) -> bool {
+    presence_of(name).is_some() || friends_of(name).is_some()
+}
+
 fn allowed(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_-=@,.;:".contains(&b)
 }
@@ -100,5 +126,21 @@ mod tests {
         assert!(check_name(&companion).is_err());
         assert_eq!(presence_of(&companion), Some("room:1"));
         assert_eq!(presence_of("room:1"), None);
+    }
+
+    #[test]
+    fn a_friends_companion_is_no_client_name_and_names_its_user() {
+        let companion = friends_channel(42);
+        assert!(check_name(&companion).is_err());
+        assert_eq!(friends_of(&companion), Some(42));
+        for not in [
+            "42",
+            "~friends",
+            "+4~friends",
+            "a~friends",
+            "99999999999999999999~friends",
+        ] {
+            assert_eq!(friends_of(not), None, "{not}");
+        }
     }
 }

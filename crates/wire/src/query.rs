@@ -38,6 +38,9 @@ pub(crate) struct SubscriptionQuery {
     /// `presence=1`: join/leave pushes of every channel named (docs/protocol.md
     /// "Presence events").
     pub presence: bool,
+    /// `friends=1`: `online`/`offline` pushes of the users the path's user
+    /// follows (docs/protocol.md "Friends online").
+    pub friends: bool,
 }
 
 /// Longest `session` name, in bytes.
@@ -65,13 +68,15 @@ pub(crate) struct ControlQuery {
     pub session: String,
     pub channel: String,
     pub since: Option<String>,
+    /// `presence=1` (a subscribe): also the channel's join/leave pushes.
+    pub presence: bool,
 }
 
 pub(crate) fn parse_control_query(
     query: Option<&str>,
     subscribe: bool,
 ) -> Result<ControlQuery, QueryError> {
-    let (mut session, mut channel, mut since) = (None, None, None);
+    let (mut session, mut channel, mut since, mut presence) = (None, None, None, None);
     for (k, v) in pairs(query) {
         match k {
             "session" => set_session(&mut session, v)?,
@@ -88,10 +93,24 @@ pub(crate) fn parse_control_query(
             }
             "since" if since.is_some() => return Err(QueryError::BadSince),
             "since" => since = Some(v.to_owned()),
+            "presence" if !subscribe => {
+                return Err(QueryError::Bad("an unsubscribe takes no presence"));
+            }
+            "presence" if presence.is_some() => {
+                return Err(QueryError::Bad("presence given twice"));
+            }
+            "presence" => {
+                presence = Some(match v {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(QueryError::Bad("presence is 1, true, 0 or false")),
+                })
+            }
             _ => {}
         }
     }
     Ok(ControlQuery {
+        presence: presence.unwrap_or(false),
         session: session.ok_or(QueryError::Bad("names the stream's session="))?,
         channel: channel.ok_or(QueryError::Bad("names one channel="))?,
         since,
@@ -156,6 +175,13 @@ pub(crate) fn parse_query(query: Option<&str>) -> Result<SubscriptionQuery, Quer
                     "1" | "true" => true,
                     "0" | "false" => false,
                     _ => return Err(QueryError::Bad("presence is 1, true, 0 or false")),
+                }
+            }
+            "friends" => {
+                q.friends = match v {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(QueryError::Bad("friends is 1, true, 0 or false")),
                 }
             }
             _ => {}
@@ -313,6 +339,7 @@ mod tests {
                 session: "s".into(),
                 channel: "room:1".into(),
                 since: Some("3-4".into()),
+                presence: false,
             })
         );
         // The channel and since are checked by the stream (JSON answers), not here.

@@ -11,7 +11,7 @@
 //! the streaming routes have no meaningful head-only answer, and none of the API
 //! clients need it. This keeps "no body after a HEAD" out of the gateway entirely.
 
-use crate::channel::presence_channel;
+use crate::channel::{friends_channel, presence_channel};
 use crate::head::{Method, RequestHead};
 use crate::query::parse_history_query;
 use crate::query::{
@@ -155,6 +155,8 @@ pub struct StreamControl {
     pub since: Option<String>,
     /// True for `/subscribe`, false for `/unsubscribe`.
     pub subscribe: bool,
+    /// `presence=1` on a subscribe: also the channel's join/leave pushes.
+    pub presence: bool,
 }
 
 /// Why no route matched; see [`RouteError::status`] and [`RouteError::headers`].
@@ -272,9 +274,9 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             need(m, Method::Get, GET)?;
             let user = parse_user(id)?;
             let q = parse_query(head.query.as_deref())?;
-            if q.presence {
+            if q.presence || q.friends {
                 return Err(RouteError::BadQuery(
-                    "presence= is for streaming subscriptions (SSE, WebSocket, chunked), not a long-poll",
+                    "presence= and friends= are for streaming subscriptions (SSE, WebSocket, chunked), not a long-poll",
                 ));
             }
             let (since, channels) = streams(user, q.since, q.channels, false)?;
@@ -403,6 +405,7 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
                 channel: q.channel,
                 since: q.since,
                 subscribe,
+                presence: q.presence,
             }))
         }
         _ => Err(RouteError::NotFound),
@@ -438,10 +441,19 @@ fn subscribe(
     let companions = match q.presence {
         true => q.channels.len(),
         false => 0,
-    };
+    } + usize::from(q.friends);
     if q.presence {
         let named: Vec<String> = q.channels.iter().map(|c| presence_channel(c)).collect();
         q.channels.extend(named);
+    }
+    // `friends=1`: the user's friends companion, last (it needs the user's id).
+    if q.friends {
+        let Some(user) = user else {
+            return Err(RouteError::BadQuery(
+                "friends=1 needs the user's id in the path",
+            ));
+        };
+        q.channels.push(friends_channel(user));
     }
     if q.session.is_some() && transport == Transport::WebSocket {
         return Err(RouteError::BadQuery(

@@ -52,6 +52,38 @@ fn presence_adds_each_channel_s_companion_after_the_channels() {
 }
 
 #[test]
+fn friends_1_adds_the_path_user_s_friends_companion_last() {
+    let friends = crate::channel::friends_channel;
+    let companion = |c: &str| crate::channel::presence_channel(c);
+    let channels = |route: Result<Route, RouteError>| match route {
+        Ok(Route::Subscribe { channels, .. }) => channels,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        channels(r("GET", "/sse/7?channel=a&presence=1&friends=1")),
+        [
+            ("a".to_string(), None),
+            (companion("a"), None),
+            (friends(7), None)
+        ]
+    );
+    assert_eq!(
+        channels(r("GET", "/sub/7?friends=true")),
+        [(friends(7), None)]
+    );
+    for bad in [
+        "/sse?channel=a&friends=1",
+        "/sse/7?friends=2",
+        "/poll/7?friends=1",
+    ] {
+        assert!(
+            matches!(r("GET", bad), Err(RouteError::BadQuery(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
 fn channels_on_every_subscription_path_with_their_part_of_since() {
     let at = |e, s| {
         Some(Since {
@@ -236,6 +268,7 @@ fn subscribe_and_unsubscribe_name_a_session_and_a_channel() {
             channel: "room:1".into(),
             since: Some("3-4".into()),
             subscribe: true,
+            presence: false,
         }))
     );
     assert_eq!(
@@ -245,12 +278,26 @@ fn subscribe_and_unsubscribe_name_a_session_and_a_channel() {
             channel: "news".into(),
             since: None,
             subscribe: false,
+            presence: false,
+        }))
+    );
+    assert_eq!(
+        r("POST", "/subscribe?session=s&channel=room&presence=1"),
+        Ok(Route::Control(StreamControl {
+            session: "s".into(),
+            channel: "room".into(),
+            since: None,
+            subscribe: true,
+            presence: true,
         }))
     );
     let allow = Err(RouteError::MethodNotAllowed { allow: "POST" });
     assert_eq!(r("GET", "/subscribe?session=s&channel=a"), allow);
     assert_eq!(r("DELETE", "/unsubscribe?session=s&channel=a"), allow);
     for bad in [
+        "/subscribe?session=s&channel=a&presence=2",
+        "/subscribe?session=s&channel=a&presence=1&presence=1",
+        "/unsubscribe?session=s&channel=a&presence=1",
         "/subscribe?channel=a",
         "/subscribe?session=s",
         "/unsubscribe?session=s&channel=a&since=1",

@@ -73,7 +73,8 @@ pub(crate) fn handle_stream_control(
         _ => return Some(ControlAnswer::no_stream(name)),
     }
     if control.subscribe {
-        let refused = subscribe_later(conn, cx, name, control.since.as_deref(), false).err()?;
+        let since = control.since.as_deref();
+        let refused = subscribe_later(conn, cx, name, since, control.presence).err()?;
         return Some(ControlAnswer::refused(name, refused.status, refused.why));
     }
     Some(match unsubscribe_later(conn, cx, name) {
@@ -180,7 +181,9 @@ pub(crate) fn subscribe_as(
         epoch: since.and_then(|s| s.epoch),
     }];
     let companion = wire::channel::presence_channel(name);
-    if presence && chans.find(&companion).is_none() {
+    // `nopresence` claim: the channel is joined, its pushes are not.
+    let watches = chans.allow.as_ref().is_none_or(|g| g.watches(name));
+    if presence && watches && chans.find(&companion).is_none() {
         chans.push(Sub::new_later(&companion, None));
         channels.push(ChannelJoin {
             name: companion,

@@ -9,11 +9,40 @@ use super::{names, REFUSED_WHY};
 use bus::Refusal;
 use wire::Since;
 
+/// What a token says of channels: which the client may subscribe to (`chan`)
+/// and where its `presence=1` is not honoured (`nopresence`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Access {
+    pub(crate) chan: auth::ChannelGrant,
+    pub(crate) no_presence: auth::ChannelGrant,
+}
+
+impl Access {
+    /// The token's channel claims.
+    pub(crate) fn of(grant: &auth::Grant) -> Access {
+        Access {
+            chan: grant.channels.clone(),
+            no_presence: grant.no_presence.clone(),
+        }
+    }
+
+    /// Whether the client may subscribe to `name`.
+    pub(super) fn allows(&self, name: &str) -> bool {
+        self.chan.allows(name)
+    }
+
+    /// Whether the client may watch `name`'s joins and leaves (its presence
+    /// companion): allowed `name`, and no `nopresence` pattern names it.
+    pub(super) fn watches(&self, name: &str) -> bool {
+        self.chan.allows(name) && !self.no_presence.allows(name)
+    }
+}
+
 /// The channels of one connection: 24 bytes (a 32-byte allocation).
 #[derive(Debug, Default)]
 pub(crate) struct Chans {
-    /// The channels the token allows (`None`: no JWT configured, all of them).
-    pub(super) allow: Option<Box<auth::ChannelGrant>>,
+    /// What the token allows (`None`: no JWT configured, all of it).
+    pub(super) allow: Option<Box<Access>>,
     /// The user's place (when the connection has a user), then the channels in the
     /// request's order (the order of a composite id's parts), then those a WebSocket
     /// subscribed to later. Exact size: it changes only on a subscribe or leave.
@@ -150,7 +179,7 @@ impl Drop for Sub {
 impl Chans {
     /// A connection's streams: the user's at `user` (`None`: no user), then `subs`.
     pub(super) fn new(
-        allow: Option<Box<auth::ChannelGrant>>,
+        allow: Option<Box<Access>>,
         user: Option<Option<Since>>,
         subs: impl IntoIterator<Item = Sub>,
     ) -> Chans {
@@ -241,10 +270,10 @@ impl Chans {
     }
 
     /// How many channels count against `--max-channels-per-connection` (a
-    /// channel's presence companion rides with it).
+    /// channel's presence companion rides with it, the friends companion too).
     pub(super) fn len(&self) -> usize {
         self.channels()
-            .filter(|s| !s.refused() && wire::channel::presence_of(&s.name()).is_none())
+            .filter(|s| !s.refused() && !wire::channel::is_companion(&s.name()))
             .count()
     }
 

@@ -18,6 +18,7 @@ mod tests;
 pub(super) use control::{
     handle_control, handle_stream_control, joined_later, subscribe_as, unsubscribe_later,
 };
+pub(crate) use list::Access;
 pub(super) use list::Chans;
 use list::Sub;
 pub(crate) use names::id as name_id;
@@ -47,7 +48,7 @@ pub(super) fn join_at_start(
     user: Option<u64>,
     since: Option<Since>,
     channels: Vec<(String, Option<Since>)>,
-    (allow, info): (Option<auth::ChannelGrant>, Option<Box<str>>),
+    (allow, info): (Option<Access>, Option<Box<str>>),
 ) {
     if let Some(old) = conn.chans.take() {
         let same_user = user == conn.has(LOGGED_IN).then_some(conn.user);
@@ -63,10 +64,17 @@ pub(super) fn join_at_start(
             });
         }
     }
-    // A presence companion is allowed with its channel.
+    // A presence companion is allowed with its channel; the friends companion of
+    // the connection's own user always (what it carries is theirs to know).
     let allowed = |name: &str| {
-        let name = wire::channel::presence_of(name).unwrap_or(name);
-        allow.as_ref().is_none_or(|g| g.allows(name))
+        if let Some(of) = wire::channel::friends_of(name) {
+            return user == Some(of);
+        }
+        match wire::channel::presence_of(name) {
+            // `nopresence` claim: no pushes of this channel's joins and leaves.
+            Some(name) => allow.as_ref().is_none_or(|g| g.watches(name)),
+            None => allow.as_ref().is_none_or(|g| g.allows(name)),
+        }
     };
     let subs: Vec<Sub> = channels
         .iter()
@@ -106,7 +114,7 @@ pub(super) fn join_at_start(
 
 /// A refreshed token's `chan` claim: what later subscribes are judged by (the
 /// channels already joined stay).
-pub(super) fn regrant(conn: &mut Connection, allow: auth::ChannelGrant) {
+pub(super) fn regrant(conn: &mut Connection, allow: Access) {
     if let Some(chans) = conn.chans.as_mut() {
         chans.allow = Some(Box::new(allow));
     }
@@ -258,7 +266,8 @@ fn refuse(conn: &mut Connection, cx: &mut Cx, transport: Transport, name: &str, 
 }
 
 /// A channel's join is answered on its connection: a WebSocket's `subscribed` frame
-/// (a presence companion is answered by its channel's), the replay when the client
+/// (a presence companion is answered by its channel's, the friends companion by
+/// none), the replay when the client
 /// resumes, then the channel stands where the join read it.
 fn joined(
     conn: &mut Connection,
@@ -268,7 +277,7 @@ fn joined(
     history: &HistoryRead,
     resume: bool,
 ) {
-    if transport == Transport::WebSocket && wire::channel::presence_of(name).is_none() {
+    if transport == Transport::WebSocket && !wire::channel::is_companion(name) {
         match crate::pusher::is(conn) {
             true => crate::pusher::joined(cx, name),
             false => ws_text(cx, &subscribed_json(name, history, resume)),

@@ -426,6 +426,7 @@ pub fn run(script: &[u8]) -> Seen {
                     since: [None, Some("5-1"), Some("x")][usize::from(pick / 4 % 3)]
                         .map(str::to_string),
                     subscribe: pick & 0x20 == 0,
+                    presence: pick & 0x40 != 0,
                 };
                 step(
                     &mut conn,

@@ -47,6 +47,13 @@ const CYCLE_MAX_SECS: f64 = 120.0;
 /// (the bench's own criterion; the SPEC has none for churn).
 const STABLE_GROWTH: f64 = 0.10;
 
+/// With `--churn-rooms`: members of one more channel, held through the churn,
+/// whose `GET /presence/<channel>` is timed meanwhile (issue 42: ≤ 10 ms p99).
+const HELD_MEMBERS: u64 = 10_000;
+/// Their channel, and their first user id (apart from the churning users).
+const HELD_CHANNEL: &str = "presence-bench";
+const HELD_FIRST_USER: u64 = 10_000_000;
+
 /// What the workers counted.
 #[derive(Default)]
 struct Tally {
@@ -73,7 +80,29 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         &dir,
     );
     let server_csv = dir.join("server.csv");
-    let server = Arc::new(ctx.server(&server_csv, &[])?);
+    let held_transport = args.transport()?;
+    let cap = HELD_MEMBERS.to_string();
+    let extra: &[&str] = match args.churn_rooms {
+        0 => &[],
+        _ => &["--max-presence-members", &cap],
+    };
+    let server = Arc::new(ctx.server(&server_csv, extra)?);
+    // `--churn-rooms`: a big channel held through the churn, its list timed.
+    let held = (args.churn_rooms > 0).then(|| {
+        let url = format!(
+            "{}/sub/%d?channel={HELD_CHANNEL}",
+            super::held::base_url(&server)
+        );
+        let mut a = super::held::flood_args(vec![url], HELD_MEMBERS, held_transport, None);
+        a.users = Some(format!(
+            "{HELD_FIRST_USER}-{}",
+            HELD_FIRST_USER + HELD_MEMBERS - 1
+        ));
+        a.max_time = args.duration + 600.0;
+        let held = super::held::Held::start(a, live.clone(), vec![server.clone()]);
+        held.wait_open(HELD_MEMBERS, Duration::from_secs(120));
+        held
+    });
     report.csvs.push(server_csv);
     let rss_idle = server.rss();
     let transport = args.transport()?;
@@ -83,10 +112,17 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         .then(|| Duration::from_secs_f64((per * workers_n) as f64 / args.churn_rate));
     let tally = Arc::new(Tally::default());
     let mut workers = Vec::new();
+    // `--churn-rooms`: each connection in one room, watching its joins and leaves.
+    let url = match args.churn_rooms {
+        0 => sub_url(&server),
+        _ => format!("{}?channel=%c&presence=1", sub_url(&server)),
+    };
     for w in 0..workers_n {
         let first_src = 2 + w * SOURCES_PER_WORKER;
         let fa = FloodArgs {
-            urls: vec![sub_url(&server)],
+            urls: vec![url.clone()],
+            rooms: (args.churn_rooms > 0).then_some(args.churn_rooms),
+            rooms_per_connection: 1,
             ca: super::context::tls_ca(),
             h2: super::context::h2_streams().is_some(),
             streams_per_connection: super::context::h2_streams().unwrap_or(1),
@@ -151,9 +187,26 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         };
         std::thread::spawn(move || load::msggen::run_with(m, &AtomicBool::new(false)))
     });
+    // The list of the held channel, asked every 20 ms while the churn runs.
+    let lister = held.as_ref().map(|_| {
+        let addr = server.addr;
+        std::thread::spawn(move || -> anyhow::Result<Vec<u64>> {
+            let mut api = super::presence::Api::connect(addr)?;
+            let path = format!("/presence/{HELD_CHANNEL}");
+            let mut us = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                api.get(&path)?;
+                us.push(t.elapsed().as_micros() as u64);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(us)
+        })
+    });
     let pid = server.child.id();
     let mut probe = Probe::new(vec![server.clone()]);
     let start = probe.sample();
+    let cpu_start = probe.cpu();
     let t0 = Instant::now();
     let mut rss_samples = Vec::new();
     let mut soak = Soak::default();
@@ -187,6 +240,17 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         None => None,
     };
     let end = probe.sample();
+    let cpu_end = probe.cpu();
+    let listed = match lister {
+        Some(l) => Some(
+            l.join()
+                .map_err(|_| anyhow::anyhow!("presence lister panicked"))??,
+        ),
+        None => None,
+    };
+    if let Some(held) = held {
+        held.finish()?;
+    }
     let secs = t0.elapsed().as_secs_f64();
     watch(&live, &mut probe, 30.0, &mut |s| s.connections == 0);
     live.emit(format!("everyone left; settling {:.0} s", args.settle));
@@ -205,6 +269,41 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             count(connects as f64)
         ),
     );
+    report.fact(
+        "server CPU per connect (and its close, the pushes it caused)",
+        format!(
+            "{:.1} µs ({:.2} CPU s over {} connects)",
+            (cpu_end - cpu_start) * 1e6 / connects.max(1) as f64,
+            cpu_end - cpu_start,
+            count(connects as f64)
+        ),
+    );
+    if let Some(mut us) = listed.filter(|us| !us.is_empty()) {
+        us.sort_unstable();
+        let p99 = us[(us.len() * 99 / 100).min(us.len() - 1)];
+        report.row(
+            &format!(
+                "GET /presence/<channel> of {} members during the churn, p99 ({} asks; p50 {:.2} ms, max {:.2} ms)",
+                count(HELD_MEMBERS as f64),
+                us.len(),
+                us[us.len() / 2] as f64 / 1e3,
+                us[us.len() - 1] as f64 / 1e3
+            ),
+            format!("{:.2} ms", p99 as f64 / 1e3),
+            "≤ 10 ms",
+            met(p99 <= 10_000),
+        );
+    }
+    if args.churn_rooms > 0 {
+        report.fact(
+            "rooms",
+            format!(
+                "{} rooms, each connection in one with presence=1; messages out {}",
+                args.churn_rooms,
+                count(end.messages_out.saturating_sub(start.messages_out) as f64)
+            ),
+        );
+    }
     report.fact(
         "closes / s (server)",
         format!(

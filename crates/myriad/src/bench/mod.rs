@@ -244,6 +244,11 @@ pub struct BenchArgs {
     /// churn: connects per second over all workers (0 = as fast as they can).
     #[arg(long, default_value_t = 0.0)]
     pub churn_rate: f64,
+    /// churn: each connection joins one of this many rooms (`r1..rN`) with
+    /// `presence=1`, so every join and leave is pushed to the room's other members
+    /// (issue 42's churn in 100-member rooms: N = connections / 100); 0 = none.
+    #[arg(long, default_value_t = 0)]
+    pub churn_rooms: u32,
     /// churn: messages per second published to random churning users meanwhile (0 = none).
     #[arg(long, default_value_t = 500.0)]
     pub churn_publish_rate: f64,

@@ -102,13 +102,13 @@ struct Timing {
 }
 
 /// One keep-alive HTTP/1.1 connection to the API.
-struct Api {
+pub(super) struct Api {
     s: TcpStream,
     buf: Vec<u8>,
 }
 
 impl Api {
-    fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Api> {
+    pub(super) fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Api> {
         let s = TcpStream::connect(addr)?;
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         s.set_nodelay(true)?;
@@ -135,7 +135,7 @@ impl Api {
     }
 
     /// The body of `GET path`, which must answer 200 with a `Content-Length`.
-    fn get(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
+    pub(super) fn get(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
         write!(self.s, "GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n")?;
         let end = loop {
             if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {

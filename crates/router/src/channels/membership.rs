@@ -85,11 +85,13 @@ pub(crate) struct Membership {
 
 impl Membership {
     /// Whether `name` announces its membership: presence is on, it is not a
-    /// presence companion (whose subscribers are watchers, not members) and no
+    /// presence or friends companion (whose subscribers are watchers, not
+    /// members) and no
     /// off prefix names it.
     fn watched(&self, name: &str) -> bool {
         self.config.enabled
             && wire::channel::presence_of(name).is_none()
+            && wire::channel::friends_of(name).is_none()
             && !self.config.off_prefixes.iter().any(|p| name.starts_with(p))
     }
 
