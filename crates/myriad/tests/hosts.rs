@@ -7,9 +7,9 @@
 
 mod common;
 
+use common::cluster::Router;
 use common::netns::Netns;
 use common::{read_until, subscribe_stream, Server};
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,30 +87,7 @@ fn a_publish_crosses_network_namespaces_through_nats() {
         "postgres://postgres@127.0.0.1:5432/test?schema=myriad_e3_{}",
         std::process::id()
     );
-    let mut router = Command::new(env!("CARGO_BIN_EXE_myriad"))
-        .args([
-            "serve", "--role", "router", "--nats", &url, "--store", &store,
-        ])
-        .env("MYRIAD_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the router");
-    let mut lines = BufReader::new(router.stderr.take().unwrap()).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("router serving") => break,
-            Some(Ok(_)) => {}
-            _ => panic!("the router exited before serving: {:?}", router.wait()),
-        }
-    }
-    std::thread::spawn(move || {
-        lines
-            .map_while(Result::ok)
-            .for_each(|l| eprintln!("router: {l}"))
-    });
-    let _router = Killed(router);
+    let _router = Router::start_at(&url, &store, &[]);
 
     let host_gw = Server::start_args(&[
         "serve",

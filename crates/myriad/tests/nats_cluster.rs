@@ -18,10 +18,11 @@
 
 mod common;
 
+use common::cluster::Router;
 use common::netns::Netns;
 use common::{parse_response, Server};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,74 +157,17 @@ fn stream_leader(monitor: &str) -> Option<(String, usize, serde_json::Value)> {
     None
 }
 
-/// The router on host 1, once it serves.
-fn start_router(nats: &str, store: &str) -> Killed {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_myriad"))
-        .args([
-            "serve", "--role", "router", "--nats", nats, "--store", store,
-        ])
-        .args(["--history-store", "jetstream", "--history-replicas", "3"])
-        .args(["--history", "1024"])
-        .env("MYRIAD_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the router");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("router serving") => break,
-            Some(Ok(line)) => eprintln!("router: {line}"),
-            _ => panic!("the router exited before serving: {:?}", child.wait()),
-        }
-    }
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if line.contains("WARN") || line.contains("ERROR") || line.contains("panicked") {
-                eprintln!("router: {line}");
-            }
-        }
-    });
-    Killed(child)
+/// The router on host 1, once it serves: history in JetStream, three copies.
+fn start_router(nats: &str, store: &str) -> Router {
+    let durable = ["--history-store", "jetstream", "--history-replicas", "3"];
+    let flags = [&durable[..], &["--history", "1024"]].concat();
+    Router::start_at(nats, store, &flags).0
 }
 
-/// A host's `myriad flood --reconnect` SSE clients; the JSON summary comes at the end.
+/// A host's `myriad flood --reconnect` SSE clients, and the users they hold.
 struct Flood {
-    child: Child,
-    csv: std::path::PathBuf,
+    run: common::flood::Flood,
     users: (u64, u64),
-}
-
-impl Flood {
-    fn messages(&self) -> u64 {
-        let text = std::fs::read_to_string(&self.csv).unwrap_or_default();
-        text.lines()
-            .skip(1)
-            .filter_map(|l| l.split(',').nth(4)?.parse::<u64>().ok())
-            .sum()
-    }
-
-    fn finish(mut self) -> serde_json::Value {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child.wait().unwrap();
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("flood summary: {e}: {out}"))
-    }
-}
-
-impl Drop for Flood {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A payload flood counts as a message: `ts=<unix micros>` (it takes a connection's
@@ -394,8 +338,7 @@ fn a_nats_cluster_loses_a_node_then_a_host_and_nothing_is_lost_silently() {
             .spawn()
             .expect("spawn myriad flood");
         floods.push(Some(Flood {
-            child,
-            csv,
+            run: common::flood::Flood { child, csv },
             users: (first, first + USERS - 1),
         }));
     }
@@ -522,18 +465,18 @@ fn a_nats_cluster_loses_a_node_then_a_host_and_nothing_is_lost_silently() {
     assert!(ok > 300, "too few publishes went through: {ok}");
 
     // Each surviving client got every message of its user, once.
-    for flood in floods.into_iter().flatten() {
+    for mut flood in floods.into_iter().flatten() {
         let want: u64 = 2
             * (flood.users.0..=flood.users.1)
                 .map(|u| last[&u].0)
                 .sum::<u64>();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while flood.messages() < want && Instant::now() < deadline {
+        while flood.run.messages() < want && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
         }
         std::thread::sleep(Duration::from_millis(1500));
         let users = flood.users;
-        let s = flood.finish();
+        let s = flood.run.finish();
         eprintln!("clients of users {users:?}: {s}");
         let r = &s["resume"];
         assert_eq!(s["opened"], CONNS, "{s}");
@@ -544,8 +487,7 @@ fn a_nats_cluster_loses_a_node_then_a_host_and_nothing_is_lost_silently() {
     }
 
     // The router dies and comes back: history from the stream that lost a node.
-    let killed = router.take().unwrap();
-    drop(killed);
+    router.take().unwrap().kill();
     let _router = start_router(&nats_list(0), &store);
     for (&user, &(seq, epoch)) in &last {
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -19,7 +19,10 @@ fn chromium_runs_pusher_js_and_laravel_echo_on_public_private_and_presence_chann
     let base = format!("http://{}", server.addr);
     let modules =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pusher/node_modules");
-    assert!(modules.join("pusher-js").is_dir(), "pusher-js not installed; {INSTALL}");
+    assert!(
+        modules.join("pusher-js").is_dir(),
+        "pusher-js not installed; {INSTALL}"
+    );
     let mut browser = BrowserScript::run(
         INSTALL,
         "pusher.mjs",
@@ -48,8 +51,7 @@ fn chromium_runs_pusher_js_and_laravel_echo_on_public_private_and_presence_chann
     let want: Vec<serde_json::Value> = (1..=3).map(|i| serde_json::json!({"n": i})).collect();
     assert_eq!(got["news"], serde_json::json!(want), "{got}");
     assert_eq!(got["room"], serde_json::json!(want), "{got}");
-    let whispers: Vec<serde_json::Value> =
-        (1..=3).map(|i| serde_json::json!({"i": i})).collect();
+    let whispers: Vec<serde_json::Value> = (1..=3).map(|i| serde_json::json!({"i": i})).collect();
     assert_eq!(got["whispers"], serde_json::json!(whispers), "{got}");
     assert_eq!(got["problems"], serde_json::json!([]), "{got}");
 }

@@ -14,7 +14,7 @@ use common::{parse_response, Server};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -110,11 +110,9 @@ fn unix_micros() -> u128 {
         .as_micros()
 }
 
-/// A `myriad flood --reconnect` child: its JSON summary comes on stdout at the end,
-/// its per-second rows in `csv`.
+/// A `myriad flood --reconnect` child ([`common::flood::Flood`]) of one transport.
 struct Flood {
-    child: Child,
-    csv: std::path::PathBuf,
+    run: common::flood::Flood,
     transport: &'static str,
     /// Connections, and users `(first, last)` they cycle through.
     n: u64,
@@ -144,44 +142,11 @@ impl Flood {
             .spawn()
             .expect("spawn myriad flood");
         Flood {
-            child,
-            csv,
+            run: common::flood::Flood { child, csv },
             transport,
             n,
             users,
         }
-    }
-
-    /// Messages received so far (the sum of the CSV's per-second column).
-    fn messages(&self) -> u64 {
-        let text = std::fs::read_to_string(&self.csv).unwrap_or_default();
-        text.lines()
-            .skip(1)
-            .filter_map(|l| l.split(',').nth(4)?.parse::<u64>().ok())
-            .sum()
-    }
-
-    /// SIGTERM, then the summary.
-    fn finish(&mut self) -> serde_json::Value {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child.wait().unwrap();
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}: {out}", self.transport))
-    }
-}
-
-impl Drop for Flood {
-    /// A failed assertion must not leave floods holding the test's output open.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -371,12 +336,12 @@ fn kill_a_gateway_under_floods(router_shards: &str) {
                 .map(|u| last[&u])
                 .sum::<u64>();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while flood.messages() < want && Instant::now() < deadline {
+        while flood.run.messages() < want && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
         }
         std::thread::sleep(Duration::from_millis(500));
         let (transport, flood_n) = (flood.transport, flood.n);
-        let s = flood.finish();
+        let s = flood.run.finish();
         drop(flood);
         eprintln!("{transport}: {s}");
         let r = &s["resume"];

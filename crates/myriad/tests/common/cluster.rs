@@ -100,8 +100,15 @@ impl Router {
 
     /// The router with `extra` flags, and its start line.
     pub fn start_with(nats: &Nats, store: &str, extra: &[&str]) -> (Router, String) {
+        Router::start_at(&nats.url, store, extra)
+    }
+
+    /// The router of the NATS servers `url` names (comma-separated for a cluster),
+    /// with `extra` flags, and its start line. Its warnings and errors go to the
+    /// test's output.
+    pub fn start_at(url: &str, store: &str, extra: &[&str]) -> (Router, String) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_myriad"));
-        cmd.args(["serve", "--role", "router", "--nats", &nats.url])
+        cmd.args(["serve", "--role", "router", "--nats", url])
             .args(["--store", store])
             .args(extra);
         let mut child = super::spawn_logging(&mut cmd);
@@ -113,7 +120,13 @@ impl Router {
                 _ => panic!("the router exited before serving: {:?}", child.wait()),
             }
         };
-        std::thread::spawn(move || for _ in lines {});
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if line.contains("WARN") || line.contains("ERROR") || line.contains("panicked") {
+                    eprintln!("router: {line}");
+                }
+            }
+        });
         (Router { child }, start)
     }
 

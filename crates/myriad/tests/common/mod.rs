@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod channels;
 pub mod cluster;
+pub mod flood;
 pub mod netns;
 pub mod postgres;
 pub mod resume;
