@@ -12,7 +12,6 @@ use common::postgres::{psql, PgSchema};
 use common::resume::*;
 use common::*;
 use std::io::Read;
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,14 +24,6 @@ fn jetstream() -> (Nats, tempfile::TempDir) {
     let port = free_port();
     let sd = dir.path().display().to_string();
     (Nats::start_with(port, &["-js", "-sd", &sd]), dir)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn sqlite_flags(dir: &tempfile::TempDir) -> Vec<String> {

@@ -317,12 +317,7 @@ fn encrypted_channels_pass_through_and_pusher_js_decrypts() {
 fn supervised_gateways_carry_pusher_clients_through_nats() {
     // `serve --processes 2`: two gateways on one port and a router, linked by a
     // nats-server the supervisor starts; the clients land on either gateway.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let nats = format!("nats://127.0.0.1:{port}");
+    let nats = format!("nats://127.0.0.1:{}", free_port());
     let args = [
         "serve",
         "--processes",

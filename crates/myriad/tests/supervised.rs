@@ -7,21 +7,13 @@
 
 mod common;
 
-use common::{read_until, subscribe_stream, Server};
+use common::{free_port, read_until, subscribe_stream, Server};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Stream clients, users 1..=CLIENTS, all following SUBJECT.
 const CLIENTS: u64 = 30;
 const SUBJECT: u64 = 1000;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `serve --processes N` (one loop per gateway, memory store, an admin listener)
 /// with `extra` flags.

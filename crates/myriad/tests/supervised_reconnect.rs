@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{parse_response, Server};
+use common::{free_port, parse_response, Server};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -33,14 +33,6 @@ const TRANSPORTS: [(&str, &str); 4] = [
     ("ws", "/ws/%d"),
     ("stream", "/sub/%d"),
 ];
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()

@@ -7,7 +7,7 @@
 use super::cluster::Nats;
 use super::Server;
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,14 +18,7 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// The permissions file of `deploy/`, as operators include it.
 pub const AUTHORIZATION: &str = include_str!("../../../../deploy/nats-authorization.conf");
 
-/// A free port on loopback (bound and released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use super::free_port;
 
 /// nats-server on a free port with `conf` (written in `dir`) and `env` set.
 pub fn start_nats(dir: &std::path::Path, conf: &str, env: &[(&str, &str)]) -> Nats {
