@@ -79,6 +79,63 @@ fn c1m_at_a_tiny_scale_counts_exactly_and_leaves_no_process() {
     unicast_ladder_ran_both_steps(&r, &out.path().join("c1m/unicast-ladder.csv"));
 }
 
+/// `bench c1m --peer floor` at a tiny scale: after myriad, the C floor holds the same
+/// 3,000 connections of three transports over as many processes as myriad had
+/// gateways (so sockets and publishes are handed between its processes), beats as
+/// the gateways do (here every second), receives every unicast publish of both
+/// ladder steps, and the report puts both side by side; none of the floor's
+/// processes is left. Counts only: the ratios are figures, not assertions.
+#[test]
+fn c1m_beside_the_floor_holds_the_same_connections_and_counts_exactly() {
+    let (_out, r, _) = c1m(&[
+        "--peer",
+        "floor",
+        "--connections",
+        "3000",
+        "--server-flag=--heartbeat=1",
+        "--graph-rate",
+        "100",
+        "--unicast-rate",
+        "100",
+        "--unicast-ladder",
+        "50,100",
+    ]);
+    let held = row(&r, "floor: connections held");
+    assert!(
+        held[0].starts_with("3,000 of 3,000 (the floor counts 3,000) in "),
+        "{held:?}"
+    );
+    let processes = first_number(held[0].split_once(") in ").unwrap().1);
+    assert!(processes >= 2.0, "{held:?}");
+    let beat = row(&r, "box cost per beat while holding");
+    let counted = beat[0]
+        .split_once("the floor counted ")
+        .map(|(_, rest)| first_number(rest))
+        .unwrap_or_else(|| panic!("{beat:?}"));
+    assert!(counted > 0.0, "the floor beat: {beat:?}");
+    assert_eq!(
+        row(&r, "floor processes left after its stop")[2],
+        "yes",
+        "{r}"
+    );
+    let section = r
+        .split("## Beside the floor")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no floor section in:\n{r}"));
+    let steps: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && l[2..].starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    assert_eq!(steps.len(), 2, "{section}");
+    for (cells, rate) in steps.iter().zip([50.0, 100.0]) {
+        assert_eq!(first_number(cells[0]), rate, "{cells:?}");
+        let (got, sent) = cells[1].split_once(" / ").expect("received / published");
+        assert_eq!(first_number(got), first_number(sent), "{cells:?}");
+        assert!(first_number(got) > 0.0, "{cells:?}");
+    }
+}
+
 /// `--unicast-ladder 50,100` with 2-s steps: its figure (flagged: steps under 10 s),
 /// and both steps, whether the first met the target or not (a miss runs one step
 /// more), each publishing at most its rate × 2 s with every delivery received, in the

@@ -13,7 +13,8 @@
 //! Phases: doctor's checks (raising what it can, saying so) → graph gen + bulk load →
 //! supervised server → flood → hold → graph publishes → unicast → the unicast ladder
 //! (`--unicast-ladder`: where the 5-ms p99 still holds) → close → stop the supervisor
-//! with SIGTERM and check that no process it started is left.
+//! with SIGTERM and check that no process it started is left → with `--peer floor`,
+//! the same connections and unicast rates on the C floor (`c1m_floor`).
 //!
 //! Not here: the users (`c1m_graph`), doctor's checks and what is started with which
 //! flags (`c1m_setup`), sampling and the floods (`c1m_watch`), the report's rows
@@ -251,6 +252,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         flood_names,
     };
     super::c1m_report::write(&mut report, &run, args, &dir)?;
+    // 6. `--peer floor`: the same connections and rates on the C floor, side by side.
+    if args.peer == Some(super::Peer::Floor) {
+        live.emit("---- the C floor: the same connections, beats and unicast rates ----".into());
+        let floor = super::c1m_floor::run(args, &dir, &live, n, gateways.max(1) as u32)?;
+        super::c1m_floor::rows(&mut report, &run, &floor, n);
+    }
     report.live = live.lines();
     Ok(report)
 }

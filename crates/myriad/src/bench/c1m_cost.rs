@@ -41,7 +41,7 @@ pub(super) fn box_budget(
 
 /// The share of the box's cores past which holding is taken to leave nothing to
 /// publish with (the rest is the box's own bursts and the sampling's noise).
-const SATURATED: f64 = 0.9;
+pub(super) const SATURATED: f64 = 0.9;
 
 /// What the `asked` rate needs of the whole box (clients, server, kernel, monitor:
 /// everything on it), percent of a core, and the CPU-µs one publish added: from

@@ -194,16 +194,39 @@ fn heartbeat_flags(server_flags: &[String]) -> Vec<String> {
 /// `--tick-groups` among the server flags, else `MYRIAD_TICK_GROUPS` (the supervisor
 /// inherits the bench's environment), else the default.
 pub(super) fn tick_groups(server_flags: &[String]) -> String {
-    let mut value = std::env::var("MYRIAD_TICK_GROUPS")
-        .unwrap_or_else(|_| gateway::config::DEFAULT_TICK_GROUPS.to_string());
-    let mut flags = server_flags.iter();
-    while let Some(f) = flags.next() {
-        if let Some(v) = f.strip_prefix("--tick-groups=") {
-            value = v.to_string();
-        } else if f == "--tick-groups" {
-            if let Some(v) = flags.next() {
-                value = v.clone();
-            }
+    flag(server_flags, "--tick-groups")
+        .or_else(|| std::env::var("MYRIAD_TICK_GROUPS").ok())
+        .unwrap_or_else(|| gateway::config::DEFAULT_TICK_GROUPS.to_string())
+}
+
+/// How the gateways beat, for a peer that is to beat alike (`--peer floor`): the
+/// period in seconds (20, or a `--heartbeat` server flag), the grid in ms (a
+/// `--heartbeat-grid` flag or `MYRIAD_HEARTBEAT_GRID`, in seconds, else 50 ms) and
+/// the tick groups.
+pub(super) fn beat_shape(server_flags: &[String]) -> (u32, u32, u32) {
+    let heartbeat = flag(server_flags, "--heartbeat")
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(20, |s| s.round() as u32);
+    let grid = flag(server_flags, "--heartbeat-grid")
+        .or_else(|| std::env::var("MYRIAD_HEARTBEAT_GRID").ok())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(
+            gateway::config::DEFAULT_HEARTBEAT_GRID.as_millis() as u32,
+            |s| (s * 1000.0).round() as u32,
+        );
+    let groups = tick_groups(server_flags).parse().unwrap_or(1);
+    (heartbeat, grid, groups)
+}
+
+/// The last value of `--name` among `flags` (`--name=v` or `--name v`).
+fn flag(flags: &[String], name: &str) -> Option<String> {
+    let mut value = None;
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if let Some(v) = f.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+            value = Some(v.to_string());
+        } else if f == name {
+            value = it.next().cloned();
         }
     }
     value
@@ -211,7 +234,29 @@ pub(super) fn tick_groups(server_flags: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{heartbeat_flags, tick_groups};
+    use super::{beat_shape, heartbeat_flags, tick_groups};
+
+    #[test]
+    fn a_peer_beats_as_the_server_flags_say() {
+        let shape = |f: &[&str]| beat_shape(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        if std::env::var_os("MYRIAD_HEARTBEAT_GRID").is_none()
+            && std::env::var_os("MYRIAD_TICK_GROUPS").is_none()
+        {
+            assert_eq!(shape(&[]), (20, 50, 5));
+        }
+        let (hb, grid, groups) = shape(&[
+            "--heartbeat=30",
+            "--heartbeat-grid",
+            "0.02",
+            "--tick-groups=3",
+        ]);
+        assert_eq!((hb, grid, groups), (30, 20, 3));
+        assert_eq!(
+            shape(&["--heartbeat-grid=0.1"]).0,
+            20,
+            "another flag is not the period"
+        );
+    }
 
     #[test]
     fn the_report_names_the_tick_groups_a_server_flag_sets() {

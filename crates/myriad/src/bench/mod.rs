@@ -16,7 +16,7 @@
 //!   (long-poll clients that each send with their own token),
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_graph`],
-//!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
+//!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`], [`c1m_floor`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
 //!
 //! `--server-bin PATH` runs every scenario against another `myriad` executable (a
 //! baseline build) with the same commands, so before/after figures come from one session.
@@ -31,6 +31,7 @@ mod broadcast;
 mod c100k;
 mod c1m;
 mod c1m_cost;
+mod c1m_floor;
 mod c1m_graph;
 mod c1m_netns;
 mod c1m_report;
@@ -134,7 +135,7 @@ pub enum Shape {
     Both,
 }
 
-/// A server other than `myriad serve` to run broadcast (one-user), unicast, connect or rooms against.
+/// A server other than `myriad serve` to run broadcast (one-user), unicast, connect or rooms against (and, for c1m, beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Peer {
     /// A Node.js cluster of 2 workers, one `res.write` per subscriber (`node` on PATH).
@@ -196,7 +197,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "both")]
     pub shape: Shape,
     /// broadcast (one-user), unicast, connect (node, nchan, floor), rooms (nchan,
-    /// socketio): run against this peer server instead of `myriad serve`.
+    /// socketio): run against this peer server instead of `myriad serve`; c1m (floor):
+    /// after myriad, the same connections and unicast rates on the floor, side by side.
     #[arg(long, value_enum)]
     pub peer: Option<Peer>,
     /// Run this `myriad` executable as the server (e.g. a baseline build) instead of this one.
@@ -405,9 +407,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             match args.scenario {
                 Scenario::Rooms => rooms,
                 Scenario::Broadcast | Scenario::Unicast | Scenario::Connect => others,
+                Scenario::C1m => peer == Peer::Floor,
                 _ => false,
             },
-            "--peer runs broadcast, unicast and connect (node, nchan, floor) and rooms (nchan, socketio) only"
+            "--peer runs broadcast, unicast and connect (node, nchan, floor), rooms (nchan, socketio) and c1m (floor) only"
         );
     }
     if args.scenario == Scenario::C1m

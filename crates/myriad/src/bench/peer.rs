@@ -137,8 +137,40 @@ fn start_socketio(dir: &Path) -> anyhow::Result<ServerProcess> {
 }
 
 /// The C floor, compiled with `cc -O2` from the shipped source (a second or so); it
-/// dies with the bench (PR_SET_PDEATHSIG, set by the program itself).
+/// dies with the bench (PR_SET_PDEATHSIG) and is killed when the handle drops. One
+/// process of [`WORKERS`] threads, no heartbeats: the shape the one-process scenarios
+/// compare.
 fn start_floor(dir: &Path) -> anyhow::Result<ServerProcess> {
+    start_floor_with(dir, &Floor::default())
+}
+
+/// How `bench c1m --peer floor` runs the floor: as many processes as myriad's
+/// gateways (one process may hold only 20,000 files here), beating as they do.
+#[derive(Clone, Debug)]
+pub struct Floor {
+    pub threads: u32,
+    pub processes: u32,
+    /// Heartbeat period in seconds (0: none), on a wall-clock grid of `grid_ms`
+    /// shifted 2 ms per process modulo `tick_groups`, as myriad's gateways beat.
+    pub heartbeat_s: u32,
+    pub grid_ms: u32,
+    pub tick_groups: u32,
+}
+
+impl Default for Floor {
+    fn default() -> Self {
+        Floor {
+            threads: WORKERS,
+            processes: 1,
+            heartbeat_s: 0,
+            grid_ms: 50,
+            tick_groups: 5,
+        }
+    }
+}
+
+/// The C floor as `floor` says; its processes die with the first (PR_SET_PDEATHSIG).
+pub fn start_floor_with(dir: &Path, floor: &Floor) -> anyhow::Result<ServerProcess> {
     let source = dir.join("peer_floor.c");
     let program = dir.join("peer_floor");
     std::fs::write(&source, FLOOR_SOURCE)
@@ -157,7 +189,16 @@ fn start_floor(dir: &Path) -> anyhow::Result<ServerProcess> {
     );
     let mut cmd = Command::new(&program);
     cmd.arg(free_port()?.to_string())
-        .arg(WORKERS.to_string())
+        .args(
+            [
+                floor.threads,
+                floor.processes,
+                floor.heartbeat_s,
+                floor.grid_ms,
+                floor.tick_groups,
+            ]
+            .map(|v| v.to_string()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     ServerProcess::start_command(cmd).context("cannot start the floor peer")
