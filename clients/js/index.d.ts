@@ -27,6 +27,11 @@ export interface ClientOptions {
   openTimeout?: number;
   /** Milliseconds one long-poll request may take (60000; more than the server's --poll-timeout). */
   requestTimeout?: number;
+  /**
+   * With `user`: `friends` events when users that user follows come online or go
+   * offline (`friends=1`; WebSocket and SSE; long-poll reports an `unsupported` error).
+   */
+  friends?: boolean;
 }
 
 /** A message of a channel, or (with `user`) of the user's own stream. */
@@ -56,9 +61,10 @@ export interface ClientError {
   /**
    * `connect`: a transport failed to open (the next is tried); `refused`: a channel the
    * token does not allow (dropped); `refresh`: a refused token refresh; `token`:
-   * getToken threw; `server`: another error frame; `protocol`: a frame not understood.
+   * getToken threw; `server`: another error frame; `protocol`: a frame not understood;
+   * `unsupported`: the transport cannot carry what was asked (friends on long-poll).
    */
-  kind: "connect" | "refused" | "refresh" | "token" | "server" | "protocol";
+  kind: "connect" | "refused" | "refresh" | "token" | "server" | "protocol" | "unsupported";
   message: string;
   channel?: string;
   transport?: TransportKind;
@@ -106,6 +112,12 @@ export interface ClientEvents {
   message: Message;
   /** Joins and leaves of a channel subscribed with `presence: true` (WebSocket, SSE). */
   presence: PresenceChange;
+  /**
+   * With `friends: true`: who of those the user follows came online or went offline
+   * since the last one (coalesced by the server, at most one a second); `cut` when the
+   * server named only the newest 256 (ask your back-end for `GET /online/<user>`).
+   */
+  friends: { online: number[]; offline: number[]; cut?: true };
   gap: Gap;
   error: ClientError;
   /** The server took a channel (again after each reconnect). */

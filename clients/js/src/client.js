@@ -57,6 +57,7 @@ export class MyriadClient {
     this.#base = String(url);
     this.#user = options.user ?? null;
     if (this.#user !== null) this.#userStream = { pos: Position.parse(options.userSince) };
+    if (options.friends === true && this.#user === null) throw new TypeError("friends: true needs options.user");
     this.#getToken = options.getToken ?? null;
     this.#kinds = options.transports ?? ["websocket", "sse", "longpoll"];
     for (const k of this.#kinds) {
@@ -69,6 +70,7 @@ export class MyriadClient {
       fetch: options.fetch ?? globalThis.fetch?.bind(globalThis),
       backoff: { ...DEFAULT_BACKOFF, ...options.backoff },
       openTimeout: options.openTimeout ?? 5000,
+      friends: options.friends === true,
       requestTimeout: options.requestTimeout ?? 60000,
     };
   }
@@ -315,6 +317,7 @@ export class MyriadClient {
       gap: live((s, info) => this.#handleGap(s, info)),
       refused: live((c, why) => this.#handleRefused(c, why)),
       presence: live((c, change) => this.#handlePresence(c, change)),
+      friends: live((change) => this.#handleFriends(change)),
       reply: live((frame) => this.#handleReply(frame)),
       error: live((kind, message) => this.#emitError(kind, message)),
     });
@@ -466,6 +469,14 @@ export class MyriadClient {
     if (!this.#channels.get(channel)?.presence) return;
     if (typeof change?.joined === "number") this.#events.emit("presence", { channel, joined: change.joined });
     else if (typeof change?.left === "number") this.#events.emit("presence", { channel, left: change.left });
+  }
+
+  /** Who of those the user follows came online or went offline (`friends: true`). */
+  #handleFriends(change) {
+    const ids = (v) => (Array.isArray(v) ? v.filter((id) => typeof id === "number") : []);
+    const event = { online: ids(change?.online), offline: ids(change?.offline) };
+    if (change?.cut === true) event.cut = true;
+    this.#events.emit("friends", event);
   }
 
   #handleReply(frame) {

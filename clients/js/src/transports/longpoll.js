@@ -19,6 +19,10 @@ export class LongPollTransport {
   }
 
   start() {
+    if (this.#ctx.friends) {
+      // The server refuses `friends=1` on a long-poll: poll without it, and say so.
+      queueMicrotask(() => this.#sink.error("unsupported", "friends events need WebSocket or SSE; long-poll has none"));
+    }
     if (this.#ctx.streams.length === 0) {
       queueMicrotask(() => this.#open());
       return;

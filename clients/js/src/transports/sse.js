@@ -22,7 +22,7 @@ export class SseTransport {
   }
 
   start() {
-    const { base, user, streams, channels, presence, since, token, EventSource, openTimeout } = this.#ctx;
+    const { base, user, streams, channels, presence, friends, since, token, EventSource, openTimeout } = this.#ctx;
     if (streams.length === 0) {
       // Nothing to listen to yet: open as soon as a channel is added.
       queueMicrotask(() => this.#open());
@@ -36,6 +36,8 @@ export class SseTransport {
       ...channels.map((c) => ["channel", c]),
       // Joins and leaves of every channel of the URL; the client tells only those asked.
       ["presence", presence ? "1" : null],
+      // Friends online/offline: its own stream, the id's last part (not resumed).
+      ["friends", friends ? "1" : null],
       ["since", since],
       ["token", token()],
     ]);
@@ -52,6 +54,10 @@ export class SseTransport {
     es.addEventListener("presence", (e) => {
       const change = this.#json(e);
       if (change) this.#sink.presence(change.channel, change);
+    });
+    es.addEventListener("friends", (e) => {
+      const change = this.#json(e);
+      if (change) this.#sink.friends(change);
     });
     es.addEventListener("refused", (e) => {
       const refused = this.#json(e);

@@ -26,13 +26,14 @@ export class WebSocketTransport {
   }
 
   start() {
-    const { base, user, userSince, token, WebSocket, openTimeout } = this.#ctx;
+    const { base, user, userSince, token, WebSocket, openTimeout, friends } = this.#ctx;
     if (typeof WebSocket !== "function") {
       queueMicrotask(() => this.#end("backoff", "no WebSocket constructor (pass options.WebSocket)"));
       return;
     }
     const url = wsUrl(base, subscriptionPath("ws", user), [
       ["framed", "1"],
+      ["friends", friends ? "1" : null],
       ["since", userSince],
       ["token", token()],
     ]);
@@ -80,7 +81,9 @@ export class WebSocketTransport {
       this.#sink.error("protocol", `a frame that is not JSON: ${text.slice(0, 100)}`);
       return;
     }
-    if ("presence" in f && "channel" in f) {
+    if ("friends" in f) {
+      this.#sink.friends(f.friends);
+    } else if ("presence" in f && "channel" in f) {
       this.#sink.presence(f.channel, f.presence);
     } else if ("data" in f && ("channel" in f || "subject" in f)) {
       const pos = Position.parse(f.pos);
