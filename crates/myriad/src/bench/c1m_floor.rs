@@ -318,6 +318,14 @@ pub(super) fn rows(report: &mut Report, run: &Run, floor: &FloorRun, n: u64) {
         "the whole box's CPU while holding: myriad / floor",
         format!("{:.0} % / {:.0} % of {:.0} %", mb.busy, fb.busy, mb.of),
     );
+    let (ms_, fs) = (held.stretch.shares, floor.stretch.shares);
+    report.fact(
+        "while holding, server / clients / rest of the box: beside myriad / beside the floor",
+        format!(
+            "{:.0} / {:.0} / {:.0} % / {:.0} / {:.0} / {:.0} % of a core",
+            ms_.server, ms_.load, ms_.other, fs.server, fs.load, fs.other
+        ),
+    );
     let beats = |open: u64, period: u32| open as f64 / f64::from(period.max(1));
     let beat_us = |busy: f64, open: u64, period| busy / 100.0 * 1e6 / beats(open, period).max(1.0);
     let (m_beat, f_beat) = (

@@ -342,6 +342,17 @@ pub(super) fn write(
             "the whole box's CPU while holding",
             format!("{:.0} % of {:.0} %", machine.busy, machine.of),
         );
+        let s = held.stretch.shares;
+        report.fact(
+            "the clients' share of the box while holding (floods: each beat is read by one)",
+            format!(
+                "{:.0} % of a core, {:.0} % of what the box spent (server {:.0} %, rest {:.0} %: the kernel's softirqs and the monitor)",
+                s.load,
+                s.load / machine.busy.max(1e-3) * 100.0,
+                s.server,
+                s.other
+            ),
+        );
     }
     phase_rows(
         report,

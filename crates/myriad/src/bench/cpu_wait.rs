@@ -89,10 +89,20 @@ pub struct Stretch {
     pub wait: String,
     /// CPU of server / load / the rest of the machine ([`cpu`]).
     pub groups: String,
+    /// The same as numbers, percent of a core each.
+    pub shares: Shares,
     /// The whole machine's busy time, every group and the kernel's softirqs
     /// together. None where `/proc/stat` was not readable.
     pub machine: Option<Machine>,
     pub secs: f64,
+}
+
+/// CPU of each group over a stretch, percent of one core.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Shares {
+    pub server: f64,
+    pub load: f64,
+    pub other: f64,
 }
 
 /// The whole machine over a stretch, percent of one core.
@@ -120,6 +130,7 @@ impl Window {
         Stretch {
             wait: describe(&self.start, &end, secs),
             groups: cpu(&self.start, &end, secs),
+            shares: shares(&self.start, &end, secs),
             machine: self.machine.zip(machine_end).and_then(|(a, b)| {
                 Some(Machine {
                     busy: b.cores_busy_since(&a)? * 100.0,
@@ -135,16 +146,23 @@ impl Window {
 /// a core: server / load / the rest of the machine. A short-lived process that
 /// ended in between took its time with it (then a group may read low).
 fn cpu(before: &Waits, after: &Waits, secs: f64) -> String {
+    let s = shares(before, after, secs);
+    format!(
+        "{:.0} % / {:.0} % / {:.0} % of a core",
+        s.server, s.load, s.other
+    )
+}
+
+fn shares(before: &Waits, after: &Waits, secs: f64) -> Shares {
     let pct = |a: &Wait, b: &Wait| {
         let ns = a.run_ns.saturating_sub(b.run_ns);
         ns as f64 / 1e9 / secs.max(1e-3) * 100.0
     };
-    format!(
-        "{:.0} % / {:.0} % / {:.0} % of a core",
-        pct(&after.server, &before.server),
-        pct(&after.load, &before.load),
-        pct(&after.other, &before.other)
-    )
+    Shares {
+        server: pct(&after.server, &before.server),
+        load: pct(&after.load, &before.load),
+        other: pct(&after.other, &before.other),
+    }
 }
 
 /// The report's text for `after` against `before`, `secs` apart: per run, server
