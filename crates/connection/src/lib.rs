@@ -54,6 +54,7 @@ mod outbox;
 mod publish_rate;
 mod pusher;
 mod pusher_api;
+mod pusher_user;
 mod refresh;
 mod replay;
 mod reply;
