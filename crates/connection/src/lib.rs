@@ -74,6 +74,8 @@ mod multiplexed_tests;
 #[cfg(test)]
 mod pusher_tests;
 #[cfg(test)]
+mod pusher_user_tests;
+#[cfg(test)]
 mod stream_control_tests;
 #[cfg(test)]
 mod tests;
