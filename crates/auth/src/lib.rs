@@ -89,7 +89,7 @@ pub use jwt::{
     inspect_unverified, Grant, JwtVerifier, DEFAULT_LEEWAY, DEFAULT_MAX_INFO, MAX_TOKEN_BYTES,
 };
 pub use keys::{JwtKeys, KeyError, MIN_SECRET_BYTES};
-pub use pusher::{PusherApp, PusherApps, PusherAuthError};
+pub use pusher::{user_key as pusher_user_key, PusherApp, PusherApps, PusherAuthError};
 
 /// Why a request was not let in. `Display` is short and safe to show the client
 /// (it never echoes the token).

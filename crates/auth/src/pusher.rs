@@ -32,6 +32,8 @@ pub enum PusherAuthError {
     BadApp,
     #[error("two --pusher-app share an id or a key")]
     DuplicateApp,
+    #[error("a --pusher-app ID after the first is its channels' namespace: only A-Z a-z 0-9 _ - = @ , . ;")]
+    BadAppId,
     #[error("this channel needs an auth signature")]
     Missing,
     #[error("the auth signature is not <key>:<hex hmac-sha256>")]
@@ -91,20 +93,54 @@ impl PusherApp {
         channel_data: Option<&str>,
         auth: Option<&str>,
     ) -> Result<(), PusherAuthError> {
+        let text = match channel_data {
+            Some(d) => format!("{socket_id}:{channel}:{d}"),
+            None => format!("{socket_id}:{channel}"),
+        };
+        self.check_auth(&text, auth)
+    }
+
+    /// Checks a `pusher:signin`'s `auth`: the app's signature of
+    /// `<socket_id>::user::<user_data>` (the SDKs' `authenticateUser`).
+    pub fn check_user_auth(
+        &self,
+        socket_id: &str,
+        user_data: &str,
+        auth: Option<&str>,
+    ) -> Result<(), PusherAuthError> {
+        self.check_auth(&format!("{socket_id}::user::{user_data}"), auth)
+    }
+
+    /// `auth` is `<this app's key>:<hex hmac-sha256(secret, text)>`.
+    fn check_auth(&self, text: &str, auth: Option<&str>) -> Result<(), PusherAuthError> {
         let auth = auth.ok_or(PusherAuthError::Missing)?;
         let (key, signature) = auth.split_once(':').ok_or(PusherAuthError::Malformed)?;
         if key != self.key {
             return Err(PusherAuthError::WrongKey);
         }
         let signature = unhex(signature).ok_or(PusherAuthError::Malformed)?;
-        let text = match channel_data {
-            Some(d) => format!("{socket_id}:{channel}:{d}"),
-            None => format!("{socket_id}:{channel}"),
-        };
-        self.mac(&text)
+        self.mac(text)
             .verify_slice(&signature)
             .map_err(|_| PusherAuthError::Signature)
     }
+}
+
+/// The myriad user (a u64) of a Pusher user id: a canonical decimal is itself;
+/// anything else is the first 8 bytes of its SHA-256 with the top bit set, so a
+/// string id never takes a numeric id below 2^63. SHA-256 rather than a fast
+/// hash: an id an attacker picks cannot be made to land on another user's (that
+/// takes a second preimage of 63 bits). Two of n string ids collide with odds
+/// about n^2 / 2^64 (a million users: 5e-8).
+pub fn user_key(id: &str) -> u64 {
+    let numeric = id.parse::<u64>().ok().filter(|n| n.to_string() == id);
+    if let Some(n) = numeric {
+        return n;
+    }
+    use sha2::Digest;
+    let digest = Sha256::digest(id.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first) | 1 << 63
 }
 
 impl PusherApp {
@@ -175,6 +211,10 @@ impl PusherApps {
             if apps.iter().any(|a| a.id == app.id || a.key == app.key) {
                 return Err(PusherAuthError::DuplicateApp);
             }
+            let channel_char = |b: u8| b.is_ascii_alphanumeric() || b"_-=@,.;".contains(&b);
+            if !apps.is_empty() && !app.id.bytes().all(channel_char) {
+                return Err(PusherAuthError::BadAppId);
+            }
             apps.push(app);
         }
         Ok(PusherApps { apps })
@@ -198,9 +238,23 @@ impl PusherApps {
         self.apps.get(usize::from(index))
     }
 
-    /// The app of HTTP API id `id`.
-    pub fn by_id(&self, id: &str) -> Option<&PusherApp> {
-        self.apps.iter().find(|a| a.id == id)
+    /// The app of HTTP API id `id`, with its index.
+    pub fn by_id(&self, id: &str) -> Option<(u16, &PusherApp)> {
+        self.apps
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.id == id)
+            .map(|(i, a)| (i as u16, a))
+    }
+
+    /// The namespace of the app at `index`'s channels on myriad: none for the
+    /// first app (so `POST /pub/<channel>` and myriad's own subscribers reach its
+    /// clients by the same names), `<id>:` for the others (`wire::pusher_user`).
+    pub fn namespace(&self, index: u16) -> String {
+        match self.apps.get(usize::from(index)) {
+            Some(a) if index > 0 => format!("{}:", a.id),
+            _ => String::new(),
+        }
     }
 }
 
@@ -237,7 +291,15 @@ mod tests {
             apps.by_key("k2").map(|(i, a)| (i, a.id.as_str())),
             Some((1, "2"))
         );
-        assert_eq!(apps.by_id("1").map(|a| a.key.as_str()), Some("k1"));
+        assert_eq!(apps.by_id("1").map(|(_, a)| a.key.as_str()), Some("k1"));
+        assert_eq!(
+            (apps.namespace(0).as_str(), apps.namespace(1).as_str()),
+            ("", "2:")
+        );
+        assert_eq!(
+            PusherApps::parse(["1:k:s", "a/b:k2:t"]).unwrap_err(),
+            PusherAuthError::BadAppId
+        );
         assert!(apps.by_key("nope").is_none());
         assert_eq!(
             PusherApps::parse(["1:k"]).unwrap_err(),
@@ -246,6 +308,22 @@ mod tests {
         assert_eq!(
             PusherApps::parse(["1:k:s", "2:k:t"]).unwrap_err(),
             PusherAuthError::DuplicateApp
+        );
+    }
+
+    #[test]
+    fn user_keys_and_the_signin_signature() {
+        assert_eq!(user_key("42"), 42);
+        assert!(user_key("042") >= 1 << 63);
+        assert!(user_key("bob") >= 1 << 63);
+        assert_ne!(user_key("bob"), user_key("alice"));
+        let app = PusherApp::parse("1:key:secret").unwrap();
+        let data = r#"{"id":"bob"}"#;
+        let signed = format!("key:{}", app.sign(&format!("1.2::user::{data}")));
+        assert_eq!(app.check_user_auth("1.2", data, Some(&signed)), Ok(()));
+        assert_eq!(
+            app.check_user_auth("1.3", data, Some(&signed)),
+            Err(PusherAuthError::Signature)
         );
     }
 

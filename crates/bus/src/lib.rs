@@ -26,6 +26,7 @@ pub mod request;
 pub use http::PublishAnswer;
 pub use mailbox::{Inbound, Mail, Mailbox, Target, Wake};
 pub use request::{Call, ChannelJoin, Reply, Request};
+pub use router::channels::Occupied;
 pub use router::{
     ConnRef, HistoryRead, Member, Message, Presence, PresenceOf, PublishCounts, Refusal,
     RouterStats,

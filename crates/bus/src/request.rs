@@ -75,6 +75,9 @@ pub enum Request {
     Presence { of: PresenceOf, list: bool },
     /// Which of the subjects `user` follows are online now ([`Reply::Online`]).
     Online { user: u64 },
+    /// The occupied channels whose names start with `prefix` ([`Reply::Occupied`];
+    /// Pusher's channel list). With router shards every shard answers its own.
+    Occupied { prefix: String },
     /// The router's counters.
     Stats,
 }
@@ -100,6 +103,7 @@ impl Request {
             Request::Presence { list: true, .. } => Call::Presence,
             Request::Presence { list: false, .. } => Call::PresenceStats,
             Request::Online { .. } => Call::Online,
+            Request::Occupied { .. } => Call::Occupied,
             Request::Stats => Call::Stats,
         }
     }
@@ -122,6 +126,7 @@ pub enum Call {
     Presence,
     PresenceStats,
     Online,
+    Occupied,
     Stats,
 }
 
@@ -185,6 +190,9 @@ pub enum Reply {
     Presence { of: PresenceOf, presence: Presence },
     /// `Online`: the subjects `user` follows that are online, sorted.
     Online { user: u64, online: Vec<u64> },
+    /// `Occupied`: the channels, sorted by name (each router at most
+    /// `router::channels::MAX_LISTED`).
+    Occupied(Vec<router::channels::Occupied>),
     /// `Stats`: counters as one JSON object (the router's, and whatever the
     /// answering side adds: a gateway answers `/stats` with its own counters too).
     /// Crosses NATS as JSON text (`json_text`).

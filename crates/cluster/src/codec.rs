@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 11;
+pub const VERSION: u8 = 12;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]

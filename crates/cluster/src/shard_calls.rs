@@ -105,6 +105,8 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
         // (the same ids): each answers which of its subjects the user follows are
         // online, and the lists are joined.
         Request::Online { .. } => Dest::All,
+        // Each shard lists the channels it owns; the lists are joined.
+        Request::Occupied { .. } => Dest::All,
         Request::Presence { of, .. } => match of {
             bus::PresenceOf::Channel(name) => Dest::One(shards.owner_of_channel(name)),
             bus::PresenceOf::Subject(user) => Dest::One(shards.owner(*user)),

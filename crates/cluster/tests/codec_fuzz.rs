@@ -102,6 +102,13 @@ fn well_formed() -> Vec<Vec<u8>> {
                 ),
                 call(8, None, Request::Online { user: 7 }),
                 call(
+                    9,
+                    None,
+                    Request::Occupied {
+                        prefix: "presence-".into(),
+                    },
+                ),
+                call(
                     6,
                     None,
                     Request::PublishChannel {
@@ -198,6 +205,11 @@ fn well_formed() -> Vec<Vec<u8>> {
                     user: 7,
                     online: vec![3, 9],
                 }),
+                reply(Reply::Occupied(vec![bus::Occupied {
+                    name: "presence-a".into(),
+                    users: 2,
+                    connections: 3,
+                }])),
                 delivery,
             ],
         },

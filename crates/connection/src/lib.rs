@@ -54,6 +54,7 @@ mod outbox;
 mod publish_rate;
 mod pusher;
 mod pusher_api;
+mod pusher_user;
 mod refresh;
 mod replay;
 mod reply;
@@ -72,6 +73,8 @@ mod harness;
 mod multiplexed_tests;
 #[cfg(test)]
 mod pusher_tests;
+#[cfg(test)]
+mod pusher_user_tests;
 #[cfg(test)]
 mod stream_control_tests;
 #[cfg(test)]

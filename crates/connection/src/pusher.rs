@@ -27,12 +27,14 @@ pub const CLIENT_EVENTS_PER_SECOND: u32 = 10;
 /// What a Pusher connection keeps.
 pub(super) struct Session {
     /// Index of its app in `Access::pusher`.
-    app: u16,
+    pub(super) app: u16,
     /// `<random>.<loop token>`: what its app's auth endpoint signs.
-    socket_id: Box<str>,
+    pub(super) socket_id: Box<str>,
     /// Client-event bucket: events available, refilled by elapsed ticks.
     tokens: u32,
     refilled: Tick,
+    /// Signed in (`pusher:signin`, `pusher_user`): the `user_data` as signed.
+    pub(super) user_data: Option<Box<str>>,
 }
 
 /// True for a connection that speaks Pusher.
@@ -40,7 +42,7 @@ pub(super) fn is(conn: &Connection) -> bool {
     session(conn).is_some()
 }
 
-fn session(conn: &Connection) -> Option<&Session> {
+pub(super) fn session(conn: &Connection) -> Option<&Session> {
     conn.pending.as_ref().and_then(|p| p.pusher.as_deref())
 }
 
@@ -86,6 +88,7 @@ pub(super) fn open(
                 socket_id: socket_id.into(),
                 tokens: CLIENT_EVENTS_PER_SECOND,
                 refilled: cx.now,
+                user_data: None,
             }));
             None
         }
@@ -136,8 +139,15 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) {
         } => subscribe(conn, cx, &channel, auth.as_deref(), channel_data.as_deref()),
         // Leaving a channel not held is not an error in Pusher.
         ClientFrame::Unsubscribe { channel } => {
-            let _ = channels::unsubscribe_later(conn, cx, &channel);
+            let name = internal(conn, cx, &channel);
+            let _ = channels::unsubscribe_later(conn, cx, &name);
         }
+        ClientFrame::Signin { auth, user_data } => super::pusher_user::signin(
+            conn,
+            cx,
+            auth.as_deref(),
+            user_data.as_deref().unwrap_or_default(),
+        ),
         ClientFrame::ClientEvent {
             event,
             channel,
@@ -159,6 +169,12 @@ fn subscribe(
     channel_data: Option<&str>,
 ) {
     let Some(s) = session(conn) else { return };
+    if channel.starts_with(wire::pusher_user::SERVER_TO_USER) {
+        return super::pusher_user::subscribe_to_self(conn, cx, channel);
+    }
+    if let Err(why) = wire::pusher_user::check_name(channel) {
+        return subscription_error(cx, channel, "SubscriptionError", why, 400);
+    }
     let signed = channel.starts_with("private-") || channel.starts_with("presence-");
     if signed {
         let Some(app) = cx.config.access.pusher.get(s.app) else {
@@ -170,16 +186,21 @@ fn subscribe(
             return subscription_error(cx, channel, "AuthError", &e.to_string(), 401);
         }
     }
-    // A presence channel's member is the user of `channel_data` (signed above).
+    // A presence channel's member is the user of `channel_data` (signed above):
+    // its myriad user is the id's key, its info carries a non-numeric id.
     let member = match channel.starts_with("presence-") {
         false => None,
         true => match wire::pusher::parse_channel_data(channel_data.unwrap_or_default()) {
-            Ok(m) => Some(m),
+            Ok((id, info)) => Some((
+                auth::pusher_user_key(&id),
+                wire::pusher_user::member_info(&id, info),
+            )),
             Err(why) => return subscription_error(cx, channel, "SubscriptionError", why, 400),
         },
     };
     let presence = member.is_some();
-    if let Err(refused) = channels::subscribe_as(conn, cx, channel, None, presence, member) {
+    let name = internal(conn, cx, channel);
+    if let Err(refused) = channels::subscribe_as(conn, cx, &name, None, presence, member) {
         subscription_error(
             cx,
             channel,
@@ -200,10 +221,8 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             "client events are for private and presence channels only",
         );
     }
-    let held = conn
-        .chans
-        .as_ref()
-        .and_then(|c| c.position_joined(&channel));
+    let name = internal(conn, cx, &channel);
+    let held = conn.chans.as_ref().and_then(|c| c.position_joined(&name));
     if held.is_none() {
         return error(
             cx,
@@ -224,9 +243,16 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
     }
     let payload = Published::envelope(event, data, Some(&s.socket_id));
     cx.out.request(Request::PublishChannel {
-        channel,
+        channel: name,
         payload: Bytes::from(payload),
     });
+}
+
+/// The myriad channel of this connection's app's channel `name`
+/// (`wire::pusher_user::internal`: the first app's names are myriad's).
+pub(super) fn internal(conn: &Connection, cx: &Cx, name: &str) -> String {
+    let app = session(conn).map_or(0, |s| s.app);
+    wire::pusher_user::internal(&cx.config.access.pusher.namespace(app), name)
 }
 
 impl Session {
@@ -247,16 +273,20 @@ impl Session {
 
 /// A channel's join is answered: `pusher_internal:subscription_succeeded`; for a
 /// presence channel once its members are known (a presence query, answered in
-/// [`members`]).
-pub(super) fn joined(cx: &mut Cx, channel: &str) {
-    if channel.starts_with("presence-") {
+/// [`members`]); for a signed-in user's channel, `pusher:signin_success`.
+pub(super) fn joined(conn: &Connection, cx: &mut Cx, channel: &str) {
+    if wire::pusher_user::is_user_channel(channel) {
+        return super::pusher_user::signed_in(conn, cx);
+    }
+    let shown = wire::pusher_user::shown(channel);
+    if shown.starts_with("presence-") {
         let of = bus::PresenceOf::Channel(channel.to_string());
         return cx.out.request(Request::Presence { of, list: true });
     }
-    subscription_succeeded(cx, channel, "{}");
+    subscription_succeeded(cx, shown, "{}");
 }
 
-fn subscription_succeeded(cx: &mut Cx, channel: &str, data: &str) {
+pub(super) fn subscription_succeeded(cx: &mut Cx, channel: &str, data: &str) {
     send(cx, |out| {
         wire::pusher::write_event(
             out,
@@ -278,23 +308,22 @@ pub(super) fn members(conn: &Connection, cx: &mut Cx, channel: &str, presence: b
     let mut ids = Vec::with_capacity(presence.users.len());
     let mut hash = serde_json::Map::new();
     for m in presence.users {
-        let id = m.user.to_string();
-        let info = m
-            .info
-            .and_then(|i| serde_json::from_str(&i).ok())
-            .unwrap_or(serde_json::Value::Null);
+        let (id, info) = wire::pusher_user::read_member(m.user, m.info.as_deref());
         hash.insert(id.clone(), info);
         ids.push(id);
     }
     let data = serde_json::json!({
         "presence": { "ids": ids, "hash": hash, "count": presence.count }
     });
-    subscription_succeeded(cx, channel, &data.to_string());
+    let shown = wire::pusher_user::shown(channel);
+    subscription_succeeded(cx, shown, &data.to_string());
 }
 
-/// A message of a presence channel's companion (`+<user>[ <info>]` / `-<user>`,
-/// one per user, not per connection) as `pusher_internal:member_added` (with the
-/// member's `user_info`) / `member_removed`. `None`: not a companion's message.
+/// A message of a presence channel's companion (`+<user>[ <info>]` /
+/// `-<user>[ <info>]`, one per user, not per connection) as
+/// `pusher_internal:member_added` (with the member's `user_info`) /
+/// `member_removed`, the user shown by its id as the app gave it
+/// (`wire::pusher_user::read_member`). `None`: not a companion's message.
 pub(super) fn member_push(channel: &str, payload: &[u8]) -> Option<Vec<u8>> {
     let of = wire::channel::presence_of(channel)?;
     let text = std::str::from_utf8(payload).ok()?;
@@ -304,11 +333,15 @@ pub(super) fn member_push(channel: &str, payload: &[u8]) -> Option<Vec<u8>> {
         ("-", user) => ("pusher_internal:member_removed", user),
         _ => return None,
     };
-    let data = match serde_json::from_str::<serde_json::Value>(info) {
-        Ok(info) => serde_json::json!({ "user_id": user, "user_info": info }),
-        Err(_) => serde_json::json!({ "user_id": user }),
+    let (user, info) = wire::pusher_user::read_member(user.parse().ok()?, Some(info));
+    let data = match (event, info) {
+        ("pusher_internal:member_added", info) if !info.is_null() => {
+            serde_json::json!({ "user_id": user, "user_info": info })
+        }
+        _ => serde_json::json!({ "user_id": user }),
     };
     let mut text = Vec::new();
+    let of = wire::pusher_user::shown(of);
     wire::pusher::write_event(&mut text, event, Some(of), &data.to_string());
     let mut out = Vec::new();
     wire::write_ws_frame(&mut out, Opcode::Text, &text);
@@ -331,10 +364,16 @@ pub(super) fn subscription_error(cx: &mut Cx, channel: &str, kind: &str, why: &s
 
 /// A channel's message as a Pusher event (a whole WebSocket frame, encoded once per
 /// message and loop by `Frames`), and the socket that sent it, if a client did.
+/// The channel shown is the message's own without the app's namespace, or the
+/// one its envelope names (a user's `#server-to-user-<id>`).
 pub(crate) fn encode(channel: &str, payload: &[u8]) -> (Bytes, Option<Box<str>>) {
     let p = Published::read(payload);
+    let shown = p
+        .channel
+        .as_deref()
+        .unwrap_or(wire::pusher_user::shown(channel));
     let mut text = Vec::with_capacity(payload.len() + channel.len() + 40);
-    wire::pusher::write_event(&mut text, &p.event, Some(channel), &p.data);
+    wire::pusher::write_event(&mut text, &p.event, Some(shown), &p.data);
     let mut out = Vec::with_capacity(text.len() + 10);
     wire::write_ws_frame(&mut out, Opcode::Text, &text);
     (Bytes::from(out), p.socket_id.map(Into::into))
@@ -363,7 +402,7 @@ pub(super) fn error(cx: &mut Cx, code: Option<u16>, why: &str) {
     send(cx, |out| wire::pusher::write_error(out, code, why));
 }
 
-fn close(conn: &mut Connection, cx: &mut Cx, code: u16, why: &str) {
+pub(super) fn close(conn: &mut Connection, cx: &mut Cx, code: u16, why: &str) {
     if !conn.has(WS_CLOSE_SENT) {
         conn.set(WS_CLOSE_SENT, true);
         cx.out.write(|out| wire::write_ws_close(out, code, why));
@@ -372,7 +411,7 @@ fn close(conn: &mut Connection, cx: &mut Cx, code: u16, why: &str) {
 }
 
 /// One text frame whose JSON `write` produces.
-fn send(cx: &mut Cx, write: impl FnOnce(&mut Vec<u8>)) {
+pub(super) fn send(cx: &mut Cx, write: impl FnOnce(&mut Vec<u8>)) {
     let mut text = Vec::new();
     write(&mut text);
     cx.out

@@ -46,6 +46,10 @@ pub(super) enum Ask {
     },
     /// `/channels/<name>/users`.
     Users,
+    /// `/channels`: the occupied ones, with `user_count` if asked, named without
+    /// the app's namespace (`namespaced`: the app has one; else names with `:`,
+    /// other apps' and myriad's own, are left out).
+    List { user_count: bool, namespaced: bool },
 }
 
 /// The bus request a signed API request makes, or the status and text to refuse it.
@@ -56,19 +60,29 @@ pub(super) fn request(
     (path, query): (&str, &str),
     body: &[u8],
 ) -> Result<Request, (u16, String)> {
-    let Some(the_app) = cx.config.access.pusher.by_id(app) else {
+    let apps = &cx.config.access.pusher;
+    let Some((index, the_app)) = apps.by_id(app) else {
         return Err((400, format!("unknown app {app}")));
     };
     let method = match call {
-        PusherCall::Events | PusherCall::BatchEvents => "POST",
-        PusherCall::Channel(_) | PusherCall::Users(_) => "GET",
+        PusherCall::Events | PusherCall::BatchEvents | PusherCall::TerminateUser(_) => "POST",
+        PusherCall::Channel(_) | PusherCall::Users(_) | PusherCall::Channels => "GET",
     };
     the_app
         .check_api_request(method, path, query, body, cx.unix_now())
         .map_err(|e| (401, e.to_string()))?;
+    let namespace = apps.namespace(index);
     let (batch, ask, name) = match call {
         PusherCall::Events => (false, None, None),
         PusherCall::BatchEvents => (true, None, None),
+        PusherCall::TerminateUser(user) => {
+            let channel = wire::pusher_user::user_channel(&namespace, auth::pusher_user_key(&user));
+            let payload = Bytes::from_static(wire::pusher_user::TERMINATE);
+            return Ok(Request::PublishChannels {
+                items: vec![(channel, payload)],
+            });
+        }
+        PusherCall::Channels => return list(conn, query, &namespace),
         PusherCall::Channel(name) => {
             let info = query
                 .split('&')
@@ -101,8 +115,9 @@ pub(super) fn request(
                 "users and user_count are for presence channels only".into(),
             ));
         }
+        wire::pusher_user::check_name(&name).map_err(|why| (400, format!("{name}: {why}")))?;
         conn.pending().pusher_ask = Some(ask);
-        let of = PresenceOf::Channel(name);
+        let of = PresenceOf::Channel(wire::pusher_user::internal(&namespace, &name));
         return Ok(Request::Presence {
             of,
             list: ask == Ask::Users,
@@ -139,11 +154,80 @@ pub(super) fn request(
             e.socket_id.as_deref(),
         ));
         for c in channels {
-            wire::channel::check_name(&c).map_err(|why| (400, format!("{c}: {why}")))?;
-            items.push((c, payload.clone()));
+            // `sendToUser`: the user's internal channel, shown as the SDK named it.
+            if let Some(user) = c.strip_prefix(wire::pusher_user::SERVER_TO_USER) {
+                let key = auth::pusher_user_key(user);
+                let (name, socket) = (Some(c.as_str()), e.socket_id.as_deref());
+                let to_user = Published::envelope_shown(&e.name, &e.data, socket, name);
+                let channel = wire::pusher_user::user_channel(&namespace, key);
+                items.push((channel, Bytes::from(to_user)));
+                continue;
+            }
+            wire::pusher_user::check_name(&c).map_err(|why| (400, format!("{c}: {why}")))?;
+            items.push((wire::pusher_user::internal(&namespace, &c), payload.clone()));
         }
     }
     Ok(Request::PublishChannels { items })
+}
+
+/// `GET /apps/<id>/channels[?filter_by_prefix=…][&info=user_count]`: asks every
+/// router (shard) for the occupied channels of the prefix in the app's namespace.
+/// `user_count` is for a `presence-` prefix only, as Pusher has it.
+fn list(conn: &mut Connection, query: &str, namespace: &str) -> Result<Request, (u16, String)> {
+    let param = |k: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+            .unwrap_or_default()
+    };
+    let prefix = param("filter_by_prefix");
+    let info = param("info").replace("%2C", ",").replace("%2c", ",");
+    let user_count = info.split(',').any(|i| i == "user_count");
+    if user_count && !prefix.starts_with("presence-") {
+        let why = "info=user_count needs filter_by_prefix=presence-";
+        return Err((400, why.into()));
+    }
+    if prefix.contains(['%', '~', ':']) {
+        return Err((400, "filter_by_prefix: a channel name's start".into()));
+    }
+    conn.pending().pusher_ask = Some(Ask::List {
+        user_count,
+        namespaced: !namespace.is_empty(),
+    });
+    let prefix = wire::pusher_user::internal(namespace, prefix);
+    Ok(Request::Occupied { prefix })
+}
+
+/// The occupied channels a Pusher `GET /channels` waited for, in Pusher's words:
+/// `{"channels":{"<name>":{}|{"user_count":n},…}}`. False when none waited.
+pub(super) fn answer_list(conn: &mut Connection, cx: &mut Cx, list: &[bus::Occupied]) -> bool {
+    let Some(Ask::List {
+        user_count,
+        namespaced,
+    }) = conn.pending.as_ref().and_then(|p| p.pusher_ask)
+    else {
+        return false;
+    };
+    if let Some(p) = conn.pending.as_mut() {
+        p.pusher_ask = None;
+    }
+    let mut channels = serde_json::Map::new();
+    for c in list {
+        if !namespaced && c.name.contains(wire::pusher_user::NAMESPACE_END) {
+            continue;
+        }
+        let mut info = serde_json::json!({});
+        if user_count {
+            info["user_count"] = c.users.into();
+        }
+        channels.insert(wire::pusher_user::shown(&c.name).to_string(), info);
+    }
+    let body = serde_json::json!({ "channels": channels }).to_string();
+    let keep = conn.has(KEEP_ALIVE);
+    conn.respond(cx, keep, |out| {
+        wire::write_response(out, 200, "application/json", body.as_bytes(), keep, &[])
+    });
+    true
 }
 
 fn bad(e: serde_json::Error) -> (u16, String) {
@@ -158,6 +242,7 @@ pub(super) fn answer(conn: &mut Connection, cx: &mut Cx, presence: &Presence) ->
         return false;
     };
     let doc = match ask {
+        Ask::List { .. } => return false,
         Ask::Channel {
             user_count,
             subscription_count,
@@ -175,7 +260,7 @@ pub(super) fn answer(conn: &mut Connection, cx: &mut Cx, presence: &Presence) ->
             let users: Vec<serde_json::Value> = presence
                 .users
                 .iter()
-                .map(|m| serde_json::json!({ "id": m.user.to_string() }))
+                .map(|m| serde_json::json!({ "id": wire::pusher_user::read_member(m.user, m.info.as_deref()).0 }))
                 .collect();
             serde_json::json!({ "users": users })
         }

@@ -12,7 +12,7 @@ const WS_HEADERS: &str = "Upgrade: websocket\r\nConnection: Upgrade\r\n\
 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
 
 /// A harness with app `app1:key1:secret1`, opened on `path`.
-fn open(path: &str) -> (Harness, Step) {
+pub(crate) fn open(path: &str) -> (Harness, Step) {
     let mut h = Harness::new();
     h.config.access = Arc::new(Access {
         pusher: auth::PusherApps::parse(["app1:key1:secret1"]).unwrap(),
@@ -22,7 +22,7 @@ fn open(path: &str) -> (Harness, Step) {
     (h, step)
 }
 
-fn joined(names: &[&str]) -> Reply {
+pub(crate) fn joined(names: &[&str]) -> Reply {
     Reply::Joined {
         login: None,
         channels: names
@@ -34,7 +34,7 @@ fn joined(names: &[&str]) -> Reply {
 }
 
 /// Server frames in `bytes` past the HTTP head: (opcode, payload).
-fn frames(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+pub(crate) fn frames(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
     let mut b = match bytes.windows(4).position(|w| w == b"\r\n\r\n") {
         Some(i) if bytes.starts_with(b"HTTP/") => &bytes[i + 4..],
         _ => bytes,
@@ -52,7 +52,7 @@ fn frames(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
 }
 
 /// The JSON of each text frame.
-fn events(bytes: &[u8]) -> Vec<serde_json::Value> {
+pub(crate) fn events(bytes: &[u8]) -> Vec<serde_json::Value> {
     frames(bytes)
         .into_iter()
         .filter(|(op, _)| *op == 1)
@@ -61,7 +61,7 @@ fn events(bytes: &[u8]) -> Vec<serde_json::Value> {
 }
 
 /// A masked client text frame (mask 0), any length below 64 KiB.
-fn client_text(text: &str) -> Vec<u8> {
+pub(crate) fn client_text(text: &str) -> Vec<u8> {
     let mut f = vec![0x81];
     if text.len() < 126 {
         f.push(0x80 | text.len() as u8);
@@ -75,7 +75,7 @@ fn client_text(text: &str) -> Vec<u8> {
 }
 
 /// An opened, greeted Pusher connection and its socket id.
-fn connected() -> (Harness, String) {
+pub(crate) fn connected() -> (Harness, String) {
     let (mut h, out) = open("/app/key1?protocol=7");
     assert!(out.bytes.is_empty(), "nothing before the join's reply");
     assert!(
@@ -94,7 +94,11 @@ fn connected() -> (Harness, String) {
     (h, id)
 }
 
-fn subscribe(h: &mut Harness, channel: &str, auth: Option<&str>) -> Vec<serde_json::Value> {
+pub(crate) fn subscribe(
+    h: &mut Harness,
+    channel: &str,
+    auth: Option<&str>,
+) -> Vec<serde_json::Value> {
     let frame = serde_json::json!({"event": "pusher:subscribe", "data": {"channel": channel, "auth": auth}});
     let step = h.bytes(&client_text(&frame.to_string()));
     if step.requests.is_empty() {

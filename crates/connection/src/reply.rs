@@ -14,6 +14,8 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
         // A Pusher API `GET` (`pusher_api`) answers in Pusher's words.
         (State::Calling(_), _, Reply::Presence { presence, .. })
             if super::pusher_api::answer(conn, cx, &presence) => {}
+        (State::Calling(_), _, Reply::Occupied(list))
+            if super::pusher_api::answer_list(conn, cx, &list) => {}
         (State::Calling(call), _, reply) => api_response(conn, cx, call, reply),
         (State::Polling, _, Reply::Unavailable(message) | Reply::TimedOut(message))
         | (_, Some(_), Reply::Unavailable(message) | Reply::TimedOut(message)) => {

@@ -240,7 +240,10 @@ fn start_api(
         Route::Publish { .. } | Route::PublishChannel { .. } => Some(cx.config.max_message),
         Route::PublishBatch { .. } | Route::SubscriptionsBulk => Some(cx.config.max_batch),
         Route::PusherApi {
-            call: wire::PusherCall::Events | wire::PusherCall::BatchEvents,
+            call:
+                wire::PusherCall::Events
+                | wire::PusherCall::BatchEvents
+                | wire::PusherCall::TerminateUser(_),
             ..
         } => Some(cx.config.max_batch),
         _ => None,

@@ -230,6 +230,9 @@ impl Hub {
                 Reply::Done
             }
             Request::PublishChannel { channel, payload } => {
+                if let Some(hook) = &self.webhook {
+                    hook.client_event(&channel, &payload);
+                }
                 let publish = Publish {
                     items: vec![Item::to_channel(&channel, payload)],
                 };
@@ -284,6 +287,9 @@ impl Hub {
                 },
                 Err(e) => Reply::Unavailable(e.to_string()),
             },
+            Request::Occupied { prefix } => {
+                Reply::Occupied(self.router.lock().occupied_channels(&prefix))
+            }
             Request::Stats => Reply::Stats(self.stats_json()),
         }
     }

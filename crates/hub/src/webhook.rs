@@ -13,7 +13,8 @@
 //! With `--webhook-pusher-key` the same batches go in Pusher's format ([`Style`]):
 //! `{"time_ms":…,"events":[{"name":"member_added","channel":"presence-a",
 //! "user_id":"42"},…]}` with `X-Pusher-Key` and `X-Pusher-Signature: <hex
-//! HMAC-SHA256(secret, body)>`, which the `pusher` server SDKs' `webhook()` checks.
+//! HMAC-SHA256(secret, body)>`, which the `pusher` server SDKs' `webhook()` checks;
+//! Pusher clients' `client-*` events go too, as `client_event` ([`Webhook::client_event`]).
 //!
 //! Plain `http://` only (a TLS-terminating proxy goes in front for `https`): one
 //! request per connection, `Connection: close`, written by hand over std's TCP.
@@ -128,16 +129,43 @@ impl Webhook {
 
     /// Queues `events` (never blocks: a full queue drops its oldest).
     pub fn push(&self, events: &[PresenceEvent], time_ms: u64) {
+        self.queue(events.iter().map(|e| self.style.event(e, time_ms)));
+    }
+
+    fn queue(&self, events: impl Iterator<Item = serde_json::Value>) {
         let mut state = self.shared.state.lock();
         for event in events {
             if state.queue.len() == QUEUE {
                 state.queue.pop_front();
                 state.dropped += 1;
             }
-            state.queue.push_back(self.style.event(event, time_ms));
+            state.queue.push_back(event);
         }
         state.since.get_or_insert_with(Instant::now);
         self.shared.wake.notify_one();
+    }
+
+    /// A message published on `channel`: when it is a Pusher client event (the
+    /// envelope of `wire::pusher::Published`, a `client-` event naming its
+    /// socket), Pusher's `client_event` webhook, in Pusher's style only. The
+    /// router shard that owns the channel sees each publish once, so each event
+    /// is posted once whatever gateway it came through.
+    pub fn client_event(&self, channel: &str, payload: &[u8]) {
+        if !matches!(*self.style, Style::Pusher { .. }) || payload.first() != Some(&b'{') {
+            return;
+        }
+        let p = wire::pusher::Published::read(payload);
+        let Some(socket_id) = p.socket_id.filter(|_| p.event.starts_with("client-")) else {
+            return;
+        };
+        let event = serde_json::json!({
+            "name": "client_event",
+            "channel": wire::pusher_user::shown(channel),
+            "event": p.event,
+            "data": p.data,
+            "socket_id": socket_id,
+        });
+        self.queue(std::iter::once(event));
     }
 
     /// `/stats`'s `webhook` object.

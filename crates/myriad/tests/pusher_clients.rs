@@ -4,66 +4,10 @@
 
 mod common;
 
+use common::pusher::{Node, APP};
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Lines, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-
-const APP: &str = "app1:key1:secret1";
-
-/// One run of `tests/pusher/client.mjs <scenario>` against `server`.
-struct Node {
-    child: Child,
-    /// Held open: a scenario that waits reads it until the test ends.
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Node {
-    fn run(scenario: &str, server: &Server) -> Node {
-        Node::spawn(scenario, &server.addr.to_string())
-    }
-
-    /// The script against `addr` (a scenario may be told more on its stdin).
-    fn spawn(scenario: &str, addr: &str) -> Node {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pusher");
-        assert!(
-            dir.join("node_modules/pusher-js").is_dir(),
-            "pusher-js not installed: run scripts/setup.sh (npm ci in tests/pusher)"
-        );
-        let mut child = Command::new("node")
-            .arg(dir.join("client.mjs"))
-            .args([scenario, addr, "app1", "key1", "secret1"])
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("node must be installed");
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Node {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    /// The script's next JSON line (the script bounds its own time).
-    fn next(&mut self) -> Value {
-        let line = self
-            .lines
-            .next()
-            .expect("the script printed nothing more")
-            .unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert!(v.get("error").is_none(), "script failed: {line}");
-        v
-    }
-
-    fn finish(mut self) {
-        assert!(self.child.wait().unwrap().success(), "the script failed");
-    }
-}
+use std::io::Write;
 
 fn pusher_server(extra: &[&str]) -> Server {
     let mut args = vec!["--pusher-app", APP];

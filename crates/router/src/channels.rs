@@ -39,12 +39,14 @@ use crate::conn_set::ConnSet;
 use crate::hash::IdHashBuilder;
 use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
+pub use by_prefix::{Occupied, MAX_LISTED};
 use membership::Membership;
 pub use membership::{EventKind, PresenceConfig, PresenceEvent, DEFAULT_PRESENCE_GRACE};
 use owners::Owners;
 use per_user::PerUser;
 use serde::{Deserialize, Serialize};
 
+mod by_prefix;
 mod membership;
 mod owners;
 mod per_user;

@@ -451,10 +451,12 @@ impl Router {
     pub fn handle_tick(&mut self, now: Instant) {
         let ttl = self.config.history_ttl;
         let journal = self.config.journal.then_some(&mut self.journal);
+        // Before the grace expires: a user leaving now keeps their info until the
+        // caller pushes their `member_removed` (`push_presence`).
+        self.infos.forget_absent(&self.channels);
         self.channels.expire_grace(now);
         self.friends.expire(now, self.config.presence.grace);
         self.channels.expire(now, ttl, &mut self.totals, journal);
-        self.infos.forget_absent(&self.channels);
         while let Some(&(at, user)) = self.expiry.front() {
             if now.saturating_duration_since(at) < ttl {
                 break;

@@ -23,6 +23,7 @@
 //! | `poll` | long-poll JSON bodies (A3) |
 //! | `ws` | WebSocket handshake, frames, fragmentation state (A4) |
 //! | [`pusher`] | the Pusher Channels protocol's JSON frames, `/app/<key>` (J1) |
+//! | [`pusher_user`] | Pusher user ids and sign-in, a user's internal channel, per-app namespaces |
 //! | [`h2`] | HTTP/2 frames, response HEADERS, stream ↔ HTTP/1.1 bridging (issue 13) |
 //!
 //! # Client-visible failures
@@ -54,6 +55,7 @@ pub mod h2;
 mod head;
 mod poll;
 pub mod pusher;
+pub mod pusher_user;
 mod query;
 mod response;
 mod route;

@@ -60,7 +60,13 @@ pub enum ClientFrame {
         channel: String,
         data: String,
     },
-    /// Any other event (`pusher:signin`, …): answered with an error or ignored.
+    /// `pusher:signin`: `auth` signs `<socket_id>::user::<user_data>`
+    /// (`crate::pusher_user::parse_user_data` reads `user_data`).
+    Signin {
+        auth: Option<String>,
+        user_data: Option<String>,
+    },
+    /// Any other event: answered with an error or ignored.
     Other {
         event: String,
     },
@@ -96,6 +102,8 @@ struct SubscribeData {
     auth: Option<String>,
     #[serde(default)]
     channel_data: Option<String>,
+    #[serde(default)]
+    user_data: Option<String>,
 }
 
 /// Reads one text frame of a Pusher client.
@@ -129,6 +137,13 @@ pub fn parse_client_frame(text: &[u8]) -> Result<ClientFrame, PusherFrameError> 
                 channel: d
                     .channel
                     .ok_or(PusherFrameError::NoChannel("pusher:unsubscribe"))?,
+            }
+        }
+        "pusher:signin" => {
+            let d: SubscribeData = serde_json::from_value(data).unwrap_or_default();
+            ClientFrame::Signin {
+                auth: d.auth,
+                user_data: d.user_data,
             }
         }
         e if e.starts_with("client-") => ClientFrame::ClientEvent {
@@ -184,6 +199,9 @@ pub struct Published {
     pub event: String,
     pub data: String,
     pub socket_id: Option<String>,
+    /// The channel a Pusher client is shown instead of the message's own: a
+    /// message to a user (`#server-to-user-<id>`, `crate::pusher_user`).
+    pub channel: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +211,8 @@ struct Envelope {
     data: String,
     #[serde(default)]
     socket_id: Option<String>,
+    #[serde(default)]
+    channel: Option<String>,
 }
 
 impl Published {
@@ -204,6 +224,7 @@ impl Published {
                     event: e.event,
                     data: e.data,
                     socket_id: e.socket_id,
+                    channel: e.channel,
                 };
             }
         }
@@ -211,15 +232,29 @@ impl Published {
             event: DEFAULT_EVENT.to_string(),
             data: String::from_utf8_lossy(payload).into_owned(),
             socket_id: None,
+            channel: None,
         }
     }
 
     /// The envelope a Pusher publish stores as the message's payload.
     pub fn envelope(event: &str, data: &str, socket_id: Option<&str>) -> Vec<u8> {
-        let v = match socket_id {
-            Some(s) => serde_json::json!({ "event": event, "data": data, "socket_id": s }),
-            None => serde_json::json!({ "event": event, "data": data }),
-        };
+        Published::envelope_shown(event, data, socket_id, None)
+    }
+
+    /// The envelope, naming the channel its Pusher clients are shown (`channel`).
+    pub fn envelope_shown(
+        event: &str,
+        data: &str,
+        socket_id: Option<&str>,
+        channel: Option<&str>,
+    ) -> Vec<u8> {
+        let mut v = serde_json::json!({ "event": event, "data": data });
+        if let Some(s) = socket_id {
+            v["socket_id"] = s.into();
+        }
+        if let Some(c) = channel {
+            v["channel"] = c.into();
+        }
         v.to_string().into_bytes()
     }
 }
@@ -235,18 +270,13 @@ struct ChannelData {
     user_info: Option<Value>,
 }
 
-/// A presence subscription's `channel_data`: the member's user id, which myriad
-/// keeps as a u64 (a decimal string or a JSON number), and its `user_info` as
-/// compact JSON (`None`: absent or null).
-pub fn parse_channel_data(data: &str) -> Result<(u64, Option<String>), &'static str> {
+/// A presence subscription's `channel_data`: the member's user id as the app
+/// gave it (a JSON number as its text; `crate::pusher_user` maps it to a myriad
+/// user), and its `user_info` as compact JSON (`None`: absent or null).
+pub fn parse_channel_data(data: &str) -> Result<(String, Option<String>), &'static str> {
     let d: ChannelData =
         serde_json::from_str(data).map_err(|_| "channel_data is not {\"user_id\":…}")?;
-    let id = match &d.user_id {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => crate::since::canonical_u64(s),
-        _ => None,
-    }
-    .ok_or("user_id must be a decimal u64 on this server")?;
+    let id = crate::pusher_user::user_id(&d.user_id)?;
     let info = d.user_info.filter(|v| !v.is_null()).map(|v| v.to_string());
     if info.as_ref().is_some_and(|i| i.len() > MAX_USER_INFO) {
         return Err("user_info is longer than 256 bytes");
@@ -324,11 +354,18 @@ mod tests {
     fn channel_data() {
         assert_eq!(
             parse_channel_data(r#"{"user_id":"7","user_info":{"n":"a"}}"#),
-            Ok((7, Some(r#"{"n":"a"}"#.into())))
+            Ok(("7".into(), Some(r#"{"n":"a"}"#.into())))
         );
-        assert_eq!(parse_channel_data(r#"{"user_id":8}"#), Ok((8, None)));
-        assert!(parse_channel_data(r#"{"user_id":"07"}"#).is_err());
-        assert!(parse_channel_data(r#"{"user_id":"bob"}"#).is_err());
+        assert_eq!(
+            parse_channel_data(r#"{"user_id":8}"#),
+            Ok(("8".into(), None))
+        );
+        assert_eq!(
+            parse_channel_data(r#"{"user_id":"bob"}"#),
+            Ok(("bob".into(), None))
+        );
+        assert!(parse_channel_data(r#"{"user_id":""}"#).is_err());
+        assert!(parse_channel_data(r#"{"user_id":[1]}"#).is_err());
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub enum PusherCall {
     Channel(String),
     /// `GET /apps/<id>/channels/<name>/users`.
     Users(String),
+    /// `GET /apps/<id>/channels`: the occupied channels (`filter_by_prefix`, `info`).
+    Channels,
+    /// `POST /apps/<id>/users/<user id>/terminate_connections`: the user id as sent.
+    TerminateUser(String),
 }
 
 /// Whose presence `GET /presence/<name>` asks for.
@@ -239,6 +243,17 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
             _ => return Err(RouteError::NotFound),
         };
         return Ok(pusher_api(head, app, call));
+    }
+    if let ("apps", Some(app), Some("users"), Some(user)) = (first, second, third, fourth) {
+        if (segs.next(), segs.next()) != (Some("terminate_connections"), None) || user.is_empty() {
+            return Err(RouteError::NotFound);
+        }
+        need(head.method, Method::Post, POST)?;
+        return Ok(pusher_api(
+            head,
+            app,
+            PusherCall::TerminateUser(user.to_string()),
+        ));
     }
     if fourth.is_some() {
         return Err(RouteError::NotFound);
@@ -387,6 +402,10 @@ pub fn route(head: &RequestHead) -> Result<Route, RouteError> {
                 key: key.to_string(),
                 protocol: crate::pusher::protocol_of(head.query.as_deref()),
             })
+        }
+        ("apps", Some(app), Some("channels")) => {
+            need(m, Method::Get, GET)?;
+            Ok(pusher_api(head, app, PusherCall::Channels))
         }
         ("apps", Some(app), Some(what @ ("events" | "batch_events"))) => {
             need(m, Method::Post, POST)?;

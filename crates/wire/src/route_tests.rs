@@ -379,6 +379,24 @@ fn pusher_routes() {
         }
         other => panic!("{other:?}"),
     }
+    match r(
+        "POST",
+        "/apps/a1/users/u-1/terminate_connections?auth_key=k",
+    ) {
+        Ok(Route::PusherApi { call, path, .. }) => {
+            assert_eq!(call, PusherCall::TerminateUser("u-1".into()));
+            assert_eq!(path, "/apps/a1/users/u-1/terminate_connections");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        r("POST", "/apps/a1/users/u-1/other"),
+        Err(RouteError::NotFound)
+    );
+    match r("GET", "/apps/a1/channels?filter_by_prefix=presence-") {
+        Ok(Route::PusherApi { call, .. }) => assert_eq!(call, PusherCall::Channels),
+        other => panic!("{other:?}"),
+    }
     match r("GET", "/apps/a1/channels/news") {
         Ok(Route::PusherApi { call, .. }) => assert_eq!(call, PusherCall::Channel("news".into())),
         other => panic!("{other:?}"),

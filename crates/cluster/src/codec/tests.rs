@@ -30,6 +30,7 @@ fn request() -> impl Strategy<Value = CallRequest> {
         any::<u64>().prop_map(|subscriber| Request::Subscriptions { subscriber }),
         (presence_of(), any::<bool>()).prop_map(|(of, list)| Request::Presence { of, list }),
         any::<u64>().prop_map(|user| Request::Online { user }),
+        ".{0,12}".prop_map(|prefix| Request::Occupied { prefix }),
         Just(Request::Stats),
     ]
     .prop_map(CallRequest::Bus)
@@ -111,6 +112,17 @@ fn answer() -> impl Strategy<Value = Reply> {
         (any::<u64>(), proptest::collection::vec(any::<u64>(), 0..8))
             .prop_map(|(user, online)| Reply::Online { user, online }),
         stats().prop_map(Reply::Stats),
+        proptest::collection::vec((".{0,12}", any::<(u32, u32)>()), 0..4).prop_map(|list| {
+            let occupied = list
+                .into_iter()
+                .map(|(name, (users, connections))| bus::Occupied {
+                    name,
+                    users,
+                    connections,
+                })
+                .collect();
+            Reply::Occupied(occupied)
+        }),
         ".{0,20}".prop_map(Reply::Unavailable),
         ".{0,20}".prop_map(Reply::TimedOut),
         (any::<(u64, u64, u64)>(), ".{0,20}").prop_map(

@@ -89,9 +89,9 @@ impl Gathers {
             CallRequest::Bus(Request::ChangeSubscriptions { add, .. }) => {
                 What::Change { add: *add }
             }
-            CallRequest::Bus(Request::Subscriptions { .. } | Request::Online { .. }) => {
-                What::Subscriptions
-            }
+            CallRequest::Bus(
+                Request::Subscriptions { .. } | Request::Online { .. } | Request::Occupied { .. },
+            ) => What::Subscriptions,
             CallRequest::Bus(Request::Join { .. } | Request::Leave { .. }) => What::Channels,
             _ => What::Publish,
         };
@@ -204,7 +204,7 @@ impl Gather {
         let mut published = false;
         for (shard, answer) in &self.answered {
             let said = match (answer, self.what) {
-                (Reply::Ids(_) | Reply::Online { .. }, _) => continue,
+                (Reply::Ids(_) | Reply::Online { .. } | Reply::Occupied(_), _) => continue,
                 (
                     Reply::Published {
                         messages,
@@ -312,6 +312,12 @@ fn combine(a: Reply, b: Reply) -> Reply {
             a.extend(b);
             a.sort_unstable();
             Reply::Online { user, online: a }
+        }
+        // Occupied channels: each shard's own, by name.
+        (Reply::Occupied(mut a), Reply::Occupied(b)) => {
+            a.extend(b);
+            a.sort_unstable_by(|x, y| x.name.cmp(&y.name));
+            Reply::Occupied(a)
         }
         (e @ (Reply::Unavailable(_) | Reply::TimedOut(_)), _)
         | (_, e @ (Reply::Unavailable(_) | Reply::TimedOut(_))) => e,

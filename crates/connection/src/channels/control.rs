@@ -149,7 +149,12 @@ pub(crate) fn subscribe_as(
             return Err(refused(409, "this connection is already another user's"));
         }
     }
-    wire::channel::check_name(name).map_err(|why| refused(400, why))?;
+    // A signed-in Pusher user's internal channel (`pusher_user`) is not a name
+    // any client can send.
+    let internal = wire::pusher_user::is_user_channel(name) && crate::pusher::is(conn);
+    if !internal {
+        wire::channel::check_name(name).map_err(|why| refused(400, why))?;
+    }
     let since = match since.map(|s| Since::parse(s.as_bytes())) {
         None => None,
         Some(Some(s)) => Some(s),
@@ -279,7 +284,8 @@ pub(crate) fn joined_later(
             // A presence companion is refused with its channel, which says so.
             _ if companion => {}
             Transport::WebSocket if held.is_some() && crate::pusher::is(conn) => {
-                crate::pusher::subscription_error(cx, &name, "SubscriptionError", why.text(), 409)
+                let shown = wire::pusher_user::shown(&name);
+                crate::pusher::subscription_error(cx, shown, "SubscriptionError", why.text(), 409)
             }
             Transport::WebSocket if held.is_some() => error(cx, Some(&name), why.text()),
             Transport::WebSocket => {}

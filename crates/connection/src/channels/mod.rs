@@ -279,7 +279,7 @@ fn joined(
 ) {
     if transport == Transport::WebSocket && !wire::channel::is_companion(name) {
         match crate::pusher::is(conn) {
-            true => crate::pusher::joined(cx, name),
+            true => crate::pusher::joined(conn, cx, name),
             false => ws_text(cx, &subscribed_json(name, history, resume)),
         }
     }
@@ -455,8 +455,11 @@ fn write_message(
         State::Stream if conn.has(HTTP10) => cx.out.send(frames.tagged_line()),
         State::Stream => cx.out.send(frames.tagged_stream()),
         _ if crate::pusher::is(conn) => {
-            if channel.is_none() {
-                return false; // a user's own messages: not in Pusher's protocol yet
+            let Some(name) = channel else {
+                return false; // a myriad user's own messages: not in Pusher's protocol
+            };
+            if crate::pusher_user::control(conn, cx, name, frames.payload()) {
+                return true;
             }
             if let Some(push) =
                 channel.and_then(|c| crate::pusher::member_push(c, frames.payload()))

@@ -218,6 +218,11 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
             user: *user,
             online: vec![3, 9],
         },
+        Request::Occupied { prefix } => Reply::Occupied(vec![bus::Occupied {
+            name: format!("{prefix}a"),
+            users: u32::from(seed),
+            connections: u32::from(seed),
+        }]),
         Request::Stats => Reply::Stats(serde_json::json!({"connections": 1})),
     }
 }

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod flood;
 pub mod netns;
 pub mod postgres;
+pub mod pusher;
 pub mod resume;
 pub mod secured;
 

@@ -203,6 +203,12 @@ impl Channels {
         }
     }
 
+    /// Users in their grace in some channel: announced, not yet gone (their
+    /// presence info is kept for the `member_removed` that will name them).
+    pub(crate) fn users_in_grace(&self) -> std::collections::HashSet<UserId> {
+        self.membership.leaving.keys().map(|(_, u)| *u).collect()
+    }
+
     /// Which channels announce their membership, and the grace.
     pub(crate) fn set_presence(&mut self, config: PresenceConfig) {
         self.membership.config = config;

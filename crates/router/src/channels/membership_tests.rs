@@ -218,3 +218,33 @@ fn member_events_reach_the_companion_s_subscribers_only() {
     }
     assert_eq!(quiet.channels().position(&companion), None);
 }
+
+#[test]
+fn a_leave_after_the_grace_still_names_the_user_s_info() {
+    // A Pusher user id that is not a number rides in the info: `member_removed`
+    // needs it after the grace as much as `member_added` did.
+    let t0 = Instant::now();
+    let grace = Duration::from_secs(5);
+    let mut r = router(grace, &[]);
+    let watcher = conn(0, 1);
+    let companion = wire::channel::presence_channel("room");
+    r.handle_join(&companion, watcher, Some(1), None).unwrap();
+    r.set_presence_info(42, "{\"n\":1}".into());
+    r.handle_join("room", conn(0, 2), Some(42), None).unwrap();
+    r.handle_leave("room", conn(0, 2), Some(42), t0);
+    r.handle_tick(t0 + Duration::from_secs(1));
+    r.handle_tick(t0 + grace + Duration::from_secs(1));
+    let payloads: Vec<bytes::Bytes> = r
+        .take_presence_events()
+        .iter()
+        .filter_map(|e| r.push_presence(e, t0, &mut |_| {}))
+        .map(|m| m.payload.clone())
+        .collect();
+    assert_eq!(
+        payloads,
+        [
+            bytes::Bytes::from("+42 {\"n\":1}"),
+            bytes::Bytes::from("-42 {\"n\":1}")
+        ]
+    );
+}

@@ -139,8 +139,15 @@ impl Router {
             .collect()
     }
 
+    /// Occupied channels whose names start with `prefix` (Pusher's channel list,
+    /// `channels::by_prefix`): a scan of every channel.
+    pub fn occupied_channels(&self, prefix: &str) -> Vec<crate::channels::Occupied> {
+        self.channels.occupied_with_prefix(prefix)
+    }
+
     /// `user`'s presence info (a token's `info` claim) from now on; the latest
-    /// join's wins. Forgotten at the first tick after the user holds no channel.
+    /// join's wins. Forgotten at the first tick after the user holds no channel
+    /// and is in no channel's grace.
     pub fn set_presence_info(&mut self, user: UserId, info: Box<str>) {
         self.infos.map.insert(user, info);
     }
@@ -159,10 +166,13 @@ impl Infos {
         self.map.get(&user).map(|i| &**i)
     }
 
-    /// Forgets the info of users who hold no channel subscription any more.
+    /// Forgets the info of users who hold no channel subscription any more and
+    /// are in no channel's grace (a `member_removed` still to come shows it).
     pub(super) fn forget_absent(&mut self, channels: &Channels) {
         if !self.map.is_empty() {
-            self.map.retain(|&u, _| channels.subscriptions_of(u) > 0);
+            let grace = channels.users_in_grace();
+            self.map
+                .retain(|u, _| channels.subscriptions_of(*u) > 0 || grace.contains(u));
         }
     }
 

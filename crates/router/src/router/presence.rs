@@ -17,9 +17,10 @@ impl Router {
 
     /// Pushes a `member_*` event to the subscribers of its channel's presence
     /// companion (`wire::channel::presence_channel`), as a message of that channel
-    /// (`+<user>` or `-<user>`; an arrival of a user with presence info says it
-    /// after a space, `+<user> <info>`, for clients that show it with the join, as
-    /// Pusher's `member_added` does), handing `deliver` each delivery. Nothing is
+    /// (`+<user>` or `-<user>`; a user with presence info says it after a space,
+    /// `+<user> <info>`, for clients that show it with the join, as Pusher's
+    /// `member_added` does, and on the leave, where a Pusher user id that is not
+    /// a number rides in it: `wire::pusher_user`), handing `deliver` each delivery. Nothing is
     /// published (and no history kept) while the companion has no subscriber, and
     /// nothing is journaled: presence is not durable. Returns the message, if any.
     pub fn push_presence(
@@ -38,9 +39,9 @@ impl Router {
             return None;
         }
         let user = event.user.unwrap_or(0);
-        let payload = match (event.kind, self.infos.get(user)) {
-            (EventKind::MemberAdded, Some(info)) => format!("{sign}{user} {info}"),
-            _ => format!("{sign}{user}"),
+        let payload = match self.infos.get(user) {
+            Some(info) => format!("{sign}{user} {info}"),
+            None => format!("{sign}{user}"),
         };
         let msg = Arc::new(Message::to_channel(&companion, payload.into()));
         let keep = Keep {

@@ -134,9 +134,42 @@ pub fn pusher(data: &[u8]) {
     assert_eq!(again, p, "an envelope reads back as itself");
     let text = std::str::from_utf8(data).ok();
     let _ = protocol_of(text);
-    if let Some(Ok((_, Some(info)))) = text.map(wire::pusher::parse_channel_data) {
-        assert!(info.len() <= wire::pusher::MAX_USER_INFO);
+    if let Some(Ok((id, info))) = text.map(wire::pusher::parse_channel_data) {
+        assert!(info
+            .as_ref()
+            .is_none_or(|i| i.len() <= wire::pusher::MAX_USER_INFO));
+        pusher_member(&id, info);
     }
+    if let Some(Ok(id)) = text.map(wire::pusher_user::parse_user_data) {
+        pusher_member(&id, None);
+    }
+    if let Ok(ClientFrame::Signin {
+        user_data: Some(d), ..
+    }) = parse_client_frame(data)
+    {
+        let _ = wire::pusher_user::parse_user_data(&d);
+    }
+    // A channel name from the bytes: its namespaced form shows back as itself.
+    if let Some(name) = text.filter(|t| wire::pusher_user::check_name(t).is_ok()) {
+        let inner = wire::pusher_user::internal("app2:", name);
+        assert_eq!(wire::pusher_user::shown(&inner), name);
+        assert_eq!(wire::pusher_user::shown(name), name);
+    }
+}
+
+/// A member's id, kept with its info as myriad keeps it, shows back as itself
+/// (the myriad user of a non-numeric id is a hash this crate does not make: any
+/// value stands for it).
+fn pusher_member(id: &str, info: Option<String>) {
+    use wire::pusher_user::{member_info, numeric, read_member};
+    let user = numeric(id).unwrap_or(u64::MAX);
+    let kept = member_info(id, info.clone());
+    let (back, shown_info) = read_member(user, kept.as_deref());
+    assert_eq!(back, id, "{kept:?}");
+    let want: serde_json::Value = info
+        .and_then(|i| serde_json::from_str(&i).ok())
+        .unwrap_or(serde_json::Value::Null);
+    assert_eq!(shown_info, want, "{kept:?}");
 }
 
 /// HTTP/2 frames: byte 0 picks the largest frame (16,384 or 2^24-1) and the split
