@@ -118,16 +118,8 @@ fn c1m_beside_the_floor_holds_the_same_connections_and_counts_exactly() {
         "yes",
         "{r}"
     );
-    let section = r
-        .split("## Beside the floor")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no floor section in:\n{r}"));
-    let steps: Vec<Vec<&str>> = section
-        .lines()
-        .filter(|l| l.starts_with("| ") && l[2..].starts_with(|c: char| c.is_ascii_digit()))
-        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-        .collect();
-    assert_eq!(steps.len(), 2, "{section}");
+    let steps = step_rows(&r, "Beside the floor");
+    assert_eq!(steps.len(), 2, "{r}");
     for (cells, rate) in steps.iter().zip([50.0, 100.0]) {
         assert_eq!(first_number(cells[0]), rate, "{cells:?}");
         let (got, sent) = cells[1].split_once(" / ").expect("received / published");
@@ -146,17 +138,8 @@ fn unicast_ladder_ran_both_steps(r: &str, csv: &std::path::Path) {
         fig[0].ends_with("(steps under 10 s: not a figure)"),
         "{fig:?}"
     );
-    let section = r
-        .split("## Unicast ladder")
-        .nth(1)
-        .and_then(|s| s.split("\n## ").next())
-        .unwrap_or_else(|| panic!("no ladder section in:\n{r}"));
-    let steps: Vec<Vec<&str>> = section
-        .lines()
-        .filter(|l| l.starts_with("| ") && l[2..].starts_with(|c: char| c.is_ascii_digit()))
-        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-        .collect();
-    assert_eq!(steps.len(), 2, "{section}");
+    let steps = step_rows(r, "Unicast ladder");
+    assert_eq!(steps.len(), 2, "{r}");
     for (cells, rate) in steps.iter().zip([50.0, 100.0]) {
         assert_eq!(first_number(cells[0]), rate, "{cells:?}");
         let (got, want) = cells[2].split_once(" / ").expect("received / reported");
@@ -172,6 +155,21 @@ fn unicast_ladder_ran_both_steps(r: &str, csv: &std::path::Path) {
     assert!(lines[0].starts_with("time_s,rate_msg_s,"), "{csv}");
     assert!(lines[0].contains(",limit_us,"), "{csv}");
     assert_eq!(lines.len(), 3, "{csv}");
+}
+
+/// The rows of the report's section `heading` that start with a number (a ladder
+/// step's rate), split into their cells.
+fn step_rows<'a>(r: &'a str, heading: &str) -> Vec<Vec<&'a str>> {
+    let section = r
+        .split(&format!("## {heading}"))
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap_or_else(|| panic!("no section {heading} in:\n{r}"));
+    section
+        .lines()
+        .filter(|l| l.starts_with("| ") && l[2..].starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect()
 }
 
 /// Runs `bench c1m` with `flags` (held 1 s, 2-s phases, no tuning) into a new

@@ -259,29 +259,8 @@ fn encrypted_channels_pass_through_and_pusher_js_decrypts() {
 
 #[test]
 fn supervised_gateways_carry_pusher_clients_through_nats() {
-    // `serve --processes 2`: two gateways on one port and a router, linked by a
-    // nats-server the supervisor starts; the clients land on either gateway.
-    let nats = format!("nats://127.0.0.1:{}", free_port());
-    let args = [
-        "serve",
-        "--processes",
-        "2",
-        "--loops",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "memory",
-        "--admin",
-        "127.0.0.1:0",
-        "--nats",
-        &nats,
-        "--pusher-app",
-        APP,
-        "--presence-grace",
-        "0",
-    ];
-    let server = Server::start_marked(&args, "supervisor serving");
+    // The clients land on either gateway of `serve --processes 2`.
+    let server = common::pusher::supervised(&["--presence-grace", "0"]);
     client_events(&server);
     presence(&server);
 }

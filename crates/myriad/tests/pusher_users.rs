@@ -98,25 +98,7 @@ fn terminate(server: &Server) {
 #[test]
 fn users_are_reached_across_gateways_through_nats() {
     // `serve --processes 2`: the signed-in connections land on either gateway.
-    let nats = format!("nats://127.0.0.1:{}", free_port());
-    let args = [
-        "serve",
-        "--processes",
-        "2",
-        "--loops",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "memory",
-        "--admin",
-        "127.0.0.1:0",
-        "--nats",
-        &nats,
-        "--pusher-app",
-        APP,
-    ];
-    let server = Server::start_marked(&args, "supervisor serving");
+    let server = common::pusher::supervised(&[]);
     signin(&server);
     terminate(&server);
 }

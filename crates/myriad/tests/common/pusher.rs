@@ -9,6 +9,32 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 /// The app the scripts are given by default.
 pub const APP: &str = "app1:key1:secret1";
 
+/// `serve --processes 2` with the app: two gateways on one port and a router, linked
+/// by a nats-server the supervisor starts (so clients land on either gateway), and
+/// `extra` flags.
+pub fn supervised(extra: &[&str]) -> Server {
+    let nats = format!("nats://127.0.0.1:{}", super::free_port());
+    let mut args = vec![
+        "serve",
+        "--processes",
+        "2",
+        "--loops",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--admin",
+        "127.0.0.1:0",
+        "--nats",
+        &nats,
+        "--pusher-app",
+        APP,
+    ];
+    args.extend_from_slice(extra);
+    Server::start_marked(&args, "supervisor serving")
+}
+
 /// One run of `tests/pusher/client.mjs <scenario>` against `server`.
 pub struct Node {
     child: Child,
