@@ -21,8 +21,12 @@ use std::time::{Duration, Instant};
 
 /// Share of the offered publishes/s a step must sustain.
 pub const MIN_SUSTAINED: f64 = 0.95;
-/// Longest wait after a step for its last sprites to arrive.
+/// Longest wait after a step for its last sprites to arrive, and how long nothing
+/// must change before the wait ends early (a sprite lost).
 const DRAIN_MAX: Duration = Duration::from_secs(15);
+const QUIET: Duration = Duration::from_secs(3);
+/// After this, every child has written a line that follows the rest.
+const LINE_AFTER_REST: Duration = Duration::from_millis(1_300);
 /// Header of `ladder-sprites.csv` (`rate_msg_s` lets `myriad plot` draw it against the rate).
 pub const CSV_HEADER: &str = "rate_msg_s,every_s,published,published_per_s,received,lat_p50_us,lat_p99_us,lat_max_us,send_errors,poll_errors,server_cpu_pct,client_cpu_pct,secs,ok";
 
@@ -133,24 +137,27 @@ pub fn run(
     clients.rest();
     let secs = started.elapsed().as_secs_f64();
     let cpu1 = watch.cpu_seconds();
-    // The last sprites: until every one published is received, or no more arrive.
+    // The last sprites: until every one published is received, as counted by lines
+    // the children wrote after the rest (each writes one a second), or until nothing
+    // changed for `QUIET`.
     let drain = Instant::now();
-    let mut last = clients.total();
+    let mut last = (clients.total(), Instant::now());
     while drain.elapsed() < DRAIN_MAX {
-        clients.gather(Duration::from_secs(1));
+        clients.gather(Duration::from_millis(250));
         let t = clients.total();
         // A throw ends published or as a send error (a failed connect is an error
         // without a throw, hence saturating).
         let in_flight = t.sent.saturating_sub(t.published + t.send_errors);
-        let done = t.received - t0.received >= t.published - t0.published && in_flight == 0;
-        let quiet = t.received == last.received && t.published == last.published;
-        last = t;
-        if done || quiet {
+        let all_in = t.received - t0.received >= t.published - t0.published && in_flight == 0;
+        if all_in && drain.elapsed() >= LINE_AFTER_REST {
+            break;
+        }
+        if (t.received, t.published) != (last.0.received, last.0.published) {
+            last = (t, Instant::now());
+        } else if last.1.elapsed() >= QUIET {
             break;
         }
     }
-    // One more line from every child, so its last latencies are in.
-    clients.gather(Duration::from_millis(1_100));
     let _ = hist.add(clients.take_hist());
     let t: Line = clients.total();
     let server_cpu = match cpu1.0 - cpu0.0 {
