@@ -77,7 +77,7 @@ pub struct Counters {
     pub every_us: AtomicU64,
     pub step: AtomicU64,
     pub stop: AtomicBool,
-    /// Wakes resting senders when a step starts (no polling loop per client: at
+    /// Wakes senders when a step starts or ends (no polling loop per client: at
     /// 100,000 clients that would be millions of wake-ups a second).
     wake: tokio::sync::Notify,
 }
@@ -115,6 +115,7 @@ impl Counters {
     /// Senders stop throwing and keep their connections (between steps).
     pub fn rest(&self) {
         self.throwing.store(false, Ordering::Relaxed);
+        self.wake.notify_waiters();
     }
 
     /// The latency histogram since the last take.
@@ -281,13 +282,25 @@ async fn send_loop(
         }
         let step = c.step.load(Ordering::Relaxed);
         let every = Duration::from_micros(c.every_us.load(Ordering::Relaxed).max(1_000));
-        tokio::time::sleep(every.mul_f64(rng.gen::<f64>())).await;
-        let mut next = tokio::time::Instant::now();
+        let over = || {
+            c.stop.load(Ordering::Relaxed)
+                || !c.throwing.load(Ordering::Relaxed)
+                || c.step.load(Ordering::Relaxed) != step
+        };
+        // From a random phase; a rest or a new step ends the wait at once (a sender
+        // waiting out a long period would otherwise keep the old rate).
+        let mut next = tokio::time::Instant::now() + every.mul_f64(rng.gen::<f64>());
         loop {
-            tokio::time::sleep_until(next).await;
-            let same_step = c.step.load(Ordering::Relaxed) == step;
-            if c.stop.load(Ordering::Relaxed) || !c.throwing.load(Ordering::Relaxed) || !same_step {
+            let woken = c.wake.notified();
+            if over() {
                 break; // the step is over: what was thrown is counted, nothing more
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                () = woken => continue,
+            }
+            if over() {
+                break;
             }
             next += every;
             let to = match args.clients {
