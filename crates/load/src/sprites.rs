@@ -197,7 +197,11 @@ async fn poll_loop(
     };
     let _ = s.set_nodelay(true);
     let mut buf = Vec::new();
-    let mut since = String::new();
+    // `since=0` from the first poll: an empty answer of a user with no history yet
+    // carries no `since`, and a poll without one waits for the next message only, so
+    // a sprite arriving between that answer and the next poll would be missed;
+    // `since=0` is answered from history at once (none is older than this run).
+    let mut since = String::from("&since=0");
     let mut counted = false;
     while !c.stop.load(Ordering::Relaxed) {
         let request =
