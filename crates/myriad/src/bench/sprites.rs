@@ -165,7 +165,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         |rate| {
             Ok(sprites_steps::run(
                 &mut clients,
-                &watch,
+                server.child.id(),
                 &live,
                 n,
                 rate,
@@ -339,10 +339,10 @@ fn step_rows(report: &mut Report, s: &Step) {
         met(s.send_errors == 0 && s.poll_errors == 0),
     );
     report.fact(
-        "server CPU while throwing (all its processes)",
+        "server CPU while throwing (all its processes; its nats-server among them)",
         format!(
-            "{:.1} % of a core (clients {:.0} %)",
-            s.server_cpu, s.client_cpu
+            "{:.1} % of a core ({:.1} %; clients {:.0} %)",
+            s.server_cpu, s.nats_cpu, s.client_cpu
         ),
     );
     report.row(

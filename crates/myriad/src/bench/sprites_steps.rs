@@ -10,7 +10,6 @@
 //!
 //! Not here: the server, the clients' processes, holding (`sprites`).
 
-use super::c1m_watch::Watch;
 use super::held::Live;
 use super::ladder::STEP_MAX_LATENCY_US;
 use super::report::{count, met, ms};
@@ -28,7 +27,7 @@ const QUIET: Duration = Duration::from_secs(3);
 /// After this, every child has written a line that follows the rest.
 const LINE_AFTER_REST: Duration = Duration::from_millis(1_300);
 /// Header of `ladder-sprites.csv` (`rate_msg_s` lets `myriad plot` draw it against the rate).
-pub const CSV_HEADER: &str = "rate_msg_s,every_s,published,published_per_s,received,lat_p50_us,lat_p99_us,lat_max_us,send_errors,poll_errors,server_cpu_pct,client_cpu_pct,secs,ok";
+pub const CSV_HEADER: &str = "rate_msg_s,every_s,published,published_per_s,received,lat_p50_us,lat_p99_us,lat_max_us,send_errors,poll_errors,server_cpu_pct,nats_cpu_pct,client_cpu_pct,secs,ok";
 
 /// One step's outcome.
 #[derive(Clone, Debug, Default)]
@@ -44,8 +43,10 @@ pub struct Step {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
-    /// Percent of one core: the supervised server's processes, and the clients'.
+    /// Percent of one core: the supervised server's processes (supervisor, router,
+    /// gateways and its nats-server), the nats-server among them, and the clients'.
     pub server_cpu: f64,
+    pub nats_cpu: f64,
     pub client_cpu: f64,
     pub ok: bool,
 }
@@ -57,7 +58,7 @@ impl Step {
 
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{:.4},{},{:.1},{},{},{},{},{},{},{:.1},{:.1},{:.1},{}\n",
+            "{},{:.4},{},{:.1},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{}\n",
             self.rate,
             self.every,
             self.published,
@@ -69,6 +70,7 @@ impl Step {
             self.send_errors,
             self.poll_errors,
             self.server_cpu,
+            self.nats_cpu,
             self.client_cpu,
             self.secs,
             u8::from(self.ok)
@@ -90,7 +92,7 @@ pub fn passes(s: &Step) -> bool {
 /// `secs`, a live line a second.
 pub fn run(
     clients: &mut SpritesChildren,
-    watch: &Watch,
+    server: u32,
     live: &Live,
     n: u64,
     rate: f64,
@@ -100,8 +102,7 @@ pub fn run(
     clients.gather(Duration::ZERO);
     clients.take_hist();
     let t0 = clients.total();
-    watch.next();
-    let cpu0 = watch.cpu_seconds();
+    let cpu0 = (Instant::now(), tree_cpu(server));
     let mut hist = new_hist();
     let mut client_cpu = 0.0;
     let mut ticks = 0u32;
@@ -136,7 +137,7 @@ pub fn run(
     }
     clients.rest();
     let secs = started.elapsed().as_secs_f64();
-    let cpu1 = watch.cpu_seconds();
+    let cpu1 = (Instant::now(), tree_cpu(server));
     // The last sprites: until every one published is received, as counted by lines
     // the children wrote after the rest (each writes one a second), or until nothing
     // changed for `QUIET`.
@@ -160,10 +161,9 @@ pub fn run(
     }
     let _ = hist.add(clients.take_hist());
     let t: Line = clients.total();
-    let server_cpu = match cpu1.0 - cpu0.0 {
-        dt if dt > 0.0 => (cpu1.1 - cpu0.1) / dt * 100.0,
-        _ => 0.0,
-    };
+    let dt = cpu1.0.duration_since(cpu0.0).as_secs_f64().max(1e-9);
+    let server_cpu = (cpu1.1 .0 - cpu0.1 .0) / dt * 100.0;
+    let nats_cpu = (cpu1.1 .1 - cpu0.1 .1) / dt * 100.0;
     let mut step = Step {
         rate,
         every,
@@ -176,6 +176,7 @@ pub fn run(
         p99_us: quantile(&hist, 0.99),
         max_us: hist.max(),
         server_cpu,
+        nats_cpu,
         client_cpu: client_cpu / f64::from(ticks.max(1)),
         ok: false,
     };
@@ -183,15 +184,51 @@ pub fn run(
     step
 }
 
+/// CPU seconds so far of `root` and every process under it, and of the
+/// `nats-server` among them (the supervisor's `/stats` lists its own processes only).
+pub fn tree_cpu(root: u32) -> (f64, f64) {
+    let hz = observe::procfs::clock_ticks() as f64;
+    let (mut all, mut nats) = (0.0, 0.0);
+    let mut pids = vec![root];
+    while let Some(pid) = pids.pop() {
+        if let Ok(s) = observe::procfs::read_proc_stat(pid) {
+            let cpu = (s.utime_ticks + s.stime_ticks) as f64 / hz;
+            all += cpu;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "nats-server" {
+                nats += cpu;
+            }
+        }
+        pids.extend(children_of(pid));
+    }
+    (all, nats)
+}
+
+/// Children of `pid` started from any of its threads.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// The steps as a Markdown table.
 pub fn table(steps: &[Step]) -> String {
     let mut t = String::from(
-        "| offered sprites/s | every | published (/s) | received | p50 | p99 | max | errors send / poll | server CPU | clients' CPU | ok |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| offered sprites/s | every | published (/s) | received | p50 | p99 | max | errors send / poll | server CPU (its nats-server) | clients' CPU | ok |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for s in steps {
         let _ = writeln!(
             t,
-            "| {} | {:.2} s | {} ({}/s) | {} | {} | {} | {} | {} / {} | {:.0} % | {:.0} % | {} |",
+            "| {} | {:.2} s | {} ({}/s) | {} | {} | {} | {} | {} / {} | {:.0} % ({:.0} %) | {:.0} % | {} |",
             count(s.rate),
             s.every,
             count(s.published as f64),
@@ -203,6 +240,7 @@ pub fn table(steps: &[Step]) -> String {
             s.send_errors,
             s.poll_errors,
             s.server_cpu,
+            s.nats_cpu,
             s.client_cpu,
             met(s.ok)
         );
