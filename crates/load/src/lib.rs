@@ -9,11 +9,13 @@
 //!   that drives many of them with a live table (G4).
 //! - [`friends`]: the friends-graph generator and loader (G3).
 //! - [`sprites`]: clients that long-poll and each send over HTTP with their own
-//!   token (`bench sprites`, issue 46).
+//!   token (`bench sprites`, issue 46); [`sprites_child`] spreads them over processes.
+//! - [`children`]: child processes that report in JSON lines (flood's and sprites').
 //!
 //! Not here: the server (`gateway`), the benchmark scenarios (`myriad bench`), or the
 //! host's limits and `myriad doctor` (`host`, which the server uses too).
 
+pub mod children;
 pub mod dial;
 pub mod drone;
 pub mod fleet;
@@ -21,3 +23,4 @@ pub mod flood;
 pub mod friends;
 pub mod msggen;
 pub mod sprites;
+pub mod sprites_child;

@@ -36,6 +36,10 @@ enum Command {
     Bench(crate::bench::BenchArgs),
     /// Open N client connections (stream, SSE, WebSocket, long-poll) to any push server; count messages and latency.
     Flood(load::flood::FloodArgs),
+    /// The sprites clients of `bench sprites` for one slice of the users (its child
+    /// processes): steered by lines on stdin, a JSON line of counters a second on stdout.
+    #[command(hide = true)]
+    SpritesClients(load::sprites_child::ChildArgs),
     /// Publish stamped messages to random subjects at a rate over keep-alive HTTP connections.
     Msggen(load::msggen::MsggenArgs),
     /// A flood agent steered through a control port (status, set url/n/rate, restart, stop).
@@ -69,6 +73,7 @@ pub fn main() -> anyhow::Result<()> {
         // -- dispatch: one arm per variant; add yours below, keep this marker --
         Command::Bench(args) => crate::bench::run(args),
         Command::Flood(args) => load::flood::run(args),
+        Command::SpritesClients(args) => load::sprites_child::run_child(args),
         Command::Msggen(args) => load::msggen::run(args),
         Command::Drone(args) => load::drone::run(args),
         Command::Fleet(args) => load::fleet::run(args),

@@ -162,34 +162,6 @@ fn unicast_reports_latency_and_server_cpu() {
     assert!(row(&r, "unicast latency p50 / p99.9 / max")[0].contains(" ms"));
 }
 
-/// Long-poll clients that each throw with their own token (issue 46): every
-/// connection held, throws published and received, no error.
-#[test]
-fn sprites_clients_hold_throw_and_receive_with_their_own_tokens() {
-    let out = tempfile::tempdir().unwrap();
-    let args = [
-        "--connections",
-        "100",
-        "--send-every",
-        "0.5",
-        "--duration",
-        "3",
-    ];
-    let r = bench(out.path(), "sprites", &args);
-    common_parts(&r);
-    assert_eq!(row(&r, "clients held")[0], "200 of 200 connections", "{r}");
-    let published = first_number(row(&r, "publishes/s sustained")[0]);
-    assert!(published > 0.0, "{r}");
-    let cell = row(&r, "sprites received / published")[0];
-    let (received, thrown) = cell.split_once(" / ").unwrap();
-    assert!(first_number(thrown) > 0.0, "{r}");
-    assert!(first_number(received) >= first_number(thrown), "{r}");
-    assert_eq!(row(&r, "errors")[0], "0 / 0", "{r}");
-    assert!(row(&r, "latency p50 / max")[0].contains(" ms"), "{r}");
-    // Shorter than 10 s: marked as no valid figure.
-    assert_eq!(row(&r, "step length")[2], "no", "{r}");
-}
-
 #[test]
 fn mass_disconnect_and_keepalive_see_every_connection_go() {
     let out = tempfile::tempdir().unwrap();

@@ -1,15 +1,15 @@
 //! flood over several processes: when one process may not hold N sockets (the soft
-//! NOFILE limit), the parent re-executes this binary as children, each with its share
-//! of the global connection numbers and rate, reads their per-second JSON lines, and
-//! sums them into one sample per second. Not an RPC layer: children are told
+//! NOFILE limit), the parent re-executes this binary as children (`crate::children`),
+//! each with its share of the global connection numbers and rate, reads their
+//! per-second JSON lines, and sums them into one sample per second. Children are told
 //! everything on their command line and stop on SIGINT, at --max-time, or when the
 //! parent dies.
 
 use super::stats::{hist_add, hist_pairs, new_hist, ChildLine, ProcSummary, Sample};
 use super::FloodArgs;
+use crate::children::{child_sources, Children};
 use anyhow::Context;
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -20,26 +20,7 @@ const FINAL_WAIT: Duration = Duration::from_secs(30);
 /// A child's in-flight share never drops below this (so many children still ramp).
 const MIN_INFLIGHT: u64 = 64;
 
-/// In a child: die with the parent (no orphaned load), and stop on SIGINT/SIGTERM.
-pub fn child_setup() {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
-    host::sys::catch_interrupt();
-}
-
-/// The source addresses child `i` of `procs` connects from: a block of its own when
-/// they divide evenly among the children (each then holds the same share per
-/// address, and a server that beats by peer address (`--heartbeat-grid`) wakes each
-/// child process for its own addresses only), else all of them.
-fn child_sources(sources: &[std::net::Ipv4Addr], i: u64, procs: u64) -> &[std::net::Ipv4Addr] {
-    let n = sources.len() as u64;
-    if procs > 1 && n >= procs && n.is_multiple_of(procs) {
-        let per = (n / procs) as usize;
-        &sources[i as usize * per..(i as usize + 1) * per]
-    } else {
-        sources
-    }
-}
+pub use crate::children::child_setup;
 
 /// The flags for child `i` of `procs`.
 fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u64) -> Vec<String> {
@@ -131,7 +112,7 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
     v
 }
 
-fn spawn(args: &FloodArgs, argv: &[String]) -> anyhow::Result<Child> {
+fn command(args: &FloodArgs, argv: &[String]) -> anyhow::Result<Command> {
     let mut cmd = match &args.child_exe {
         Some(exe) => Command::new(exe),
         None => {
@@ -141,11 +122,8 @@ fn spawn(args: &FloodArgs, argv: &[String]) -> anyhow::Result<Child> {
             c
         }
     };
-    cmd.args(argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    cmd.spawn().context("cannot start a flood child process")
+    cmd.args(argv).stdin(Stdio::null());
+    Ok(cmd)
 }
 
 /// Run `procs` children; `on_sample` gets the summed sample once per second.
@@ -156,36 +134,10 @@ pub fn run_children(
     on_sample: &mut dyn FnMut(Sample),
 ) -> anyhow::Result<Vec<ProcSummary>> {
     let plan = super::make_plan(args)?;
-    let (tx, rx) = mpsc::channel::<(usize, ChildLine)>();
-    let mut children = Vec::new();
-    for i in 0..procs {
-        let mut child = match spawn(args, &child_argv(args, &plan.sources, i, procs)) {
-            Ok(c) => c,
-            Err(e) => {
-                stop_all(&mut children);
-                return Err(e);
-            }
-        };
-        // Stdout is piped above, so it is present.
-        let out = child.stdout.take().expect("piped stdout");
-        let tx = tx.clone();
-        let idx = i as usize;
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str::<ChildLine>(&line) {
-                    Ok(l) => {
-                        if tx.send((idx, l)).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => tracing::warn!("flood child {idx}: unreadable line ({e}): {line}"),
-                }
-            }
-        });
-        children.push(child);
-    }
-    drop(tx);
+    let cmds = (0..procs)
+        .map(|i| command(args, &child_argv(args, &plan.sources, i, procs)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut children = Children::<ChildLine>::spawn(cmds, "flood")?;
     let start = Instant::now();
     let mut latest: Vec<Sample> = vec![Sample::default(); procs as usize];
     let mut finals: Vec<Option<ProcSummary>> = vec![None; procs as usize];
@@ -195,16 +147,13 @@ pub fn run_children(
     let mut stop_sent: Option<Instant> = None;
     loop {
         if stop_sent.is_none() && (stop.load(Ordering::Relaxed) || host::sys::interrupted()) {
-            for c in &children {
-                // SAFETY: signalling our own child by pid.
-                unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
-            }
+            children.interrupt();
             stop_sent = Some(Instant::now());
         }
         if stop_sent.is_some_and(|t| t.elapsed() > FINAL_WAIT) {
             break;
         }
-        match rx.recv_timeout(
+        match children.recv_timeout(
             next_tick
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(100)),
@@ -223,7 +172,7 @@ pub fn run_children(
         }
     }
     on_sample(sum_samples(start, &latest, &mut tick_hist, &mut cpu));
-    stop_all(&mut children);
+    children.reap();
     let missing = finals.iter().filter(|f| f.is_none()).count();
     if missing > 0 {
         tracing::warn!(
@@ -277,26 +226,6 @@ fn sum_samples(
     out.hist = hist_pairs(hist);
     hist.reset();
     out
-}
-
-/// Reap children (they have been told to stop or have ended); kill stragglers by pid.
-fn stop_all(children: &mut [Child]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for c in children.iter_mut() {
-        loop {
-            match c.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Ok(None) => {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    break;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
 //!   [`unicast`], [`connect`], [`rooms`] (many small channels, on the same ladder),
 //!   [`presence`] (a channel's presence list asked on a large channel), [`sprites`]
-//!   (long-poll clients that each send with their own token),
+//!   (long-poll clients that each send with their own token, on a supervised server;
+//!   with [`sprites_steps`], its throwing steps and ladder),
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
 //!   [`keepalive`] (with [`keepalive_clients`]), [`c100k`], [`c1m`] (with [`c1m_graph`],
 //!   [`c1m_setup`], [`c1m_watch`], [`c1m_report`], [`c1m_netns`], [`c1m_floor`]), [`abuse`] (with [`abuse_cases`], the hostile clients' child process).
@@ -54,6 +55,7 @@ mod report;
 mod rooms;
 mod soak;
 mod sprites;
+mod sprites_steps;
 mod unicast;
 
 use std::path::PathBuf;
@@ -108,7 +110,7 @@ pub enum Scenario {
     Rooms,
     /// N users (default 10,000) in one channel: GET /presence/<channel> (the whole list) and its /stats, p50/p99.
     Presence,
-    /// N long-poll clients (default 9,000), each throwing a message every --send-every s to a random other client with its own token: holding cost, publishes/s, latency, errors.
+    /// N long-poll clients (default 9,000; 100,000 and more over a supervised server and client processes), each throwing a message every --send-every s to a random other client with its own token: holding cost, publishes/s, latency, errors; --rates for a ladder.
     Sprites,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
     All,
@@ -163,7 +165,7 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub scenario: Scenario,
     /// Client connections (default 15,000; c100k: 100,000; c1m: 1,000,000; sprites:
-    /// 9,000 clients of two connections each).
+    /// clients of two connections each, default 9,000).
     #[arg(long)]
     pub connections: Option<u64>,
     /// Client transport (default: all for idle, stream otherwise).
@@ -184,9 +186,11 @@ pub struct BenchArgs {
     /// broadcast: seconds of the latency phase.
     #[arg(long, default_value_t = 10.0)]
     pub latency_secs: f64,
-    /// broadcast, rooms: publish rates of the ladder, messages/s (it stops one step
-    /// after the first miss; broadcast: 2,5,10,15,20,30,40,60,80,120,160,200; rooms:
-    /// 100,200,500,1000,1500,2000,3000,5000,7500,10000,15000,20000,30000,40000).
+    /// broadcast, rooms, sprites: publish rates of the ladder, messages/s (it stops one
+    /// step after the first miss; broadcast: 2,5,10,15,20,30,40,60,80,120,160,200; rooms:
+    /// 100,200,500,1000,1500,2000,3000,5000,7500,10000,15000,20000,30000,40000;
+    /// sprites: no ladder unless given, one step at connections / --send-every; each
+    /// step lasts --duration).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
     /// broadcast: seconds per ladder step; below 10 s a backlog that grows slowly does
@@ -205,7 +209,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
     /// Flood processes (connect: default 4, so the client is not the limit; broadcast:
-    /// default one, in the bench process; churn: default 4 churning children at once).
+    /// default one, in the bench process; churn: default 4 churning children at once;
+    /// sprites: client processes, at least one per 9,000 clients).
     #[arg(long)]
     pub flood_procs: Option<u32>,
     /// connect: connect storms to run (each opens --connections, then closes them all).
@@ -280,10 +285,10 @@ pub struct BenchArgs {
     /// keepalive: the server's keep-alive idle timeout, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub keepalive_timeout: f64,
-    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here); c1m: gateway processes (default: `--processes auto`).
+    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here); c1m, sprites: gateway processes (default: `--processes auto`).
     #[arg(long)]
     pub servers: Option<u32>,
-    /// c100k, c1m: seconds to hold the connections once all are open.
+    /// c100k, c1m, sprites: seconds to hold the connections once all are open.
     #[arg(long, default_value_t = 10.0)]
     pub hold: f64,
     /// Servers keep history durably instead of in memory, from empty storage: `sqlite`
