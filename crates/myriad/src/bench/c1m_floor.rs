@@ -383,11 +383,12 @@ pub(super) fn rows(report: &mut Report, run: &Run, floor: &FloorRun, n: u64) {
         };
         let (mp, fp) = (quantile(&m.hist, 0.99), quantile(&f.hist, 0.99));
         // What the step added to holding's whole-box CPU, per delivery; none where
-        // holding had already saturated the box.
+        // holding had already saturated the box, or where the step read no more than
+        // holding (other work on the box moved more than the deliveries did).
         let delivery = |p: &Phase, held: cpu_wait::Machine| {
             p.stretch
                 .machine
-                .filter(|_| held.busy < SATURATED * held.of)
+                .filter(|m| held.busy < SATURATED * held.of && m.busy > held.busy)
                 .and_then(|m| per_publish_us(m.busy, held.busy, p.window_s, p.received.max(1)))
         };
         let (md, fd) = (delivery(m, mb), delivery(f, fb));
