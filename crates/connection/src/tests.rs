@@ -154,7 +154,7 @@ Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\nKeep-Alive: timeout
     let step = h.fire_timer();
     assert!(step
         .text()
-        .ends_with(r#"{"messages":[],"last":5,"gap":false}"#));
+        .ends_with(r#"{"messages":[],"last":5,"gap":false,"since":"5"}"#));
     assert_eq!(h.conn.state(), State::Idle);
 }
 
@@ -164,7 +164,7 @@ fn a_long_poll_with_news_answers_at_once_and_reports_a_gap() {
     h.bytes(b"GET /poll/2?since=1 HTTP/1.1\r\n\r\n");
     let step = h.reply(Reply::History(history(9, &[(8, "h"), (9, "i")], true)));
     assert!(step.text().ends_with(
-        r#"{"messages":[{"seq":8,"data":"h"},{"seq":9,"data":"i"}],"last":9,"gap":true}"#
+        r#"{"messages":[{"seq":8,"data":"h"},{"seq":9,"data":"i"}],"last":9,"gap":true,"since":"9"}"#
     ));
     // A poll as another user logs the first one out.
     let step = h.bytes(b"GET /poll/3 HTTP/1.1\r\n\r\n");

@@ -3,7 +3,8 @@
 //!
 //! `data` is the payload as a JSON string (invalid UTF-8 replaced by U+FFFD);
 //! `since` is what to pass as `?since=` next time (`last` within `epoch`, SPEC B6;
-//! both absent while the user has no history: pass `last`); `gap` says messages
+//! `last` alone, without `epoch`, while the user has no history yet: every answer has
+//! one, so a client that always passes it back loses nothing); `gap` says messages
 //! were lost before the first one listed (or the client's position was from
 //! another epoch, or ahead of the server's). Not here: waiting (the gateway parks the poll).
 
@@ -30,8 +31,11 @@ pub fn write_poll_body(
         out.push(b'}');
     }
     write!(out, "],\"last\":{last},\"gap\":{gap}").expect("Vec write");
-    if let Some(epoch) = epoch {
-        write!(out, ",\"epoch\":{epoch},\"since\":\"{epoch}-{last}\"").expect("Vec write");
+    match epoch {
+        Some(epoch) => {
+            write!(out, ",\"epoch\":{epoch},\"since\":\"{epoch}-{last}\"").expect("Vec write")
+        }
+        None => write!(out, ",\"since\":\"{last}\"").expect("Vec write"),
     }
     out.push(b'}');
 }
@@ -50,7 +54,7 @@ mod tests {
     fn empty_answer() {
         assert_eq!(
             poll_body(&[], 5, false),
-            br#"{"messages":[],"last":5,"gap":false}"#
+            br#"{"messages":[],"last":5,"gap":false,"since":"5"}"#
         );
     }
 
@@ -63,7 +67,7 @@ mod tests {
         assert_eq!(v["messages"][1]["data"], "\u{fffd}ok");
         assert_eq!(v["last"], 2);
         assert_eq!(v["gap"], true);
-        let expected = "{\"messages\":[{\"seq\":1,\"data\":\"a\\\"b\\\\\\n\"},{\"seq\":2,\"data\":\"\u{fffd}ok\"}],\"last\":2,\"gap\":true}";
+        let expected = "{\"messages\":[{\"seq\":1,\"data\":\"a\\\"b\\\\\\n\"},{\"seq\":2,\"data\":\"\u{fffd}ok\"}],\"last\":2,\"gap\":true,\"since\":\"2\"}";
         assert_eq!(String::from_utf8(body).unwrap(), expected);
     }
 
