@@ -11,37 +11,27 @@
 //! `wire::pusher::Published` envelope naming the sender's socket, so no process
 //! echoes them to it; at most [`CLIENT_EVENTS_PER_SECOND`] per connection.
 //!
-//! Budget: a Pusher connection keeps its [`Session`] (app, socket id, rate bucket)
-//! boxed in its pending box; other connections pay nothing.
+//! Budget: a Pusher connection keeps its `Session` (app, socket id, rate bucket) in
+//! the loop's side table (`pusher_session`), keyed by the connection; the
+//! connection itself is a framed WebSocket's size, and other connections pay nothing.
 
-use super::{channels, Connection, Cx, State, Tick, FRAMED, WS_CLOSE_SENT};
+use super::{channels, Connection, Cx, State, FRAMED, WS_CLOSE_SENT};
 use crate::clock::TICK_MS;
+use crate::pusher_session::Session;
 use bus::Request;
 use bytes::Bytes;
 use wire::pusher::{code, ClientFrame, Published};
 use wire::{Opcode, RequestHead};
 
-/// Client events a connection may send per second (Pusher's documented limit).
-pub const CLIENT_EVENTS_PER_SECOND: u32 = 10;
+pub use crate::pusher_session::CLIENT_EVENTS_PER_SECOND;
 
-/// What a Pusher connection keeps.
-pub(super) struct Session {
-    /// Index of its app in `Access::pusher`.
-    app: u16,
-    /// `<random>.<loop token>`: what its app's auth endpoint signs.
-    socket_id: Box<str>,
-    /// Client-event bucket: events available, refilled by elapsed ticks.
-    tokens: u32,
-    refilled: Tick,
+/// True for a connection that speaks Pusher (the connection of `cx.key`).
+pub(super) fn is(cx: &Cx) -> bool {
+    session(cx).is_some()
 }
 
-/// True for a connection that speaks Pusher.
-pub(super) fn is(conn: &Connection) -> bool {
-    session(conn).is_some()
-}
-
-fn session(conn: &Connection) -> Option<&Session> {
-    conn.pending.as_ref().and_then(|p| p.pusher.as_deref())
+fn session<'a>(cx: &'a Cx) -> Option<&'a Session> {
+    cx.credentials.pusher.get(cx.key)
 }
 
 /// The first part of a socket id: unique across loops and processes (a loop's
@@ -80,13 +70,8 @@ pub(super) fn open(
             "Unsupported protocol version: this server speaks 7".to_string(),
         )),
         (Some((app, _)), _) => {
-            let socket_id = format!("{}.{}", socket_random(cx), cx.key);
-            conn.pending().pusher = Some(Box::new(Session {
-                app,
-                socket_id: socket_id.into(),
-                tokens: CLIENT_EVENTS_PER_SECOND,
-                refilled: cx.now,
-            }));
+            let session = Session::new(app, socket_random(cx), cx.now);
+            cx.credentials.pusher.insert(cx.key, session);
             None
         }
     };
@@ -104,10 +89,10 @@ pub(super) fn open(
 
 /// The handshake is out: `pusher:connection_established` with the socket id and the
 /// activity timeout (the heartbeat: a client quiet that long sends `pusher:ping`).
-pub(super) fn established(conn: &Connection, cx: &mut Cx) {
-    let Some(s) = session(conn) else { return };
+pub(super) fn established(cx: &mut Cx) {
+    let Some(s) = session(cx) else { return };
     let timeout = (u64::from(cx.config.heartbeat) * TICK_MS / 1000).max(1);
-    let data = serde_json::json!({ "socket_id": &*s.socket_id, "activity_timeout": timeout });
+    let data = serde_json::json!({ "socket_id": s.socket_id(cx.key), "activity_timeout": timeout });
     send(cx, |out| {
         wire::pusher::write_event(
             out,
@@ -158,7 +143,7 @@ fn subscribe(
     auth: Option<&str>,
     channel_data: Option<&str>,
 ) {
-    let Some(s) = session(conn) else { return };
+    let Some(s) = session(cx) else { return };
     let signed = channel.starts_with("private-") || channel.starts_with("presence-");
     if signed {
         let Some(app) = cx.config.access.pusher.get(s.app) else {
@@ -166,7 +151,8 @@ fn subscribe(
         };
         // Whatever `channel_data` the app's endpoint returned, it signed (the
         // `pusher` SDKs add it on private channels too when given member data).
-        if let Err(e) = app.check_channel_auth(&s.socket_id, channel, channel_data, auth) {
+        let socket_id = s.socket_id(cx.key);
+        if let Err(e) = app.check_channel_auth(&socket_id, channel, channel_data, auth) {
             return subscription_error(cx, channel, "AuthError", &e.to_string(), 401);
         }
     }
@@ -211,8 +197,8 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             &format!("not subscribed to {channel}"),
         );
     }
-    let now = cx.now;
-    let Some(s) = conn.pending.as_mut().and_then(|p| p.pusher.as_mut()) else {
+    let (now, key) = (cx.now, cx.key);
+    let Some(s) = cx.credentials.pusher.get_mut(key) else {
         return;
     };
     if !s.take_token(now) {
@@ -222,27 +208,11 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             &format!("client events: at most {CLIENT_EVENTS_PER_SECOND} per second"),
         );
     }
-    let payload = Published::envelope(event, data, Some(&s.socket_id));
+    let payload = Published::envelope(event, data, Some(&s.socket_id(key)));
     cx.out.request(Request::PublishChannel {
         channel,
         payload: Bytes::from(payload),
     });
-}
-
-impl Session {
-    fn take_token(&mut self, now: Tick) -> bool {
-        let ticks_per_token = (1000 / TICK_MS / u64::from(CLIENT_EVENTS_PER_SECOND)).max(1) as u32;
-        let earned = now.wrapping_sub(self.refilled) / ticks_per_token;
-        if earned > 0 {
-            self.tokens = (self.tokens + earned).min(CLIENT_EVENTS_PER_SECOND);
-            self.refilled = self.refilled.wrapping_add(earned * ticks_per_token);
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
 }
 
 /// A channel's join is answered: `pusher_internal:subscription_succeeded`; for a
@@ -342,8 +312,8 @@ pub(crate) fn encode(channel: &str, payload: &[u8]) -> (Bytes, Option<Box<str>>)
 
 /// True when `from` (a message's sender socket) is this connection: its own client
 /// event, never echoed.
-pub(super) fn is_own(conn: &Connection, from: Option<&str>) -> bool {
-    from.is_some() && from == session(conn).map(|s| &*s.socket_id)
+pub(super) fn is_own(cx: &Cx, from: Option<&str>) -> bool {
+    from.is_some_and(|from| session(cx).is_some_and(|s| s.is_socket(cx.key, from)))
 }
 
 /// The heartbeat of a Pusher connection: `pusher:ping` (pusher-js answers pong).

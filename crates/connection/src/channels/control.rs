@@ -278,7 +278,7 @@ pub(crate) fn joined_later(
         match transport {
             // A presence companion is refused with its channel, which says so.
             _ if companion => {}
-            Transport::WebSocket if held.is_some() && crate::pusher::is(conn) => {
+            Transport::WebSocket if held.is_some() && crate::pusher::is(cx) => {
                 crate::pusher::subscription_error(cx, &name, "SubscriptionError", why.text(), 409)
             }
             Transport::WebSocket if held.is_some() => error(cx, Some(&name), why.text()),
