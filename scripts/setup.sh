@@ -4,8 +4,15 @@
 # peer), Python `websockets`, the npm packages of the browser test, of the Pusher tests and of clients/js's tests, the sysctls that loopback connect storms need, starts
 # PostgreSQL if it is installed but stopped, and creates the user `postgres` and the
 # database `test` the PostgreSQL tests use when they are missing.
+#
+# `scripts/setup.sh --bench-peers` also installs the Pusher peers of `myriad bench
+# pusher`: Sockudo (`cargo install sockudo --locked`, with protoc; a long build, so not
+# for the tests or CI) and tries soketi's npm package (its uWebSockets.js comes from
+# GitHub: where that is out of reach it says so and goes on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench_peers=0
+[ "${1:-}" = "--bench-peers" ] && bench_peers=1
 
 need_apt=()
 command -v curl >/dev/null || need_apt+=(curl)
@@ -13,6 +20,7 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 command -v certutil >/dev/null || need_apt+=(libnss3-tools)  # a test CA in Chromium's NSS store (tls_browser)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 [ -f /usr/lib/nginx/modules/ngx_nchan_module.so ] || need_apt+=(nginx-light libnginx-mod-nchan)  # bench --peer nchan
+[ $bench_peers = 1 ] && ! command -v protoc >/dev/null && need_apt+=(protobuf-compiler)  # Sockudo's build
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq
@@ -35,6 +43,19 @@ fi
 if [ ! -d clients/js/node_modules ]; then
   echo "setup: npm ci (clients/js's test dependencies: ws, eventsource)"
   (cd clients/js && npm ci --silent --no-audit --no-fund)
+fi
+
+if [ $bench_peers = 1 ]; then
+  if ! command -v sockudo >/dev/null && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/sockudo" ]; then
+    echo "setup: cargo install sockudo --locked (bench pusher --peer sockudo; a long build)"
+    cargo install sockudo --locked
+  fi
+  # bench pusher --peer soketi installs @soketi/soketi into its own directory on first
+  # use; this says early whether npm can reach its uWebSockets.js (on GitHub).
+  if ! npm view @soketi/soketi version >/dev/null 2>&1 || \
+     ! (d=$(mktemp -d) && cd "$d" && npm install --no-audit --no-fund --silent @soketi/soketi@1.6.1 >/dev/null 2>&1; r=$?; rm -rf "$d"; exit $r); then
+    echo "setup: soketi does not install here (npm could not fetch it or its uWebSockets.js from GitHub); bench pusher --peer soketi will say so"
+  fi
 fi
 
 # Loopback connect storms: the accept and SYN backlogs must hold a burst of thousands.

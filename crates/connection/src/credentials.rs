@@ -8,6 +8,9 @@
 //! slot grows for this; a connection costs an entry here only while it has an expiry
 //! or a failed authentication, and its entry goes when it closes ([`Credentials::forget`]).
 //!
+//! A Pusher client's session (`pusher_session`) lives here too, under the same key
+//! and gone at the same `forget`: one table the pump forgets, not one per kind.
+//!
 //! Not here: checking tokens (`auth`), what a connection says when its token expires
 //! (`expiry`), the clock (times are Unix seconds passed in).
 
@@ -26,6 +29,9 @@ const STALE_SLACK: usize = 64;
 
 #[derive(Default)]
 pub struct Credentials {
+    /// Pusher clients' sessions (app, socket id, client-event bucket): the same
+    /// key, forgotten with the rest.
+    pub pusher: crate::PusherSessions,
     entries: HashMap<u32, Entry>,
     /// `(valid_until, key)`, soonest first. An item whose key no longer has that
     /// expiry (refreshed, closed) is stale and skipped when it comes up.
@@ -111,6 +117,7 @@ impl Credentials {
 
     /// Connection `key` closed.
     pub fn forget(&mut self, key: u32) {
+        self.pusher.forget(key);
         if self.entries.is_empty() {
             return; // every close asks; most loops hold no entry at all
         }

@@ -318,7 +318,7 @@ pub(super) fn heartbeat(conn: &mut Connection, cx: &mut Cx) {
             State::Stream if conn.has(HTTP10) => cx.out.send_static(b"\n"),
             State::Stream => cx.out.send_static(wire::STREAM_HEARTBEAT),
             State::Sse => cx.out.send_static(wire::SSE_HEARTBEAT),
-            _ if crate::pusher::is(conn) => crate::pusher::heartbeat(cx),
+            _ if crate::pusher::is(cx) => crate::pusher::heartbeat(cx),
             _ => cx.out.send_static(match cx.config.ws_heartbeat {
                 WsHeartbeat::Pong => WS_PONG,
                 WsHeartbeat::Ping => WS_PING,

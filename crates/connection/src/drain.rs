@@ -38,7 +38,7 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx) {
                 .write(|out| out.extend_from_slice(format!("retry: {retry}\n\n").as_bytes()));
             conn.start_closing(cx);
         }
-        State::WebSocket if crate::pusher::is(conn) => crate::pusher::drain(conn, cx),
+        State::WebSocket if crate::pusher::is(cx) => crate::pusher::drain(conn, cx),
         State::WebSocket => {
             if !conn.has(WS_CLOSE_SENT) {
                 conn.set(WS_CLOSE_SENT, true);

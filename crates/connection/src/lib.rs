@@ -15,8 +15,8 @@
 //! Budget (DESIGN "the budget per connection"): an idle subscribed connection is
 //! 32 bytes and owns no buffer; `pending` exists only while input waits (a partial
 //! head or frame, a body, pipelined requests behind a waiting call). What only a few
-//! connections have — a token's expiry, failed authentications — lives in the
-//! loop's [`Credentials`] side table, keyed by [`Cx::key`].
+//! connections have — a token's expiry, failed authentications, a Pusher client's
+//! session — lives in the loop's [`Credentials`] side table, keyed by [`Cx::key`].
 //!
 //! Layout: [`request`] turns heads and bodies into subscriptions, polls and API
 //! calls; [`reply`] turns bus replies into responses ([`replay`]: a resume's history
@@ -30,7 +30,8 @@
 //! the wheel's ticks; [`stream_control`] is an HTTP/2 `POST /subscribe` or
 //! `/unsubscribe` for another stream of its connection (the pump carries the
 //! control and its [`ControlAnswer`] between the two cores); [`pusher`] is a
-//! Pusher Channels client on `/app/<key>`, a framed WebSocket in Pusher's words;
+//! Pusher Channels client on `/app/<key>`, a framed WebSocket in Pusher's words
+//! ([`pusher_session`]: what it keeps, in the side table);
 //! [`pusher_api`] is Pusher's signed `POST /apps/<id>/events`.
 //!
 //! Token lifetime: a connection let in with a token that has an `exp` ends when the
@@ -54,6 +55,7 @@ mod outbox;
 mod publish_rate;
 mod pusher;
 mod pusher_api;
+mod pusher_session;
 mod pusher_user;
 mod refresh;
 mod replay;
@@ -94,6 +96,7 @@ pub use origin::Origins;
 pub use outbox::{Outbox, Piece};
 pub use publish_rate::PublishRates;
 pub use pusher::CLIENT_EVENTS_PER_SECOND;
+pub use pusher_session::Sessions as PusherSessions;
 pub use refresh::WS_AUTH_FAILURES;
 pub use state::State;
 pub use stream_control::ControlAnswer;
@@ -159,8 +162,6 @@ struct Pending {
     ws_key: Option<String>,
     /// WebSocket whose token may publish (C7): its grant and rate bucket.
     publisher: Option<Box<client_publish::Publisher>>,
-    /// A Pusher client's session (`pusher`): kept for the connection's life.
-    pusher: Option<Box<pusher::Session>>,
     /// A Pusher API query waiting for the router: how to write its answer.
     pusher_ask: Option<pusher_api::Ask>,
 }
@@ -388,7 +389,6 @@ impl Connection {
                 || p.body.is_some()
                 || p.ws_key.is_some()
                 || p.publisher.is_some()
-                || p.pusher.is_some()
                 || p.pusher_ask.is_some()
                 || (polling && p.poll_since.is_some());
             if !needed {

@@ -11,39 +11,27 @@
 //! `wire::pusher::Published` envelope naming the sender's socket, so no process
 //! echoes them to it; at most [`CLIENT_EVENTS_PER_SECOND`] per connection.
 //!
-//! Budget: a Pusher connection keeps its [`Session`] (app, socket id, rate bucket)
-//! boxed in its pending box; other connections pay nothing.
+//! Budget: a Pusher connection keeps its `Session` (app, socket id, rate bucket) in
+//! the loop's side table (`pusher_session`), keyed by the connection; the
+//! connection itself is a framed WebSocket's size, and other connections pay nothing.
 
-use super::{channels, Connection, Cx, State, Tick, FRAMED, WS_CLOSE_SENT};
+use super::{channels, Connection, Cx, State, FRAMED, WS_CLOSE_SENT};
 use crate::clock::TICK_MS;
+use crate::pusher_session::Session;
 use bus::Request;
 use bytes::Bytes;
 use wire::pusher::{code, ClientFrame, Published};
 use wire::{Opcode, RequestHead};
 
-/// Client events a connection may send per second (Pusher's documented limit).
-pub const CLIENT_EVENTS_PER_SECOND: u32 = 10;
+pub use crate::pusher_session::CLIENT_EVENTS_PER_SECOND;
 
-/// What a Pusher connection keeps.
-pub(super) struct Session {
-    /// Index of its app in `Access::pusher`.
-    pub(super) app: u16,
-    /// `<random>.<loop token>`: what its app's auth endpoint signs.
-    pub(super) socket_id: Box<str>,
-    /// Client-event bucket: events available, refilled by elapsed ticks.
-    tokens: u32,
-    refilled: Tick,
-    /// Signed in (`pusher:signin`, `pusher_user`): the `user_data` as signed.
-    pub(super) user_data: Option<Box<str>>,
+/// True for a connection that speaks Pusher (the connection of `cx.key`).
+pub(super) fn is(cx: &Cx) -> bool {
+    session(cx).is_some()
 }
 
-/// True for a connection that speaks Pusher.
-pub(super) fn is(conn: &Connection) -> bool {
-    session(conn).is_some()
-}
-
-pub(super) fn session(conn: &Connection) -> Option<&Session> {
-    conn.pending.as_ref().and_then(|p| p.pusher.as_deref())
+pub(super) fn session<'a>(cx: &'a Cx) -> Option<&'a Session> {
+    cx.credentials.pusher.get(cx.key)
 }
 
 /// The first part of a socket id: unique across loops and processes (a loop's
@@ -82,14 +70,8 @@ pub(super) fn open(
             "Unsupported protocol version: this server speaks 7".to_string(),
         )),
         (Some((app, _)), _) => {
-            let socket_id = format!("{}.{}", socket_random(cx), cx.key);
-            conn.pending().pusher = Some(Box::new(Session {
-                app,
-                socket_id: socket_id.into(),
-                tokens: CLIENT_EVENTS_PER_SECOND,
-                refilled: cx.now,
-                user_data: None,
-            }));
+            let session = Session::new(app, socket_random(cx), cx.now);
+            cx.credentials.pusher.insert(cx.key, session);
             None
         }
     };
@@ -107,10 +89,10 @@ pub(super) fn open(
 
 /// The handshake is out: `pusher:connection_established` with the socket id and the
 /// activity timeout (the heartbeat: a client quiet that long sends `pusher:ping`).
-pub(super) fn established(conn: &Connection, cx: &mut Cx) {
-    let Some(s) = session(conn) else { return };
+pub(super) fn established(cx: &mut Cx) {
+    let Some(s) = session(cx) else { return };
     let timeout = (u64::from(cx.config.heartbeat) * TICK_MS / 1000).max(1);
-    let data = serde_json::json!({ "socket_id": &*s.socket_id, "activity_timeout": timeout });
+    let data = serde_json::json!({ "socket_id": s.socket_id(cx.key), "activity_timeout": timeout });
     send(cx, |out| {
         wire::pusher::write_event(
             out,
@@ -139,7 +121,7 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) {
         } => subscribe(conn, cx, &channel, auth.as_deref(), channel_data.as_deref()),
         // Leaving a channel not held is not an error in Pusher.
         ClientFrame::Unsubscribe { channel } => {
-            let name = internal(conn, cx, &channel);
+            let name = internal(cx, &channel);
             let _ = channels::unsubscribe_later(conn, cx, &name);
         }
         ClientFrame::Signin { auth, user_data } => super::pusher_user::signin(
@@ -168,9 +150,9 @@ fn subscribe(
     auth: Option<&str>,
     channel_data: Option<&str>,
 ) {
-    let Some(s) = session(conn) else { return };
+    let Some(s) = session(cx) else { return };
     if channel.starts_with(wire::pusher_user::SERVER_TO_USER) {
-        return super::pusher_user::subscribe_to_self(conn, cx, channel);
+        return super::pusher_user::subscribe_to_self(cx, channel);
     }
     if let Err(why) = wire::pusher_user::check_name(channel) {
         return subscription_error(cx, channel, "SubscriptionError", why, 400);
@@ -182,7 +164,8 @@ fn subscribe(
         };
         // Whatever `channel_data` the app's endpoint returned, it signed (the
         // `pusher` SDKs add it on private channels too when given member data).
-        if let Err(e) = app.check_channel_auth(&s.socket_id, channel, channel_data, auth) {
+        let socket_id = s.socket_id(cx.key);
+        if let Err(e) = app.check_channel_auth(&socket_id, channel, channel_data, auth) {
             return subscription_error(cx, channel, "AuthError", &e.to_string(), 401);
         }
     }
@@ -199,7 +182,7 @@ fn subscribe(
         },
     };
     let presence = member.is_some();
-    let name = internal(conn, cx, channel);
+    let name = internal(cx, channel);
     if let Err(refused) = channels::subscribe_as(conn, cx, &name, None, presence, member) {
         subscription_error(
             cx,
@@ -221,7 +204,7 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             "client events are for private and presence channels only",
         );
     }
-    let name = internal(conn, cx, &channel);
+    let name = internal(cx, &channel);
     let held = conn.chans.as_ref().and_then(|c| c.position_joined(&name));
     if held.is_none() {
         return error(
@@ -230,8 +213,8 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             &format!("not subscribed to {channel}"),
         );
     }
-    let now = cx.now;
-    let Some(s) = conn.pending.as_mut().and_then(|p| p.pusher.as_mut()) else {
+    let (now, key) = (cx.now, cx.key);
+    let Some(s) = cx.credentials.pusher.get_mut(key) else {
         return;
     };
     if !s.take_token(now) {
@@ -241,7 +224,7 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             &format!("client events: at most {CLIENT_EVENTS_PER_SECOND} per second"),
         );
     }
-    let payload = Published::envelope(event, data, Some(&s.socket_id));
+    let payload = Published::envelope(event, data, Some(&s.socket_id(key)));
     cx.out.request(Request::PublishChannel {
         channel: name,
         payload: Bytes::from(payload),
@@ -250,33 +233,17 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
 
 /// The myriad channel of this connection's app's channel `name`
 /// (`wire::pusher_user::internal`: the first app's names are myriad's).
-pub(super) fn internal(conn: &Connection, cx: &Cx, name: &str) -> String {
-    let app = session(conn).map_or(0, |s| s.app);
+pub(super) fn internal(cx: &Cx, name: &str) -> String {
+    let app = session(cx).map_or(0, |s| s.app);
     wire::pusher_user::internal(&cx.config.access.pusher.namespace(app), name)
-}
-
-impl Session {
-    fn take_token(&mut self, now: Tick) -> bool {
-        let ticks_per_token = (1000 / TICK_MS / u64::from(CLIENT_EVENTS_PER_SECOND)).max(1) as u32;
-        let earned = now.wrapping_sub(self.refilled) / ticks_per_token;
-        if earned > 0 {
-            self.tokens = (self.tokens + earned).min(CLIENT_EVENTS_PER_SECOND);
-            self.refilled = self.refilled.wrapping_add(earned * ticks_per_token);
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
 }
 
 /// A channel's join is answered: `pusher_internal:subscription_succeeded`; for a
 /// presence channel once its members are known (a presence query, answered in
 /// [`members`]); for a signed-in user's channel, `pusher:signin_success`.
-pub(super) fn joined(conn: &Connection, cx: &mut Cx, channel: &str) {
+pub(super) fn joined(cx: &mut Cx, channel: &str) {
     if wire::pusher_user::is_user_channel(channel) {
-        return super::pusher_user::signed_in(conn, cx);
+        return super::pusher_user::signed_in(cx);
     }
     let shown = wire::pusher_user::shown(channel);
     if shown.starts_with("presence-") {
@@ -381,8 +348,8 @@ pub(crate) fn encode(channel: &str, payload: &[u8]) -> (Bytes, Option<Box<str>>)
 
 /// True when `from` (a message's sender socket) is this connection: its own client
 /// event, never echoed.
-pub(super) fn is_own(conn: &Connection, from: Option<&str>) -> bool {
-    from.is_some() && from == session(conn).map(|s| &*s.socket_id)
+pub(super) fn is_own(cx: &Cx, from: Option<&str>) -> bool {
+    from.is_some_and(|from| session(cx).is_some_and(|s| s.is_socket(cx.key, from)))
 }
 
 /// The heartbeat of a Pusher connection: `pusher:ping` (pusher-js answers pong).

@@ -6,8 +6,8 @@
 //! (`#server-to-user-<id>`) and its terminate reach every signed-in connection
 //! of the user, in any process, as messages of that channel.
 //!
-//! Budget: the `user_data` as signed, boxed in the Pusher session, only once
-//! signed in.
+//! Budget: the `user_data` as signed, in the loop's Pusher sessions
+//! (`pusher_session`), only once signed in.
 
 use super::pusher::{self, session};
 use super::{channels, Connection, Cx};
@@ -17,25 +17,25 @@ use wire::pusher_user::{self as names, SERVER_TO_USER};
 /// `pusher:signin`: a bad signature or `user_data` is `pusher:error` 4009 and a
 /// close with 4009 (the client does not reconnect as it is), as Pusher does.
 pub(super) fn signin(conn: &mut Connection, cx: &mut Cx, auth: Option<&str>, user_data: &str) {
-    let Some(s) = session(conn) else { return };
-    if s.user_data.is_some() {
+    let Some(s) = session(cx) else { return };
+    if cx.credentials.pusher.user_data(cx.key).is_some() {
         return pusher::error(cx, None, "this connection is signed in already");
     }
-    let Some(app) = cx.config.access.pusher.get(s.app) else {
+    let app_index = s.app;
+    let socket_id = s.socket_id(cx.key);
+    let Some(app) = cx.config.access.pusher.get(app_index) else {
         return;
     };
-    if let Err(e) = app.check_user_auth(&s.socket_id, user_data, auth) {
+    if let Err(e) = app.check_user_auth(&socket_id, user_data, auth) {
         return refuse(conn, cx, &format!("signin: {e}"));
     }
     let id = match names::parse_user_data(user_data) {
         Ok(id) => id,
         Err(why) => return refuse(conn, cx, &format!("signin: {why}")),
     };
-    let namespace = cx.config.access.pusher.namespace(s.app);
+    let namespace = cx.config.access.pusher.namespace(app_index);
     let channel = names::user_channel(&namespace, auth::pusher_user_key(&id));
-    if let Some(s) = conn.pending.as_mut().and_then(|p| p.pusher.as_mut()) {
-        s.user_data = Some(user_data.into());
-    }
+    cx.credentials.pusher.sign_in(cx.key, user_data);
     if let Err(refused) = channels::subscribe_as(conn, cx, &channel, None, false, None) {
         pusher::error(cx, None, &format!("signin: {}", refused.why));
     }
@@ -49,8 +49,8 @@ fn refuse(conn: &mut Connection, cx: &mut Cx, why: &str) {
 }
 
 /// The user's channel is joined: `pusher:signin_success` with the `user_data`.
-pub(super) fn signed_in(conn: &Connection, cx: &mut Cx) {
-    let Some(user_data) = session(conn).and_then(|s| s.user_data.as_deref()) else {
+pub(super) fn signed_in(cx: &mut Cx) {
+    let Some(user_data) = cx.credentials.pusher.user_data(cx.key) else {
         return;
     };
     let data = serde_json::json!({ "user_data": user_data }).to_string();
@@ -61,9 +61,8 @@ pub(super) fn signed_in(conn: &Connection, cx: &mut Cx) {
 
 /// pusher-js subscribes to `#server-to-user-<its own id>` after a sign-in: that
 /// is the user's channel, joined already; any other user's is refused.
-pub(super) fn subscribe_to_self(conn: &Connection, cx: &mut Cx, channel: &str) {
-    let own = session(conn)
-        .and_then(|s| s.user_data.as_deref())
+pub(super) fn subscribe_to_self(cx: &mut Cx, channel: &str) {
+    let own = (cx.credentials.pusher.user_data(cx.key))
         .and_then(|d| names::parse_user_data(d).ok())
         .is_some_and(|id| channel.strip_prefix(SERVER_TO_USER) == Some(id.as_str()));
     match own {

@@ -60,15 +60,15 @@ pub(super) fn handle(conn: &mut Connection, cx: &mut Cx, reply: Reply) {
                 of: bus::PresenceOf::Channel(name),
                 presence,
             },
-        ) if super::pusher::is(conn) => super::pusher::members(conn, cx, &name, presence),
+        ) if super::pusher::is(cx) => super::pusher::members(conn, cx, &name, presence),
         // A Pusher client event's publish: nothing to tell the client (Pusher
         // answers none); a failure is its `pusher:error`.
-        (State::WebSocket, _, Reply::Published { .. }) if super::pusher::is(conn) => {}
-        (State::WebSocket, _, Reply::NotStored { error, .. }) if super::pusher::is(conn) => {
+        (State::WebSocket, _, Reply::Published { .. }) if super::pusher::is(cx) => {}
+        (State::WebSocket, _, Reply::NotStored { error, .. }) if super::pusher::is(cx) => {
             super::pusher::error(cx, None, &format!("client event not stored: {error}"))
         }
         (State::WebSocket, _, Reply::Unavailable(m) | Reply::TimedOut(m))
-            if super::pusher::is(conn) =>
+            if super::pusher::is(cx) =>
         {
             super::pusher::error(cx, None, &format!("client event: router unavailable: {m}"))
         }

@@ -46,7 +46,7 @@ fn handle_frame(conn: &mut Connection, cx: &mut Cx, frame: WsFrame) {
             conn.start_closing(cx);
         }
         // A Pusher client speaks only Pusher's events (`pusher`).
-        Opcode::Text if frame.fin && super::pusher::is(conn) => {
+        Opcode::Text if frame.fin && super::pusher::is(cx) => {
             super::pusher::handle_text(conn, cx, &frame.payload)
         }
         // The token's rights end on its second, not when the timer gets round.

@@ -9,7 +9,10 @@
 //! published in bursts of P: a server that merges what arrives during a fan-out was
 //! flattered and one that does not was penalised; docs/decisions/writes-coalescing-and-io-uring.md). With
 //! `--nats URL` the publishers publish through the broker instead (SPEC C4): a NATS request to `myriad.pub.<subject>`, whose answer
-//! is the same JSON as `POST /pub/<subject>`'s.
+//! is the same JSON as `POST /pub/<subject>`'s. With `--pusher ID:KEY:SECRET` each
+//! publish is a Pusher Channels event, `POST /apps/<id>/events` signed as the
+//! `pusher` server SDKs sign it, to the channel `--path` names: the one publish path
+//! to myriad and to any other Pusher server (Sockudo, soketi).
 
 use crate::dial::{Conn, Dialer};
 use anyhow::{bail, Context};
@@ -82,6 +85,11 @@ pub struct MsggenArgs {
     /// deploy/nats-authorization.conf).
     #[arg(long)]
     pub nats: Option<String>,
+    /// Publish Pusher events through the Pusher HTTP API of this app
+    /// (`ID:KEY:SECRET`): signed `POST /apps/<ID>/events` to the channel --path names
+    /// (`%d` the subject, e.g. `bench` or `room-%d`), event name `bench`.
+    #[arg(long, value_name = "ID:KEY:SECRET")]
+    pub pusher: Option<String>,
     /// With --nats: its credentials and TLS, as `serve` takes them.
     #[command(flatten)]
     pub nats_auth: nats_link::NatsAuthArgs,
@@ -113,6 +121,7 @@ impl Default for MsggenArgs {
             duration: 10.0,
             size: 0,
             seed: None,
+            pusher: None,
             nats: None,
             nats_auth: nats_link::NatsAuthArgs::default(),
             json: false,
@@ -178,6 +187,15 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     if args.max == 0 || args.publishers == 0 {
         bail!("--max and --publishers must be at least 1");
     }
+    let pusher = args
+        .pusher
+        .as_deref()
+        .map(auth::PusherApp::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--pusher: {e}"))?;
+    if pusher.is_some() && args.nats.is_some() {
+        bail!("--pusher publishes over HTTP: drop --nats");
+    }
     let target = match &args.nats {
         Some(url) => {
             let config =
@@ -209,12 +227,18 @@ pub fn run_with(args: MsggenArgs, stop: &AtomicBool) -> anyhow::Result<MsggenSum
     let seed = args.seed.unwrap_or_else(sys::unix_micros);
     let mut threads = Vec::new();
     for i in 0..args.publishers {
-        let (shared, done, args, target) =
-            (shared.clone(), done.clone(), args.clone(), target.clone());
+        let (shared, done, args, target, pusher) = (
+            shared.clone(),
+            done.clone(),
+            args.clone(),
+            target.clone(),
+            pusher.clone(),
+        );
         threads.push(std::thread::spawn(move || {
             publisher(
                 &args,
                 &target,
+                pusher.as_ref(),
                 seed.wrapping_add(i as u64 * 7919),
                 start + first_offset(args.rate, i),
                 deadline,
@@ -333,9 +357,11 @@ fn first_offset(rate: f64, i: usize) -> Duration {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn publisher(
     args: &MsggenArgs,
     target: &Target,
+    pusher: Option<&auth::PusherApp>,
     seed: u64,
     first: Instant,
     deadline: Instant,
@@ -368,6 +394,12 @@ fn publisher(
         let result = match target {
             Target::Nats(link) => nats_subject(&args.path, subject)
                 .and_then(|subject| publish_nats(link, subject, &body)),
+            Target::Http(dialer) if pusher.is_some() => {
+                let app = pusher.expect("matched just above");
+                let channel = args.path.replace("%d", &subject.to_string());
+                pusher_request(&mut req, app, &dialer.host, &channel, &body);
+                publish_once(&mut conn, dialer, &req, &mut resp)
+            }
             Target::Http(dialer) => {
                 req.clear();
                 let path = args.path.replace("%d", &subject.to_string());
@@ -397,6 +429,33 @@ fn publisher(
             }
         }
     }
+}
+
+/// A Pusher event `bench` on `channel` with `data` (the stamped payload, as text),
+/// signed at this second as the `pusher` server SDKs sign it.
+pub fn pusher_request(
+    req: &mut Vec<u8>,
+    app: &auth::PusherApp,
+    host: &str,
+    channel: &str,
+    data: &[u8],
+) {
+    let body = serde_json::json!({
+        "name": "bench",
+        "channels": [channel],
+        "data": String::from_utf8_lossy(data),
+    })
+    .to_string();
+    let path = format!("/apps/{}/events", app.id);
+    let query = app.sign_api_request(
+        "POST",
+        &path,
+        body.as_bytes(),
+        sys::unix_micros() / 1_000_000,
+    );
+    req.clear();
+    write!(req, "POST {path}?{query} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+        .expect("writing to a Vec cannot fail");
 }
 
 fn error(shared: &Tallies, msg: String) {

@@ -151,7 +151,7 @@ pub(crate) fn subscribe_as(
     }
     // A signed-in Pusher user's internal channel (`pusher_user`) is not a name
     // any client can send.
-    let internal = wire::pusher_user::is_user_channel(name) && crate::pusher::is(conn);
+    let internal = wire::pusher_user::is_user_channel(name) && crate::pusher::is(cx);
     if !internal {
         wire::channel::check_name(name).map_err(|why| refused(400, why))?;
     }
@@ -283,7 +283,7 @@ pub(crate) fn joined_later(
         match transport {
             // A presence companion is refused with its channel, which says so.
             _ if companion => {}
-            Transport::WebSocket if held.is_some() && crate::pusher::is(conn) => {
+            Transport::WebSocket if held.is_some() && crate::pusher::is(cx) => {
                 let shown = wire::pusher_user::shown(&name);
                 crate::pusher::subscription_error(cx, shown, "SubscriptionError", why.text(), 409)
             }

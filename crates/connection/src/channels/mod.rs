@@ -166,7 +166,7 @@ pub(super) fn start(
         Transport::WebSocket => {
             let key = ws_key.unwrap_or_default();
             cx.out.write(|out| wire::write_ws_handshake(out, &key));
-            crate::pusher::established(conn, cx);
+            crate::pusher::established(cx);
         }
     }
     conn.state = match transport {
@@ -278,8 +278,8 @@ fn joined(
     resume: bool,
 ) {
     if transport == Transport::WebSocket && !wire::channel::is_companion(name) {
-        match crate::pusher::is(conn) {
-            true => crate::pusher::joined(conn, cx, name),
+        match crate::pusher::is(cx) {
+            true => crate::pusher::joined(cx, name),
             false => ws_text(cx, &subscribed_json(name, history, resume)),
         }
     }
@@ -454,7 +454,7 @@ fn write_message(
         }
         State::Stream if conn.has(HTTP10) => cx.out.send(frames.tagged_line()),
         State::Stream => cx.out.send(frames.tagged_stream()),
-        _ if crate::pusher::is(conn) => {
+        _ if crate::pusher::is(cx) => {
             let Some(name) = channel else {
                 return false; // a myriad user's own messages: not in Pusher's protocol
             };
@@ -468,7 +468,7 @@ fn write_message(
                 return true;
             }
             let (frame, from) = frames.pusher();
-            if crate::pusher::is_own(conn, from) {
+            if crate::pusher::is_own(cx, from) {
                 return false;
             }
             cx.out.send(frame);

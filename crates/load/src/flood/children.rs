@@ -98,6 +98,9 @@ fn child_argv(args: &FloodArgs, sources: &[std::net::Ipv4Addr], i: u64, procs: u
         );
         flag("--room-sep", args.room_sep.clone());
     }
+    if args.transport == super::Transport::Pusher {
+        flag("--pusher-channel", args.pusher_channel.clone());
+    }
     if args.insecure {
         v.push("--insecure".into());
     }

@@ -163,7 +163,7 @@ impl<'a> Engine<'a> {
             return self.attempt_failed(local as u32, |f| f.count_io(&e));
         }
         let mut scan = Scanner::new(0);
-        if plan.rooms.is_some() {
+        if plan.rooms.is_some() || plan.transport == Transport::Pusher {
             scan.stamped_only();
         }
         if let Some(track) = self.tracks.get_mut(local as usize) {

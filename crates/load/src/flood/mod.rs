@@ -138,6 +138,9 @@ pub struct FloodArgs {
     /// `/sub/%c` or `&channel=` for `/ws?channel=%c`.
     #[arg(long, default_value = ",")]
     pub room_sep: String,
+    /// With `--transport pusher`: the channel every client subscribes to.
+    #[arg(long, default_value = "bench")]
+    pub pusher_channel: String,
     /// Write one CSV row per second here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -194,6 +197,7 @@ impl Default for FloodArgs {
             rooms: None,
             rooms_per_connection: 5,
             room_sep: ",".into(),
+            pusher_channel: "bench".into(),
             csv: None,
             json: false,
             quiet: false,
@@ -380,6 +384,11 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<plan::Plan> {
     if args.reconnect && args.transport == Transport::Socketio {
         bail!("--reconnect does not speak Socket.IO's resumption (drop --reconnect)");
     }
+    if args.reconnect && args.transport == Transport::Pusher {
+        bail!(
+            "--reconnect does not apply to Pusher clients, which resume nothing (drop --reconnect)"
+        );
+    }
     let rooms = match args.rooms {
         Some(n) => {
             if !targets.iter().any(Target::has_rooms) {
@@ -451,6 +460,7 @@ fn make_plan(args: &FloodArgs) -> anyhow::Result<plan::Plan> {
         reconnect: args.reconnect,
         latency_at: args.latency_at,
         rooms,
+        pusher_subscribe: scan::pusher::subscribe_frame(&args.pusher_channel).into(),
     })
 }
 

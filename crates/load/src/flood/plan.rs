@@ -56,6 +56,9 @@ pub struct Plan {
     /// `--rooms`: the rooms each connection names in its URL's `%c`; then only
     /// stamped messages count (a channel protocol's replies are not messages).
     pub rooms: Option<Arc<Rooms>>,
+    /// `--transport pusher`: the `pusher:subscribe` text a client sends once
+    /// established (`--pusher-channel`).
+    pub pusher_subscribe: Arc<[u8]>,
 }
 
 impl Plan {

@@ -67,7 +67,7 @@ pub fn build_request(
     out.extend_from_slice(match t {
         Transport::Stream => b"Accept: */*\r\n".as_slice(),
         Transport::Sse => b"Accept: text/event-stream\r\nCache-Control: no-cache\r\n",
-        Transport::Ws | Transport::Socketio => {
+        Transport::Ws | Transport::Socketio | Transport::Pusher => {
             b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         }
         Transport::Poll => b"Accept: application/json\r\nConnection: keep-alive\r\n",

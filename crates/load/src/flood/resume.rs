@@ -131,7 +131,7 @@ impl Track {
             Transport::Sse => std::mem::take(&mut self.id_seen),
             Transport::Poll => true,
             Transport::Stream if std::mem::take(&mut self.suppress) => false,
-            Transport::Stream | Transport::Ws | Transport::Socketio => {
+            Transport::Stream | Transport::Ws | Transport::Socketio | Transport::Pusher => {
                 self.pos.seq += 1;
                 true
             }
@@ -159,7 +159,7 @@ impl Track {
                 Transport::Sse => self.sse_byte(b, c),
                 Transport::Poll => self.poll_byte(b),
                 Transport::Stream => self.stream_byte(b, c),
-                Transport::Ws | Transport::Socketio => self.ws_byte(b, c),
+                Transport::Ws | Transport::Socketio | Transport::Pusher => self.ws_byte(b, c),
             }
         }
     }

@@ -18,6 +18,7 @@
 //! - Socket.IO (Engine.IO v4 over WebSocket): one event packet (`42[...]`) = one
 //!   message; the open packet (`0{...}`) asks for the namespace connect (`40`), a
 //!   ping (`2`) for a pong (`3`), both reported as [`Event::Answer`].
+//! - Pusher: any event but the protocol's own (`pusher`), stamped only.
 //! - long-poll: one `"seq":` key in the JSON body = one message; `"last":` is remembered.
 //! - stream, SSE, WebSocket: the first message is a welcome (not counted) unless it
 //!   carries a stamp; with [`Scanner::stamped_only`] (flood `--rooms`) only stamped
@@ -40,12 +41,18 @@ pub enum Transport {
     Poll,
     /// Socket.IO v5 over Engine.IO v4's WebSocket transport (`/socket.io/?EIO=4&transport=websocket`).
     Socketio,
+    /// A Pusher Channels client (`/app/<key>?protocol=7`): subscribes to one channel
+    /// once established, answers `pusher:ping`, is open once subscribed.
+    Pusher,
 }
 
 impl Transport {
     /// Whether the connection upgrades to WebSocket frames.
     pub fn is_ws(self) -> bool {
-        matches!(self, Transport::Ws | Transport::Socketio)
+        matches!(
+            self,
+            Transport::Ws | Transport::Socketio | Transport::Pusher
+        )
     }
 }
 
@@ -60,8 +67,15 @@ pub enum Event<'a> {
     Stamp(u64),
     /// A WebSocket ping; the payload if the whole frame was in this read, else empty.
     Ping(&'a [u8]),
-    /// A text frame the client must send back (Socket.IO's namespace connect and pongs).
+    /// A text frame the client must send back (Socket.IO's namespace connect and
+    /// pongs, Pusher's pongs).
     Answer(&'static [u8]),
+    /// Pusher: the connection is established; send the subscription.
+    Subscribe,
+    /// Pusher: the subscription succeeded (the connection counts as open).
+    Subscribed,
+    /// Pusher: the subscription was refused.
+    Refused,
     /// The server sent a WebSocket close frame or ended a stream body.
     End,
     /// A long-poll body ended; `last` is the newest sequence seen so far.
@@ -447,6 +461,9 @@ impl Scanner {
             0..=2 if self.flags & F_WS_FIN != 0 && t == Transport::Socketio => {
                 self.socketio_packet_end(out)
             }
+            0..=2 if t == Transport::Pusher => {
+                self.pusher_frame_end(self.flags & F_WS_FIN != 0, out)
+            }
             0..=2 if self.flags & F_WS_FIN != 0 => self.message_end(out),
             8 => {
                 self.stage = S_DONE;
@@ -458,5 +475,6 @@ impl Scanner {
 }
 
 mod content;
+pub mod pusher;
 #[cfg(test)]
 mod tests;

@@ -67,6 +67,9 @@ pub struct Publish {
     /// small rooms 48 connections would cap the rate themselves on a loaded box.
     pub per_publisher: f64,
     pub max_publishers: usize,
+    /// Publish as Pusher events through this app's HTTP API (`ID:KEY:SECRET`, msggen
+    /// `--pusher`): `path` then names the channel.
+    pub pusher: Option<String>,
 }
 
 impl Publish {
@@ -79,6 +82,7 @@ impl Publish {
             fanout,
             per_publisher: RATE_PER_PUBLISHER,
             max_publishers: PUBLISHERS.1,
+            pusher: None,
         }
     }
 }
@@ -282,6 +286,7 @@ pub fn publish_to(
             duration: secs,
             size,
             quiet: true,
+            pusher: to.pusher.clone(),
             ..Default::default()
         },
         &AtomicBool::new(false),

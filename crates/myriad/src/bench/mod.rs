@@ -10,9 +10,11 @@
 //! - [`held`]: a flood held in a thread with a live line per second, and the
 //!   per-second server probe;
 //! - [`peer`]: the servers broadcast, unicast, connect and rooms can run instead (Node.js, nchan, the C floor, Socket.IO);
+//!   [`peer_pusher`]: the Pusher servers [`pusher`] runs instead (Sockudo, soketi);
 //! - one file per scenario: [`idle`], [`broadcast`] (with [`ladder`], its rate steps),
 //!   [`unicast`], [`connect`], [`rooms`] (many small channels, on the same ladder),
-//!   [`presence`] (a channel's presence list asked on a large channel), [`sprites`]
+//!   [`presence`] (a channel's presence list asked on a large channel), [`pusher`]
+//!   (Pusher clients on one channel, side by side with Sockudo and soketi), [`sprites`]
 //!   (long-poll clients that each send with their own token, on a supervised server;
 //!   with [`sprites_steps`], its throwing steps and ladder),
 //!   [`disconnect`], [`churn`] (with [`soak`], the soak's readings and verdicts),
@@ -50,7 +52,9 @@ mod keepalive;
 mod keepalive_clients;
 mod ladder;
 mod peer;
+mod peer_pusher;
 mod presence;
+mod pusher;
 mod report;
 mod rooms;
 mod soak;
@@ -110,6 +114,8 @@ pub enum Scenario {
     Rooms,
     /// N users (default 10,000) in one channel: GET /presence/<channel> (the whole list) and its /stats, p50/p99.
     Presence,
+    /// N Pusher clients (protocol 7) on one channel, events through the signed Pusher HTTP API: memory per idle connection, connect rate, latency at 5 msg/s, a ladder of rates in 10-s steps (--peer sockudo|soketi: the same against them).
+    Pusher,
     /// N long-poll clients (default 9,000; 100,000 and more over a supervised server and client processes), each throwing a message every --send-every s to a random other client with its own token: holding cost, publishes/s, latency, errors; --rates for a ladder.
     Sprites,
     /// idle, broadcast, unicast, mass-disconnect, churn and keepalive in sequence.
@@ -148,6 +154,10 @@ pub enum Peer {
     Floor,
     /// Socket.IO with rooms, a Node.js cluster of 2 (rooms only; npm installs `socket.io`).
     Socketio,
+    /// Sockudo, a Pusher server in Rust (pusher only; `cargo install sockudo --locked`).
+    Sockudo,
+    /// soketi, a Pusher server on Node.js and uWebSockets.js (pusher only; npm installs `@soketi/soketi`).
+    Soketi,
 }
 
 impl Peer {
@@ -408,14 +418,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(peer) = args.peer {
         let rooms = matches!(peer, Peer::Nchan | Peer::Socketio);
         let others = matches!(peer, Peer::Node | Peer::Nchan | Peer::Floor);
+        let pusher = matches!(peer, Peer::Sockudo | Peer::Soketi);
         anyhow::ensure!(
             match args.scenario {
                 Scenario::Rooms => rooms,
                 Scenario::Broadcast | Scenario::Unicast | Scenario::Connect => others,
+                Scenario::Pusher => pusher,
                 Scenario::C1m => peer == Peer::Floor,
                 _ => false,
             },
-            "--peer runs broadcast, unicast and connect (node, nchan, floor), rooms (nchan, socketio) and c1m (floor) only"
+            "--peer runs broadcast, unicast and connect (node, nchan, floor), rooms (nchan, \
+             socketio), pusher (sockudo, soketi) and c1m (floor) only"
         );
     }
     if args.scenario == Scenario::C1m
@@ -452,6 +465,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Scenario::Abuse => abuse::run(&args, &mut ctx),
             Scenario::Rooms => rooms::run(&args, &mut ctx),
             Scenario::Presence => presence::run(&args, &mut ctx),
+            Scenario::Pusher => pusher::run(&args, &mut ctx),
             Scenario::Sprites => sprites::run(&args, &mut ctx),
             Scenario::All => unreachable!("expanded above"),
         };
@@ -492,6 +506,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Abuse => "abuse",
         Scenario::Rooms => "rooms",
         Scenario::Presence => "presence",
+        Scenario::Pusher => "pusher",
         Scenario::Sprites => "sprites",
         Scenario::All => "all",
     }

@@ -58,6 +58,8 @@ pub fn server_name(peer: Option<Peer>) -> String {
         Some(Peer::Nchan) => format!("the nchan peer (nginx, {WORKERS} workers)"),
         Some(Peer::Floor) => format!("the C floor (epoll, {WORKERS} threads)"),
         Some(Peer::Socketio) => format!("the Socket.IO peer (cluster of {WORKERS})"),
+        Some(Peer::Sockudo) => "the Sockudo peer (one process)".to_string(),
+        Some(Peer::Soketi) => "the soketi peer".to_string(),
     }
 }
 
@@ -69,12 +71,14 @@ pub fn start(peer: Peer, dir: &Path) -> anyhow::Result<ServerProcess> {
         Peer::Nchan => start_nchan(dir),
         Peer::Floor => start_floor(dir),
         Peer::Socketio => start_socketio(dir),
+        Peer::Sockudo => super::peer_pusher::start_sockudo(dir),
+        Peer::Soketi => super::peer_pusher::start_soketi(dir),
     }
 }
 
 /// A free loopback port: peers whose processes share one listening socket (or bind
 /// with SO_REUSEPORT) are told it rather than logging it.
-fn free_port() -> anyhow::Result<u16> {
+pub(super) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

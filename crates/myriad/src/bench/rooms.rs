@@ -155,6 +155,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         fanout: members,
         per_publisher: RATE_PER_PUBLISHER,
         max_publishers: MAX_PUBLISHERS,
+        pusher: None,
     };
     let steps = ladder::run(
         &held,

@@ -4,7 +4,7 @@
 
 use super::{Conn, Engine, AWAIT_HEAD, CONNECTING, OPEN};
 use crate::flood::request::{send, write_once, ws_frame};
-use crate::flood::scan::Event;
+use crate::flood::scan::{Event, Transport};
 use crate::flood::stamp::{self, LatencyAt};
 use host::sys;
 use std::io::{self, Read};
@@ -80,6 +80,9 @@ impl Engine<'_> {
             );
             let mut head: Option<u16> = None;
             let (mut end, mut bad, mut body_done) = (peer_closed, false, false);
+            let mut subscribed = false;
+            let plan = self.plan;
+            let subscribe = &plan.pusher_subscribe[..];
             let (seed, tls_out) = (&mut self.mask_seed, &mut self.tls_out);
             let Conn {
                 sock,
@@ -117,6 +120,13 @@ impl Engine<'_> {
                     let frame = ws_frame(wire::Opcode::Text, text, *seed);
                     let _ = send(sock, tls.as_deref_mut(), &frame, tls_out);
                 }
+                Event::Subscribe => {
+                    *seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    let frame = ws_frame(wire::Opcode::Text, subscribe, *seed);
+                    let _ = send(sock, tls.as_deref_mut(), &frame, tls_out);
+                }
+                Event::Subscribed => subscribed = true,
+                Event::Refused => bad = true,
                 Event::End => end = true,
                 Event::BodyDone { .. } => {
                     body_done = true;
@@ -136,7 +146,8 @@ impl Engine<'_> {
                 if !good {
                     return self.fail_status(slot);
                 }
-                if conn.phase == AWAIT_HEAD {
+                // A Pusher client is open once subscribed (below), not at the upgrade.
+                if conn.phase == AWAIT_HEAD && transport != Transport::Pusher {
                     conn.phase = OPEN;
                     match self.tracks.get_mut(conn.local as usize) {
                         Some(t) if t.retry => {
@@ -146,6 +157,10 @@ impl Engine<'_> {
                         _ => self.tally.opened(),
                     }
                 }
+            }
+            if subscribed && conn.phase == AWAIT_HEAD {
+                conn.phase = OPEN;
+                self.tally.opened();
             }
             if bad {
                 return self.fail_status(slot);

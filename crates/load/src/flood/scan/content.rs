@@ -50,6 +50,7 @@ impl Scanner {
                     (kind, _) => kind,
                 };
             }
+            Transport::Pusher => self.pusher_byte(b),
             Transport::Stream | Transport::Ws => {
                 if !b.is_ascii_whitespace() {
                     self.flags |= F_NONWS;

@@ -10,6 +10,8 @@ struct Seen {
     ends: u32,
     done: Vec<u64>,
     malformed: u32,
+    /// Pusher: subscribe asked, subscribed, refused.
+    pusher: Vec<&'static str>,
 }
 
 /// Feed `input` in pieces of `piece` bytes, so every split point is exercised.
@@ -29,6 +31,9 @@ fn run_with(mut s: Scanner, t: Transport, input: &[u8], piece: usize) -> Seen {
             Event::End => seen.ends += 1,
             Event::BodyDone { last } => seen.done.push(last),
             Event::Malformed => seen.malformed += 1,
+            Event::Subscribe => seen.pusher.push("subscribe"),
+            Event::Subscribed => seen.pusher.push("subscribed"),
+            Event::Refused => seen.pusher.push("refused"),
             Event::Body(_) => {}
         });
     }
@@ -205,6 +210,80 @@ fn poll_counts_seq_keys_and_remembers_last() {
     assert_eq!(s.last(), 5);
     s.next_response();
     assert_eq!(s.last(), 5);
+}
+
+fn pusher_run(frames: &[&[u8]]) -> Seen {
+    let mut input = WS_HEAD.to_vec();
+    for payload in frames {
+        input.extend(frame(1, payload));
+    }
+    let mut s = Scanner::new(0);
+    s.stamped_only();
+    let whole = run_with(s, Transport::Pusher, &input, input.len());
+    for piece in 1..8 {
+        assert_eq!(
+            run_with(s, Transport::Pusher, &input, piece),
+            whole,
+            "piece size {piece}"
+        );
+    }
+    whole
+}
+
+#[test]
+fn pusher_subscribes_once_established_and_counts_stamped_events() {
+    let seen = pusher_run(&[
+        br#"{"event":"pusher:connection_established","data":"{\"socket_id\":\"1.2\",\"activity_timeout\":30}"}"#,
+        br#"{"event":"pusher_internal:subscription_succeeded","channel":"bench","data":"{}"}"#,
+        br#"{"event":"pusher:ping","data":"{}"}"#,
+        br#"{"event":"bench","channel":"bench","data":"ts=41 x"}"#,
+        // Any key order (Sockudo writes the channel first) and a data object.
+        br#"{"channel":"bench","data":{"m":"ts=42"},"event":"bench"}"#,
+        br#"{"event":"pusher:error","data":{"code":null,"message":"no"}}"#,
+        br#"{"event":"pusher_internal:member_added","channel":"presence-a","data":"{}"}"#,
+        br#"{"event":"bench","channel":"bench","data":"no stamp"}"#,
+        // A name that only starts like one of the protocol's is a message.
+        br#"{"event":"pusher:pingx","data":"ts=43"}"#,
+    ]);
+    assert_eq!(seen.head, vec![101]);
+    assert_eq!(seen.pusher, vec!["subscribe", "subscribed"]);
+    assert_eq!(seen.answers, vec![super::pusher::PONG]);
+    assert_eq!((seen.messages, seen.stamps.clone()), (3, vec![41, 42, 43]));
+}
+
+#[test]
+fn pusher_event_names_inside_data_do_not_count() {
+    let seen = pusher_run(&[
+        br#"{"event":"chat","channel":"c","data":"{\"event\":\"pusher:ping\"} ts=5"}"#,
+        br#"{"event":"pusher:subscription_error","channel":"c","data":{"status":401}}"#,
+    ]);
+    assert_eq!(seen.answers.len(), 0);
+    assert_eq!(seen.messages, 1);
+    assert_eq!(seen.pusher, vec!["refused"]);
+}
+
+#[test]
+fn pusher_never_panics_on_noise() {
+    // A fixed-seed generator: frames of random bytes biased towards the needles.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let alphabet = br#"{}":,\ pusher:ping_internalsubscription_succeededevent ts=0123456789"#;
+    for _ in 0..2000 {
+        let mut payload = Vec::new();
+        for _ in 0..(x % 90) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            payload.push(alphabet[(x % alphabet.len() as u64) as usize]);
+        }
+        let mut input = WS_HEAD.to_vec();
+        input.extend(frame(1, &payload));
+        input.extend(frame(1, br#"{"event":"pusher:ping"}"#));
+        let seen = run(Transport::Pusher, &input, 3);
+        assert!(
+            seen.answers.len() <= 2 && seen.malformed == 0,
+            "{payload:?}"
+        );
+    }
 }
 
 #[test]
