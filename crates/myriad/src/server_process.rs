@@ -64,15 +64,7 @@ impl ServerProcess {
         marker: &str,
         log: Option<&Path>,
     ) -> anyhow::Result<ServerProcess> {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
-        // allocates or locks runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        die_with_parent(&mut cmd);
         let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
@@ -296,6 +288,20 @@ pub fn kernel_socket_bytes() -> u64 {
 /// Kernel TCP buffer memory in bytes (`/proc/net/sockstat` mem pages).
 pub fn tcp_mem_bytes() -> u64 {
     procfs::read_sockstat().map_or(0, |s| s.tcp_mem_pages * procfs::page_size())
+}
+
+/// Makes the child `cmd` starts die with this process (PR_SET_PDEATHSIG), so a bench
+/// that fails or is killed leaves no server behind.
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
+    // allocates or locks runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }
 
 #[cfg(test)]

@@ -255,6 +255,36 @@ pub fn best(steps: &[Step]) -> Option<&Step> {
     steps.iter().take_while(|s| s.ok).last()
 }
 
+/// The report's fact `figure` for a ladder of `step_secs`-long steps: the best step's
+/// rate, deliveries/s, p99 and max, or why there is no figure.
+pub fn report_best(
+    report: &mut super::report::Report,
+    figure: &str,
+    steps: &[Step],
+    step_secs: f64,
+) {
+    match best(steps) {
+        Some(s) if step_secs >= MIN_STEP_SECS => report.fact(
+            figure,
+            format!(
+                "{} msg/s ({} deliveries/s), p99 {}, max {}",
+                count(s.rate),
+                count(s.deliveries_per_s),
+                ms(s.p99_us),
+                ms(s.max_us)
+            ),
+        ),
+        Some(s) => report.fact(
+            figure,
+            format!(
+                "{} msg/s, but steps of {step_secs} s < {MIN_STEP_SECS} s: no figure",
+                count(s.rate)
+            ),
+        ),
+        None => report.fact(figure, "no step met the criterion".into()),
+    }
+}
+
 /// Publishes `size`-byte stamped payloads to `subject` at `rate` for `secs` (the
 /// latency phases).
 pub fn publish(

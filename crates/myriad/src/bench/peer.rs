@@ -237,17 +237,7 @@ fn start_nchan(dir: &Path) -> anyhow::Result<ServerProcess> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
-        // allocates or locks runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-    }
+    crate::server_process::die_with_parent(&mut cmd);
     let mut child = cmd
         .spawn()
         .context("cannot start nginx (apt-get install nginx-light libnginx-mod-nchan)")?;

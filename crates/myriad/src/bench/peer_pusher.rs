@@ -124,17 +124,7 @@ fn start_logged(
     cmd.stdin(Stdio::null())
         .stdout(file.try_clone()?)
         .stderr(file);
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the child; nothing that
-        // allocates or locks runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-    }
+    crate::server_process::die_with_parent(&mut cmd);
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot start {name}"))?;

@@ -18,7 +18,7 @@
 //! Not here: the peers (`peer_pusher`), the client (`load::flood`).
 
 use super::held::{client_cpu, flood_args, Held, Live, Probe};
-use super::ladder::{self, Publish, MIN_STEP_SECS};
+use super::ladder::{self, Publish};
 use super::peer_pusher::{self, APP_KEY};
 use super::report::{bytes, count, met, ms, Report};
 use super::{BenchArgs, Ctx, Peer};
@@ -201,27 +201,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         format!("{}/s", count(summary.connect_rate)),
     );
     let figure = "broadcast to one channel: highest rate with every message to all within 1 s";
-    match ladder::best(&steps) {
-        Some(s) if args.step_secs >= MIN_STEP_SECS => report.fact(
-            figure,
-            format!(
-                "{} msg/s ({} deliveries/s), p99 {}, max {}",
-                count(s.rate),
-                count(s.deliveries_per_s),
-                ms(s.p99_us),
-                ms(s.max_us)
-            ),
-        ),
-        Some(s) => report.fact(
-            figure,
-            format!(
-                "{} msg/s, but steps of {} s < {MIN_STEP_SECS} s: no figure",
-                count(s.rate),
-                args.step_secs
-            ),
-        ),
-        None => report.fact(figure, "no step met the criterion".into()),
-    }
+    ladder::report_best(&mut report, figure, &steps, args.step_secs);
     ladder::report_steps(&mut report, &steps, "");
     report.note(format!(
         "Clients: `flood --transport pusher` on `/app/{APP_KEY}?protocol=7`, subscribed to \

@@ -16,7 +16,7 @@
 
 use super::held::{flood_args, Held, Live, Probe};
 use super::ladder::{self, Publish, MIN_STEP_SECS};
-use super::report::{bytes, count, met, ms, Report};
+use super::report::{bytes, count, met, Report};
 use super::{BenchArgs, Ctx, Peer, DEFAULT_CHANNELS_PER_CONN, ROOMS_RATES};
 use crate::server_process::ServerProcess;
 use load::flood::Transport;
@@ -173,27 +173,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     report.csvs.push(flood_csv);
     report.csvs.push(ladder_csv);
     let figure = "rooms: highest publish rate with every message to all its members within 1 s";
-    match ladder::best(&steps) {
-        Some(s) if args.step_secs >= MIN_STEP_SECS => report.fact(
-            figure,
-            format!(
-                "{} msg/s ({} deliveries/s), p99 {}, max {}",
-                count(s.rate),
-                count(s.deliveries_per_s),
-                ms(s.p99_us),
-                ms(s.max_us)
-            ),
-        ),
-        Some(s) => report.fact(
-            figure,
-            format!(
-                "{} msg/s, but steps of {} s < {MIN_STEP_SECS} s: no figure",
-                count(s.rate),
-                args.step_secs
-            ),
-        ),
-        None => report.fact(figure, "no step met the criterion".into()),
-    }
+    ladder::report_best(&mut report, figure, &steps, args.step_secs);
     ladder::report_steps(&mut report, &steps, "");
     report.note(format!(
         "Connection i joins {per_conn} rooms `r1..r{rooms}` as `flood --rooms {rooms} \
