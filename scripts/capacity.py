@@ -26,20 +26,27 @@ def load(path):
         return tomllib.load(f)
 
 
-def per_conn_cpu_us(m, deliveries_per_s):
-    """Gateway CPU-µs per second one connection costs: its beats and deliveries."""
+def per_conn_cpu_us(m, w):
+    """Gateway CPU-µs per second one connection costs under workload `w`: holding it
+    (its beats, or the workload's own `hold_us` where it has no beats: long-polls
+    renewed), its deliveries, and its share of the publishes where each costs
+    `publish_us` more (a client's own publish over HTTP)."""
     c, d = m["connection"], m["delivery"]
     beat = c["beat_box_us"] * c["beat_server_share"] / c["heartbeat_s"]
-    return beat + deliveries_per_s * d["fanout_us"]
+    rate = w["deliveries_per_conn_per_s"]
+    hold = w.get("hold_us", beat)
+    return hold + rate * d["fanout_us"] + rate / w["fanout"] * w.get("publish_us", 0)
 
 
 def plan(m, w, n):
     """Hosts, shards and NATS for `n` connections under workload `w`."""
     c, d, h = m["connection"], m["delivery"], m["host"]
-    conn_bytes = c["user_bytes"] + c["kernel_bytes"]
+    # A client of some workloads holds more than one socket (sprites: its poll and
+    # its sender's keep-alive connection).
+    conn_bytes = c["user_bytes"] + c["kernel_bytes"] * w.get("sockets_per_conn", 1)
     rate = w["deliveries_per_conn_per_s"]
     by_memory = h["use"] * h["memory_gb"] * 2**30 / conn_bytes
-    by_cpu = h["use"] * h["cores"] * 1e6 / per_conn_cpu_us(m, rate)
+    by_cpu = h["use"] * h["cores"] * 1e6 / per_conn_cpu_us(m, w)
     per_host = min(by_memory, by_cpu)
     gateways = math.ceil(n / per_host)
     publishes = n * rate / w["fanout"]
@@ -100,7 +107,7 @@ def markdown(m):
             "NATS MB/s | nats-server nodes | router shards | saturates first |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        for n in (10_000_000, 100_000_000):
+        for n in w.get("connections", (10_000_000, 100_000_000)):
             p = plan(m, w, n)
             out.append(
                 f"| {count(n)} | {p['gateways']} ({p['bound']}, {count(p['per_host'])} each) | "
