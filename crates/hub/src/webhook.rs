@@ -56,11 +56,15 @@ pub enum Style {
 }
 
 impl Style {
-    /// One event as this style's JSON.
-    fn event(&self, event: &PresenceEvent, time_ms: u64) -> serde_json::Value {
+    /// One event as this style's JSON; none, in Pusher's, for a channel its app's
+    /// clients cannot name ([`pusher_app_channel`]).
+    fn event(&self, event: &PresenceEvent, time_ms: u64) -> Option<serde_json::Value> {
         match self {
-            Style::Myriad => event_json(event, time_ms),
+            Style::Myriad => Some(event_json(event, time_ms)),
             Style::Pusher { .. } => {
+                if !pusher_app_channel(&event.channel) {
+                    return None;
+                }
                 let mut json = serde_json::json!({
                     "name": event.kind.name(),
                     "channel": &*event.channel,
@@ -68,7 +72,7 @@ impl Style {
                 if let Some(user) = event.user {
                     json["user_id"] = user.to_string().into();
                 }
-                json
+                Some(json)
             }
         }
     }
@@ -129,7 +133,7 @@ impl Webhook {
 
     /// Queues `events` (never blocks: a full queue drops its oldest).
     pub fn push(&self, events: &[PresenceEvent], time_ms: u64) {
-        self.queue(events.iter().map(|e| self.style.event(e, time_ms)));
+        self.queue(events.iter().filter_map(|e| self.style.event(e, time_ms)));
     }
 
     fn queue(&self, events: impl Iterator<Item = serde_json::Value>) {
@@ -158,9 +162,12 @@ impl Webhook {
         let Some(socket_id) = p.socket_id.filter(|_| p.event.starts_with("client-")) else {
             return;
         };
+        if !pusher_app_channel(channel) {
+            return;
+        }
         let event = serde_json::json!({
             "name": "client_event",
-            "channel": wire::pusher_user::shown(channel),
+            "channel": channel,
             "event": p.event,
             "data": p.data,
             "socket_id": socket_id,
@@ -186,6 +193,15 @@ impl Drop for Webhook {
         self.shared.state.lock().stop = true;
         self.shared.wake.notify_one();
     }
+}
+
+/// Whether `channel` is one of the Pusher-format webhook's app: the first
+/// `--pusher-app`, whose channels are myriad's by the same names. A later app's
+/// channels (`<id>:<name>`, `wire::pusher_user::internal`) would be signed with the
+/// wrong app's secret, and a name no Pusher client can send (`:`, a companion's
+/// `~`) is no Pusher channel: neither is posted.
+fn pusher_app_channel(channel: &str) -> bool {
+    wire::pusher_user::check_name(channel).is_ok()
 }
 
 /// The sender thread: a batch when it is full or its first event waited
@@ -357,6 +373,25 @@ mod tests {
             Answer::Status(500)
         );
         assert!(matches!(answer_status(b"SSH-2.0-x\r\n"), Answer::Bad(_)));
+    }
+
+    #[test]
+    fn pusher_style_names_only_its_app_s_channels() {
+        let pusher = Style::Pusher { key: "k".into() };
+        let event = |channel: &str| PresenceEvent {
+            kind: router::EventKind::MemberAdded,
+            channel: channel.into(),
+            user: Some(42),
+        };
+        let json = pusher
+            .event(&event("presence-a"), 0)
+            .expect("the first app's channel");
+        assert_eq!(json["channel"], "presence-a");
+        assert_eq!(json["user_id"], "42");
+        for other in ["app2:presence-a", "room:1", "7~friends"] {
+            assert_eq!(pusher.event(&event(other), 0), None, "{other}");
+            assert!(Style::Myriad.event(&event(other), 0).is_some(), "{other}");
+        }
     }
 
     #[test]
