@@ -11,6 +11,7 @@
 //! | module | concept |
 //! |---|---|
 //! | `head` | request heads: [`parse_head`] → [`RequestHead`] or [`HeadError`] (status) |
+//! | `endpoints` | [`Route`], [`RouteError`]: the endpoints a head can ask for, and why none |
 //! | `route` | [`route`]: which endpoint a head asks for |
 //! | `query` | `since` and `token` of subscription paths |
 //! | `since` | [`Since`]: a resume position `<seq>` or `<epoch>-<seq>` |
@@ -51,6 +52,7 @@ mod batch;
 mod body;
 pub mod channel;
 mod edges;
+mod endpoints;
 pub mod h2;
 mod head;
 mod poll;
@@ -70,6 +72,7 @@ pub use batch::{
 };
 pub use body::{BodyDecoder, BodyError, MAX_CHUNK_EXT, MAX_TRAILER};
 pub use edges::{parse_edges, parse_edges_with, EdgeError, DEFAULT_MAX_EDGES};
+pub use endpoints::{Present, PusherCall, Route, RouteError, StreamControl, Transport};
 pub use head::{
     parse_head, BodyKind, HeadError, Limits, Method, RequestHead, WsUpgrade, DEFAULT_MAX_HEAD,
     DEFAULT_MAX_HEADERS,
@@ -78,7 +81,7 @@ pub use poll::write_poll_body;
 pub use response::{
     add_header, reason_phrase, write_api_answer, write_error_response, write_response, CONTINUE_100,
 };
-pub use route::{route, Present, PusherCall, Route, RouteError, StreamControl, Transport};
+pub use route::route;
 pub use since::{parse_positions, write_positions, Since};
 pub use sse::{write_sse_data, write_sse_gap, write_sse_head, write_sse_id, SSE_HEARTBEAT};
 pub use stream::{
