@@ -7,7 +7,8 @@
 //! [`ToRouter::Bundle`]; a publish reaches each gateway as one [`GatewayMail`]
 //! carrying its recipients as [`bus::Target`] lists per loop, inside the one
 //! [`ToGateway::Bundle`] the router sends that gateway per message it handled.
-//! Router shards hand each other a publish's followers as [`ToShard`] messages.
+//! Router shards hand each other a publish's followers, and friends online
+//! messages for each other's users, as [`ToShard`] messages.
 //!
 //! The bus seam's own types cross as they are — [`bus::Request`], [`bus::Reply`],
 //! [`bus::Target`], [`bus::Message`] — with no copy of them for the wire: this
@@ -26,7 +27,7 @@ use std::sync::Arc;
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 12;
+pub const VERSION: u8 = 13;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]
@@ -244,6 +245,13 @@ pub enum ToShard {
     /// A piece of an encoded [`ToShard`] larger than NATS's max_payload (a forward
     /// of a large payload to many followers; `crate::fragment`).
     Fragment(Fragment),
+    /// Friends online messages of shard `from`'s tick for users the receiving
+    /// shard owns, (user, payload): each published to the user's friends
+    /// companion if they opted in (`router::router::friends`).
+    Friends {
+        from: u16,
+        items: Vec<(u64, String)>,
+    },
 }
 
 /// One publish's recipients on one shard.

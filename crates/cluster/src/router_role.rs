@@ -160,6 +160,7 @@ impl RouterRole {
         self.in_order = in_order::InOrder::new(shards);
         self.forwards = vec![(Vec::new(), 0); usize::from(shards.count)];
         self.rings.shard = shards.index;
+        self.hub.set_friends_shard(shards.index, shards.count);
         self
     }
 
@@ -249,6 +250,7 @@ impl RouterRole {
                 }
                 _ = tick.tick() => {
                     self.presence_pushes();
+                    self.friends_to_shards();
                     let now = Instant::now();
                     self.forget_silent(now);
                     let known = &self.gateways.by_id;

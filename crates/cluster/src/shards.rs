@@ -26,8 +26,13 @@ impl Shards {
     /// The shard owning channel `name`: the owner of its number
     /// ([`router::channels::key`]), so its durable rows belong to it too. A
     /// channel's presence companion is its channel's shard's (the shard that sees
-    /// the membership change pushes it; a companion has no durable rows).
+    /// the membership change pushes it; a companion has no durable rows). A
+    /// user's friends companion is the user's shard's (the shard a follower's
+    /// online message is sent to, `router::router::friends`).
     pub fn owner_of_channel(self, name: &str) -> u16 {
+        if let Some(user) = wire::channel::friends_of(name) {
+            return self.owner(user);
+        }
         let name = wire::channel::presence_of(name).unwrap_or(name);
         self.owner(router::channels::key(name))
     }
@@ -50,6 +55,13 @@ mod tests {
             assert_eq!(
                 shards.owner_of_channel(&companion),
                 shards.owner_of_channel(name)
+            );
+        }
+        for user in [4u64, 7, 1_000_001] {
+            assert_eq!(
+                shards.owner_of_channel(&wire::channel::friends_channel(user)),
+                shards.owner(user),
+                "a friends companion is its user's shard's"
             );
         }
         // Not every name lands on one shard, so the test above can fail.

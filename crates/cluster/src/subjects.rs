@@ -10,7 +10,7 @@
 //! | `myriad.pub.<channel>` | back-ends | a publish to a named channel (its dots are NATS tokens: `myriad.pub.>`); answered by the channel's shard |
 //! | `myriad.presence.<channel>` | the router (the channel's shard) | a membership event of the channel as JSON (docs/protocol.md "Presence events"); `myriad.presence` for a name that is no NATS subject (an empty token: `a..b`, a leading or trailing dot) |
 //! | `myriad.router.<i>` | gateways | the same, to router shard `i` of several (`--router-shards`) |
-//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; over max_payload in [`crate::codec::Fragment`]s |
+//! | `myriad.router.<i>.forward` | router shards | [`crate::codec::ToShard`]: a publish's followers shard `i` owns, and its counts back; friends online messages for its users; over max_payload in [`crate::codec::Fragment`]s |
 //! | `myriad.history.<user>` | the router (`--history-store jetstream`) | a user's kept messages in the stream `MYRIAD_HISTORY` ([`crate::jet_history`]), through the `$JS.API` requests |
 //! | `myriad.inbox.<id>` | NATS (replies) | answers to myriad's own requests (JetStream, a router shard's publishes): [`nats_link::config::MYRIAD_INBOX`], apart from back-ends' `_INBOX.>` |
 //!

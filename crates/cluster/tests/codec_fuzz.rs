@@ -254,6 +254,10 @@ fn well_formed() -> Vec<Vec<u8>> {
                 users: vec![2],
             }],
         },
+        ToShard::Friends {
+            from: 1,
+            items: vec![(2, r#"{"online":[9],"offline":[]}"#.into())],
+        },
     ];
     let mut scripts: Vec<Vec<u8>> = Vec::new();
     scripts.extend(to_router.iter().map(|m| framed(0, &encode_to_router(m))));

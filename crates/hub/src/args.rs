@@ -105,6 +105,7 @@ impl HubArgs {
             max_presence_members: self.max_presence_members,
             friends: router::FriendsConfig {
                 max_fanout: self.friends_max_fanout,
+                ..Default::default()
             },
             ..Default::default()
         }

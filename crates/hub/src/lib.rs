@@ -64,6 +64,8 @@ pub struct Hub {
     /// ([`presence`]); unset, they are `kept`.
     post: std::sync::OnceLock<publish::Post>,
     kept: Mutex<Vec<(u16, Mail)>>,
+    /// Friends messages for followers other router shards own ([`presence`]).
+    friends_for_shards: Mutex<Vec<(u64, String)>>,
     /// Back-end sinks of membership events (NATS, the webhook).
     sinks: parking_lot::RwLock<Vec<presence::Sink>>,
     /// `--webhook`: its counters for `/stats`.
@@ -86,6 +88,7 @@ impl Hub {
             rings_peak: AtomicU64::new(0),
             post: std::sync::OnceLock::new(),
             kept: Mutex::new(Vec::new()),
+            friends_for_shards: Mutex::new(Vec::new()),
             sinks: parking_lot::RwLock::new(Vec::new()),
             webhook: None,
         }

@@ -80,6 +80,9 @@ impl Hub {
             for (msg, deliveries) in router.push_friends(std::time::Instant::now()) {
                 Planned::friends(msg, deliveries).hand_out(deliver);
             }
+            self.friends_for_shards
+                .lock()
+                .extend(router.take_friends_for_shards());
         }
         if events.is_empty() {
             return;
@@ -92,6 +95,43 @@ impl Hub {
         let time_ms = unix_ms();
         for sink in self.sinks.read().iter() {
             sink(&events, time_ms);
+        }
+    }
+}
+
+impl Hub {
+    /// Makes the router shard `shard` of `shards` for friends events
+    /// (`router::router::friends`): followers other shards own are kept for
+    /// [`Hub::take_friends_for_shards`].
+    pub fn set_friends_shard(&self, shard: u16, shards: u16) {
+        self.router.lock().set_friends_shard(shard, shards);
+    }
+
+    /// Friends messages for followers other shards own, (follower, payload), in
+    /// the order the ticks made them: the router role sends each to its
+    /// follower's shard.
+    pub fn take_friends_for_shards(&self) -> Vec<(u64, String)> {
+        std::mem::take(&mut *self.friends_for_shards.lock())
+    }
+
+    /// Another shard's friends messages for users of this one: each published to
+    /// its user's companion if they opted in, else dropped; the pushes go to
+    /// `deliver` after whatever was kept (so the companions' order holds).
+    pub fn friends_from_shard(
+        &self,
+        items: Vec<(u64, String)>,
+        deliver: &mut dyn FnMut(u16, Mail),
+    ) {
+        let mut router = self.router.lock();
+        for (loop_id, mail) in self.kept.lock().drain(..) {
+            deliver(loop_id, mail);
+        }
+        let now = std::time::Instant::now();
+        for (recipient, payload) in items {
+            if let Some((msg, deliveries)) = router.push_friends_from_shard(recipient, payload, now)
+            {
+                Planned::friends(msg, deliveries).hand_out(deliver);
+            }
         }
     }
 }

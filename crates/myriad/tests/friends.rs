@@ -3,12 +3,13 @@
 //! follows, on SSE, the chunked stream and a framed WebSocket; a followee back
 //! within the grace is not announced; a follower who did not opt in gets nothing;
 //! across processes, a followee on a gateway killed with -9 is announced offline
-//! to a follower on another gateway.
+//! to a follower on another gateway; with router shards, a follower hears every
+//! followee whichever shard owns each of them.
 
 mod common;
 
 use common::channels::{open, open_when_up, ws_open};
-use common::cluster::{gateway, Nats, Router};
+use common::cluster::{gateway, gateway_with, Nats, Router};
 use common::*;
 use std::time::{Duration, Instant};
 
@@ -133,4 +134,104 @@ fn across_processes_a_killed_gateway_s_followee_is_announced_offline() {
             serde_json::json!({"online": [], "offline": [42]}),
         ]
     );
+}
+
+/// Every user named `online` (or `offline`) in `events`, in order.
+fn named(events: &[serde_json::Value], key: &str) -> Vec<u64> {
+    events
+        .iter()
+        .flat_map(|e| e[key].as_array().cloned().unwrap_or_default())
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
+/// Reads `stream` until `events` name each of `users` under `key`.
+fn read_until_named(
+    stream: &mut std::net::TcpStream,
+    buf: &mut Vec<u8>,
+    key: &str,
+    users: &[u64],
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = friends_events(buf);
+        let seen = named(&events, key);
+        if users.iter().all(|u| seen.contains(u)) {
+            return events;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key} {users:?} never came: {events:?}"
+        );
+        let mut chunk = [0u8; 4096];
+        match std::io::Read::read(stream, &mut chunk) {
+            Ok(0) => panic!("closed before {key} {users:?}: {events:?}"),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("read error {e}"),
+        }
+    }
+}
+
+/// Two router shards (even users are shard 0's, odd users shard 1's): a login is
+/// seen by its user's shard, which holds the user's followers, and a follower's
+/// friends companion is on the follower's shard, so most changes cross from one
+/// shard to the other. Each watcher hears each followee online once, then offline
+/// once, and nothing of users it does not follow.
+#[test]
+fn across_router_shards_a_follower_hears_every_followee_once() {
+    let nats = Nats::start();
+    let _r0 = Router::start_with(
+        &nats,
+        "memory",
+        &[
+            "--router-shards",
+            "2",
+            "--router-shard",
+            "0",
+            "--presence-grace",
+            "1",
+        ],
+    )
+    .0;
+    let _r1 = Router::start_with(
+        &nats,
+        "memory",
+        &[
+            "--router-shards",
+            "2",
+            "--router-shard",
+            "1",
+            "--presence-grace",
+            "1",
+        ],
+    )
+    .0;
+    let a = gateway_with(&nats, &["--router-shards", "2"]);
+    let b = gateway_with(&nats, &["--router-shards", "2"]);
+    // 7 (shard 1) follows 42 and 44 (shard 0's) and 43 (its own shard's);
+    // 8 (shard 0) follows 43 (shard 1's) and 42 (its own shard's); 45 nobody's.
+    for (follower, followed) in [(7, 42), (7, 43), (7, 44), (8, 43), (8, 42)] {
+        follow(&a, follower, followed);
+    }
+    let (mut w7, mut b7) = open_when_up(&a, "/sse/7?friends=1", "", "retry:");
+    let (mut w8, mut b8) = open_when_up(&b, "/sse/8?friends=1", "", "retry:");
+    let followees: Vec<_> = [(&a, 42), (&b, 43), (&b, 44), (&a, 45)]
+        .into_iter()
+        .map(|(gw, user)| open_when_up(gw, &format!("/sse/{user}"), "", "retry:"))
+        .collect();
+    read_until_named(&mut w7, &mut b7, "online", &[42, 43, 44]);
+    read_until_named(&mut w8, &mut b8, "online", &[42, 43]);
+    drop(followees);
+    let e7 = read_until_named(&mut w7, &mut b7, "offline", &[42, 43, 44]);
+    let e8 = read_until_named(&mut w8, &mut b8, "offline", &[42, 43]);
+    for (events, expected) in [(e7, vec![42, 43, 44]), (e8, vec![42, 43])] {
+        for key in ["online", "offline"] {
+            let mut got = named(&events, key);
+            got.sort_unstable();
+            assert_eq!(got, expected, "{key} once each, no one else: {events:?}");
+        }
+    }
 }

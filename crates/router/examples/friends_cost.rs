@@ -67,7 +67,10 @@ fn config(max_fanout: usize) -> RouterConfig {
             enabled: true,
             ..PresenceConfig::default()
         },
-        friends: FriendsConfig { max_fanout },
+        friends: FriendsConfig {
+            max_fanout,
+            ..FriendsConfig::default()
+        },
         ..RouterConfig::default()
     }
 }

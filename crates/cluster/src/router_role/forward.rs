@@ -180,6 +180,14 @@ impl RouterRole {
                 number,
                 items,
             } => self.in_order_part(from, (gateway, number), items),
+            ToShard::Friends { items, .. } => {
+                let mut batches = Vec::new();
+                self.hub
+                    .friends_from_shard(items, &mut |loop_id, mail| batches.push((loop_id, mail)));
+                if !batches.is_empty() {
+                    self.queue_deliveries(batches, crate::timing::unix_ns());
+                }
+            }
             ToShard::Fragment(part) => {
                 let whole = self.shard_parts.add(part);
                 match whole.map(|bytes| codec::decode_to_shard(&bytes)) {

@@ -1,10 +1,12 @@
 //! Membership events over NATS (docs/protocol.md "Presence events"): each on
 //! `myriad.presence.<channel>` (the channel's dots are NATS tokens, as on
 //! `myriad.pub.<channel>`: `myriad.presence.>` takes them all), payload the
-//! event's JSON; and the pushes of events no request was waiting for (a grace
-//! that ran out, a gateway gone) taken from the hub on the tick.
+//! event's JSON; the pushes of events no request was waiting for (a grace
+//! that ran out, a gateway gone) taken from the hub on the tick; and the friends
+//! online messages a tick made for other shards' users, sent to those shards.
 
 use super::RouterRole;
+use crate::codec::{self, ToShard};
 use crate::subjects;
 use bytes::Bytes;
 use router::PresenceEvent;
@@ -23,6 +25,33 @@ impl RouterRole {
             .take_presence_mail(&mut |loop_id, mail| batches.push((loop_id, mail)));
         if !batches.is_empty() {
             self.queue_deliveries(batches, crate::timing::unix_ns());
+        }
+    }
+
+    /// Sends the friends messages the hub's ticks made for other shards' users,
+    /// one [`ToShard::Friends`] per shard (`router::router::friends`).
+    pub(super) fn friends_to_shards(&mut self) {
+        let items = self.hub.take_friends_for_shards();
+        if items.is_empty() || self.shards.count <= 1 {
+            return;
+        }
+        let mut per_shard: Vec<Vec<(u64, String)>> =
+            vec![Vec::new(); usize::from(self.shards.count)];
+        for (user, payload) in items {
+            per_shard[usize::from(self.shards.owner(user))].push((user, payload));
+        }
+        for (shard, items) in per_shard.into_iter().enumerate() {
+            if items.is_empty() {
+                continue;
+            }
+            let msg = ToShard::Friends {
+                from: self.shards.index,
+                items,
+            };
+            self.out.push((
+                subjects::forward(shard as u16),
+                codec::encode_to_shard(&msg),
+            ));
         }
     }
 }

@@ -18,6 +18,17 @@
 //! So messages per second are at most [`MAX_MESSAGES_PER_TICK`] and the router
 //! lock is held for a bounded time, whatever the login rate; the changes waiting
 //! are bounded by the opted-in users × [`MAX_CHANGES_PER_MESSAGE`].
+//!
+//! With router shards (`--router-shards`) a change is seen by its user's shard,
+//! which holds the user's followers, and a friends companion belongs to its own
+//! user's shard (`cluster::Shards::owner_of_channel`), which alone knows whether
+//! that follower opted in. So a follower another shard owns is a recipient like
+//! any other here, but its message is not published: it waits in
+//! [`Router::take_friends_for_shards`] for the router role to send to the
+//! follower's shard, which publishes it to the companion if someone is on it
+//! ([`Router::push_friends_from_shard`]), else drops it. Such a shard cannot see
+//! whether anyone watches, so every login's followers are walked, and followers on
+//! other shards count against the tick's bound whether they opted in or not.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -45,12 +56,25 @@ pub struct FriendsConfig {
     /// Opted-in followers one change reaches at most (`--friends-max-fanout`);
     /// 0 turns friends events off (nothing is recorded).
     pub max_fanout: usize,
+    /// This router's shard and how many there are (`--router-shards`; 0 of 1
+    /// alone): a follower `f` is this router's when `f % shards == shard`.
+    pub shard: u16,
+    pub shards: u16,
+}
+
+impl FriendsConfig {
+    /// Whether `user`'s friends companion is on this router.
+    fn owns(&self, user: UserId) -> bool {
+        self.shards <= 1 || user % u64::from(self.shards) == u64::from(self.shard)
+    }
 }
 
 impl Default for FriendsConfig {
     fn default() -> Self {
         FriendsConfig {
             max_fanout: DEFAULT_FRIENDS_MAX_FANOUT,
+            shard: 0,
+            shards: 1,
         }
     }
 }
@@ -85,6 +109,8 @@ pub(super) struct Friends {
     pending: HashMap<UserId, Vec<(UserId, bool)>, IdHashBuilder>,
     /// Recipients in `pending`, oldest first.
     waiting: VecDeque<UserId>,
+    /// Messages for followers other shards own: (follower, payload), in order.
+    for_shards: Vec<(UserId, String)>,
     pub(super) stats: FriendsStats,
 }
 
@@ -137,14 +163,20 @@ impl Friends {
                 .map(|v| v.capacity() * 16)
                 .sum::<usize>()
             + self.waiting.capacity() * std::mem::size_of::<UserId>()
+            + self.for_shards.capacity() * std::mem::size_of::<(UserId, String)>()
     }
 }
 
 impl Router {
     /// Whether a login or logout is recorded: friends events are on and someone
-    /// watches (nothing is kept while nobody opted in).
+    /// watches (nothing is kept while nobody opted in; with router shards another
+    /// shard's watchers cannot be seen, so always).
     pub(super) fn friends_on(&self) -> bool {
-        self.config.friends.max_fanout > 0 && self.channels.has_friends_watchers()
+        self.config.friends.max_fanout > 0 && self.anyone_may_watch()
+    }
+
+    fn anyone_may_watch(&self) -> bool {
+        self.config.friends.shards > 1 || self.channels.has_friends_watchers()
     }
 
     /// Publishes the changes recorded since the last call to the friends
@@ -154,12 +186,13 @@ impl Router {
     /// one tick leave together: that is the coalescing).
     pub fn push_friends(&mut self, now: Instant) -> Vec<(Arc<Message>, Vec<Delivery>)> {
         let changes = std::mem::take(&mut self.friends.changes);
-        if !self.channels.has_friends_watchers() {
+        if !self.anyone_may_watch() {
             self.friends.pending.clear();
             self.friends.waiting.clear();
             return Vec::new();
         }
         let max_fanout = self.config.friends.max_fanout;
+        let config = &self.config.friends;
         let mut dropped = 0u64;
         let mut cut = 0u64;
         let Friends {
@@ -169,7 +202,7 @@ impl Router {
             let mut reached = 0usize;
             let channels = &self.channels;
             self.index.for_each_subscriber(user, |f| {
-                if f == user || !channels.watches_friends(f) {
+                if f == user || (config.owns(f) && !channels.watches_friends(f)) {
                     return;
                 }
                 if reached >= max_fanout {
@@ -200,30 +233,72 @@ impl Router {
             let Some(list) = self.friends.pending.remove(&recipient) else {
                 continue;
             };
+            let local = self.config.friends.owns(recipient);
             // Opted out while waiting: nothing to publish to.
-            if !self.channels.watches_friends(recipient) {
+            if local && !self.channels.watches_friends(recipient) {
                 continue;
             }
             let (payload, cut) = payload(&list);
             self.friends.stats.dropped_cut += cut as u64;
-            let name = wire::channel::friends_channel(recipient);
-            let msg = Arc::new(Message::to_channel(&name, payload.into()));
-            let keep = Keep {
-                capacity: self.config.history,
-                max_bytes: self.config.history_bytes,
-                totals: &mut self.totals,
-                epochs: &mut self.epochs,
-                journal: None,
-            };
-            let mut deliveries = Vec::new();
-            let (counts, _) = self
-                .channels
-                .publish(&name, &msg, keep, now, &mut |d| deliveries.push(d));
-            self.deliveries += u64::from(counts.connections);
-            self.friends.stats.messages += 1;
-            out.push((msg, deliveries));
+            if !local {
+                self.friends.for_shards.push((recipient, payload));
+                continue;
+            }
+            out.push(self.publish_friends(recipient, payload, now));
         }
         out
+    }
+
+    /// Makes this router shard `shard` of `shards` for friends events (see the
+    /// module doc); 0 of 1 alone.
+    pub fn set_friends_shard(&mut self, shard: u16, shards: u16) {
+        self.config.friends.shard = shard;
+        self.config.friends.shards = shards.max(1);
+    }
+
+    /// The messages the last [`Router::push_friends`] made for followers other
+    /// shards own: (follower, payload), for the router role to send to each
+    /// follower's shard.
+    pub fn take_friends_for_shards(&mut self) -> Vec<(UserId, String)> {
+        std::mem::take(&mut self.friends.for_shards)
+    }
+
+    /// Another shard's friends message for `recipient`, one of this router's
+    /// users: published to their companion if they opted in (else dropped).
+    pub fn push_friends_from_shard(
+        &mut self,
+        recipient: UserId,
+        payload: String,
+        now: Instant,
+    ) -> Option<(Arc<Message>, Vec<Delivery>)> {
+        self.channels
+            .watches_friends(recipient)
+            .then(|| self.publish_friends(recipient, payload, now))
+    }
+
+    /// Publishes `payload` to `recipient`'s friends companion.
+    fn publish_friends(
+        &mut self,
+        recipient: UserId,
+        payload: String,
+        now: Instant,
+    ) -> (Arc<Message>, Vec<Delivery>) {
+        let name = wire::channel::friends_channel(recipient);
+        let msg = Arc::new(Message::to_channel(&name, payload.into()));
+        let keep = Keep {
+            capacity: self.config.history,
+            max_bytes: self.config.history_bytes,
+            totals: &mut self.totals,
+            epochs: &mut self.epochs,
+            journal: None,
+        };
+        let mut deliveries = Vec::new();
+        let (counts, _) = self
+            .channels
+            .publish(&name, &msg, keep, now, &mut |d| deliveries.push(d));
+        self.deliveries += u64::from(counts.connections);
+        self.friends.stats.messages += 1;
+        (msg, deliveries)
     }
 
     /// What friends events cost and dropped, since start.

@@ -7,13 +7,22 @@ use crate::{ConnRef, PresenceConfig, RouterConfig, SubscriptionIndex};
 const GRACE: Duration = Duration::from_secs(5);
 
 fn router(max_fanout: usize) -> Router {
+    shard_router(max_fanout, 0, 1)
+}
+
+/// Router shard `shard` of `shards`.
+fn shard_router(max_fanout: usize, shard: u16, shards: u16) -> Router {
     let config = RouterConfig {
         presence: PresenceConfig {
             enabled: true,
             grace: GRACE,
             off_prefixes: Vec::new(),
         },
-        friends: FriendsConfig { max_fanout },
+        friends: FriendsConfig {
+            max_fanout,
+            shard,
+            shards,
+        },
         ..RouterConfig::default()
     };
     Router::new(config, SubscriptionIndex::default())
@@ -206,4 +215,48 @@ fn a_tick_publishes_at_most_its_cap_and_the_rest_wait_for_the_next_in_one_messag
     assert_eq!(pushed.len(), MAX_MESSAGES_PER_TICK);
     assert_eq!(tick(&mut r, t0).len(), 5);
     assert_eq!(tick(&mut r, t0), []);
+}
+
+#[test]
+fn a_follower_another_shard_owns_is_handed_to_that_shard_which_tells_only_a_watcher() {
+    let t0 = Instant::now();
+    // Two shards: even users are shard 0's, odd users shard 1's. 9 is shard 1's
+    // user (its followers are there); 2 (shard 0's) and 3 and 5 (shard 1's) follow it.
+    let mut zero = shard_router(1000, 0, 2);
+    let mut one = shard_router(1000, 1, 2);
+    for follower in [2, 3, 5] {
+        one.subscribe(follower, 9);
+    }
+    watch(&mut zero, 2, conn(0, 2));
+    watch(&mut one, 3, conn(1, 3));
+    // 9 logs in on its shard, which has no watcher of 2's (it cannot see them).
+    one.handle_login(9, conn(1, 9));
+    let pushed = tick(&mut one, t0);
+    assert_eq!(
+        pushed,
+        [(
+            "3~friends".to_string(),
+            r#"{"online":[9],"offline":[]}"#.to_string(),
+            vec![conn(1, 3)]
+        )],
+        "its own watcher is told at once, 5 (its own, not watching) not at all"
+    );
+    let for_zero = one.take_friends_for_shards();
+    assert_eq!(
+        for_zero,
+        [(2, r#"{"online":[9],"offline":[]}"#.to_string())]
+    );
+    assert!(one.take_friends_for_shards().is_empty(), "taken once");
+    // Shard 0 publishes it to 2's companion; a user of its own not watching gets nothing.
+    let (msg, deliveries) = zero
+        .push_friends_from_shard(2, for_zero[0].1.clone(), t0)
+        .expect("2 watches");
+    assert_eq!(msg.channel.as_deref(), Some("2~friends"));
+    assert_eq!(
+        deliveries.iter().map(|d| d.conn).collect::<Vec<_>>(),
+        [conn(0, 2)]
+    );
+    assert!(zero.push_friends_from_shard(4, "{}".into(), t0).is_none());
+    assert_eq!(zero.friends_stats().messages, 1);
+    assert_eq!(zero.channels().len(), 1, "no companion made for 4");
 }
