@@ -6,7 +6,9 @@
 //! friends companion). Per tick: the router time of the logins and joins, and of
 //! `push_friends` (the tick's work), the messages and deliveries it made; then
 //! ticks without logins until nothing waits. Then the same logins with friends
-//! events off, for the difference.
+//! events off, for the difference; then as router shard 0 of 2 with nobody opted
+//! in on it (what a shard pays blind: followers another shard owns are handed to
+//! it whether they opted in or not, `router::router::friends`).
 //!
 //! `cargo run --release -p router --example friends_cost -- [N] [m] [T]`
 //! (defaults 1,000,000 / 15 / 60). Prints; asserts nothing.
@@ -75,23 +77,28 @@ fn config(max_fanout: usize) -> RouterConfig {
     }
 }
 
-/// Logs everyone in over `ticks` ticks; returns (login time, tick time,
-/// messages, deliveries, max tick time).
-fn storm(
-    r: &mut Router,
-    n: u64,
-    ticks: u64,
-    friends: bool,
-) -> (Duration, Duration, u64, u64, Duration) {
+/// What a storm cost: router time of the logins and of the ticks, messages,
+/// deliveries, the longest tick, and messages handed to other shards.
+struct Cost {
+    login: Duration,
+    tick: Duration,
+    messages: u64,
+    deliveries: u64,
+    max_tick: Duration,
+    for_shards: u64,
+}
+
+/// Logs everyone in over `ticks` ticks.
+fn storm(r: &mut Router, n: u64, ticks: u64, friends: bool) -> Cost {
     let per_tick = n.div_ceil(ticks);
     let t0 = Instant::now();
     let (mut login, mut tick, mut max_tick) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    let (mut messages, mut deliveries) = (0u64, 0u64);
+    let (mut messages, mut deliveries, mut for_shards) = (0u64, 0u64, 0u64);
     let mut last_empty = false;
     let mut u = 1;
     // The storm's ticks, then quiet ticks until nothing waits (bounded).
     for i in 0..ticks * 4 {
-        if i >= ticks && u > n && r.friends_stats().messages > 0 && last_empty {
+        if i >= ticks && u > n && last_empty {
             break;
         }
         let now = t0 + Duration::from_secs(i + 1);
@@ -114,12 +121,21 @@ fn storm(
             messages += 1;
             deliveries += d.len() as u64;
         }
-        last_empty = pushed == 0;
+        let handed = r.take_friends_for_shards().len();
+        for_shards += handed as u64;
+        last_empty = pushed == 0 && handed == 0;
         let took = start.elapsed();
         tick += took;
         max_tick = max_tick.max(took);
     }
-    (login, tick, messages, deliveries, max_tick)
+    Cost {
+        login,
+        tick,
+        messages,
+        deliveries,
+        max_tick,
+        for_shards,
+    }
 }
 
 fn main() {
@@ -131,29 +147,42 @@ fn main() {
         index.edge_count(),
         t.elapsed().as_secs_f64()
     );
-    for (label, fanout, friends) in [
-        ("friends events on, everyone opted in", 1000, true),
+    for (label, fanout, friends, shards) in [
+        ("friends events on, everyone opted in", 1000, true, 1),
         (
             "friends events off (--friends-max-fanout 0), no friends=1",
             0,
             false,
+            1,
+        ),
+        (
+            "router shard 0 of 2, friends events on, nobody opted in on it",
+            1000,
+            false,
+            2,
         ),
     ] {
         let mut r = Router::new(config(fanout), index.clone());
-        let (login, tick, messages, deliveries, max_tick) = storm(&mut r, n, ticks, friends);
+        r.set_friends_shard(0, shards);
+        let c = storm(&mut r, n, ticks, friends);
         let s = r.friends_stats();
         println!("{label}: {n} logins over {ticks} ticks");
         println!(
             "  logins (+ companion joins): {:.2} s of router time, {:.2} µs per login",
-            login.as_secs_f64(),
-            login.as_secs_f64() * 1e6 / n as f64
+            c.login.as_secs_f64(),
+            c.login.as_secs_f64() * 1e6 / n as f64
         );
         println!(
-            "  ticks: {:.2} s in all, max {:.1} ms per tick; {messages} messages, {deliveries} deliveries ({:.2} per login, {:.0} per tick)",
-            tick.as_secs_f64(),
-            max_tick.as_secs_f64() * 1e3,
-            deliveries as f64 / n as f64,
-            deliveries as f64 / ticks as f64
+            "  ticks: {:.2} s in all ({:.2} µs per login), max {:.1} ms per tick; {} messages, {} deliveries ({:.2} per login, {:.0} per tick); {} handed to other shards ({:.2} per login)",
+            c.tick.as_secs_f64(),
+            c.tick.as_secs_f64() * 1e6 / n as f64,
+            c.max_tick.as_secs_f64() * 1e3,
+            c.messages,
+            c.deliveries,
+            c.deliveries as f64 / n as f64,
+            c.deliveries as f64 / ticks as f64,
+            c.for_shards,
+            c.for_shards as f64 / n as f64
         );
         println!(
             "  changes {}, dropped past the fan-out cap {}, cut from messages {}, recipients deferred a tick {}; router presence bytes {}",
