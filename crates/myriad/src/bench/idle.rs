@@ -4,10 +4,11 @@
 //! divided by 2 ends and N the kernel memory per socket. Then everyone leaves at once
 //! and, `--settle` seconds later, the server's RSS is compared with its idle RSS.
 //!
-//! With `--channels-per-conn K,…` the phases are WebSocket connections in K channels
-//! each (framed mode, `/ws?channel=r1&channel=r7…`, laid out over `--channels` rooms by
-//! `flood --rooms`) instead of the transports: what a channel subscription costs,
-//! against the budget of 100 B a connection plus 24 B a channel.
+//! With `--channels-per-conn K,…` the phases are connections in K channels each
+//! (`/ws?channel=r1&channel=r7…`, framed, by default; `--transport stream|sse|ws` or
+//! `all` for those three: `/sub?channel=…`, `/sse?channel=…`), laid out over
+//! `--channels` rooms by `flood --rooms`: what a channel subscription costs, against
+//! the budget of 100 B a connection plus 24 B a channel.
 
 use super::context::{listen_overflows, socket_slab_bytes};
 use super::held::{base_url, flood_args, sub_url, watch, Held, Live, Probe};
@@ -30,7 +31,7 @@ const QUIET_BEFORE_READING: Duration = Duration::from_secs(2);
 
 /// What one phase measured.
 pub struct Idle {
-    /// The phase's name: the transport, or `ws, K channels`.
+    /// The phase's name: the transport, or `ws, K channels` (the transport's).
     pub name: String,
     /// Channels per connection, in a channel phase.
     pub channels: Option<u32>,
@@ -59,7 +60,7 @@ impl Idle {
     }
 }
 
-/// One phase: a transport, or WebSocket connections in some channels each.
+/// One phase: a transport, or connections in some channels each.
 struct Phase {
     name: String,
     transport: Transport,
@@ -75,13 +76,30 @@ fn phases(args: &BenchArgs) -> anyhow::Result<Vec<Phase>> {
             args.connections().is_multiple_of(rooms),
             "--connections must be a multiple of --channels {rooms} (rooms of equal members)"
         );
-        return Ok(args
-            .channels_per_conn
-            .iter()
-            .map(|&k| Phase {
-                name: format!("ws, {k} channel{}", if k == 1 { "" } else { "s" }),
-                transport: Transport::Ws,
-                channels: Some(k),
+        let transports = match args.transport {
+            None => vec![Transport::Ws],
+            Some(TransportChoice::All) => vec![Transport::Stream, Transport::Sse, Transport::Ws],
+            Some(_) => {
+                let t = args.transport()?;
+                anyhow::ensure!(
+                    t != Transport::Poll,
+                    "--channels-per-conn measures held connections: stream, sse or ws"
+                );
+                vec![t]
+            }
+        };
+        return Ok(transports
+            .into_iter()
+            .flat_map(|transport| {
+                args.channels_per_conn.iter().map(move |&k| Phase {
+                    name: format!(
+                        "{}, {k} channel{}",
+                        format!("{transport:?}").to_lowercase(),
+                        if k == 1 { "" } else { "s" }
+                    ),
+                    transport,
+                    channels: Some(k),
+                })
             })
             .collect());
     }
@@ -245,7 +263,12 @@ fn measure(
         Some(flood_csv.to_path_buf()),
     );
     if let Some(k) = phase.channels {
-        fa.urls = vec![format!("{}/ws?channel=%c", base_url(&server))];
+        let path = match phase.transport {
+            Transport::Stream => "sub",
+            Transport::Sse => "sse",
+            _ => "ws",
+        };
+        fa.urls = vec![format!("{}/{path}?channel=%c", base_url(&server))];
         fa.rooms = Some(args.channels);
         fa.rooms_per_connection = k;
         fa.room_sep = "&channel=".into();
