@@ -32,7 +32,7 @@ pub fn key(name: &str) -> u64 {
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::budget::HistoryTotals;
 use crate::conn_set::ConnSet;
@@ -47,6 +47,7 @@ use per_user::PerUser;
 use serde::{Deserialize, Serialize};
 
 mod by_prefix;
+mod kept;
 mod membership;
 mod owners;
 mod per_user;
@@ -173,7 +174,7 @@ impl Channels {
                 self.owners.add(conn, user);
             }
         }
-        Ok(read(&channel.ring, since, usize::MAX))
+        Ok(kept::read(&channel.ring, since, usize::MAX))
     }
 
     /// Whether `user` has a connection on their friends companion.
@@ -325,34 +326,6 @@ impl Channels {
         (counts, position)
     }
 
-    /// What `name` keeps after `since` (`None`: its newest `limit`), at most `limit`
-    /// messages, oldest first. An unknown channel reads as empty, with a gap for a
-    /// client that had a position in it.
-    pub fn history(
-        &self,
-        name: &str,
-        since: Option<(Option<u32>, u64)>,
-        limit: usize,
-    ) -> HistoryRead {
-        match self.map.get(name) {
-            Some(channel) => read(&channel.ring, since, limit),
-            None => HistoryRead {
-                messages: Vec::new(),
-                last: 0,
-                gap: since.is_some_and(|(epoch, seq)| seq > 0 || epoch.is_some()),
-                epoch: None,
-            },
-        }
-    }
-
-    /// The channel's position (`None` while it does not exist).
-    pub fn position(&self, name: &str) -> Option<Position> {
-        self.map.get(name).map(|c| Position {
-            epoch: c.ring.epoch(),
-            seq: c.ring.last(),
-        })
-    }
-
     /// Subscribed connections of `name` (for tests and presence).
     pub fn connections(&self, name: &str) -> usize {
         self.map.get(name).map_or(0, |c| c.conns.len())
@@ -384,68 +357,6 @@ impl Channels {
     /// exist. What presence queries read (`Router::presence`).
     pub fn presence_of(&self, name: &str) -> Option<(&HashMap<UserId, u32, IdHashBuilder>, usize)> {
         self.map.get(name).map(|c| (&c.members, c.conns.len()))
-    }
-
-    /// Puts back a durable history of channel `name` read at start: `msgs` are
-    /// numbers `first, first + 1, …` of `epoch`, oldest first, kept within the
-    /// bounds as if published now; the channel counts as idle since `now`. Returns
-    /// the messages kept (none for a channel that exists already).
-    pub(crate) fn restore(
-        &mut self,
-        name: &str,
-        (epoch, first): (u32, u64),
-        msgs: impl IntoIterator<Item = Arc<Message>>,
-        keep: Keep<'_>,
-        now: Instant,
-    ) -> usize {
-        if first == 0 || self.map.contains_key(name) {
-            return 0;
-        }
-        let mut channel = Channel::new(epoch);
-        channel.ring = Ring::resume(epoch, first - 1);
-        for msg in msgs {
-            let pushed = channel.ring.push(&msg, keep.capacity, keep.max_bytes);
-            keep.totals.record(&pushed);
-            if pushed.stored {
-                keep.totals.trim(&mut channel.ring);
-            }
-        }
-        let kept = channel.ring.len();
-        channel.idle_since = Some(now);
-        self.idle.push_back((now, name.into()));
-        self.map.insert(name.into(), channel);
-        kept
-    }
-
-    /// Forgets channels idle (no subscriber) for `ttl`, with their history.
-    pub(crate) fn expire(
-        &mut self,
-        now: Instant,
-        ttl: Duration,
-        totals: &mut HistoryTotals,
-        mut journal: Option<&mut Vec<Journal>>,
-    ) {
-        while let Some((at, _)) = self.idle.front() {
-            if now.saturating_duration_since(*at) < ttl {
-                break;
-            }
-            let (_, name) = self.idle.pop_front().expect("checked above");
-            // Stale entries: the channel was joined again, or went idle later; a
-            // channel with users in their grace goes once they are announced gone.
-            let expired = self.map.get(&name).is_some_and(|c| {
-                c.conns.is_empty()
-                    && c.leaving == 0
-                    && c.idle_since
-                        .is_some_and(|t| now.saturating_duration_since(t) >= ttl)
-            });
-            if expired {
-                let channel = self.map.remove(&name).expect("checked above");
-                totals.forget(channel.ring.len(), channel.ring.bytes());
-                if let Some(journal) = journal.as_deref_mut() {
-                    journal.push(Journal::Forgot(key(&name)));
-                }
-            }
-        }
     }
 
     /// Channels held now.
@@ -493,37 +404,6 @@ impl Channels {
             map.insert(name.into(), Channel::new(epochs.next()));
         }
         map.get_mut(name).expect("inserted above")
-    }
-}
-
-/// `ring`'s answer to a client at `since` (see [`Ring::read`]), cut to `limit`:
-/// from a position, the oldest `limit` after it (read on from the last); from
-/// none, the newest `limit` (`usize::MAX`: none, only the position).
-fn read(ring: &Ring, since: Option<(Option<u32>, u64)>, limit: usize) -> HistoryRead {
-    let (messages, gap) = match since {
-        Some((epoch, seq)) => {
-            let (mut messages, gap) = ring.read(epoch, seq);
-            messages.truncate(limit);
-            (messages, gap)
-        }
-        None if limit == usize::MAX => (Vec::new(), false),
-        None => {
-            let (mut messages, _) = ring.read(None, 0);
-            let skip = messages.len().saturating_sub(limit);
-            messages.drain(..skip);
-            (messages, false)
-        }
-    };
-    // A cut read answers the position of its last message, to read on from.
-    let last = match (limit, messages.last()) {
-        (usize::MAX, _) | (_, None) => ring.last(),
-        (_, Some(&(seq, _))) => seq,
-    };
-    HistoryRead {
-        messages,
-        last,
-        gap,
-        epoch: Some(ring.epoch()),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::{Router, RouterConfig, SubscriptionIndex};
+use std::time::Duration;
 
 const GRACE: Duration = Duration::from_secs(5);
 

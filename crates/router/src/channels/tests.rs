@@ -1,5 +1,6 @@
 use super::*;
 use crate::{Reach, Router, RouterConfig, SubscriptionIndex};
+use std::time::Duration;
 
 fn router() -> Router {
     Router::new(
