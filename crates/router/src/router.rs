@@ -5,7 +5,7 @@
 //!
 //! Resume (SPEC B6): every history read says the user's current epoch and last
 //! sequence number and whether the client's `(epoch, since)` could be served
-//! without loss ([`HistoryRead::gap`]); see `history` for the rules.
+//! without loss ([`HistoryRead::gap`]); see `crate::history` for the rules, and `history` (here) for the reads.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use crate::channels::{Channels, Keep, Position, Refusal};
 use crate::history::{Epochs, Journal, Ring};
 use crate::presence::Overflow;
 use crate::publish::{Fanout, Reach};
-use crate::users::{UserMap, UserRef};
+use crate::users::UserMap;
 use crate::{
     ConnRef, Delivery, HistoryRead, Message, PublishCounts, RouterConfig, RouterStats, SubjectId,
     SubscriptionIndex, UserId,
@@ -225,59 +225,6 @@ impl Router {
         &self.channels
     }
 
-    fn forget(&mut self, user: UserId) {
-        if self.totals.forget_user(user, &mut self.users) {
-            self.users_with_history -= 1;
-            if self.config.journal {
-                self.journal.push(Journal::Forgot(user));
-            }
-        }
-    }
-
-    /// The history changes made since the last call, oldest first (see
-    /// [`Journal`]); empty unless `RouterConfig::journal`.
-    pub fn take_journal(&mut self) -> Vec<Journal> {
-        std::mem::take(&mut self.journal)
-    }
-
-    /// Puts back a durable history of `user` read at start: `msgs` are numbers
-    /// `first, first + 1, …` of `epoch`, oldest first. The ring is kept within the
-    /// per-user and total bounds as if they had been published now, and counts as
-    /// offline since `now` (its ttl starts again). A user who already has history
-    /// keeps it. Returns the messages kept.
-    pub fn restore(
-        &mut self,
-        user: UserId,
-        epoch: u32,
-        first: u64,
-        msgs: impl IntoIterator<Item = Arc<Message>>,
-        now: Instant,
-    ) -> usize {
-        if first == 0 {
-            return 0;
-        }
-        let mut state = self.users.get_or_default(user);
-        if state.ring().is_some() {
-            return 0;
-        }
-        let mut ring = Box::new(Ring::resume(epoch, first - 1));
-        for msg in msgs {
-            let pushed = ring.push(&msg, self.config.history, self.config.history_bytes);
-            self.totals.record(&pushed);
-            if pushed.stored {
-                self.totals.trim(&mut ring);
-            }
-        }
-        let kept = ring.len();
-        if state.conns().is_empty() {
-            ring.offline_since = Some(now);
-            self.expiry.push_back((now, user));
-        }
-        state.set_ring(ring);
-        self.users_with_history += 1;
-        kept
-    }
-
     /// Publishes `msg` at `now` to whom `reach` says, handing `deliver` each
     /// delivery as its user is reached (the rules are in [`crate::publish`]);
     /// returns the exact reach. The index row is walked in place: nothing is
@@ -373,50 +320,6 @@ impl Router {
             }
         });
         all
-    }
-
-    /// What a client of `user` resuming at `(epoch, since)` gets; see [`HistoryRead`].
-    /// `epoch: None` (a client that never learned one) trusts `since` as a number
-    /// of the current ring.
-    pub fn history_read(&self, user: UserId, epoch: Option<u32>, since: u64) -> HistoryRead {
-        match self.users.get(user).and_then(|s| s.ring) {
-            Some(ring) => {
-                let (messages, gap) = ring.read(epoch, since);
-                HistoryRead {
-                    messages,
-                    last: ring.last(),
-                    gap,
-                    epoch: Some(ring.epoch()),
-                }
-            }
-            // No history: a client that saw anything (a number, or an epoch) has
-            // lost what came after it.
-            None => HistoryRead {
-                messages: Vec::new(),
-                last: 0,
-                gap: since > 0 || epoch.is_some(),
-                epoch: None,
-            },
-        }
-    }
-
-    /// [`Router::history_read`] without an epoch.
-    pub fn history_since(&self, user: UserId, since: u64) -> HistoryRead {
-        self.history_read(user, None, since)
-    }
-
-    /// The user's current sequence number (0 if the router holds no state for them).
-    pub fn last_seq(&self, user: UserId) -> u64 {
-        self.users.get(user).map_or(0, |s| UserRef::last_seq(&s))
-    }
-
-    /// The user's current `(epoch, last seq)`: where a new subscriber starts.
-    /// `(None, 0)` while the user has no history.
-    pub fn position(&self, user: UserId) -> (Option<u32>, u64) {
-        match self.users.get(user).and_then(|s| s.ring) {
-            Some(r) => (Some(r.epoch()), r.last()),
-            None => (None, 0),
-        }
     }
 
     /// Adds `subscriber` → `subject` to the index; true if new.
@@ -518,6 +421,7 @@ impl Router {
 }
 
 pub mod friends;
+mod history;
 pub mod online;
 mod presence;
 #[cfg(test)]
