@@ -5,7 +5,8 @@
 //!
 //! Resume (SPEC B6): every history read says the user's current epoch and last
 //! sequence number and whether the client's `(epoch, since)` could be served
-//! without loss ([`HistoryRead::gap`]); see `crate::history` for the rules, and `history` (here) for the reads.
+//! without loss ([`HistoryRead::gap`]); the rules are in `crate::history`, the
+//! reads in `history` here.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
