@@ -222,6 +222,7 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         webhook: None,
         webhook_secret: None,
         webhook_pusher_key: None,
+        pusher_webhooks: Vec::new(),
         max_presence_members: router::DEFAULT_MAX_PRESENCE_MEMBERS,
         friends_max_fanout: router::DEFAULT_FRIENDS_MAX_FANOUT,
     };
