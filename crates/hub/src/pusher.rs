@@ -137,6 +137,57 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bus::{ChannelJoin, Request};
+
+    #[test]
+    fn a_client_event_names_its_member_only_from_the_member_s_connection() {
+        let hub = Hub::new(
+            router::Router::new(Default::default(), router::SubscriptionIndex::new()),
+            store::open("memory").unwrap(),
+        );
+        let alice = auth::pusher_user_key("alice");
+        let join = |user, id| Request::Join {
+            user: Some(user),
+            login: true,
+            since: None,
+            epoch: None,
+            channels: vec![ChannelJoin {
+                name: "presence-room".into(),
+                since: None,
+                epoch: None,
+            }],
+            info: wire::pusher_user::member_info(id, None),
+        };
+        let (a, b) = (
+            ConnRef {
+                loop_id: 0,
+                token: 1,
+            },
+            ConnRef {
+                loop_id: 0,
+                token: 2,
+            },
+        );
+        hub.handle(a, join(alice, "alice"), &mut |_, _| {});
+        hub.handle(b, join(7, "7"), &mut |_, _| {});
+        let send = |from, channel: &str, user| {
+            let payload = Published::client_event("client-x", "{}", "1.2", Some(user));
+            let request = Request::PublishChannel {
+                channel: channel.into(),
+                payload: Bytes::from(payload),
+            };
+            let mut got = Vec::new();
+            hub.handle(from, request, &mut |_, mail| {
+                got.push(Published::read(&mail.msg.payload).user_id)
+            });
+            got
+        };
+        // Delivered to the other member; the id as the app gave it.
+        assert_eq!(send(a, "presence-room", alice), [Some("alice".into())]);
+        assert_eq!(send(b, "presence-room", 7), [Some("7".into())]);
+        // A connection naming another member names nobody.
+        assert_eq!(send(b, "presence-room", alice), [None]);
+    }
 
     #[test]
     fn a_pusher_webhook_is_id_equals_url() {
