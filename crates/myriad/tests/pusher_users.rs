@@ -181,6 +181,8 @@ fn client_events_reach_the_webhook_as_pusher_s_client_event() {
 
 #[test]
 fn each_app_s_webhook_carries_its_own_channels_signed_with_its_secret() {
+    // Each app: "alice" (app 1) or "bob" (app 2) and "7" join presence-room, the
+    // first sends a client event and leaves.
     let mut node = users_at("app-webhooks", "127.0.0.1:9");
     let ports = node.next()["ports"].clone();
     let hook = |i: usize| format!("app{}=http://127.0.0.1:{}/hook", i + 1, ports[i]);
@@ -193,6 +195,8 @@ fn each_app_s_webhook_carries_its_own_channels_signed_with_its_secret() {
         &hook(0),
         "--pusher-webhook",
         &hook(1),
+        "--presence-grace",
+        "0",
     ]);
     use std::io::Write;
     writeln!(node.stdin, "{}", server.addr).unwrap();
@@ -233,6 +237,12 @@ fn each_app_s_webhook_carries_its_own_channels_signed_with_its_secret() {
             "{events:?}"
         );
         assert!(!added.contains(&stranger), "{events:?}");
+        let removed: Vec<&str> = events
+            .iter()
+            .filter(|e| e["name"] == "member_removed")
+            .map(|e| e["user_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(removed, [member], "{events:?}");
         let client: Vec<&serde_json::Value> = events
             .iter()
             .filter(|e| e["name"] == "client_event")
