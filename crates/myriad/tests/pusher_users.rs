@@ -181,20 +181,34 @@ fn client_events_reach_the_webhook_as_pusher_s_client_event() {
 
 #[test]
 fn each_app_s_webhook_carries_its_own_channels_signed_with_its_secret() {
-    // Each app: "alice" (app 1) or "bob" (app 2) and "7" join presence-room, the
-    // first sends a client event and leaves.
+    app_webhooks(|hooks| {
+        let mut args = vec!["--pusher-app", APP];
+        args.extend(hooks);
+        Server::start(&args)
+    });
+}
+
+#[test]
+fn app_webhooks_from_a_router_process_name_members_of_every_gateway() {
+    // `serve --processes 2`: the router posts; the clients are on either gateway.
+    app_webhooks(|hooks| common::pusher::supervised(hooks));
+}
+
+/// Each app: "alice" (app 1) or "bob" (app 2) and "7" join presence-room, the first
+/// sends a client event and leaves; each app's receiver checks its webhook. `start`
+/// starts the server (with app 1) given the other flags.
+fn app_webhooks(start: impl FnOnce(&[&str]) -> Server) {
     let mut node = users_at("app-webhooks", "127.0.0.1:9");
     let ports = node.next()["ports"].clone();
     let hook = |i: usize| format!("app{}=http://127.0.0.1:{}/hook", i + 1, ports[i]);
-    let server = Server::start(&[
-        "--pusher-app",
-        APP,
+    let (one, two) = (hook(0), hook(1));
+    let server = start(&[
         "--pusher-app",
         APP2,
         "--pusher-webhook",
-        &hook(0),
+        &one,
         "--pusher-webhook",
-        &hook(1),
+        &two,
         "--presence-grace",
         "0",
     ]);
