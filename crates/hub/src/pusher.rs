@@ -190,6 +190,42 @@ mod tests {
     }
 
     #[test]
+    fn each_app_s_webhook_is_started_once_and_counted_under_its_id() {
+        let args = |hooks: &[&str], legacy: bool| {
+            let mut args = crate::tests::memory_args();
+            args.pusher_webhooks = hooks.iter().map(|h| h.to_string()).collect();
+            if legacy {
+                args.webhook = Some("http://127.0.0.1:9/".into());
+                args.webhook_secret = Some("s1".into());
+                args.webhook_pusher_key = Some("k1".into());
+            }
+            args
+        };
+        let apps = ["a1:k1:s1".to_string(), "a2:k2:s2".to_string()];
+        let start = |hooks: &[&str], legacy| {
+            let args = args(hooks, legacy);
+            let mut hub = Hub::open_args(&args).unwrap();
+            hub.start_pusher_webhooks(&args, &apps).map(|()| hub)
+        };
+        // Port 9 on loopback: nothing answers; the senders only queue.
+        let hub = start(&["a2=http://127.0.0.1:9/h"], true).unwrap();
+        let stats = hub.stats_json();
+        assert_eq!(stats["pusher_webhooks"]["a2"]["sent_batches"], 0, "{stats}");
+        assert_eq!(stats["webhook"]["dropped"], 0, "{stats}");
+        for bad in [
+            &["a3=http://127.0.0.1:9/"][..],
+            &["a2=http://127.0.0.1:9/", "a2=http://127.0.0.1:9/"],
+            &["a2=https://example.com/"],
+            &["a2"],
+        ] {
+            assert!(start(bad, false).is_err(), "{bad:?}");
+        }
+        // The first app's hook twice: --webhook-pusher-key is it already.
+        assert!(start(&["a1=http://127.0.0.1:9/"], true).is_err());
+        assert!(start(&["a1=http://127.0.0.1:9/"], false).is_ok());
+    }
+
+    #[test]
     fn a_pusher_webhook_is_id_equals_url() {
         assert_eq!(
             parse_hook("app2=http://127.0.0.1:9/h?a=b").unwrap(),

@@ -229,6 +229,14 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
     (path, args)
 }
 
+/// `serve`'s hub flags with a memory store, in-memory history and no webhook.
+pub(crate) fn memory_args() -> HubArgs {
+    let (_, mut args) = durable_args("unused", 8);
+    args.store = "memory".into();
+    args.history_store = args::HistoryStore::Memory;
+    args
+}
+
 /// Removes a SQLite file and its WAL companions.
 fn remove_db(path: &std::path::Path) {
     for suffix in ["", "-wal", "-shm"] {
