@@ -191,7 +191,7 @@ fn each_app_s_webhook_carries_its_own_channels_signed_with_its_secret() {
 #[test]
 fn app_webhooks_from_a_router_process_name_members_of_every_gateway() {
     // `serve --processes 2`: the router posts; the clients are on either gateway.
-    app_webhooks(|hooks| common::pusher::supervised(hooks));
+    app_webhooks(common::pusher::supervised);
 }
 
 /// Each app: "alice" (app 1) or "bob" (app 2) and "7" join presence-room, the first
