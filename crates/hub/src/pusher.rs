@@ -38,7 +38,7 @@ pub(crate) fn webhook(url: &str, args: &HubArgs) -> anyhow::Result<Webhook> {
             })
         }
     };
-    Webhook::start(url, style)
+    Webhook::start(url, style).context("--webhook")
 }
 
 /// One `--pusher-webhook` value: `ID=URL`.
@@ -81,7 +81,7 @@ impl Hub {
                 namespace: apps.namespace(index),
             };
             let webhook = Webhook::start(url, Style::Pusher(hook))
-                .with_context(|| format!("--pusher-webhook {spec}"))?;
+                .with_context(|| format!("--pusher-webhook {id}"))?;
             self.pusher_webhooks.push((id.to_string(), webhook));
         }
         Ok(())

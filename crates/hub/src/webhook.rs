@@ -285,16 +285,14 @@ pub fn answer_status(bytes: &[u8]) -> Answer {
 /// `http://host[:port][/path]`.
 fn parse_url(url: &str) -> anyhow::Result<Target> {
     let Some(rest) = url.strip_prefix("http://") else {
-        bail!(
-            "--webhook {url}: only http:// URLs (put a TLS-terminating proxy in front for https)"
-        );
+        bail!("{url}: only http:// URLs (put a TLS-terminating proxy in front for https)");
     };
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if host.is_empty() {
-        bail!("--webhook {url}: no host");
+        bail!("{url}: no host");
     }
     let host = match host.contains(':') {
         true => host.to_string(),
