@@ -407,6 +407,27 @@ mod tests {
     }
 
     #[test]
+    fn a_client_event_carries_its_member_and_a_frame_shows_it() {
+        let env = Published::client_event("client-x", "{}", "1.2", Some(42));
+        let p = Published::read(&env);
+        assert_eq!(p.user_id.as_deref(), Some("42"));
+        assert_eq!(Published::read(&p.to_envelope()), p);
+        let mut out = Vec::new();
+        write_event_from(
+            &mut out,
+            "client-x",
+            Some("presence-a"),
+            "{}",
+            Some("alice"),
+        );
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["user_id"], "alice");
+        let mut out = Vec::new();
+        write_event(&mut out, "client-x", Some("presence-a"), "{}");
+        assert!(!String::from_utf8(out).unwrap().contains("user_id"));
+    }
+
+    #[test]
     fn channel_data() {
         assert_eq!(
             parse_channel_data(r#"{"user_id":"7","user_info":{"n":"a"}}"#),
