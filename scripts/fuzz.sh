@@ -7,7 +7,8 @@
 # bus replies, deliveries and time) and one HTTP/2 connection's frame handling
 # (target `h2_conn`: frames, HPACK, budgets, flow control), and the cluster codec (crates/cluster/fuzz, target
 # `cluster_codec`: what crosses NATS, parts put together included; `port_exchange`: the
-# router's publish port on client bytes; `webhook_answer`: a webhook receiver's answer),
+# router's publish port on client bytes; `webhook_answer`: a webhook receiver's answer), and what `flood` reads from the server it
+# measures (crates/load/fuzz, target `flood_scan`: its response scanner, Pusher frames included),
 # each started
 # from its seed corpus in <fuzz dir>/seeds/<target>/.
 #
@@ -27,12 +28,13 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack pusher core h2_conn cluster_codec port_exchange webhook_answer)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack pusher core h2_conn cluster_codec port_exchange webhook_answer flood_scan)
 # Which fuzz crate holds a target.
 dir_of() {
   case "$1" in
     core|h2_conn) echo crates/gateway/fuzz ;;
     cluster_codec|port_exchange|webhook_answer) echo crates/cluster/fuzz ;;
+    flood_scan) echo crates/load/fuzz ;;
     *) echo "$fuzz_dir" ;;
   esac
 }

@@ -253,6 +253,65 @@ async function main() {
       b.disconnect();
       break;
     }
+    case "app-webhooks": {
+      // Two apps, each with its own webhook receiver (the test starts myriad with
+      // `--pusher-webhook <id>=<url>` for each and sends its address here). On each
+      // app a member with a string id joins presence-room and sends a client event;
+      // each receiver checks every POST with its own app's SDK webhook() (and with
+      // the other app's secret, which must fail).
+      const apps = [
+        { id: appId, k: key, s: secret, member: "alice" },
+        { id: appId2, k: key2, s: secret2, member: "bob" },
+      ];
+      const receivers = await Promise.all(
+        apps.map(async (app, i) => {
+          const other = apps[1 - i];
+          const r = { posts: [] };
+          r.server = http.createServer((req, resp) => {
+            let body = "";
+            req.on("data", (c) => (body += c));
+            req.on("end", () => {
+              resp.writeHead(200).end("ok");
+              const hook = { headers: req.headers, rawBody: body };
+              const w = sdk(app.id, app.k, app.s).webhook(hook);
+              r.posts.push({
+                valid: w.isValid(),
+                forged: sdk(other.id, other.k, other.s).webhook(hook).isValid(),
+                key: req.headers["x-pusher-key"],
+                events: w.isValid() ? w.getEvents() : [],
+              });
+            });
+          });
+          await new Promise((res) => r.server.listen(0, "127.0.0.1", res));
+          return r;
+        }),
+      );
+      say({ ports: receivers.map((r) => r.server.address().port) });
+      [host, port] = (await nextLine()).split(":");
+      const metadata = [];
+      for (const app of apps) {
+        step = `app ${app.id}`;
+        const member = { user_id: app.member, user_info: { app: app.id } };
+        const sender = client({ k: app.k, s: app.s, member });
+        const other = client({ k: app.k, s: app.s, member: { user_id: "7" } });
+        await Promise.all([connected(sender), connected(other)]);
+        const cs = sender.subscribe("presence-room");
+        const co = other.subscribe("presence-room");
+        await Promise.all([subscribed(cs), subscribed(co)]);
+        const got = new Promise((res) => co.bind("client-typing", (d, m) => res([d, m])));
+        cs.trigger("client-typing", { from: app.member });
+        metadata.push(await got);
+        // The member with a string id leaves (the test gives no grace).
+        sender.disconnect();
+      }
+      step = "webhooks";
+      const has = (r, name) => r.posts.some((p) => p.events.some((e) => e.name === name));
+      const names = ["client_event", "member_added", "member_removed"];
+      while (!receivers.every((r) => names.every((n) => has(r, n)))) await later(20);
+      say({ metadata, posts: receivers.map((r) => r.posts) });
+      receivers.forEach((r) => r.server.close());
+      break;
+    }
     case "channels": {
       // Occupied channels by prefix (the SDK's get of /channels), with user
       // counts for presence channels; an unsigned-for prefix is refused.

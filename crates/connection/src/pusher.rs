@@ -15,7 +15,7 @@
 //! the loop's side table (`pusher_session`), keyed by the connection; the
 //! connection itself is a framed WebSocket's size, and other connections pay nothing.
 
-use super::{channels, Connection, Cx, State, FRAMED, WS_CLOSE_SENT};
+use super::{channels, Connection, Cx, State, FRAMED, LOGGED_IN, WS_CLOSE_SENT};
 use crate::clock::TICK_MS;
 use crate::pusher_session::Session;
 use bus::Request;
@@ -224,7 +224,10 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
             &format!("client events: at most {CLIENT_EVENTS_PER_SECOND} per second"),
         );
     }
-    let payload = Published::envelope(event, data, Some(&s.socket_id(key)));
+    // On a presence channel the connection is its member's user (`subscribe`): the
+    // router that owns the channel shows the member's id as the app gave it.
+    let member = (channel.starts_with("presence-") && conn.has(LOGGED_IN)).then_some(conn.user);
+    let payload = Published::client_event(event, data, &s.socket_id(key), member);
     cx.out.request(Request::PublishChannel {
         channel: name,
         payload: Bytes::from(payload),
@@ -340,7 +343,10 @@ pub(crate) fn encode(channel: &str, payload: &[u8]) -> (Bytes, Option<Box<str>>)
         .as_deref()
         .unwrap_or(wire::pusher_user::shown(channel));
     let mut text = Vec::with_capacity(payload.len() + channel.len() + 40);
-    wire::pusher::write_event(&mut text, &p.event, Some(shown), &p.data);
+    // A member's id only on a presence channel, where the router vouched for it.
+    let presence = wire::pusher_user::shown(channel).starts_with("presence-");
+    let user_id = p.user_id.as_deref().filter(|_| presence);
+    wire::pusher::write_event_from(&mut text, &p.event, Some(shown), &p.data, user_id);
     let mut out = Vec::with_capacity(text.len() + 10);
     wire::write_ws_frame(&mut out, Opcode::Text, &text);
     (Bytes::from(out), p.socket_id.map(Into::into))

@@ -54,11 +54,21 @@ pub struct HubArgs {
     /// needed with `--webhook`.
     #[arg(long, env = "MYRIAD_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: Option<String>,
-    /// Send the webhook in Pusher's format (`X-Pusher-Key` = this app key,
-    /// `X-Pusher-Signature`, Pusher's event objects), for a back-end written against
-    /// Pusher's webhooks; `--webhook-secret` is then the app's secret.
+    /// Kept for compatibility: send `--webhook` in Pusher's format for the first
+    /// `--pusher-app` (`X-Pusher-Key` = this key; `--webhook-secret` is then the
+    /// app's secret). `--pusher-webhook ID=URL` does the same for any app with its own key.
     #[arg(long, env = "MYRIAD_WEBHOOK_PUSHER_KEY")]
     pub webhook_pusher_key: Option<String>,
+    /// A Pusher app's webhook, `ID=URL` (repeatable or comma-separated; `http://`;
+    /// ID a `--pusher-app`'s, which the router needs too): that app's membership and
+    /// client events in Pusher's format, its channels by the names its clients use,
+    /// signed with its key and secret.
+    #[arg(
+        long = "pusher-webhook",
+        env = "MYRIAD_PUSHER_WEBHOOKS",
+        value_delimiter = ','
+    )]
+    pub pusher_webhooks: Vec<String>,
     /// Users one `GET /presence/<channel>` answer names at most (the lowest ids;
     /// the answer then says `"cut":true`); the counts stay exact.
     #[arg(long, env = "MYRIAD_MAX_PRESENCE_MEMBERS",

@@ -20,6 +20,8 @@
 //!   durable [`store::history::HistoryLog`].
 //! - [`commit`]: its writes, one transaction per group of publishes, outside the
 //!   router lock, and the committer thread that answers publishes after them.
+//! - [`pusher`]: Pusher apps on the router side: each app's webhook
+//!   (`--pusher-webhook`, [`webhook`], [`webhook_style`]) and a client event's member.
 //! - [`publish`]: the one publish path, [`Hub::publish`]: a [`Publish`] (messages,
 //!   each with whom it reaches) handed out as a [`Handout`] says — at once, or, with
 //!   durable history, by the committer thread with the answer (what [`LocalBus`]
@@ -31,8 +33,10 @@ pub mod durable;
 pub mod local;
 pub mod presence;
 pub mod publish;
+pub mod pusher;
 mod stats;
 pub mod webhook;
+pub mod webhook_style;
 
 pub use args::HubArgs;
 pub use local::LocalBus;
@@ -66,10 +70,12 @@ pub struct Hub {
     kept: Mutex<Vec<(u16, Mail)>>,
     /// Friends messages for followers other router shards own ([`presence`]).
     friends_for_shards: Mutex<Vec<(u64, String)>>,
-    /// Back-end sinks of membership events (NATS, the webhook).
+    /// Back-end sinks of membership events (NATS).
     sinks: parking_lot::RwLock<Vec<presence::Sink>>,
-    /// `--webhook`: its counters for `/stats`.
-    webhook: Option<Arc<webhook::Webhook>>,
+    /// `--webhook`: membership events (and, in Pusher's format, client events).
+    webhook: Option<webhook::Webhook>,
+    /// Each `--pusher-webhook`, by its app's id (see [`pusher`]).
+    pusher_webhooks: Vec<(String, webhook::Webhook)>,
 }
 
 /// History this large that expired by half is worth returning to the kernel: rings
@@ -91,6 +97,7 @@ impl Hub {
             friends_for_shards: Mutex::new(Vec::new()),
             sinks: parking_lot::RwLock::new(Vec::new()),
             webhook: None,
+            pusher_webhooks: Vec::new(),
         }
     }
 
@@ -135,19 +142,7 @@ impl Hub {
             hub.history = Some(commit::GroupCommit::new(log, args.history)?);
         }
         if let Some(url) = &args.webhook {
-            let secret = args
-                .webhook_secret
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .context("--webhook needs --webhook-secret (its signature's key)")?;
-            let style = match &args.webhook_pusher_key {
-                Some(key) => webhook::Style::Pusher { key: key.clone() },
-                None => webhook::Style::Myriad,
-            };
-            let webhook = Arc::new(webhook::Webhook::start(url, secret, style)?);
-            let sink = webhook.clone();
-            hub.add_sink(Box::new(move |events, time_ms| sink.push(events, time_ms)));
-            hub.webhook = Some(webhook);
+            hub.webhook = Some(pusher::webhook(url, args)?);
         }
         Ok(hub)
     }
@@ -233,9 +228,7 @@ impl Hub {
                 Reply::Done
             }
             Request::PublishChannel { channel, payload } => {
-                if let Some(hook) = &self.webhook {
-                    hook.client_event(&channel, &payload);
-                }
+                let payload = self.pusher_client_event(conn, &channel, payload);
                 let publish = Publish {
                     items: vec![Item::to_channel(&channel, payload)],
                 };

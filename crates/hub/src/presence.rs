@@ -1,6 +1,6 @@
 //! Where the router's membership events go (docs/protocol.md "Presence events"):
 //! `member_*` pushed to the subscribers of the channel's presence companion, and
-//! every event handed to the back-end sinks (NATS, the webhook), all under the
+//! every event handed to the back-end sinks (NATS) and webhooks, all under the
 //! router lock, so each channel's events leave in the order they happened.
 //!
 //! Most events come from a request (a join, a leave) whose caller takes the
@@ -95,6 +95,12 @@ impl Hub {
         let time_ms = unix_ms();
         for sink in self.sinks.read().iter() {
             sink(&events, time_ms);
+        }
+        // A member's info names a Pusher id that is not a number; a leaving
+        // member's is kept until the tick after its `member_removed`.
+        let info = |user| router.presence_info(user).map(str::to_string);
+        for hook in self.webhooks() {
+            hook.push(&events, &info, time_ms);
         }
     }
 }

@@ -4,11 +4,16 @@ use crate::Hub;
 use router::RouterStats;
 
 impl Hub {
-    /// `/stats`'s router part: [`stats_json`] and, with `--webhook`, its counters.
+    /// `/stats`'s router part: [`stats_json`] and the webhooks' counters: the
+    /// `--webhook`'s as `webhook`, each `--pusher-webhook`'s under
+    /// `pusher_webhooks.<app id>`.
     pub fn stats_json(&self) -> serde_json::Value {
         let mut json = stats_json(&self.stats());
-        if let Some(webhook) = &self.webhook {
-            json["webhook"] = webhook.stats_json();
+        if let Some(hook) = &self.webhook {
+            json["webhook"] = hook.stats_json();
+        }
+        for (id, hook) in &self.pusher_webhooks {
+            json["pusher_webhooks"][id] = hook.stats_json();
         }
         json
     }

@@ -222,10 +222,19 @@ fn durable_args(name: &str, history: usize) -> (std::path::PathBuf, HubArgs) {
         webhook: None,
         webhook_secret: None,
         webhook_pusher_key: None,
+        pusher_webhooks: Vec::new(),
         max_presence_members: router::DEFAULT_MAX_PRESENCE_MEMBERS,
         friends_max_fanout: router::DEFAULT_FRIENDS_MAX_FANOUT,
     };
     (path, args)
+}
+
+/// `serve`'s hub flags with a memory store, in-memory history and no webhook.
+pub(crate) fn memory_args() -> HubArgs {
+    let (_, mut args) = durable_args("unused", 8);
+    args.store = "memory".into();
+    args.history_store = args::HistoryStore::Memory;
+    args
 }
 
 /// Removes a SQLite file and its WAL companions.

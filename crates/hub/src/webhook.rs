@@ -10,16 +10,16 @@
 //! up to [`MAX_BACKOFF`], until it is: events reach the back-end in order, and
 //! under a long outage the queue keeps the newest.
 //!
-//! With `--webhook-pusher-key` the same batches go in Pusher's format ([`Style`]):
+//! The same batches go in Pusher's format for a Pusher app ([`Style`], its
+//! channels only: `--pusher-webhook ID=URL`, one sender per app):
 //! `{"time_ms":…,"events":[{"name":"member_added","channel":"presence-a",
-//! "user_id":"42"},…]}` with `X-Pusher-Key` and `X-Pusher-Signature: <hex
-//! HMAC-SHA256(secret, body)>`, which the `pusher` server SDKs' `webhook()` checks;
-//! Pusher clients' `client-*` events go too, as `client_event` ([`Webhook::client_event`]).
+//! "user_id":"alice"},…]}` with `X-Pusher-Key` and `X-Pusher-Signature`; Pusher
+//! clients' `client-*` events go too, as `client_event` ([`Webhook::client_event`]).
 //!
 //! Plain `http://` only (a TLS-terminating proxy goes in front for `https`): one
 //! request per connection, `Connection: close`, written by hand over std's TCP.
 
-use crate::presence::event_json;
+pub use crate::webhook_style::{PusherHook, Style};
 use anyhow::{bail, Context};
 use parking_lot::{Condvar, Mutex};
 use router::PresenceEvent;
@@ -44,48 +44,6 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Webhook {
     shared: Arc<Shared>,
     style: Arc<Style>,
-}
-
-/// Whose format the webhook speaks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Style {
-    /// myriad's: `X-Myriad-Signature: sha256=<hex>`, events as on NATS.
-    Myriad,
-    /// Pusher's, for the app whose key is `key`.
-    Pusher { key: String },
-}
-
-impl Style {
-    /// One event as this style's JSON; none, in Pusher's, for a channel its app's
-    /// clients cannot name ([`pusher_app_channel`]).
-    fn event(&self, event: &PresenceEvent, time_ms: u64) -> Option<serde_json::Value> {
-        match self {
-            Style::Myriad => Some(event_json(event, time_ms)),
-            Style::Pusher { .. } => {
-                if !pusher_app_channel(&event.channel) {
-                    return None;
-                }
-                let mut json = serde_json::json!({
-                    "name": event.kind.name(),
-                    "channel": &*event.channel,
-                });
-                if let Some(user) = event.user {
-                    json["user_id"] = user.to_string().into();
-                }
-                Some(json)
-            }
-        }
-    }
-
-    /// The signature's header line (without CRLF).
-    fn headers(&self, signature: &str) -> String {
-        match self {
-            Style::Myriad => format!("X-Myriad-Signature: sha256={signature}"),
-            Style::Pusher { key } => {
-                format!("X-Pusher-Key: {key}\r\nX-Pusher-Signature: {signature}")
-            }
-        }
-    }
 }
 
 struct Shared {
@@ -113,27 +71,41 @@ struct Target {
 }
 
 impl Webhook {
-    /// Starts the sender thread for `url`, signing with `secret`.
-    pub fn start(url: &str, secret: &str, style: Style) -> anyhow::Result<Webhook> {
+    /// Starts the sender thread for `url`, in `style`'s format and signature.
+    pub fn start(url: &str, style: Style) -> anyhow::Result<Webhook> {
         let target = parse_url(url)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
         });
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
         let thread = shared.clone();
         let style = Arc::new(style);
         let headers = style.clone();
         std::thread::Builder::new()
             .name("myriad-webhook".into())
-            .spawn(move || run(&thread, &target, &key, &headers))
+            .spawn(move || run(&thread, &target, &headers))
             .context("cannot start the webhook thread")?;
         Ok(Webhook { shared, style })
     }
 
-    /// Queues `events` (never blocks: a full queue drops its oldest).
-    pub fn push(&self, events: &[PresenceEvent], time_ms: u64) {
-        self.queue(events.iter().filter_map(|e| self.style.event(e, time_ms)));
+    /// The format this webhook speaks.
+    pub fn style(&self) -> &Style {
+        &self.style
+    }
+
+    /// Queues `events` (never blocks: a full queue drops its oldest); `info` is a
+    /// user's presence info (the router's, under its lock).
+    pub fn push(
+        &self,
+        events: &[PresenceEvent],
+        info: &dyn Fn(u64) -> Option<String>,
+        time_ms: u64,
+    ) {
+        self.queue(
+            events
+                .iter()
+                .filter_map(|e| self.style.event(e, info, time_ms)),
+        );
     }
 
     fn queue(&self, events: impl Iterator<Item = serde_json::Value>) {
@@ -149,29 +121,19 @@ impl Webhook {
         self.shared.wake.notify_one();
     }
 
-    /// A message published on `channel`: when it is a Pusher client event (the
-    /// envelope of `wire::pusher::Published`, a `client-` event naming its
-    /// socket), Pusher's `client_event` webhook, in Pusher's style only. The
-    /// router shard that owns the channel sees each publish once, so each event
-    /// is posted once whatever gateway it came through.
-    pub fn client_event(&self, channel: &str, payload: &[u8]) {
-        if !matches!(*self.style, Style::Pusher { .. }) || payload.first() != Some(&b'{') {
-            return;
-        }
-        let p = wire::pusher::Published::read(payload);
-        let Some(socket_id) = p.socket_id.filter(|_| p.event.starts_with("client-")) else {
+    /// A message published on `channel`, read as a Pusher envelope: when it is a
+    /// client event of this webhook's app, Pusher's `client_event`
+    /// ([`PusherHook::client_event`]). The router shard that owns the channel sees
+    /// each publish once, so each event is posted once whatever gateway it came
+    /// through.
+    pub fn client_event(&self, channel: &str, published: &wire::pusher::Published) {
+        let Some(event) = self
+            .style
+            .pusher()
+            .and_then(|p| p.client_event(channel, published))
+        else {
             return;
         };
-        if !pusher_app_channel(channel) {
-            return;
-        }
-        let event = serde_json::json!({
-            "name": "client_event",
-            "channel": channel,
-            "event": p.event,
-            "data": p.data,
-            "socket_id": socket_id,
-        });
         self.queue(std::iter::once(event));
     }
 
@@ -195,18 +157,9 @@ impl Drop for Webhook {
     }
 }
 
-/// Whether `channel` is one of the Pusher-format webhook's app: the first
-/// `--pusher-app`, whose channels are myriad's by the same names. A later app's
-/// channels (`<id>:<name>`, `wire::pusher_user::internal`) would be signed with the
-/// wrong app's secret, and a name no Pusher client can send (`:`, a companion's
-/// `~`) is no Pusher channel: neither is posted.
-fn pusher_app_channel(channel: &str) -> bool {
-    wire::pusher_user::check_name(channel).is_ok()
-}
-
 /// The sender thread: a batch when it is full or its first event waited
 /// [`BATCH_WAIT`], then tries until it is taken.
-fn run(shared: &Shared, target: &Target, key: &ring::hmac::Key, style: &Style) {
+fn run(shared: &Shared, target: &Target, style: &Style) {
     loop {
         let events: Vec<serde_json::Value> = {
             let mut state = shared.state.lock();
@@ -233,10 +186,10 @@ fn run(shared: &Shared, target: &Target, key: &ring::hmac::Key, style: &Style) {
             "events": events,
         })
         .to_string();
-        let signature = hex(ring::hmac::sign(key, body.as_bytes()).as_ref());
+        let headers = style.headers(&body);
         let mut backoff = Duration::from_millis(100);
         loop {
-            match post(target, &body, &style.headers(&signature)) {
+            match post(target, &body, &headers) {
                 Ok(()) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "webhook POST failed");
@@ -332,16 +285,14 @@ pub fn answer_status(bytes: &[u8]) -> Answer {
 /// `http://host[:port][/path]`.
 fn parse_url(url: &str) -> anyhow::Result<Target> {
     let Some(rest) = url.strip_prefix("http://") else {
-        bail!(
-            "--webhook {url}: only http:// URLs (put a TLS-terminating proxy in front for https)"
-        );
+        bail!("{url}: only http:// URLs (put a TLS-terminating proxy in front for https)");
     };
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if host.is_empty() {
-        bail!("--webhook {url}: no host");
+        bail!("{url}: no host");
     }
     let host = match host.contains(':') {
         true => host.to_string(),
@@ -351,10 +302,6 @@ fn parse_url(url: &str) -> anyhow::Result<Target> {
         host,
         path: path.to_string(),
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -376,25 +323,6 @@ mod tests {
     }
 
     #[test]
-    fn pusher_style_names_only_its_app_s_channels() {
-        let pusher = Style::Pusher { key: "k".into() };
-        let event = |channel: &str| PresenceEvent {
-            kind: router::EventKind::MemberAdded,
-            channel: channel.into(),
-            user: Some(42),
-        };
-        let json = pusher
-            .event(&event("presence-a"), 0)
-            .expect("the first app's channel");
-        assert_eq!(json["channel"], "presence-a");
-        assert_eq!(json["user_id"], "42");
-        for other in ["app2:presence-a", "room:1", "7~friends"] {
-            assert_eq!(pusher.event(&event(other), 0), None, "{other}");
-            assert!(Style::Myriad.event(&event(other), 0).is_some(), "{other}");
-        }
-    }
-
-    #[test]
     fn urls_are_http_with_a_host_and_a_path() {
         let t = parse_url("http://127.0.0.1:9000/hooks/presence?x=1").unwrap();
         assert_eq!(
@@ -410,28 +338,17 @@ mod tests {
     #[test]
     fn a_full_queue_drops_its_oldest_and_counts_them() {
         // Port 9 (discard) on loopback: nothing listens, every POST fails.
-        let webhook = Webhook::start("http://127.0.0.1:9/", "s", Style::Myriad).unwrap();
+        let webhook = Webhook::start("http://127.0.0.1:9/", Style::myriad("s")).unwrap();
         let event = PresenceEvent {
             kind: router::EventKind::MemberAdded,
             channel: "room".into(),
             user: Some(1),
         };
         let events = vec![event; QUEUE + 10];
-        webhook.push(&events, 1);
+        webhook.push(&events, &|_| None, 1);
         let stats = webhook.stats_json();
         assert_eq!(stats["dropped"], 10, "{stats}");
         assert!(stats["queued"].as_u64().unwrap() <= QUEUE as u64, "{stats}");
         assert_eq!(stats["sent_batches"], 0, "{stats}");
-    }
-
-    #[test]
-    fn the_signature_is_the_hex_hmac_sha256_of_the_body() {
-        // RFC 4231 test case 2.
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"Jefe");
-        let tag = ring::hmac::sign(&key, b"what do ya want for nothing?");
-        assert_eq!(
-            hex(tag.as_ref()),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
     }
 }

@@ -172,21 +172,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// subjects' edges into its index.
 fn open_hub(args: &ServeArgs) -> anyhow::Result<Hub> {
     let shards = args.cluster.shards()?;
-    let log: Box<dyn store::history::HistoryLog> = match args.hub.history_store {
-        HistoryStore::Memory => {
-            return Hub::open_with_history(&args.hub, None, &|id| shards.owns(id))
-        }
-        HistoryStore::Store => {
+    let log: Option<Box<dyn store::history::HistoryLog>> = match args.hub.history_store {
+        HistoryStore::Memory => None,
+        HistoryStore::Store => Some(
             store::history::open_history(&args.hub.store, &args.hub.store_options())
-                .with_context(|| format!("cannot open durable history in {}", args.hub.store))?
-        }
-        HistoryStore::Jetstream => Box::new(cluster::jet_history::JetHistory::open(
+                .with_context(|| format!("cannot open durable history in {}", args.hub.store))?,
+        ),
+        HistoryStore::Jetstream => Some(Box::new(cluster::jet_history::JetHistory::open(
             &args.cluster.nats_config()?,
             args.hub.history,
             args.hub.history_replicas,
-        )?),
+        )?)),
     };
-    Hub::open_with_history(&args.hub, Some(log), &|id| shards.owns(id))
+    let mut hub = Hub::open_with_history(&args.hub, log, &|id| shards.owns(id))?;
+    // Each app's webhook signs with its key and secret: the router reads the apps.
+    hub.start_pusher_webhooks(&args.hub, &args.gateway.pusher_apps)?;
+    Ok(hub)
 }
 
 /// `--role router`: the hub (store, index, presence, history) answering gateways

@@ -12,8 +12,14 @@ use serde_json::json;
 const APP2: &str = "app2:key2:secret2";
 
 fn users(scenario: &str, server: &Server) -> Node {
+    users_at(scenario, &server.addr.to_string())
+}
+
+/// The script against `addr` (a scenario that starts receivers is told the
+/// server's address on its stdin later).
+fn users_at(scenario: &str, addr: &str) -> Node {
     let args = ["app1", "key1", "secret1", "app2", "key2", "secret2"];
-    Node::script("users.mjs", scenario, &server.addr.to_string(), &args)
+    Node::script("users.mjs", scenario, addr, &args)
 }
 
 #[test]
@@ -170,6 +176,104 @@ fn client_events_reach_the_webhook_as_pusher_s_client_event() {
         })],
         "{got}"
     );
+    node.finish();
+}
+
+#[test]
+fn each_app_s_webhook_carries_its_own_channels_signed_with_its_secret() {
+    app_webhooks(|hooks| {
+        let mut args = vec!["--pusher-app", APP];
+        args.extend(hooks);
+        Server::start(&args)
+    });
+}
+
+#[test]
+fn app_webhooks_from_a_router_process_name_members_of_every_gateway() {
+    // `serve --processes 2`: the router posts; the clients are on either gateway.
+    app_webhooks(common::pusher::supervised);
+}
+
+/// Each app: "alice" (app 1) or "bob" (app 2) and "7" join presence-room, the first
+/// sends a client event and leaves; each app's receiver checks its webhook. `start`
+/// starts the server (with app 1) given the other flags.
+fn app_webhooks(start: impl FnOnce(&[&str]) -> Server) {
+    let mut node = users_at("app-webhooks", "127.0.0.1:9");
+    let ports = node.next()["ports"].clone();
+    let hook = |i: usize| format!("app{}=http://127.0.0.1:{}/hook", i + 1, ports[i]);
+    let (one, two) = (hook(0), hook(1));
+    let server = start(&[
+        "--pusher-app",
+        APP2,
+        "--pusher-webhook",
+        &one,
+        "--pusher-webhook",
+        &two,
+        "--presence-grace",
+        "0",
+    ]);
+    use std::io::Write;
+    writeln!(node.stdin, "{}", server.addr).unwrap();
+    let got = node.next();
+    // pusher-js hands a presence client event's sender to the callback.
+    assert_eq!(
+        got["metadata"],
+        json!([[{"from": "alice"}, {"user_id": "alice"}], [{"from": "bob"}, {"user_id": "bob"}]]),
+        "{got}"
+    );
+    for (i, (key, member, stranger)) in [("key1", "alice", "bob"), ("key2", "bob", "alice")]
+        .into_iter()
+        .enumerate()
+    {
+        let posts = got["posts"][i].as_array().unwrap();
+        assert!(!posts.is_empty(), "{got}");
+        for p in posts {
+            assert_eq!(p["valid"], true, "app {i}: {p}");
+            assert_eq!(p["forged"], false, "app {i}: {p}");
+            assert_eq!(p["key"], key, "app {i}: {p}");
+        }
+        let events: Vec<serde_json::Value> = posts
+            .iter()
+            .flat_map(|p| p["events"].as_array().unwrap().clone())
+            .collect();
+        // Each app's channels by the names its clients use (app 2's without `app2:`).
+        assert!(
+            events.iter().all(|e| e["channel"] == "presence-room"),
+            "{events:?}"
+        );
+        let added: Vec<&str> = events
+            .iter()
+            .filter(|e| e["name"] == "member_added")
+            .map(|e| e["user_id"].as_str().unwrap())
+            .collect();
+        assert!(
+            added.contains(&member) && added.contains(&"7"),
+            "{events:?}"
+        );
+        assert!(!added.contains(&stranger), "{events:?}");
+        let removed: Vec<&str> = events
+            .iter()
+            .filter(|e| e["name"] == "member_removed")
+            .map(|e| e["user_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(removed, [member], "{events:?}");
+        let client: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["name"] == "client_event")
+            .collect();
+        assert_eq!(client.len(), 1, "{events:?}");
+        assert_eq!(client[0]["event"], "client-typing", "{events:?}");
+        assert_eq!(
+            client[0]["data"],
+            json!({"from": member}).to_string(),
+            "{events:?}"
+        );
+        assert_eq!(client[0]["user_id"], member, "{events:?}");
+        assert!(
+            client[0]["socket_id"].as_str().unwrap().contains('.'),
+            "{events:?}"
+        );
+    }
     node.finish();
 }
 

@@ -166,6 +166,19 @@ fn data_string(data: Value) -> String {
 /// Writes `{"event":…,"channel":…,"data":…}` (no channel: `{"event":…,"data":…}`);
 /// `data` is written as a JSON string.
 pub fn write_event(out: &mut Vec<u8>, event: &str, channel: Option<&str>, data: &str) {
+    write_event_from(out, event, channel, data, None);
+}
+
+/// [`write_event`] with the `user_id` of the presence member that sent it (a client
+/// event on a presence channel: pusher-js hands it to the callback as
+/// `metadata.user_id`).
+pub fn write_event_from(
+    out: &mut Vec<u8>,
+    event: &str,
+    channel: Option<&str>,
+    data: &str,
+    user_id: Option<&str>,
+) {
     out.extend_from_slice(b"{\"event\":");
     write_json_string(out, event);
     if let Some(c) = channel {
@@ -174,6 +187,10 @@ pub fn write_event(out: &mut Vec<u8>, event: &str, channel: Option<&str>, data: 
     }
     out.extend_from_slice(b",\"data\":");
     write_json_string(out, data);
+    if let Some(u) = user_id {
+        out.extend_from_slice(b",\"user_id\":");
+        write_json_string(out, u);
+    }
     out.push(b'}');
 }
 
@@ -202,6 +219,12 @@ pub struct Published {
     /// The channel a Pusher client is shown instead of the message's own: a
     /// message to a user (`#server-to-user-<id>`, `crate::pusher_user`).
     pub channel: Option<String>,
+    /// A client event on a presence channel: the member that sent it, as the app
+    /// gave its id. The gateway writes its myriad user (a decimal,
+    /// [`Published::client_event`]); the router that owns the channel replaces it
+    /// with the id as given, or drops it when the publishing connection is not that
+    /// user's (`hub`), so no client names another member.
+    pub user_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -213,6 +236,8 @@ struct Envelope {
     socket_id: Option<String>,
     #[serde(default)]
     channel: Option<String>,
+    #[serde(default)]
+    user_id: Option<String>,
 }
 
 impl Published {
@@ -225,6 +250,7 @@ impl Published {
                     data: e.data,
                     socket_id: e.socket_id,
                     channel: e.channel,
+                    user_id: e.user_id,
                 };
             }
         }
@@ -233,6 +259,7 @@ impl Published {
             data: String::from_utf8_lossy(payload).into_owned(),
             socket_id: None,
             channel: None,
+            user_id: None,
         }
     }
 
@@ -248,12 +275,41 @@ impl Published {
         socket_id: Option<&str>,
         channel: Option<&str>,
     ) -> Vec<u8> {
-        let mut v = serde_json::json!({ "event": event, "data": data });
-        if let Some(s) = socket_id {
-            v["socket_id"] = s.into();
+        Published {
+            event: event.to_string(),
+            data: data.to_string(),
+            socket_id: socket_id.map(str::to_string),
+            channel: channel.map(str::to_string),
+            user_id: None,
         }
-        if let Some(c) = channel {
-            v["channel"] = c.into();
+        .to_envelope()
+    }
+
+    /// A client event's envelope: `socket_id` its sender, `user` the myriad user of
+    /// the presence member that sent it (resolved by the router, see
+    /// [`Published::user_id`]).
+    pub fn client_event(event: &str, data: &str, socket_id: &str, user: Option<u64>) -> Vec<u8> {
+        Published {
+            event: event.to_string(),
+            data: data.to_string(),
+            socket_id: Some(socket_id.to_string()),
+            channel: None,
+            user_id: user.map(|u| u.to_string()),
+        }
+        .to_envelope()
+    }
+
+    /// The envelope of this message, as stored.
+    pub fn to_envelope(&self) -> Vec<u8> {
+        let mut v = serde_json::json!({ "event": self.event, "data": self.data });
+        if let Some(s) = &self.socket_id {
+            v["socket_id"] = s.as_str().into();
+        }
+        if let Some(c) = &self.channel {
+            v["channel"] = c.as_str().into();
+        }
+        if let Some(u) = &self.user_id {
+            v["user_id"] = u.as_str().into();
         }
         v.to_string().into_bytes()
     }
@@ -348,6 +404,27 @@ mod tests {
             (p.event.as_str(), p.data.as_str()),
             ("message", "{\"x\":1}")
         );
+    }
+
+    #[test]
+    fn a_client_event_carries_its_member_and_a_frame_shows_it() {
+        let env = Published::client_event("client-x", "{}", "1.2", Some(42));
+        let p = Published::read(&env);
+        assert_eq!(p.user_id.as_deref(), Some("42"));
+        assert_eq!(Published::read(&p.to_envelope()), p);
+        let mut out = Vec::new();
+        write_event_from(
+            &mut out,
+            "client-x",
+            Some("presence-a"),
+            "{}",
+            Some("alice"),
+        );
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["user_id"], "alice");
+        let mut out = Vec::new();
+        write_event(&mut out, "client-x", Some("presence-a"), "{}");
+        assert!(!String::from_utf8(out).unwrap().contains("user_id"));
     }
 
     #[test]

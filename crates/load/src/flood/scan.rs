@@ -242,7 +242,7 @@ impl Scanner {
                     match b {
                         b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
                             let d = (b as char).to_digit(16).unwrap_or(0); // a hex digit by the arm
-                            self.num = self.num.saturating_mul(16) + u64::from(d);
+                            self.num = self.num.saturating_mul(16).saturating_add(u64::from(d));
                         }
                         b';' | b' ' => self.stage = S_CHUNK_EXT,
                         b'\r' => {}
@@ -370,7 +370,10 @@ impl Scanner {
         }
         if self.flags & F_CLEN_DIGITS != 0 {
             if b.is_ascii_digit() {
-                self.num = self.num.saturating_mul(10) + u64::from(b - b'0');
+                self.num = self
+                    .num
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(b - b'0'));
                 self.flags |= F_CLEN_SPACE;
             } else if !(b == b' ' && self.flags & F_CLEN_SPACE == 0) {
                 self.flags &= !F_CLEN_DIGITS;

@@ -3,7 +3,7 @@
 
 use super::Router;
 use crate::channels::{EventKind, Keep, PresenceEvent};
-use crate::{Delivery, Message};
+use crate::{ConnRef, Delivery, Message, UserId};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +13,23 @@ impl Router {
     /// takes them after every join, leave, `logout_where` and tick).
     pub fn take_presence_events(&mut self) -> Vec<PresenceEvent> {
         self.channels.take_events()
+    }
+
+    /// The presence info `user` joined with: a member's, kept while it holds a
+    /// channel or is in a channel's grace (its `member_removed` shows it too).
+    pub fn presence_info(&self, user: UserId) -> Option<&str> {
+        self.infos.get(user)
+    }
+
+    /// Whether `conn` is one of `user`'s online connections (O(the user's
+    /// connections)): a presence member's client event names the member only when
+    /// it came from one of them.
+    pub fn is_connection_of(&self, user: UserId, conn: ConnRef) -> bool {
+        let mut found = false;
+        if let Some(s) = self.users.get(user) {
+            s.conns.for_each(&self.overflow, |c| found |= c == conn);
+        }
+        found
     }
 
     /// Pushes a `member_*` event to the subscribers of its channel's presence

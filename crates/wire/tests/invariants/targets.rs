@@ -126,11 +126,7 @@ pub fn pusher(data: &[u8]) {
         assert_eq!(v["data"], d.as_str());
     }
     let p = Published::read(data);
-    let again = Published::read(&Published::envelope(
-        &p.event,
-        &p.data,
-        p.socket_id.as_deref(),
-    ));
+    let again = Published::read(&p.to_envelope());
     assert_eq!(again, p, "an envelope reads back as itself");
     let text = std::str::from_utf8(data).ok();
     let _ = protocol_of(text);

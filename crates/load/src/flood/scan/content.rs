@@ -29,7 +29,10 @@ impl Scanner {
                 }
                 if self.flags & F_LAST_DIGITS != 0 {
                     if b.is_ascii_digit() {
-                        self.last = self.last.saturating_mul(10) + u64::from(b - b'0');
+                        self.last = self
+                            .last
+                            .saturating_mul(10)
+                            .saturating_add(u64::from(b - b'0'));
                     } else if b != b' ' {
                         self.flags &= !F_LAST_DIGITS;
                     }
@@ -127,7 +130,10 @@ impl Scanner {
     fn ts_byte(&mut self, b: u8, t: Transport, out: &mut impl FnMut(Event<'_>)) {
         if self.tsm == 3 {
             if b.is_ascii_digit() {
-                self.ts = self.ts.saturating_mul(10) + u64::from(b - b'0');
+                self.ts = self
+                    .ts
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(b - b'0'));
                 return;
             }
             self.ts_flush_with(t, out);

@@ -290,3 +290,20 @@ fn pusher_never_panics_on_noise() {
 fn scanner_stays_small() {
     assert!(std::mem::size_of::<Scanner>() <= 40);
 }
+
+#[test]
+fn numbers_past_u64_saturate() {
+    // A chunk size of more hex digits than a u64 holds (found by `flood_scan`): the
+    // size saturates, and so do a long-poll `"last":`, a stamp and a Content-Length.
+    let size = "e".repeat(40);
+    let input =
+        format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{size}8a\r\nts=12 ab");
+    let seen = all_splits(Transport::Stream, input.as_bytes());
+    assert_eq!(seen.head, vec![200]);
+    let digits = "9".repeat(40);
+    let input = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {digits}\r\n\r\n{{\"last\":{digits}}} ts={digits}"
+    );
+    let seen = all_splits(Transport::Poll, input.as_bytes());
+    assert_eq!(seen.head, vec![200]);
+}
