@@ -94,10 +94,11 @@ impl Hub {
             .chain(self.pusher_webhooks.iter().map(|(_, w)| w))
     }
 
-    /// A publish on `channel` from `conn`: when it is a Pusher client event (an
-    /// envelope naming its socket), its member resolved on a presence channel (see
-    /// the module doc) and Pusher's `client_event` webhook queued. Any other
-    /// payload comes back as it is, read only when it could be one.
+    /// A publish on `channel` from `conn`: on a presence channel an envelope's
+    /// member resolved (see the module doc; one `conn` does not hold is dropped,
+    /// whoever sent the envelope), and for a Pusher client event (an envelope
+    /// naming its socket) Pusher's `client_event` webhook queued. Any other payload
+    /// comes back as it is, read only when it could be one.
     pub(crate) fn pusher_client_event(
         &self,
         conn: ConnRef,
@@ -110,10 +111,9 @@ impl Hub {
             return payload;
         }
         let mut p = Published::read(&payload);
-        if p.socket_id.is_none() {
-            return payload;
-        }
         let mut payload = payload;
+        // Checked whatever else the envelope says: a publish without a socket (a
+        // myriad client's, a back-end's) names no member either.
         if presence && p.user_id.is_some() {
             let user = p.user_id.as_deref().and_then(wire::pusher_user::numeric);
             let shown = user.and_then(|user| {
@@ -127,8 +127,10 @@ impl Hub {
                 payload = Bytes::from(p.to_envelope());
             }
         }
-        for hook in self.webhooks() {
-            hook.client_event(channel, &p);
+        if p.socket_id.is_some() {
+            for hook in self.webhooks() {
+                hook.client_event(channel, &p);
+            }
         }
         payload
     }
@@ -187,6 +189,17 @@ mod tests {
         assert_eq!(send(b, "presence-room", 7), [Some("7".into())]);
         // A connection naming another member names nobody.
         assert_eq!(send(b, "presence-room", alice), [None]);
+        // Nor does an envelope without a socket (not a Pusher client's event).
+        let forged = br#"{"event":"client-x","data":"{}","user_id":"alice"}"#;
+        let mut got = Vec::new();
+        let request = Request::PublishChannel {
+            channel: "presence-room".into(),
+            payload: Bytes::from_static(forged),
+        };
+        hub.handle(b, request, &mut |_, mail| {
+            got.push(Published::read(&mail.msg.payload).user_id)
+        });
+        assert_eq!(got, [None]);
     }
 
     #[test]
