@@ -68,6 +68,8 @@ pub struct Hub {
     sinks: parking_lot::RwLock<Vec<presence::Sink>>,
     /// `--webhook`: its counters for `/stats`.
     webhook: Option<Arc<webhook::Webhook>>,
+    /// Where presence lists spend their time in the router role (`/stats`).
+    lists: stats::ListTimes,
 }
 
 /// History this large that expired by half is worth returning to the kernel: rings
@@ -88,6 +90,7 @@ impl Hub {
             kept: Mutex::new(Vec::new()),
             sinks: parking_lot::RwLock::new(Vec::new()),
             webhook: None,
+            lists: stats::ListTimes::default(),
         }
     }
 
@@ -275,7 +278,7 @@ impl Hub {
                 }
             }
             Request::Presence { of, list } => {
-                let presence = self.router.lock().presence(&of, list);
+                let presence = self.presence(&of, list);
                 Reply::Presence { of, presence }
             }
             // What the user follows is the store's (the index keeps followers
@@ -292,6 +295,22 @@ impl Hub {
             }
             Request::Stats => Reply::Stats(self.stats_json()),
         }
+    }
+
+    /// The presence of `of` (`GET /presence/…`): the members copied under the
+    /// router lock, sorted and cut after it (`router::PresenceCopy`). Exact: every
+    /// join and leave answered before this call is in it. Lists are timed for
+    /// `/stats` (`presence_lists`: the lock wait, the time under it).
+    pub fn presence(&self, of: &router::PresenceOf, list: bool) -> router::Presence {
+        let asked = Instant::now();
+        let router = self.router.lock();
+        let locked = Instant::now();
+        let copy = router.presence_copy(of, list);
+        drop(router);
+        if list {
+            self.lists.record(locked - asked, locked.elapsed());
+        }
+        copy.finish()
     }
 
     /// A publish handed out before the answer, answered with its reach summed.

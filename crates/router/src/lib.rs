@@ -57,7 +57,7 @@ pub use router::friends::{
     FriendsConfig, FriendsStats, DEFAULT_FRIENDS_MAX_FANOUT, MAX_CHANGES_PER_MESSAGE,
     MAX_MESSAGES_PER_TICK,
 };
-pub use router::online::{Member, Presence, PresenceOf};
+pub use router::online::{Member, Presence, PresenceCopy, PresenceOf};
 pub use router::Router;
 
 /// A user id; a user is a subject.
