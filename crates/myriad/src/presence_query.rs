@@ -53,7 +53,7 @@ fn answer(hub: &Hub, keys: &ApiKeys, q: &Query<'_>) -> QueryAnswer {
     let (of, stats) = match wire::route(&head) {
         Ok(wire::Route::Presence { of, stats }) => (of, stats),
         Ok(_) => return text(404, "not found"),
-        Err(e) => return text(400, &format!("bad request: {e}")),
+        Err(e) => return text(e.status(), &e.to_string()),
     };
     let of = match of {
         wire::Present::Channel(name) => bus::PresenceOf::Channel(name),

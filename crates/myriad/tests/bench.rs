@@ -296,8 +296,6 @@ fn churn_rooms_checks_every_join_and_leave_once_in_order() {
             "4",
             "--churn-publish-rate",
             "0",
-            "--settle",
-            "1",
             "--server-flag=--presence-grace=0",
         ],
     );
