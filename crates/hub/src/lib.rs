@@ -43,6 +43,7 @@ use anyhow::Context;
 use bus::{ConnRef, HistoryRead, Mail, Reply, Request};
 use parking_lot::Mutex;
 use router::{Router, RouterConfig, RouterStats};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,6 +71,13 @@ pub struct Hub {
     webhook: Option<Arc<webhook::Webhook>>,
     /// Where presence lists spend their time in the router role (`/stats`).
     lists: stats::ListTimes,
+    /// Channels' presence mirrors by name, and the list bound when made (weak: a
+    /// mirror lives with its channel, so a channel made again is not read from
+    /// its predecessor's).
+    mirrors: Mutex<HashMap<Box<str>, (std::sync::Weak<router::Mirror>, usize)>>,
+    /// Some user has presence info: lists are read under the router lock. Set
+    /// under it wherever infos change, before the change is answered.
+    infos: std::sync::atomic::AtomicBool,
 }
 
 /// History this large that expired by half is worth returning to the kernel: rings
@@ -91,6 +99,8 @@ impl Hub {
             sinks: parking_lot::RwLock::new(Vec::new()),
             webhook: None,
             lists: stats::ListTimes::default(),
+            mirrors: Mutex::new(HashMap::new()),
+            infos: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -297,20 +307,70 @@ impl Hub {
         }
     }
 
-    /// The presence of `of` (`GET /presence/…`): the members copied under the
-    /// router lock, sorted and cut after it (`router::PresenceCopy`). Exact: every
-    /// join and leave answered before this call is in it. Lists are timed for
-    /// `/stats` (`presence_lists`: the lock wait, the time under it).
+    /// The presence of `of` (`GET /presence/…`). A channel somebody listed before
+    /// is read from its mirror (`router::Mirror`) without the router lock, unless
+    /// some user has presence info (the infos are the router's); otherwise the
+    /// members are copied under the router lock (which makes the mirror for the
+    /// next ask) and sorted after it. Exact either way: every join and leave
+    /// answered before this call is in it. Timed for `/stats` (`presence_lists`).
     pub fn presence(&self, of: &router::PresenceOf, list: bool) -> router::Presence {
+        self.presence_versioned(of, list).0
+    }
+
+    /// [`Hub::presence`] and, for an answer read from a channel's mirror, the
+    /// mirror's version it is of: the same answer holds while
+    /// [`Hub::mirror_version`] says that version.
+    pub fn presence_versioned(
+        &self,
+        of: &router::PresenceOf,
+        list: bool,
+    ) -> (router::Presence, Option<u64>) {
         let asked = Instant::now();
-        let router = self.router.lock();
+        if let router::PresenceOf::Channel(name) = of {
+            if let Some((copy, version)) = self.from_mirror(name, list) {
+                self.lists.record_mirror(asked.elapsed());
+                return (copy.finish(), Some(version));
+            }
+        }
+        let mut router = self.router.lock();
         let locked = Instant::now();
         let copy = router.presence_copy(of, list);
-        drop(router);
-        if list {
-            self.lists.record(locked - asked, locked.elapsed());
+        if let router::PresenceOf::Channel(name) = of {
+            if !router.has_presence_infos() {
+                if let Some(mirror) = router.presence_mirror(name) {
+                    let max = router.max_presence_members();
+                    let mut mirrors = self.mirrors.lock();
+                    if mirrors.len() >= 1024 {
+                        mirrors.retain(|_, (m, _)| m.strong_count() > 0);
+                    }
+                    mirrors.insert(name.as_str().into(), (Arc::downgrade(&mirror), max));
+                }
+            }
         }
-        copy.finish()
+        drop(router);
+        self.lists.record(locked - asked, locked.elapsed());
+        (copy.finish(), None)
+    }
+
+    /// The version of channel `name`'s mirror, if a list would be read from it.
+    pub fn mirror_version(&self, name: &str) -> Option<u64> {
+        self.mirror_of(name).map(|(mirror, _)| mirror.version())
+    }
+
+    fn mirror_of(&self, name: &str) -> Option<(Arc<router::Mirror>, usize)> {
+        if self.infos.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mirrors = self.mirrors.lock();
+        let (weak, max) = mirrors.get(name)?;
+        Some((weak.upgrade()?, *max))
+    }
+
+    /// Channel `name`'s presence read from its mirror, if it has one (it lives
+    /// with its channel) and no user has presence info.
+    fn from_mirror(&self, name: &str, list: bool) -> Option<(router::PresenceCopy, u64)> {
+        let (mirror, max) = self.mirror_of(name)?;
+        Some(router::PresenceCopy::of_mirror(&mirror, list, max))
     }
 
     /// A publish handed out before the answer, answered with its reach summed.
@@ -364,6 +424,7 @@ impl Hub {
         // carries it (`Router::push_presence`).
         if let (Some(user), Some(info)) = (user, info) {
             router.set_presence_info(user, info.into_boxed_str());
+            self.infos.store(true, Ordering::SeqCst);
         }
         let (mut reads, mut refused) = (Vec::with_capacity(channels.len()), Vec::new());
         // Presence companions after the joins are announced: a connection's pushes
@@ -467,6 +528,8 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
+        self.infos
+            .store(router.has_presence_infos(), Ordering::SeqCst);
         self.announce_tick(&mut router);
         // Forgotten rings: deleted from the store once the router lock is released.
         let position = self.history.as_ref().map(|c| c.push(router.take_journal()));

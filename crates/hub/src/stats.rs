@@ -42,6 +42,11 @@ pub(crate) struct ListTimes {
     wait_max: AtomicU64,
     held_sum: AtomicU64,
     held_max: AtomicU64,
+    /// Lists read from a channel's mirror, without the router lock, and their
+    /// time (the mirror's own lock and the copy).
+    mirror_count: AtomicU64,
+    mirror_sum: AtomicU64,
+    mirror_max: AtomicU64,
 }
 
 impl ListTimes {
@@ -54,6 +59,13 @@ impl ListTimes {
         self.held_max.fetch_max(held, Ordering::Relaxed);
     }
 
+    pub(crate) fn record_mirror(&self, took: Duration) {
+        let took = took.as_micros() as u64;
+        self.mirror_count.fetch_add(1, Ordering::Relaxed);
+        self.mirror_sum.fetch_add(took, Ordering::Relaxed);
+        self.mirror_max.fetch_max(took, Ordering::Relaxed);
+    }
+
     fn json(&self) -> serde_json::Value {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         serde_json::json!({
@@ -62,6 +74,9 @@ impl ListTimes {
             "lock_wait_us_max": get(&self.wait_max),
             "held_us_sum": get(&self.held_sum),
             "held_us_max": get(&self.held_max),
+            "mirror_count": get(&self.mirror_count),
+            "mirror_us_sum": get(&self.mirror_sum),
+            "mirror_us_max": get(&self.mirror_max),
         })
     }
 }

@@ -319,7 +319,7 @@ fn churn_rooms_checks_every_join_and_leave_once_in_order() {
         assert!(list[0].ends_with(" ms"), "{list:?}");
     }
     assert!(
-        r.contains("router role's share per list: lock wait avg / max"),
+        r.contains("answers from the channel's mirror (no router lock): avg / max"),
         "{r}"
     );
 }

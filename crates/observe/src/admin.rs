@@ -44,8 +44,11 @@ impl Admin {
         shared: Arc<MonitorState>,
         query: Option<QueryFn>,
     ) -> anyhow::Result<Admin> {
-        let server = Server::http(addr)
-            .map_err(|e| anyhow::anyhow!("cannot bind the admin address {addr}: {e}"))?;
+        let listener = std::net::TcpListener::bind(addr)
+            .with_context(|| format!("cannot bind the admin address {addr}"))?;
+        no_delay(&listener);
+        let server = Server::from_listener(listener, None)
+            .map_err(|e| anyhow::anyhow!("cannot serve the admin address {addr}: {e}"))?;
         let server = Arc::new(server);
         let bound = server
             .server_addr()
@@ -93,6 +96,27 @@ impl Drop for Admin {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// TCP_NODELAY on the listener, which its accepted sockets inherit (Linux).
+/// tiny_http writes a head and then its body: with Nagle, a body under one
+/// segment waited for the head's ACK, which the client delays (~40 ms): a
+/// 1,000-member presence list took 44 ms at p50 before this.
+fn no_delay(listener: &std::net::TcpListener) {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a c_int option of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(listener),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "admin: TCP_NODELAY refused");
     }
 }
 

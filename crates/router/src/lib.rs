@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use channels::mirror::Mirror;
 pub use channels::{EventKind, PresenceConfig, PresenceEvent, Refusal};
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;

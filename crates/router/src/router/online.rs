@@ -12,10 +12,12 @@
 //! exact.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::Router;
+use crate::channels::mirror::Mirror;
 use crate::channels::Channels;
 use crate::hash::IdHashBuilder;
 use crate::{SubjectId, UserId};
@@ -81,6 +83,20 @@ pub struct PresenceCopy {
 }
 
 impl PresenceCopy {
+    /// A copy read from a channel's `mirror` (no infos), cut at `max`, and the
+    /// mirror's version it is of.
+    pub fn of_mirror(mirror: &Mirror, list: bool, max: usize) -> (PresenceCopy, u64) {
+        let (members, count, connections, version) = mirror.copy(list);
+        let copy = PresenceCopy {
+            members: members.into_iter().map(|(u, n)| (u, n, None)).collect(),
+            count,
+            connections,
+            max,
+            list,
+        };
+        (copy, version)
+    }
+
     /// The answer: the lowest `max_presence_members` ids, by id, and whether that
     /// cut someone.
     pub fn finish(self) -> Presence {
@@ -195,6 +211,27 @@ impl Router {
     /// `channels::by_prefix`): a scan of every channel.
     pub fn occupied_channels(&self, prefix: &str) -> Vec<crate::channels::Occupied> {
         self.channels.occupied_with_prefix(prefix)
+    }
+
+    /// Channel `name`'s members mirrored for lists read without the router lock
+    /// (`channels::mirror`), made now if it had none; `None` if there is no such
+    /// channel. A mirror has no infos: while [`Router::has_presence_infos`], lists
+    /// are read here.
+    pub fn presence_mirror(&mut self, name: &str) -> Option<Arc<Mirror>> {
+        let m = self.channels.mirror(name)?;
+        self.mirrored = true;
+        Some(m)
+    }
+
+    /// The most users a list names (`--max-presence-members`).
+    pub fn max_presence_members(&self) -> usize {
+        self.config.max_presence_members
+    }
+
+    /// Whether some user has presence info (a list must then be read here, where
+    /// the infos are).
+    pub fn has_presence_infos(&self) -> bool {
+        !self.infos.is_empty()
     }
 
     /// `user`'s presence info (a token's `info` claim) from now on; the latest
