@@ -21,6 +21,8 @@ pub(super) struct Listed {
     client: Vec<u64>,
     /// From the request's write to the kernel's receive stamp of the last bytes.
     server: Vec<u64>,
+    /// Why the asks stopped early (a server without the endpoint there).
+    failed: Option<String>,
 }
 
 /// The listers, by port.
@@ -51,7 +53,10 @@ impl Listers {
                     let mut listed = Listed::default();
                     while Instant::now() < deadline {
                         let t = Instant::now();
-                        api.get(&path)?;
+                        if let Err(e) = api.get(&path) {
+                            listed.failed = Some(e.to_string());
+                            break;
+                        }
                         listed.client.push(t.elapsed().as_micros() as u64);
                         listed.server.push(api.last_server_us());
                         std::thread::sleep(EVERY);
@@ -100,6 +105,10 @@ fn quantiles(us: &mut [u64]) -> (f64, f64, f64) {
 /// The list's rows, one per port: the target judged on the time without the client.
 pub(super) fn list_rows(report: &mut Report, lists: Lists, members: u64) {
     for (via, mut listed) in lists.ports {
+        if let Some(why) = &listed.failed {
+            let why = why.lines().next().unwrap_or_default().to_string();
+            report.fact(&format!("lists on the {via} stopped"), why);
+        }
         if listed.client.is_empty() {
             continue;
         }
