@@ -74,11 +74,14 @@ pub struct Hub {
     /// Channels' presence mirrors by name, and the list bound when made (weak: a
     /// mirror lives with its channel, so a channel made again is not read from
     /// its predecessor's).
-    mirrors: Mutex<HashMap<Box<str>, (std::sync::Weak<router::Mirror>, usize)>>,
+    mirrors: Mutex<Mirrors>,
     /// Some user has presence info: lists are read under the router lock. Set
     /// under it wherever infos change, before the change is answered.
     infos: std::sync::atomic::AtomicBool,
 }
+
+/// Channels' presence mirrors by name, each with the list bound when it was made.
+type Mirrors = HashMap<Box<str>, (std::sync::Weak<router::Mirror>, usize)>;
 
 /// History this large that expired by half is worth returning to the kernel: rings
 /// are many small allocations the allocator otherwise keeps resident (a churn soak's
@@ -327,7 +330,7 @@ impl Hub {
     ) -> (router::Presence, Option<u64>) {
         let asked = Instant::now();
         if let router::PresenceOf::Channel(name) = of {
-            if let Some((copy, version)) = self.from_mirror(name, list) {
+            if let Some((copy, version)) = self.read_mirror(name, list) {
                 self.lists.record_mirror(asked.elapsed());
                 return (copy.finish(), Some(version));
             }
@@ -368,7 +371,7 @@ impl Hub {
 
     /// Channel `name`'s presence read from its mirror, if it has one (it lives
     /// with its channel) and no user has presence info.
-    fn from_mirror(&self, name: &str, list: bool) -> Option<(router::PresenceCopy, u64)> {
+    fn read_mirror(&self, name: &str, list: bool) -> Option<(router::PresenceCopy, u64)> {
         let (mirror, max) = self.mirror_of(name)?;
         Some(router::PresenceCopy::of_mirror(&mirror, list, max))
     }

@@ -32,9 +32,12 @@ pub(super) struct Track {
     pub broken: u32,
 }
 
+/// What one watcher saw, by (room, user).
+type Seen = HashMap<(u32, u64), Track>;
+
 pub(super) struct Watchers {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<anyhow::Result<HashMap<(u32, u64), Track>>>>,
+    threads: Vec<std::thread::JoinHandle<anyhow::Result<Seen>>>,
 }
 
 impl Watchers {
@@ -74,7 +77,7 @@ impl Watchers {
     }
 
     /// Stops the watchers; what they saw, by (room, user).
-    pub(super) fn finish(self) -> anyhow::Result<HashMap<(u32, u64), Track>> {
+    pub(super) fn finish(self) -> anyhow::Result<Seen> {
         self.stop.store(true, Ordering::Relaxed);
         let mut all = HashMap::new();
         for t in self.threads {
@@ -88,11 +91,8 @@ impl Watchers {
 }
 
 /// Reads one watcher's stream until `stop`: its presence pushes by (room, user).
-fn watch(
-    mut r: BufReader<TcpStream>,
-    stop: &AtomicBool,
-) -> anyhow::Result<HashMap<(u32, u64), Track>> {
-    let mut seen: HashMap<(u32, u64), Track> = HashMap::new();
+fn watch(mut r: BufReader<TcpStream>, stop: &AtomicBool) -> anyhow::Result<Seen> {
+    let mut seen = Seen::new();
     let mut line = String::new();
     while !stop.load(Ordering::Relaxed) {
         // A read timed out keeps its partial line in `line`: the rest follows.
