@@ -404,29 +404,6 @@ impl Channels {
         self.map.get(name).map(|c| (&c.members, c.conns.len()))
     }
 
-    /// Channel `name`'s [`mirror::Mirror`], made now if it had none; `None` for a
-    /// channel that does not exist.
-    pub fn mirror(&mut self, name: &str) -> Option<Arc<mirror::Mirror>> {
-        let c = self.map.get_mut(name)?;
-        let m = c
-            .mirror
-            .get_or_insert_with(|| mirror::Mirror::new(&c.members, c.conns.len()));
-        Some(m.clone())
-    }
-
-    /// Drops the mirrors not read for [`mirror::UNREAD`]. O(channels): called by
-    /// the tick only while some channel has one (`mirrored`).
-    pub(crate) fn drop_unread_mirrors(&mut self, now: Instant) -> usize {
-        let mut left = 0;
-        for c in self.map.values_mut() {
-            if c.mirror.as_ref().is_some_and(|m| m.unread(now)) {
-                c.mirror = None;
-            }
-            left += usize::from(c.mirror.is_some());
-        }
-        left
-    }
-
     /// Puts back a durable history of channel `name` read at start: `msgs` are
     /// numbers `first, first + 1, …` of `epoch`, oldest first, kept within the
     /// bounds as if published now; the channel counts as idle since `now`. Returns

@@ -41,6 +41,31 @@ struct State {
     version: u64,
 }
 
+impl super::Channels {
+    /// Channel `name`'s [`Mirror`], made now if it had none; `None` for a
+    /// channel that does not exist.
+    pub fn mirror(&mut self, name: &str) -> Option<Arc<Mirror>> {
+        let c = self.map.get_mut(name)?;
+        let m = c
+            .mirror
+            .get_or_insert_with(|| Mirror::new(&c.members, c.conns.len()));
+        Some(m.clone())
+    }
+
+    /// Drops the mirrors not read for [`UNREAD`]. O(channels): called by
+    /// the tick only while some channel has one (`mirrored`).
+    pub(crate) fn drop_unread_mirrors(&mut self, now: Instant) -> usize {
+        let mut left = 0;
+        for c in self.map.values_mut() {
+            if c.mirror.as_ref().is_some_and(|m| m.unread(now)) {
+                c.mirror = None;
+            }
+            left += usize::from(c.mirror.is_some());
+        }
+        left
+    }
+}
+
 impl Mirror {
     pub(crate) fn new(
         members: &HashMap<UserId, u32, IdHashBuilder>,
