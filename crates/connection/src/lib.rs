@@ -98,6 +98,7 @@ pub use publish_rate::PublishRates;
 pub use pusher::CLIENT_EVENTS_PER_SECOND;
 pub use pusher_session::Sessions as PusherSessions;
 pub use refresh::WS_AUTH_FAILURES;
+pub use reply::write_presence;
 pub use state::State;
 pub use stream_control::ControlAnswer;
 

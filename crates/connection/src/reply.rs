@@ -183,7 +183,7 @@ fn write_history(body: &mut Vec<u8>, history: &HistoryRead) {
 /// "connections":2,"info":{…}}],"count":1,"connections":2,"cut":false}` (`info`
 /// only for a user whose token carried one); `/stats`:
 /// `{"channel":"C","users":1,"connections":2}`. A subject's says `"subject":42`.
-fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Presence) {
+pub fn write_presence(body: &mut Vec<u8>, list: bool, of: &PresenceOf, presence: &Presence) {
     // Written directly, keys in order: a 10,000-member list is one pass with no
     // JSON value per member. Writing into a Vec cannot fail.
     body.push(b'{');

@@ -47,6 +47,7 @@ use anyhow::Context;
 use bus::{ConnRef, HistoryRead, Mail, Reply, Request};
 use parking_lot::Mutex;
 use router::{Router, RouterConfig, RouterStats};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,7 +77,19 @@ pub struct Hub {
     webhook: Option<webhook::Webhook>,
     /// Each `--pusher-webhook`, by its app's id (see [`pusher`]).
     pusher_webhooks: Vec<(String, webhook::Webhook)>,
+    /// Where presence lists spend their time in the router role (`/stats`).
+    lists: stats::ListTimes,
+    /// Channels' presence mirrors by name, and the list bound when made (weak: a
+    /// mirror lives with its channel, so a channel made again is not read from
+    /// its predecessor's).
+    mirrors: Mutex<Mirrors>,
+    /// Some user has presence info: lists are read under the router lock. Set
+    /// under it wherever infos change, before the change is answered.
+    infos: std::sync::atomic::AtomicBool,
 }
+
+/// Channels' presence mirrors by name, each with the list bound when it was made.
+type Mirrors = HashMap<Box<str>, (std::sync::Weak<router::Mirror>, usize)>;
 
 /// History this large that expired by half is worth returning to the kernel: rings
 /// are many small allocations the allocator otherwise keeps resident (a churn soak's
@@ -98,6 +111,9 @@ impl Hub {
             sinks: parking_lot::RwLock::new(Vec::new()),
             webhook: None,
             pusher_webhooks: Vec::new(),
+            lists: stats::ListTimes::default(),
+            mirrors: Mutex::new(HashMap::new()),
+            infos: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -271,7 +287,7 @@ impl Hub {
                 }
             }
             Request::Presence { of, list } => {
-                let presence = self.router.lock().presence(&of, list);
+                let presence = self.presence(&of, list);
                 Reply::Presence { of, presence }
             }
             // What the user follows is the store's (the index keeps followers
@@ -341,6 +357,7 @@ impl Hub {
         // carries it (`Router::push_presence`).
         if let (Some(user), Some(info)) = (user, info) {
             router.set_presence_info(user, info.into_boxed_str());
+            self.infos.store(true, Ordering::SeqCst);
         }
         let (mut reads, mut refused) = (Vec::with_capacity(channels.len()), Vec::new());
         // Presence companions after the joins are announced: a connection's pushes
@@ -444,6 +461,8 @@ impl Hub {
     pub fn tick(&self, now: Instant) {
         let mut router = self.router.lock();
         router.handle_tick(now);
+        self.infos
+            .store(router.has_presence_infos(), Ordering::SeqCst);
         self.announce_tick(&mut router);
         // Forgotten rings: deleted from the store once the router lock is released.
         let position = self.history.as_ref().map(|c| c.push(router.take_journal()));

@@ -1,4 +1,6 @@
-//! Where the router's membership events go (docs/protocol.md "Presence events"):
+//! Presence lists (`GET /presence/…`, [`Hub::presence`]: from a channel's mirror
+//! without the router lock, or copied under it), and where the router's membership
+//! events go (docs/protocol.md "Presence events"):
 //! `member_*` pushed to the subscribers of the channel's presence companion, and
 //! every event handed to the back-end sinks (NATS) and webhooks, all under the
 //! router lock, so each channel's events leave in the order they happened.
@@ -14,12 +16,81 @@ use crate::publish::{Planned, Post};
 use crate::Hub;
 use bus::{Inbound, Mail};
 use router::{PresenceEvent, Router};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// A back-end sink of membership events: called under the router lock with each
 /// run of events and the time they were taken (Unix ms); it must not block.
 pub type Sink = Box<dyn Fn(&[PresenceEvent], u64) + Send + Sync>;
 
 impl Hub {
+    /// The presence of `of` (`GET /presence/…`). A channel somebody listed before
+    /// is read from its mirror (`router::Mirror`) without the router lock, unless
+    /// some user has presence info (the infos are the router's); otherwise the
+    /// members are copied under the router lock (which makes the mirror for the
+    /// next ask) and sorted after it. Exact either way: every join and leave
+    /// answered before this call is in it. Timed for `/stats` (`presence_lists`).
+    pub fn presence(&self, of: &router::PresenceOf, list: bool) -> router::Presence {
+        self.presence_versioned(of, list).0
+    }
+
+    /// [`Hub::presence`] and, for an answer read from a channel's mirror, the
+    /// mirror's version it is of: the same answer holds while
+    /// [`Hub::mirror_version`] says that version.
+    pub fn presence_versioned(
+        &self,
+        of: &router::PresenceOf,
+        list: bool,
+    ) -> (router::Presence, Option<u64>) {
+        let asked = Instant::now();
+        if let router::PresenceOf::Channel(name) = of {
+            if let Some((copy, version)) = self.read_mirror(name, list) {
+                self.lists.record_mirror(asked.elapsed());
+                return (copy.finish(), Some(version));
+            }
+        }
+        let mut router = self.router.lock();
+        let locked = Instant::now();
+        let copy = router.presence_copy(of, list);
+        if let router::PresenceOf::Channel(name) = of {
+            if !router.has_presence_infos() {
+                if let Some(mirror) = router.presence_mirror(name) {
+                    let max = router.max_presence_members();
+                    let mut mirrors = self.mirrors.lock();
+                    if mirrors.len() >= 1024 {
+                        mirrors.retain(|_, (m, _)| m.strong_count() > 0);
+                    }
+                    mirrors.insert(name.as_str().into(), (Arc::downgrade(&mirror), max));
+                }
+            }
+        }
+        drop(router);
+        self.lists.record(locked - asked, locked.elapsed());
+        (copy.finish(), None)
+    }
+
+    /// The version of channel `name`'s mirror, if a list would be read from it.
+    pub fn mirror_version(&self, name: &str) -> Option<u64> {
+        self.mirror_of(name).map(|(mirror, _)| mirror.version())
+    }
+
+    fn mirror_of(&self, name: &str) -> Option<(Arc<router::Mirror>, usize)> {
+        if self.infos.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mirrors = self.mirrors.lock();
+        let (weak, max) = mirrors.get(name)?;
+        Some((weak.upgrade()?, *max))
+    }
+
+    /// Channel `name`'s presence read from its mirror, if it has one (it lives
+    /// with its channel) and no user has presence info.
+    fn read_mirror(&self, name: &str, list: bool) -> Option<(router::PresenceCopy, u64)> {
+        let (mirror, max) = self.mirror_of(name)?;
+        Some(router::PresenceCopy::of_mirror(&mirror, list, max))
+    }
+
     /// Where events without a waiting caller are delivered in this process (the
     /// in-process bus's mailboxes). Set once; later calls change nothing.
     pub fn set_post(&self, post: Post) {

@@ -11,6 +11,7 @@ mod bench;
 mod cli;
 mod config_file;
 mod demo;
+mod presence_query;
 mod serve;
 mod server_process;
 mod supervise;

@@ -68,6 +68,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     config.tick_offset =
         gateway::config::tick_offset(args.gateway.tick_groups, args.cluster.supervised_place);
+    // `GET /presence/…` on the admin listener: where the hub is in this process.
+    let mut query = None;
     let (server, link) = match role {
         Role::Gateway => {
             anyhow::ensure!(
@@ -99,6 +101,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         _ => {
             let hub = Arc::new(open_hub(&args)?);
             Hub::start_ticking(&hub)?;
+            query = Some(crate::presence_query::hook(
+                hub.clone(),
+                cluster::publish_port::api_keys(&args.gateway.api_keys)?,
+            ));
             let stats_hub = hub.clone();
             let server = Server::start(
                 config.clone(),
@@ -114,6 +120,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: server.stats_fn(),
+            query,
             // A supervisor's gateways leave the machine-wide socket slab to it.
             slab: args.cluster.supervised_place.is_none(),
         },
@@ -199,6 +206,11 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
     let shards = args.cluster.shards()?;
     let drain = std::time::Duration::try_from_secs_f64(args.gateway.drain)
         .map_err(|e| anyhow::anyhow!("--drain {}: {e}", args.gateway.drain))?;
+    // With router shards, each answers for the channels it owns.
+    let query = crate::presence_query::hook(
+        hub.clone(),
+        cluster::publish_port::api_keys(&args.gateway.api_keys)?,
+    );
     let mut role = RouterRole::new(hub)
         .with_shards(shards)
         .with_replay_bytes(args.cluster.replay_bytes)
@@ -239,6 +251,7 @@ fn run_router(args: &ServeArgs) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: role.stats_fn(),
+            query: Some(query),
             slab: true,
         },
     )?;

@@ -275,6 +275,55 @@ fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
     }
 }
 
+/// `--churn-rooms`: join/leave pushes watched and checked once and in order per
+/// (room, user) against the connects, and the held channel's list timed.
+#[test]
+fn churn_rooms_checks_every_join_and_leave_once_in_order() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "churn",
+        &[
+            "--connections",
+            "400",
+            "--churn-rate",
+            "400",
+            "--churn-rooms",
+            "8",
+            "--churn-held",
+            "400",
+            "--duration",
+            "4",
+            "--churn-publish-rate",
+            "0",
+            "--server-flag=--presence-grace=0",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
+    let once = row(
+        &r,
+        "join/leave pushes to watchers: each once, in order, per (room, user)",
+    );
+    assert_eq!(once[2], "yes", "{once:?}");
+    assert!(once[0].contains(" 0 out of turn"), "{once:?}");
+    assert!(
+        first_number(once[0]) >= 400.0,
+        "a join per connect: {once:?}"
+    );
+    for via in ["API port (event loop)", "admin listener"] {
+        let list = row(
+            &r,
+            &format!("GET /presence/<channel> of 400 members during the churn on the {via}, p99"),
+        );
+        assert!(list[0].ends_with(" ms"), "{list:?}");
+    }
+    assert!(
+        r.contains("answers from the channel's mirror (no router lock): avg / max"),
+        "{r}"
+    );
+}
+
 /// The soak of issue 10 in two minutes: churn with publishing, RSS and open fds
 /// per 20-s interval. Bounds are in bytes and descriptors, not in time.
 #[test]

@@ -35,3 +35,4 @@ mod state;
 pub use metrics::{LoopMetrics, ProcessMetrics};
 pub use monitor::{Monitor, MonitorOptions};
 pub use sample::{MachineSample, Sample};
+pub use state::{Query, QueryAnswer, QueryFn};

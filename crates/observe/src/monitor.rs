@@ -34,6 +34,9 @@ pub struct MonitorOptions {
     pub admin: Option<SocketAddr>,
     /// Server-specific stats merged into `/stats` under `extra`.
     pub extra: ExtraStats,
+    /// `GET /presence/…` answered on the admin listener's thread, off the event
+    /// loops (see `admin`); `None`: 404 there.
+    pub query: Option<crate::state::QueryFn>,
     /// Read the socket slab (`/proc/slabinfo`) every second; off for a supervisor's
     /// children, whose supervisor reads it for the whole server
     /// ([`Sampler::without_slab`]).
@@ -46,6 +49,7 @@ impl Default for MonitorOptions {
             csv: None,
             admin: None,
             extra: Arc::new(|| serde_json::json!({})),
+            query: None,
             slab: true,
         }
     }
@@ -87,7 +91,7 @@ impl Monitor {
             wake: Condvar::new(),
         });
         let admin = match opts.admin {
-            Some(addr) => Some(Admin::start(addr, shared.clone())?),
+            Some(addr) => Some(Admin::start(addr, shared.clone(), opts.query.clone())?),
             None => None,
         };
         if let Some(p) = &opts.csv {

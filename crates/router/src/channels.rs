@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 mod by_prefix;
 mod kept;
 mod membership;
+pub mod mirror;
 mod owners;
 mod per_user;
 
@@ -81,6 +82,9 @@ struct Channel {
     /// Users gone from `members` still announced for their grace (see
     /// [`membership`]); the channel is not forgotten while there are any.
     leaving: u32,
+    /// Its members mirrored for lists read without the router lock, once one
+    /// was asked ([`mirror`]).
+    mirror: Option<Arc<mirror::Mirror>>,
     ring: Ring,
     /// When the channel was last left empty or published to while empty; it is
     /// forgotten `ttl` after that (checked lazily by [`Channels::expire`]).
@@ -93,6 +97,7 @@ impl Channel {
             conns: ConnSet::default(),
             members: HashMap::default(),
             leaving: 0,
+            mirror: None,
             ring: Ring::new(epoch),
             idle_since: None,
         }
@@ -164,14 +169,19 @@ impl Channels {
                     self.watchers.insert(u);
                 }
             }
+            let mut n = 0;
             if let Some(user) = user {
-                let n = channel.members.entry(user).or_insert(0);
-                *n += 1;
-                if *n == 1 {
+                let count = channel.members.entry(user).or_insert(0);
+                *count += 1;
+                n = *count;
+                if n == 1 {
                     self.membership.first_join(name, channel, user);
                 }
                 self.per_user.add(user, 1);
                 self.owners.add(conn, user);
+            }
+            if let Some(m) = &channel.mirror {
+                m.set(user, n, channel.conns.len());
             }
         }
         Ok(kept::read(&channel.ring, since, usize::MAX))
@@ -202,9 +212,11 @@ impl Channels {
             return false;
         }
         self.subscriptions -= 1;
+        let mut left = 0;
         if let Some(user) = user {
             if let Some(n) = channel.members.get_mut(&user) {
                 *n -= 1;
+                left = *n;
                 if *n == 0 {
                     channel.members.remove(&user);
                     self.membership.last_leave(name, channel, user, now);
@@ -212,6 +224,9 @@ impl Channels {
                 self.per_user.sub(user, 1);
                 self.owners.sub(conn);
             }
+        }
+        if let Some(m) = &channel.mirror {
+            m.set(user, left, channel.conns.len());
         }
         if channel.conns.is_empty() {
             channel.idle_since = Some(now);
@@ -256,6 +271,9 @@ impl Channels {
             });
             if went == 0 {
                 continue;
+            }
+            if let Some(m) = &channel.mirror {
+                m.reset(&channel.members, channel.conns.len());
             }
             removed += went;
             for user in left {
@@ -385,6 +403,7 @@ impl Channels {
                     name.len()
                         + c.conns.heap_bytes()
                         + c.members.capacity() * (std::mem::size_of::<(UserId, u32)>() + 1)
+                        + c.mirror.as_ref().map_or(0, |m| m.heap_bytes())
                         + c.ring.heap_bytes()
                 })
                 .sum::<usize>()

@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use channels::mirror::Mirror;
 pub use channels::{EventKind, PresenceConfig, PresenceEvent, Refusal};
 pub use index::{IndexBuilder, SubscriptionIndex};
 pub use publish::Reach;
@@ -57,7 +58,7 @@ pub use router::friends::{
     FriendsConfig, FriendsStats, DEFAULT_FRIENDS_MAX_FANOUT, MAX_CHANGES_PER_MESSAGE,
     MAX_MESSAGES_PER_TICK,
 };
-pub use router::online::{Member, Presence, PresenceOf};
+pub use router::online::{Member, Presence, PresenceCopy, PresenceOf};
 pub use router::Router;
 
 /// A user id; a user is a subject.

@@ -43,6 +43,9 @@ pub struct Router {
     channels: Channels,
     /// Presence info of users who have one (`online`).
     infos: online::Infos,
+    /// Some channel has a presence mirror (`channels::mirror`): the tick drops
+    /// those no list read for a while.
+    mirrored: bool,
     /// Friends online: users in their grace, changes not yet pushed.
     friends: friends::Friends,
     /// History changes not yet taken by [`Router::take_journal`] (empty unless
@@ -72,6 +75,7 @@ impl Router {
             expiry: VecDeque::new(),
             channels,
             infos: online::Infos::default(),
+            mirrored: false,
             friends: friends::Friends::default(),
             journal: Vec::new(),
             users_online: 0,
@@ -358,6 +362,9 @@ impl Router {
         // Before the grace expires: a user leaving now keeps their info until the
         // caller pushes their `member_removed` (`push_presence`).
         self.infos.forget_absent(&self.channels);
+        if self.mirrored {
+            self.mirrored = self.channels.drop_unread_mirrors(now) > 0;
+        }
         self.channels.expire_grace(now);
         self.friends.expire(now, self.config.presence.grace);
         self.channels.expire(now, ttl, &mut self.totals, journal);

@@ -203,6 +203,10 @@ pub struct BenchArgs {
     /// (issue 42's churn in 100-member rooms: N = connections / 100); 0 = none.
     #[arg(long, default_value_t = 0)]
     pub churn_rooms: u32,
+    /// churn with `--churn-rooms`: members of the channel held through the churn
+    /// whose `GET /presence/<channel>` is timed meanwhile (issue 42: 10,000).
+    #[arg(long, default_value_t = 10_000)]
+    pub churn_held: u64,
     /// churn: messages per second published to random churning users meanwhile (0 = none).
     #[arg(long, default_value_t = 500.0)]
     pub churn_publish_rate: f64,

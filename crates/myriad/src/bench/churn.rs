@@ -21,6 +21,8 @@
 //! user is back long before `--history-ttl`), so a soak bounds it with
 //! `--server-flag=--history=N` and a warm-up that covers the filling.
 
+use super::churn_presence::{list_rows, Listers};
+use super::churn_watch::{judge, Watchers, Worker};
 use super::held::{sub_url, watch, Live, Probe};
 use super::report::{bytes, count, met, Report};
 use super::soak::{open_fds, Soak, FD_READINGS_PER_S};
@@ -47,9 +49,9 @@ const CYCLE_MAX_SECS: f64 = 120.0;
 /// (the bench's own criterion; the SPEC has none for churn).
 const STABLE_GROWTH: f64 = 0.10;
 
-/// With `--churn-rooms`: members of one more channel, held through the churn,
-/// whose `GET /presence/<channel>` is timed meanwhile (issue 42: ≤ 10 ms p99).
-const HELD_MEMBERS: u64 = 10_000;
+// With `--churn-rooms`: `--churn-held` members (10,000) of one more channel, held
+// through the churn, whose `GET /presence/<channel>` is timed meanwhile (issue 42:
+// ≤ 10 ms p99).
 /// Their channel, and their first user id (apart from the churning users).
 const HELD_CHANNEL: &str = "presence-bench";
 const HELD_FIRST_USER: u64 = 10_000_000;
@@ -57,6 +59,9 @@ const HELD_FIRST_USER: u64 = 10_000_000;
 /// What the workers counted.
 #[derive(Default)]
 struct Tally {
+    /// Per worker: cycles with its even and odd user sets, and failed connects
+    /// (the join/leave check's truth).
+    per_worker: Vec<[AtomicU64; 3]>,
     cycles: AtomicU64,
     /// Paced cycles that took longer than their period (the rate was not kept).
     late: AtomicU64,
@@ -81,10 +86,17 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     );
     let server_csv = dir.join("server.csv");
     let held_transport = args.transport()?;
-    let cap = HELD_MEMBERS.to_string();
+    let held_n = args.churn_held.max(1);
+    let cap = held_n.to_string();
+    // The admin listener answers the list too (off the loops); TLS adds it already.
+    let admin: &[&str] = match super::context::scheme() {
+        "http" => &["--admin", "127.0.0.1:0"],
+        _ => &[],
+    };
+    let with_rooms = [&["--max-presence-members", cap.as_str()][..], admin].concat();
     let extra: &[&str] = match args.churn_rooms {
         0 => &[],
-        _ => &["--max-presence-members", &cap],
+        _ => &with_rooms,
     };
     let server = Arc::new(ctx.server(&server_csv, extra)?);
     // `--churn-rooms`: a big channel held through the churn, its list timed.
@@ -93,14 +105,14 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             "{}/sub/%d?channel={HELD_CHANNEL}",
             super::held::base_url(&server)
         );
-        let mut a = super::held::flood_args(vec![url], HELD_MEMBERS, held_transport, None);
+        let mut a = super::held::flood_args(vec![url], held_n, held_transport, None);
         a.users = Some(format!(
             "{HELD_FIRST_USER}-{}",
-            HELD_FIRST_USER + HELD_MEMBERS - 1
+            HELD_FIRST_USER + held_n - 1
         ));
         a.max_time = args.duration + 600.0;
         let held = super::held::Held::start(a, live.clone(), vec![server.clone()]);
-        held.wait_open(HELD_MEMBERS, Duration::from_secs(120));
+        held.wait_open(held_n, Duration::from_secs(120));
         held
     });
     report.csvs.push(server_csv);
@@ -110,7 +122,15 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     // One cycle of every worker per period: the workers' connects average the rate.
     let period = (args.churn_rate > 0.0)
         .then(|| Duration::from_secs_f64((per * workers_n) as f64 / args.churn_rate));
-    let tally = Arc::new(Tally::default());
+    let tally = Arc::new(Tally {
+        per_worker: (0..workers_n).map(|_| Default::default()).collect(),
+        ..Default::default()
+    });
+    // `--churn-rooms`: the join/leave pushes watched from before the churn.
+    let watchers = match args.churn_rooms {
+        0 => None,
+        rooms => Some(Watchers::start(server.addr, rooms)?),
+    };
     let mut workers = Vec::new();
     // `--churn-rooms`: each connection in one room, watching its joins and leaves.
     let url = match args.churn_rooms {
@@ -142,6 +162,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             ..Default::default()
         };
         let tally = tally.clone();
+        let rooms_on = args.churn_rooms > 0;
         workers.push(std::thread::spawn(move || -> anyhow::Result<()> {
             // Cycle k of this worker starts at `first + k × period`: the workers stay
             // staggered however late a cycle was (restarting right after a late
@@ -155,9 +176,18 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
                 {
                     std::thread::sleep(left);
                 }
-                let s = load::flood::run_until(fa.clone(), &AtomicBool::new(false), &mut |_| {})?;
+                // `--churn-rooms`: odd cycles use users n above the even ones', so a
+                // user reconnects a whole cycle after its close (not before the
+                // server saw it: then it would rightly be no join and no leave).
+                let odd = u64::from(k % 2 == 1 && rooms_on);
+                let mut fa = fa.clone();
+                fa.first_user += odd * per * workers_n;
+                let s = load::flood::run_until(fa, &AtomicBool::new(false), &mut |_| {})?;
                 tally.cycles.fetch_add(1, Ordering::Relaxed);
                 tally.failed.fetch_add(s.failed, Ordering::Relaxed);
+                let mine = &tally.per_worker[w as usize];
+                mine[odd as usize].fetch_add(1, Ordering::Relaxed);
+                mine[2].fetch_add(s.failed, Ordering::Relaxed);
                 tally.opened.fetch_add(s.opened, Ordering::Relaxed);
                 k += 1;
                 if let Some(p) = period {
@@ -188,21 +218,9 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         std::thread::spawn(move || load::msggen::run_with(m, &AtomicBool::new(false)))
     });
     // The list of the held channel, asked every 20 ms while the churn runs.
-    let lister = held.as_ref().map(|_| {
-        let addr = server.addr;
-        std::thread::spawn(move || -> anyhow::Result<Vec<u64>> {
-            let mut api = super::presence::Api::connect(addr)?;
-            let path = format!("/presence/{HELD_CHANNEL}");
-            let mut us = Vec::new();
-            while Instant::now() < deadline {
-                let t = Instant::now();
-                api.get(&path)?;
-                us.push(t.elapsed().as_micros() as u64);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Ok(us)
-        })
-    });
+    let listers = held
+        .as_ref()
+        .map(|_| Listers::start(server.addr, server.admin, HELD_CHANNEL, deadline));
     let pid = server.child.id();
     let mut probe = Probe::new(vec![server.clone()]);
     let start = probe.sample();
@@ -241,13 +259,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     };
     let end = probe.sample();
     let cpu_end = probe.cpu();
-    let listed = match lister {
-        Some(l) => Some(
-            l.join()
-                .map_err(|_| anyhow::anyhow!("presence lister panicked"))??,
-        ),
-        None => None,
-    };
+    let lists = listers.map(Listers::finish).transpose()?;
     if let Some(held) = held {
         held.finish()?;
     }
@@ -256,6 +268,19 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     live.emit(format!("everyone left; settling {:.0} s", args.settle));
     watch(&live, &mut probe, args.settle, &mut |_| false);
     let rss_after = server.rss();
+    if let Some(watchers) = watchers {
+        let seen = watchers.finish()?;
+        let workers: Vec<Worker> = (0..workers_n)
+            .map(|w| Worker {
+                first_user: 1 + w * per,
+                users: per,
+                odd_offset: per * workers_n,
+                cycles: [0, 1].map(|p| tally.per_worker[w as usize][p].load(Ordering::Relaxed)),
+                failed: tally.per_worker[w as usize][2].load(Ordering::Relaxed),
+            })
+            .collect();
+        judge(&mut report, &seen, &workers);
+    }
     let connects = end.connects - start.connects;
     let closes = end.closes - start.closes;
     let failed = tally.failed.load(Ordering::Relaxed);
@@ -278,21 +303,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             count(connects as f64)
         ),
     );
-    if let Some(mut us) = listed.filter(|us| !us.is_empty()) {
-        us.sort_unstable();
-        let p99 = us[(us.len() * 99 / 100).min(us.len() - 1)];
-        report.row(
-            &format!(
-                "GET /presence/<channel> of {} members during the churn, p99 ({} asks; p50 {:.2} ms, max {:.2} ms)",
-                count(HELD_MEMBERS as f64),
-                us.len(),
-                us[us.len() / 2] as f64 / 1e3,
-                us[us.len() - 1] as f64 / 1e3
-            ),
-            format!("{:.2} ms", p99 as f64 / 1e3),
-            "≤ 10 ms",
-            met(p99 <= 10_000),
-        );
+    if let Some(lists) = lists {
+        list_rows(&mut report, lists, held_n);
     }
     if args.churn_rooms > 0 {
         report.fact(

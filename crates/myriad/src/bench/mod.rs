@@ -42,6 +42,8 @@ mod c1m_report;
 mod c1m_setup;
 mod c1m_watch;
 mod churn;
+mod churn_presence;
+mod churn_watch;
 mod connect;
 mod context;
 mod cpu_wait;

@@ -7,7 +7,7 @@
 use super::held::{base_url, flood_args, Held, Live};
 use super::report::{count, met, ms, Report};
 use super::{BenchArgs, Ctx};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -102,9 +102,26 @@ struct Timing {
 }
 
 /// One keep-alive HTTP/1.1 connection to the API.
+///
+/// Besides the time the caller sees, each answer is timed without the client's
+/// own scheduling: from the request's write to the kernel's receive stamp of the
+/// answer's last bytes (`SO_TIMESTAMPNS`), [`Api::last_server_us`]. On a loaded box
+/// a client thread can wait for a core after its answer arrived; that wait is in
+/// the caller's time, not in this one.
 pub(super) struct Api {
     s: TcpStream,
     buf: Vec<u8>,
+    /// When the last request was written (Unix ns).
+    sent_ns: u64,
+    /// The kernel's receive stamp of the last bytes read (Unix ns).
+    received_ns: u64,
+}
+
+/// Now as Unix ns (the clock `SO_TIMESTAMPNS` stamps with).
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Api {
@@ -112,7 +129,34 @@ impl Api {
         let s = TcpStream::connect(addr)?;
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         s.set_nodelay(true)?;
-        Ok(Api { s, buf: Vec::new() })
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket and a c_int option of the right size.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        anyhow::ensure!(
+            rc == 0,
+            "SO_TIMESTAMPNS: {}",
+            std::io::Error::last_os_error()
+        );
+        Ok(Api {
+            s,
+            buf: Vec::new(),
+            sent_ns: 0,
+            received_ns: 0,
+        })
+    }
+
+    /// The last answer's time without the client: from its request's write to the
+    /// kernel's receive stamp of its last bytes, µs.
+    pub(super) fn last_server_us(&self) -> u64 {
+        self.received_ns.saturating_sub(self.sent_ns) / 1_000
     }
 
     /// `path` asked [`REQUESTS`] times: the latencies and the answer's size.
@@ -136,6 +180,7 @@ impl Api {
 
     /// The body of `GET path`, which must answer 200 with a `Content-Length`.
     pub(super) fn get(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
+        self.sent_ns = unix_ns();
         write!(self.s, "GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n")?;
         let end = loop {
             if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -161,10 +206,44 @@ impl Api {
         Ok(body)
     }
 
+    /// Reads what arrived, noting its receive stamp.
     fn fill(&mut self) -> anyhow::Result<()> {
         let mut chunk = [0u8; 64 * 1024];
-        let n = self.s.read(&mut chunk)?;
+        let mut control = [0u64; 16];
+        let mut iov = libc::iovec {
+            iov_base: chunk.as_mut_ptr().cast(),
+            iov_len: chunk.len(),
+        };
+        // SAFETY: msghdr is plain data; zeroed is its empty value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.s);
+        let n = loop {
+            // SAFETY: iov and control point at live buffers of the sizes given.
+            let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+            if n >= 0 {
+                break n as usize;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e.into());
+            }
+        };
         anyhow::ensure!(n > 0, "the server closed the API connection");
+        // SAFETY: walking the control messages recvmsg wrote into `control`.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                    self.received_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(())
     }

@@ -85,6 +85,7 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: table.stats_fn(),
+            query: None,
             slab: true,
         },
     )?;

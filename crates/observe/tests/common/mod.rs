@@ -65,6 +65,7 @@ pub fn fed_monitor(secs: u64) -> Fed {
             csv: None,
             admin: Some("127.0.0.1:0".parse().unwrap()),
             extra,
+            query: None,
             slab: true,
         },
     )

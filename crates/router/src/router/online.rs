@@ -12,10 +12,12 @@
 //! exact.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::Router;
+use crate::channels::mirror::Mirror;
 use crate::channels::Channels;
 use crate::hash::IdHashBuilder;
 use crate::{SubjectId, UserId};
@@ -65,11 +67,82 @@ pub struct Presence {
     pub cut: bool,
 }
 
+/// A presence answer as copied under the router lock ([`Router::presence_copy`]):
+/// the members unsorted, uncut. [`PresenceCopy::finish`] sorts and cuts them
+/// once the lock is released, so a 10,000-member list holds the router for a
+/// copy of its members, not for their sort.
+#[derive(Debug, Default)]
+pub struct PresenceCopy {
+    /// (user, connections, info), in the channel's order.
+    members: Vec<(UserId, u32, Option<String>)>,
+    count: u64,
+    connections: u64,
+    /// `max_presence_members` when the copy was taken.
+    max: usize,
+    list: bool,
+}
+
+impl PresenceCopy {
+    /// A copy read from a channel's `mirror` (no infos), cut at `max`, and the
+    /// mirror's version it is of.
+    pub fn of_mirror(mirror: &Mirror, list: bool, max: usize) -> (PresenceCopy, u64) {
+        let (members, count, connections, version) = mirror.copy(list);
+        let copy = PresenceCopy {
+            members: members.into_iter().map(|(u, n)| (u, n, None)).collect(),
+            count,
+            connections,
+            max,
+            list,
+        };
+        (copy, version)
+    }
+
+    /// The answer: the lowest `max_presence_members` ids, by id, and whether that
+    /// cut someone.
+    pub fn finish(self) -> Presence {
+        let PresenceCopy {
+            mut members,
+            count,
+            connections,
+            max,
+            list,
+        } = self;
+        if members.len() > max {
+            if max > 0 {
+                members.select_nth_unstable_by_key(max - 1, |m| m.0);
+            }
+            members.truncate(max);
+        }
+        members.sort_unstable_by_key(|m| m.0);
+        let users: Vec<Member> = members
+            .into_iter()
+            .map(|(user, connections, info)| Member {
+                user,
+                connections,
+                info,
+            })
+            .collect();
+        Presence {
+            cut: list && count > users.len() as u64,
+            users,
+            count,
+            connections,
+        }
+    }
+}
+
 impl Router {
     /// The presence of `of`: with `list`, the users (the lowest ids up to
     /// `max_presence_members`), else the counts alone. O(members) for a channel,
-    /// O(1) for a subject.
+    /// O(1) for a subject. [`Router::presence_copy`] and then
+    /// [`PresenceCopy::finish`] give the same answer with less under the lock.
     pub fn presence(&self, of: &PresenceOf, list: bool) -> Presence {
+        self.presence_copy(of, list).finish()
+    }
+
+    /// What [`Router::presence`] needs of the router, copied: the members (ids,
+    /// connection counts, infos) unsorted, and the counts. O(members), no sort.
+    pub fn presence_copy(&self, of: &PresenceOf, list: bool) -> PresenceCopy {
         match of {
             PresenceOf::Channel(name) => self.channel_presence(name, list),
             PresenceOf::Subject(user) => {
@@ -77,51 +150,46 @@ impl Router {
                     .users
                     .get(*user)
                     .map_or(0, |s| s.conns.len(&self.overflow) as u32);
-                Presence {
-                    users: if list && n > 0 {
-                        vec![Member::new(*user, n)]
+                PresenceCopy {
+                    members: if list && n > 0 {
+                        vec![(*user, n, None)]
                     } else {
                         Vec::new()
                     },
                     count: u64::from(n > 0),
                     connections: u64::from(n),
-                    cut: false,
+                    max: usize::MAX,
+                    list,
                 }
             }
         }
     }
 
-    fn channel_presence(&self, name: &str, list: bool) -> Presence {
+    fn channel_presence(&self, name: &str, list: bool) -> PresenceCopy {
         let Some((members, connections)) = self.channels.presence_of(name) else {
-            return Presence::default();
+            return PresenceCopy::default();
         };
-        let max = self.config.max_presence_members;
-        let mut ids = Vec::new();
-        if list {
-            ids.reserve_exact(members.len());
-            ids.extend(members.iter().map(|(&u, &n)| (u, n)));
-            if ids.len() > max {
-                if max > 0 {
-                    ids.select_nth_unstable(max - 1);
-                }
-                ids.truncate(max);
-            }
-            ids.sort_unstable();
-        }
-        let users: Vec<Member> = ids
-            .into_iter()
-            .map(|(user, connections)| Member {
-                user,
-                connections,
-                info: self.infos.get(user).map(str::to_string),
-            })
-            .collect();
-        Presence {
-            cut: list && members.len() > users.len(),
-            users,
+        let mut copy = PresenceCopy {
+            members: Vec::new(),
             count: members.len() as u64,
             connections: connections as u64,
+            max: self.config.max_presence_members,
+            list,
+        };
+        if list {
+            copy.members.reserve_exact(members.len());
+            if self.infos.is_empty() {
+                copy.members
+                    .extend(members.iter().map(|(&u, &n)| (u, n, None)));
+            } else {
+                copy.members.extend(
+                    members
+                        .iter()
+                        .map(|(&u, &n)| (u, n, self.infos.get(u).map(str::to_string))),
+                );
+            }
         }
+        copy
     }
 
     /// Which of `subjects` (what a user follows) are online: a user with a
@@ -145,6 +213,27 @@ impl Router {
         self.channels.occupied_with_prefix(prefix)
     }
 
+    /// Channel `name`'s members mirrored for lists read without the router lock
+    /// (`channels::mirror`), made now if it had none; `None` if there is no such
+    /// channel. A mirror has no infos: while [`Router::has_presence_infos`], lists
+    /// are read here.
+    pub fn presence_mirror(&mut self, name: &str) -> Option<Arc<Mirror>> {
+        let m = self.channels.mirror(name)?;
+        self.mirrored = true;
+        Some(m)
+    }
+
+    /// The most users a list names (`--max-presence-members`).
+    pub fn max_presence_members(&self) -> usize {
+        self.config.max_presence_members
+    }
+
+    /// Whether some user has presence info (a list must then be read here, where
+    /// the infos are).
+    pub fn has_presence_infos(&self) -> bool {
+        !self.infos.is_empty()
+    }
+
     /// `user`'s presence info (a token's `info` claim) from now on; the latest
     /// join's wins. Forgotten at the first tick after the user holds no channel
     /// and is in no channel's grace.
@@ -164,6 +253,10 @@ pub(super) struct Infos {
 impl Infos {
     pub(super) fn get(&self, user: UserId) -> Option<&str> {
         self.map.get(&user).map(|i| &**i)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.map.is_empty()
     }
 
     /// Forgets the info of users who hold no channel subscription any more and

@@ -184,3 +184,55 @@ fn a_users_info_is_kept_once_and_forgotten_when_they_hold_no_channel() {
     r.handle_join("a", conn(2), Some(5), None).unwrap();
     assert_eq!(r.presence(&channel("a"), true).users, [Member::new(5, 1)]);
 }
+
+/// A channel's mirror answers as the router does after every kind of change:
+/// joins, a user's second connection, leaves, a gateway's death, a cut.
+#[test]
+fn a_mirror_follows_every_change_of_its_channel() {
+    let mut r = router(2);
+    let now = Instant::now();
+    assert!(r.presence_mirror("room").is_none(), "no channel, no mirror");
+    r.handle_join("room", conn(1), Some(42), None).unwrap();
+    let m = r.presence_mirror("room").unwrap();
+    let same = |r: &Router, m: &Mirror| {
+        for list in [true, false] {
+            let mirrored = PresenceCopy::of_mirror(m, list, 2).0.finish();
+            assert_eq!(mirrored, r.presence(&channel("room"), list), "list {list}");
+        }
+    };
+    same(&r, &m);
+    let v = m.version();
+    r.handle_join("room", conn(2), Some(42), None).unwrap();
+    assert!(m.version() > v, "a change bumps the version");
+    r.handle_join("room", conn(3), Some(7), None).unwrap();
+    r.handle_join("room", conn(4), None, None).unwrap();
+    let dead = ConnRef {
+        loop_id: 1,
+        token: 5,
+    };
+    r.handle_login(9, dead);
+    r.handle_join("room", dead, Some(9), None).unwrap();
+    same(&r, &m);
+    assert!(r.presence(&channel("room"), true).cut);
+    r.handle_leave("room", conn(1), Some(42), now);
+    same(&r, &m);
+    r.logout_where(|c| c.loop_id == 1, now);
+    same(&r, &m);
+    r.handle_leave("room", conn(2), Some(42), now);
+    r.handle_leave("room", conn(4), None, now);
+    same(&r, &m);
+    assert_eq!(
+        pairs(&PresenceCopy::of_mirror(&m, true, 2).0.finish()),
+        vec![(7, 1)]
+    );
+    // The same mirror while the channel lives; unread for a minute, dropped.
+    assert!(Arc::ptr_eq(&m, &r.presence_mirror("room").unwrap()));
+    drop(m);
+    r.handle_tick(now + crate::channels::mirror::UNREAD + std::time::Duration::from_secs(1));
+    let again = r.presence_mirror("room").unwrap();
+    assert_eq!(
+        Arc::strong_count(&again),
+        2,
+        "a new mirror: the old one was dropped"
+    );
+}
