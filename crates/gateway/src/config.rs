@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 mod flags;
 mod policy_flags;
 mod tls_setup;
-pub use flags::GatewayArgs;
+pub use flags::{descriptor_bound, GatewayArgs, FD_RESERVE};
 pub use tls_setup::{Ktls, TlsMode, TlsSetup};
 
 /// The core's policies, named by the flags `--ws-heartbeat` and `--slow-policy`.
@@ -222,6 +222,14 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connections_leave_a_reserve_of_descriptors() {
+        assert_eq!(descriptor_bound(1_000_000, 20_000), 20_000 - FD_RESERVE);
+        assert_eq!(descriptor_bound(5_000, 20_000), 5_000);
+        assert_eq!(descriptor_bound(1_000, 100), 1);
+        assert_eq!(descriptor_bound(1_000, u64::MAX), 1_000);
+    }
 
     #[test]
     fn supervised_places_take_the_tick_groups_in_turn() {

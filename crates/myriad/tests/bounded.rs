@@ -1,7 +1,9 @@
 //! Bytes a client can make the server hold are bounded (SPEC D4): replies to
 //! pipelined requests and WebSocket pongs count against `--max-queued` and a client
 //! over it is not read until it drains; the slow-consumer policy is judged on what
-//! the socket refused, so a reader that keeps up is never dropped.
+//! the socket refused, so a reader that keeps up is never dropped; a connect storm
+//! past the descriptors a process may open meets the full process's 503 and leaves
+//! the process the descriptors its admin listener needs.
 
 mod common;
 
@@ -177,4 +179,46 @@ fn unread_pongs_stay_bounded() {
     }
     assert!(got >= 64 * 1024, "pongs arrive once read: {got}");
     assert_eq!(server.publish(9, "after")["connections"], 1);
+}
+
+/// 400 descriptors at most: clients get `--max-connections` bound to 400 less the
+/// reserve, a connect storm past it is answered 503, and the admin listener (whose
+/// HTTP library aborts the process when it accepts a socket it cannot get a second
+/// descriptor for) still answers, the server alive.
+#[test]
+fn a_connect_storm_past_the_descriptors_leaves_the_admin_listener_its_own() {
+    let mut server = Server::start_nofile(400, &["--admin", "127.0.0.1:0"]);
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for user in 0..420 {
+        let Ok(mut s) = TcpStream::connect(server.addr) else {
+            break;
+        };
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // A full process may answer 503 and close before the request is written.
+        let _ = write!(s, "GET /sub/{user} HTTP/1.1\r\nHost: t\r\n\r\n");
+        let mut buf = [0u8; 64];
+        match s.read(&mut buf) {
+            Ok(n) if buf[..n].starts_with(b"HTTP/1.1 503") => refused += 1,
+            Ok(n) if n > 0 => held.push(s),
+            other => panic!("connection {user}: neither held nor refused: {other:?}"),
+        }
+    }
+    assert!(refused > 0, "a full process answers 503");
+    assert!(
+        held.len() <= 400 - 256,
+        "{} held: more than the descriptors allow less the reserve",
+        held.len()
+    );
+    for _ in 0..20 {
+        let stats = server.admin_stats();
+        assert_eq!(
+            stats["extra"]["connections"].as_u64(),
+            Some(held.len() as u64)
+        );
+    }
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server is alive"
+    );
 }

@@ -194,7 +194,7 @@ impl GatewayArgs {
             poll_timeout: secs("poll-timeout", self.poll_timeout)?,
             max_message: self.max_message,
             max_batch: self.max_batch,
-            max_connections: self.max_connections,
+            max_connections: descriptor_bound(self.max_connections, nofile_soft()),
             max_per_ip: self.max_per_ip,
             max_queued: self.max_queued,
             max_channels: self.max_channels_per_connection as usize,
@@ -272,5 +272,46 @@ impl GatewayArgs {
             publish_rates: Default::default(),
             pusher: auth::PusherApps::parse(&self.pusher_apps).context("--pusher-app")?,
         })
+    }
+}
+
+/// Descriptors a gateway process keeps for everything but client connections: its
+/// listeners, epoll and eventfds, NATS, the store, logs and libraries (about 40 with
+/// two loops, measured), the admin listener's clients (its HTTP library panics,
+/// aborting the process, when it accepted a socket it cannot get a second
+/// descriptor for), publishers, and the sockets answered 503 beyond the limit. The
+/// supervisor plans its gateways with it too.
+pub const FD_RESERVE: usize = 256;
+
+/// `--max-connections` within what the process may open (`soft`, its
+/// RLIMIT_NOFILE) less [`FD_RESERVE`]: a connect storm meets the 503 of a full
+/// process before the process runs out of descriptors.
+pub fn descriptor_bound(asked: usize, soft: u64) -> usize {
+    let room = usize::try_from(soft)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(FD_RESERVE)
+        .max(1);
+    if asked > room {
+        tracing::info!(
+            asked,
+            room,
+            soft,
+            "--max-connections bound by the descriptors this process may open, less a reserve"
+        );
+    }
+    asked.min(room)
+}
+
+/// This process's soft RLIMIT_NOFILE (`myriad serve` raises it to the hard one
+/// first).
+fn nofile_soft() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } {
+        0 => lim.rlim_cur,
+        _ => u64::MAX,
     }
 }

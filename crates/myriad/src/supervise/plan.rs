@@ -2,12 +2,8 @@
 //! may hold: pure arithmetic over `--processes`, `--max-connections` and the file
 //! limit, so it is unit-tested without starting anything.
 
+use gateway::config::FD_RESERVE;
 use std::str::FromStr;
-
-/// Descriptors a gateway keeps for itself besides client connections: its listeners,
-/// epoll and eventfds, the NATS link, the admin listener, logs and libraries. Measured
-/// at about 40 with two loops; 256 leaves room for admin clients and publishers.
-pub const FD_RESERVE: u64 = 256;
 
 /// Gateways `--processes auto` starts beyond what the connections need: room for
 /// the clients of a gateway that died while it is being restarted, and for the
@@ -47,7 +43,7 @@ pub struct Plan {
 /// `total` is the server's `--max-connections`; `nofile` the file limit a child gets
 /// (the hard RLIMIT_NOFILE: children raise their soft limit to it).
 pub fn plan(processes: Processes, total: usize, nofile: u64) -> anyhow::Result<Plan> {
-    let cap = nofile.saturating_sub(FD_RESERVE) as usize;
+    let cap = nofile.saturating_sub(FD_RESERVE as u64) as usize;
     anyhow::ensure!(
         cap > 0,
         "the file limit ({nofile}) leaves no room for connections; raise it (`myriad doctor`)"
@@ -76,7 +72,7 @@ mod tests {
         // A million under this machine's 20,000 files: 51 carriers + 1 spare.
         let p = plan(Processes::Auto, 1_000_000, 20_000).unwrap();
         assert_eq!(p.gateways, 52);
-        assert!(p.per_gateway as u64 <= 20_000 - FD_RESERVE);
+        assert!(p.per_gateway <= 20_000 - FD_RESERVE);
         assert!(p.per_gateway * (p.gateways - SPARE) >= 1_000_000);
         // A small target: one carrier, one spare, each allowed the whole target.
         let p = plan(Processes::Auto, 1000, 20_000).unwrap();
@@ -88,10 +84,7 @@ mod tests {
         let p = plan(Processes::Count(3), 120, 20_000).unwrap();
         assert_eq!((p.gateways, p.per_gateway), (3, 40));
         let p = plan(Processes::Count(3), 1_000_000, 20_000).unwrap();
-        assert_eq!(
-            (p.gateways, p.per_gateway),
-            (3, 20_000 - FD_RESERVE as usize)
-        );
+        assert_eq!((p.gateways, p.per_gateway), (3, 20_000 - FD_RESERVE));
         assert!(plan(Processes::Count(3), 10, 100).is_err());
     }
 

@@ -66,6 +66,17 @@ impl Server {
         Server::start_command(cmd, "listen=")
     }
 
+    /// [`Server::start`] in a process that may open at most `nofile` descriptors
+    /// (soft and hard: `serve` cannot raise it).
+    pub fn start_nofile(nofile: u32, extra: &[&str]) -> Server {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")])
+            .arg(env!("CARGO_BIN_EXE_myriad"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory"])
+            .args(extra);
+        Server::start_command(cmd, "listen=")
+    }
+
     /// `myriad` with `args` inside network namespace `ns` (`ip netns exec` execs it:
     /// the child is the server itself).
     pub fn start_in_netns(ns: &str, args: &[&str]) -> Server {
