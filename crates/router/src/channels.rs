@@ -141,6 +141,24 @@ pub(crate) struct Keep<'a> {
     pub journal: Option<&'a mut Vec<Journal>>,
 }
 
+impl<'a> Keep<'a> {
+    /// Within `config`'s per-ring bounds (`history`, `history_bytes`).
+    pub(crate) fn within(
+        config: &crate::RouterConfig,
+        totals: &'a mut HistoryTotals,
+        epochs: &'a mut Epochs,
+        journal: Option<&'a mut Vec<Journal>>,
+    ) -> Keep<'a> {
+        Keep {
+            capacity: config.history,
+            max_bytes: config.history_bytes,
+            totals,
+            epochs,
+            journal,
+        }
+    }
+}
+
 impl Channels {
     /// Subscribes `conn` (of `user`, if it has one) to `name` and reads what a
     /// client at `since` (`(epoch, seq)`; `None`: from now) missed, in one step:

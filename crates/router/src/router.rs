@@ -215,13 +215,7 @@ impl Router {
         msgs: impl IntoIterator<Item = Arc<Message>>,
         now: Instant,
     ) -> usize {
-        let keep = Keep {
-            capacity: self.config.history,
-            max_bytes: self.config.history_bytes,
-            totals: &mut self.totals,
-            epochs: &mut self.epochs,
-            journal: None,
-        };
+        let keep = Keep::within(&self.config, &mut self.totals, &mut self.epochs, None);
         self.channels.restore(name, (epoch, first), msgs, keep, now)
     }
 
@@ -244,17 +238,8 @@ impl Router {
     ) -> PublishCounts {
         self.messages_in += u64::from(reach.counted());
         if let (Reach::Channel, Some(name)) = (reach, msg.channel.as_deref()) {
-            let keep = Keep {
-                capacity: self.config.history,
-                max_bytes: self.config.history_bytes,
-                totals: &mut self.totals,
-                epochs: &mut self.epochs,
-                journal: if self.config.journal {
-                    Some(&mut self.journal)
-                } else {
-                    None
-                },
-            };
+            let journal = self.config.journal.then_some(&mut self.journal);
+            let keep = Keep::within(&self.config, &mut self.totals, &mut self.epochs, journal);
             let (counts, _): (PublishCounts, Position) =
                 self.channels.publish(name, msg, keep, now, deliver);
             self.deliveries += u64::from(counts.connections);

@@ -285,13 +285,7 @@ impl Router {
     ) -> (Arc<Message>, Vec<Delivery>) {
         let name = wire::channel::friends_channel(recipient);
         let msg = Arc::new(Message::to_channel(&name, payload.into()));
-        let keep = Keep {
-            capacity: self.config.history,
-            max_bytes: self.config.history_bytes,
-            totals: &mut self.totals,
-            epochs: &mut self.epochs,
-            journal: None,
-        };
+        let keep = Keep::within(&self.config, &mut self.totals, &mut self.epochs, None);
         let mut deliveries = Vec::new();
         let (counts, _) = self
             .channels

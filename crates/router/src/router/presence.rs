@@ -61,13 +61,7 @@ impl Router {
             None => format!("{sign}{user}"),
         };
         let msg = Arc::new(Message::to_channel(&companion, payload.into()));
-        let keep = Keep {
-            capacity: self.config.history,
-            max_bytes: self.config.history_bytes,
-            totals: &mut self.totals,
-            epochs: &mut self.epochs,
-            journal: None,
-        };
+        let keep = Keep::within(&self.config, &mut self.totals, &mut self.epochs, None);
         let (counts, _) = self.channels.publish(&companion, &msg, keep, now, deliver);
         self.deliveries += u64::from(counts.connections);
         Some(msg)
