@@ -183,32 +183,7 @@ fn read_until_named(
 #[test]
 fn across_router_shards_a_follower_hears_every_followee_once() {
     let nats = Nats::start();
-    let _r0 = Router::start_with(
-        &nats,
-        "memory",
-        &[
-            "--router-shards",
-            "2",
-            "--router-shard",
-            "0",
-            "--presence-grace",
-            "1",
-        ],
-    )
-    .0;
-    let _r1 = Router::start_with(
-        &nats,
-        "memory",
-        &[
-            "--router-shards",
-            "2",
-            "--router-shard",
-            "1",
-            "--presence-grace",
-            "1",
-        ],
-    )
-    .0;
+    let _routers = Router::shards_with(&nats, 2, &["--presence-grace", "1"]);
     let a = gateway_with(&nats, &["--router-shards", "2"]);
     let b = gateway_with(&nats, &["--router-shards", "2"]);
     // 7 (shard 1) follows 42 and 44 (shard 0's) and 43 (its own shard's);

@@ -88,11 +88,17 @@ impl Router {
     /// `n` router shards with the memory store, one process each (`--router-shards
     /// n --router-shard i`).
     pub fn shards(nats: &Nats, n: usize) -> Vec<Router> {
+        Router::shards_with(nats, n, &[])
+    }
+
+    /// [`Router::shards`], each with `extra` flags too.
+    pub fn shards_with(nats: &Nats, n: usize, extra: &[&str]) -> Vec<Router> {
         let count = n.to_string();
         (0..n)
             .map(|i| {
                 let shard = i.to_string();
-                let flags = ["--router-shards", &count, "--router-shard", &shard];
+                let mut flags = vec!["--router-shards", &count, "--router-shard", &shard];
+                flags.extend(extra);
                 Router::start_with(nats, "memory", &flags).0
             })
             .collect()
