@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::pusher::{Node, APP};
+use common::pusher::{webhook_events, Node, APP};
 use common::*;
 use serde_json::Value;
-use std::io::Write;
 
 fn pusher_server(extra: &[&str]) -> Server {
     let mut args = vec!["--pusher-app", APP];
@@ -209,15 +208,7 @@ fn presence_webhooks_in_pusher_s_format_pass_the_sdk_s_check() {
         "--webhook-pusher-key",
         "key1",
     ]);
-    writeln!(node.stdin, "{}", server.addr).unwrap();
-    let got = node.next();
-    let posts = got["posts"].as_array().unwrap();
-    assert!(posts.iter().all(|p| p["valid"] == true), "{got}");
-    assert!(posts.iter().all(|p| p["forged"] == false), "{got}");
-    let events: Vec<Value> = posts
-        .iter()
-        .flat_map(|p| p["events"].as_array().unwrap().clone())
-        .collect();
+    let (got, events) = webhook_events(&mut node, &server);
     let hook = |name: &str| serde_json::json!({"name": name, "channel": "presence-hook"});
     let member =
         |name: &str| serde_json::json!({"name": name, "channel": "presence-hook", "user_id": "5"});

@@ -7,38 +7,13 @@
 
 mod common;
 
-use common::{free_port, read_until, subscribe_stream, Server};
+use common::{free_port, read_until, subscribe_stream, supervisor_args, Server};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Stream clients, users 1..=CLIENTS, all following SUBJECT.
 const CLIENTS: u64 = 30;
 const SUBJECT: u64 = 1000;
-
-/// `serve --processes N` (one loop per gateway, memory store, an admin listener)
-/// with `extra` flags.
-fn supervisor_args(nats: &str, processes: u32, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "serve",
-        "--processes",
-        &processes.to_string(),
-        "--loops",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "memory",
-        "--admin",
-        "127.0.0.1:0",
-        "--nats",
-        nats,
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(extra.iter().map(|a| a.to_string()));
-    args
-}
 
 /// [`supervisor_args`] started, once the supervisor serves.
 fn supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {

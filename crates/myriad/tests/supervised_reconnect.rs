@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{free_port, parse_response, Server};
+use common::{free_port, parse_response, supervisor_args, Server};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -195,27 +195,19 @@ fn the_same_with_two_router_shards() {
 
 fn kill_a_gateway_under_floods(router_shards: &str) {
     let nats = format!("nats://127.0.0.1:{}", free_port());
-    let (server, log) = start_supervisor(&[
-        "serve",
-        "--router-shards",
-        router_shards,
-        "--processes",
-        "3",
-        "--loops",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "memory",
-        "--admin",
-        "127.0.0.1:0",
-        "--nats",
+    let args = supervisor_args(
         &nats,
-        "--max-connections",
-        "3000",
-        "--history",
-        "256",
-    ]);
+        3,
+        &[
+            "--router-shards",
+            router_shards,
+            "--max-connections",
+            "3000",
+            "--history",
+            "256",
+        ],
+    );
+    let (server, log) = start_supervisor(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let addr = server.addr;
     let routers = server.admin_stats()["extra"]["processes"]
         .as_array()

@@ -453,3 +453,28 @@ pub fn server_text(s: &mut TcpStream, buf: &mut Vec<u8>) -> String {
         buf.extend_from_slice(&chunk[..n]);
     }
 }
+
+/// `serve --processes N` (one loop per gateway, memory store, an admin listener)
+/// with `extra` flags.
+pub fn supervisor_args(nats: &str, processes: u32, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "serve",
+        "--processes",
+        &processes.to_string(),
+        "--loops",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--admin",
+        "127.0.0.1:0",
+        "--nats",
+        nats,
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}

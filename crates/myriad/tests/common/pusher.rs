@@ -14,24 +14,10 @@ pub const APP: &str = "app1:key1:secret1";
 /// `extra` flags.
 pub fn supervised(extra: &[&str]) -> Server {
     let nats = format!("nats://127.0.0.1:{}", super::free_port());
-    let mut args = vec![
-        "serve",
-        "--processes",
-        "2",
-        "--loops",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "memory",
-        "--admin",
-        "127.0.0.1:0",
-        "--nats",
-        &nats,
-        "--pusher-app",
-        APP,
-    ];
-    args.extend_from_slice(extra);
+    let mut flags = vec!["--pusher-app", APP];
+    flags.extend_from_slice(extra);
+    let args = super::supervisor_args(&nats, 2, &flags);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Server::start_marked(&args, "supervisor serving")
 }
 
@@ -94,4 +80,21 @@ impl Node {
     pub fn finish(mut self) {
         assert!(self.child.wait().unwrap().success(), "the script failed");
     }
+}
+
+/// Hands a webhook scenario `server`'s address and reads its answer: every post it
+/// received must check with the app's secret (`valid`) and not with another
+/// (`forged`). Returns the answer and every event of the posts, in order.
+pub fn webhook_events(node: &mut Node, server: &Server) -> (Value, Vec<Value>) {
+    use std::io::Write;
+    writeln!(node.stdin, "{}", server.addr).unwrap();
+    let got = node.next();
+    let posts = got["posts"].as_array().unwrap();
+    assert!(posts.iter().all(|p| p["valid"] == true), "{got}");
+    assert!(posts.iter().all(|p| p["forged"] == false), "{got}");
+    let events = posts
+        .iter()
+        .flat_map(|p| p["events"].as_array().unwrap().clone())
+        .collect();
+    (got, events)
 }
