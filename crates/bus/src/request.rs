@@ -33,11 +33,9 @@ pub enum Request {
         channels: Vec<ChannelJoin>,
         info: Option<String>,
     },
-    /// Unsubscribes the connection (of `user`, if it has one) from `channels`.
-    Leave {
-        user: Option<u64>,
-        channels: Vec<String>,
-    },
+    /// Unsubscribes the connection from `channels` (the router knows the user
+    /// each subscription joined as).
+    Leave { channels: Vec<String> },
     /// One message to the connections subscribed to channel `channel`.
     PublishChannel { channel: String, payload: Bytes },
     /// Several channel messages (`POST /pub` lines naming channels), each in its

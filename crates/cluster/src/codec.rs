@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 /// The format version, the first byte of every message. A decoder refuses others,
 /// so a mixed-version cluster fails loudly instead of misreading.
-pub const VERSION: u8 = 13;
+pub const VERSION: u8 = 14;
 
 /// Why bytes from NATS were refused.
 #[derive(Debug, thiserror::Error)]

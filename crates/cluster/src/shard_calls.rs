@@ -156,10 +156,9 @@ pub fn dest(request: &CallRequest, shards: Shards) -> Dest {
             let parts = divide(items, |(c, _)| shards.owner_of_channel(c), shards.count);
             one_or_split(parts, |items| whole(Request::PublishChannels { items }))
         }
-        Request::Leave { user, channels } => {
+        Request::Leave { channels } => {
             let parts = divide(channels, |c| shards.owner_of_channel(c), shards.count);
-            let user = *user;
-            one_or_split(parts, |channels| whole(Request::Leave { user, channels }))
+            one_or_split(parts, |channels| whole(Request::Leave { channels }))
         }
     }
 }

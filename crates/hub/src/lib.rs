@@ -234,11 +234,11 @@ impl Hub {
                 &channels,
                 deliver,
             ),
-            Request::Leave { user, channels } => {
+            Request::Leave { channels } => {
                 let mut router = self.router.lock();
                 let now = Instant::now();
                 for name in &channels {
-                    router.handle_leave(name, conn, user, now);
+                    router.handle_leave(name, conn, now);
                 }
                 self.announce(&mut router, Some(deliver));
                 Reply::Done

@@ -317,7 +317,6 @@ fn a_joins_info_is_shown_beside_its_user_until_they_hold_no_channel() {
     };
     assert_eq!(list(), [ada, router::Member::new(6, 1)]);
     let leave = Request::Leave {
-        user: Some(5),
         channels: vec!["room".into()],
     };
     call(&hub, conn(0, 1), leave);

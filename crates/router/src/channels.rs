@@ -35,23 +35,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::budget::HistoryTotals;
-use crate::conn_set::ConnSet;
 use crate::hash::IdHashBuilder;
 use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
 pub use by_prefix::{Occupied, MAX_LISTED};
 use membership::Membership;
 pub use membership::{EventKind, PresenceConfig, PresenceEvent, DEFAULT_PRESENCE_GRACE};
-use owners::Owners;
 use per_user::PerUser;
 use serde::{Deserialize, Serialize};
+use subscribers::Subscribers;
 
 mod by_prefix;
 mod kept;
 mod membership;
 pub mod mirror;
-mod owners;
 mod per_user;
+mod subscribers;
 
 /// Why a join of one channel was refused (the connection keeps its other streams).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,11 +74,10 @@ impl Refusal {
 /// One channel's state.
 #[derive(Debug)]
 struct Channel {
-    conns: ConnSet,
-    /// Users with at least one subscribed connection → how many (connections
-    /// without a user are in `conns` only).
-    members: HashMap<UserId, u32, IdHashBuilder>,
-    /// Users gone from `members` still announced for their grace (see
+    /// The subscribed connections, each with its user: who a publish reaches and
+    /// who is present.
+    subs: Subscribers,
+    /// Users gone from the members still announced for their grace (see
     /// [`membership`]); the channel is not forgotten while there are any.
     leaving: u32,
     /// Its members mirrored for lists read without the router lock, once one
@@ -94,14 +92,23 @@ struct Channel {
 impl Channel {
     fn new(epoch: u32) -> Channel {
         Channel {
-            conns: ConnSet::default(),
-            members: HashMap::default(),
+            subs: Subscribers::default(),
             leaving: 0,
             mirror: None,
             ring: Ring::new(epoch),
             idle_since: None,
         }
     }
+}
+
+/// Who is in a channel: its members (user, subscribed connections; in no order,
+/// and only when asked for), how many they are, and all its subscribed
+/// connections (those without a user too).
+#[derive(Debug, Default)]
+pub struct Present {
+    pub members: Vec<(UserId, u32)>,
+    pub users: usize,
+    pub connections: usize,
 }
 
 /// A channel's position: its ring's epoch and newest sequence number.
@@ -122,8 +129,6 @@ pub struct Channels {
     per_user: PerUser,
     /// Membership changes as events, with the grace.
     membership: Membership,
-    /// Each subscribed connection's user (what a gateway's death reads).
-    owners: Owners,
     /// Users with a connection on their friends companion
     /// (`wire::channel::friends_channel`): whom a friend's `online`/`offline` is
     /// pushed to. A login checks its followers here, one lookup each.
@@ -174,32 +179,27 @@ impl Channels {
         limit: u32,
         epochs: &mut Epochs,
     ) -> Result<HistoryRead, Refusal> {
-        let held = self.map.get(name).is_some_and(|c| c.conns.contains(&conn));
+        let held = self.map.get(name).is_some_and(|c| c.subs.contains(conn));
         if user.is_some_and(|u| !held && self.per_user.of(u) >= limit) {
             return Err(Refusal::UserLimit);
         }
         let channel = Self::entry(&mut self.map, name, epochs);
         channel.idle_since = None;
-        if channel.conns.insert(conn) {
+        if let Some(n) = channel.subs.insert(conn, user) {
             self.subscriptions += 1;
-            if channel.conns.len() == 1 {
+            if channel.subs.len() == 1 {
                 if let Some(u) = wire::channel::friends_of(name) {
                     self.watchers.insert(u);
                 }
             }
-            let mut n = 0;
             if let Some(user) = user {
-                let count = channel.members.entry(user).or_insert(0);
-                *count += 1;
-                n = *count;
                 if n == 1 {
                     self.membership.first_join(name, channel, user);
                 }
                 self.per_user.add(user, 1);
-                self.owners.add(conn, user);
             }
             if let Some(m) = &channel.mirror {
-                m.set(user, n, channel.conns.len());
+                m.set(user, n, channel.subs.len());
             }
         }
         Ok(kept::read(&channel.ring, since, usize::MAX))
@@ -215,38 +215,26 @@ impl Channels {
         !self.watchers.is_empty()
     }
 
-    /// Unsubscribes `conn` from `name`; true if it was subscribed.
-    pub(crate) fn leave(
-        &mut self,
-        name: &str,
-        conn: ConnRef,
-        user: Option<UserId>,
-        now: Instant,
-    ) -> bool {
+    /// Unsubscribes `conn` from `name` (as the user it joined as); true if it was
+    /// subscribed.
+    pub(crate) fn leave(&mut self, name: &str, conn: ConnRef, now: Instant) -> bool {
         let Some(channel) = self.map.get_mut(name) else {
             return false;
         };
-        if !channel.conns.remove(conn) {
+        let Some((user, left)) = channel.subs.remove(conn) else {
             return false;
-        }
+        };
         self.subscriptions -= 1;
-        let mut left = 0;
         if let Some(user) = user {
-            if let Some(n) = channel.members.get_mut(&user) {
-                *n -= 1;
-                left = *n;
-                if *n == 0 {
-                    channel.members.remove(&user);
-                    self.membership.last_leave(name, channel, user, now);
-                }
-                self.per_user.sub(user, 1);
-                self.owners.sub(conn);
+            if left == 0 {
+                self.membership.last_leave(name, channel, user, now);
             }
+            self.per_user.sub(user, 1);
         }
         if let Some(m) = &channel.mirror {
-            m.set(user, left, channel.conns.len());
+            m.set(user, left, channel.subs.len());
         }
-        if channel.conns.is_empty() {
+        if channel.subs.is_empty() {
             channel.idle_since = Some(now);
             self.idle.push_back((now, name.into()));
             if let Some(u) = wire::channel::friends_of(name) {
@@ -259,45 +247,34 @@ impl Channels {
     /// Unsubscribes every connection `gone` says is gone (a gateway process that
     /// died), from every channel; returns how many subscriptions went. O(all
     /// subscriptions): rare, never per message. A gateway that dies cannot say
-    /// which user held which connection: `owners` says (the users table cannot,
-    /// with router shards), and each gone connection's user loses one connection
-    /// in `members` and in their count across channels.
+    /// which user held which connection: each channel's entries say (the users
+    /// table cannot, with router shards), and each gone connection's user loses
+    /// one connection here and in their count across channels.
     pub(crate) fn leave_where(&mut self, gone: &impl Fn(ConnRef) -> bool, now: Instant) -> u64 {
         let mut removed = 0;
         for (name, channel) in self.map.iter_mut() {
-            let (members, per_user, owners) =
-                (&mut channel.members, &mut self.per_user, &self.owners);
-            let mut went = 0u64;
+            let per_user = &mut self.per_user;
             // Users whose last connection here went (announced after the grace).
             let mut left = Vec::new();
-            channel.conns.retain(|c| {
-                if !gone(c) {
-                    return true;
-                }
-                went += 1;
-                if let Some(user) = owners.user(c) {
-                    if let Some(n) = members.get_mut(&user) {
-                        *n -= 1;
-                        if *n == 0 {
-                            members.remove(&user);
-                            left.push(user);
-                        }
-                        per_user.sub(user, 1);
+            let went = channel.subs.remove_where(gone, &mut |user, n| {
+                if let Some(user) = user {
+                    per_user.sub(user, 1);
+                    if n == 0 {
+                        left.push(user);
                     }
                 }
-                false
             });
             if went == 0 {
                 continue;
             }
             if let Some(m) = &channel.mirror {
-                m.reset(&channel.members, channel.conns.len());
+                m.reset(channel.subs.members(), channel.subs.len());
             }
             removed += went;
             for user in left {
                 self.membership.last_leave(name, channel, user, now);
             }
-            if channel.conns.is_empty() {
+            if channel.subs.is_empty() {
                 channel.idle_since = Some(now);
                 self.idle.push_back((now, name.clone()));
                 if let Some(u) = wire::channel::friends_of(name) {
@@ -305,7 +282,6 @@ impl Channels {
                 }
             }
         }
-        self.owners.forget_where(gone);
         self.subscriptions -= removed;
         removed
     }
@@ -343,12 +319,12 @@ impl Channels {
                 false => Journal::Forgot(key(name)),
             });
         }
-        if channel.conns.is_empty() && (fresh || channel.idle_since.is_some()) {
+        if channel.subs.is_empty() && (fresh || channel.idle_since.is_some()) {
             // Kept for a page that reads it later; its ttl starts again.
             channel.idle_since = Some(now);
             self.idle.push_back((now, name.into()));
         }
-        channel.conns.for_each(|conn| {
+        channel.subs.for_each(|conn| {
             deliver(Delivery {
                 conn,
                 seq: position.seq,
@@ -356,15 +332,15 @@ impl Channels {
             })
         });
         let counts = PublishCounts {
-            connections: channel.conns.len() as u32,
-            users: channel.members.len() as u32,
+            connections: channel.subs.len() as u32,
+            users: channel.subs.users() as u32,
         };
         (counts, position)
     }
 
     /// Subscribed connections of `name` (for tests and presence).
     pub fn connections(&self, name: &str) -> usize {
-        self.map.get(name).map_or(0, |c| c.conns.len())
+        self.map.get(name).map_or(0, |c| c.subs.len())
     }
 
     /// Channel subscriptions `user`'s connections hold, all channels together.
@@ -379,20 +355,23 @@ impl Channels {
 
     /// Users with a subscribed connection in `name`, with their connection counts.
     pub fn members(&self, name: &str) -> Vec<(UserId, u32)> {
-        let mut out: Vec<_> = self
+        let mut out = self
             .map
             .get(name)
-            .map(|c| c.members.iter().map(|(&u, &n)| (u, n)).collect())
+            .map(|c| c.subs.members())
             .unwrap_or_default();
         out.sort_unstable();
         out
     }
 
-    /// Channel `name`'s members (user → subscribed connections) and all its
-    /// subscribed connections (those without a user too); `None` while it does not
+    /// Channel `name`'s presence (see [`Present`]); `None` while it does not
     /// exist. What presence queries read (`Router::presence`).
-    pub fn presence_of(&self, name: &str) -> Option<(&HashMap<UserId, u32, IdHashBuilder>, usize)> {
-        self.map.get(name).map(|c| (&c.members, c.conns.len()))
+    pub fn presence_of(&self, name: &str, list: bool) -> Option<Present> {
+        self.map.get(name).map(|c| Present {
+            members: if list { c.subs.members() } else { Vec::new() },
+            users: c.subs.users(),
+            connections: c.subs.len(),
+        })
     }
 
     /// Channels held now.
@@ -409,8 +388,8 @@ impl Channels {
         self.subscriptions
     }
 
-    /// Heap bytes held (an estimate): names, sets, member maps, rings, the
-    /// per-user counts and the connections' users.
+    /// Heap bytes held (an estimate): names, subscribers, rings and the per-user
+    /// counts.
     pub fn heap_bytes(&self) -> usize {
         let slot = std::mem::size_of::<(Box<str>, Channel)>() + 1;
         self.map.capacity() * slot
@@ -419,8 +398,7 @@ impl Channels {
                 .iter()
                 .map(|(name, c)| {
                     name.len()
-                        + c.conns.heap_bytes()
-                        + c.members.capacity() * (std::mem::size_of::<(UserId, u32)>() + 1)
+                        + c.subs.heap_bytes()
                         + c.mirror.as_ref().map_or(0, |m| m.heap_bytes())
                         + c.ring.heap_bytes()
                 })
@@ -428,7 +406,6 @@ impl Channels {
             + self.idle.capacity() * std::mem::size_of::<(Instant, Box<str>)>()
             + self.per_user.heap_bytes()
             + self.membership.heap_bytes()
-            + self.owners.heap_bytes()
             + self.watchers.capacity() * (std::mem::size_of::<UserId>() + 1)
     }
 

@@ -37,7 +37,6 @@
 
 pub mod budget;
 pub mod channels;
-mod conn_set;
 pub mod hash;
 pub mod history;
 pub mod index;

@@ -184,15 +184,10 @@ impl Router {
             .join(name, conn, user, since, limit, &mut self.epochs)
     }
 
-    /// Unsubscribes `conn` from channel `name`; true if it was subscribed.
-    pub fn handle_leave(
-        &mut self,
-        name: &str,
-        conn: ConnRef,
-        user: Option<UserId>,
-        now: Instant,
-    ) -> bool {
-        self.channels.leave(name, conn, user, now)
+    /// Unsubscribes `conn` from channel `name` (as the user it joined as); true if
+    /// it was subscribed.
+    pub fn handle_leave(&mut self, name: &str, conn: ConnRef, now: Instant) -> bool {
+        self.channels.leave(name, conn, now)
     }
 
     /// What channel `name` keeps after `since` (`None`: its newest), at most `limit`.

@@ -247,10 +247,7 @@ pub(crate) fn unsubscribe_later(
     if watched {
         channels.push(companion);
     }
-    cx.out.request(Request::Leave {
-        user: conn.has(LOGGED_IN).then_some(conn.user),
-        channels,
-    });
+    cx.out.request(Request::Leave { channels });
     Ok(())
 }
 

@@ -58,10 +58,7 @@ pub(super) fn join_at_start(
             .filter(|n| !same_user || !channels.iter().any(|(c, _)| c == n))
             .collect();
         if !gone.is_empty() {
-            cx.out.request(Request::Leave {
-                user: conn.has(LOGGED_IN).then_some(conn.user),
-                channels: gone,
-            });
+            cx.out.request(Request::Leave { channels: gone });
         }
     }
     // A presence companion is allowed with its channel; the friends companion of
@@ -127,10 +124,7 @@ pub(super) fn leave_all(conn: &mut Connection, cx: &mut Cx) {
     };
     let channels = chans.joined();
     if !channels.is_empty() {
-        cx.out.request(Request::Leave {
-            user: conn.has(LOGGED_IN).then_some(conn.user),
-            channels,
-        });
+        cx.out.request(Request::Leave { channels });
     }
 }
 

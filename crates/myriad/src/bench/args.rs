@@ -233,6 +233,11 @@ pub struct BenchArgs {
     /// per value (e.g. 1,5,20).
     #[arg(long, value_delimiter = ',')]
     pub channels_per_conn: Vec<u32>,
+    /// idle with --channels-per-conn: each K twice, without users and with a user per
+    /// connection (`/ws/<id>?channel=…`), and what the users add per (user, channel)
+    /// membership: presence's memory (issue 42: ≤ 16 B).
+    #[arg(long)]
+    pub channel_users: bool,
     /// keepalive: the server's keep-alive idle timeout, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub keepalive_timeout: f64,

@@ -8,7 +8,9 @@
 //! (`/ws?channel=r1&channel=r7…`, framed, by default; `--transport stream|sse|ws` or
 //! `all` for those three: `/sub?channel=…`, `/sse?channel=…`), laid out over
 //! `--channels` rooms by `flood --rooms`: what a channel subscription costs, against
-//! the budget of 100 B a connection plus 24 B a channel.
+//! the budget of 100 B a connection plus 24 B a channel. `--channel-users` runs each
+//! K again with a user per connection (`/ws/<id>?channel=…`): what presence's
+//! records of who is in a channel cost, per (user, channel) membership.
 
 use super::context::{listen_overflows, socket_slab_bytes};
 use super::held::{base_url, flood_args, sub_url, watch, Held, Live, Probe};
@@ -35,6 +37,8 @@ pub struct Idle {
     pub name: String,
     /// Channels per connection, in a channel phase.
     pub channels: Option<u32>,
+    /// Each connection had a user (`--channel-users`).
+    pub users: bool,
     pub open: u64,
     pub asked: u64,
     pub failed: u64,
@@ -55,6 +59,11 @@ pub struct Idle {
 }
 
 impl Idle {
+    /// The transport part of the phase's name.
+    fn transport_of(&self) -> &str {
+        self.name.split(',').next().unwrap_or("")
+    }
+
     pub fn user_per_conn(&self) -> f64 {
         self.rss_held.saturating_sub(self.rss_idle) as f64 / self.open.max(1) as f64
     }
@@ -66,6 +75,8 @@ struct Phase {
     transport: Transport,
     /// Channels per connection (framed WebSocket), if any.
     channels: Option<u32>,
+    /// Each connection logged in as its own user (`--channel-users`).
+    users: bool,
 }
 
 /// The phases asked for: `--channels-per-conn`, else `--transport`.
@@ -88,17 +99,31 @@ fn phases(args: &BenchArgs) -> anyhow::Result<Vec<Phase>> {
                 vec![t]
             }
         };
+        let users: &[bool] = match args.channel_users {
+            true => &[false, true],
+            false => &[false],
+        };
+        // With users, also none: what a user's login costs a framed connection alone.
+        let mut ks = args.channels_per_conn.clone();
+        if args.channel_users && !ks.contains(&0) {
+            ks.insert(0, 0);
+        }
         return Ok(transports
             .into_iter()
             .flat_map(|transport| {
-                args.channels_per_conn.iter().map(move |&k| Phase {
-                    name: format!(
-                        "{}, {k} channel{}",
-                        format!("{transport:?}").to_lowercase(),
-                        if k == 1 { "" } else { "s" }
-                    ),
-                    transport,
-                    channels: Some(k),
+                let ks = ks.clone();
+                ks.into_iter().flat_map(move |k| {
+                    users.iter().map(move |&users| Phase {
+                        name: format!(
+                            "{}, {k} channel{}{}",
+                            format!("{transport:?}").to_lowercase(),
+                            if k == 1 { "" } else { "s" },
+                            if users { ", users" } else { "" }
+                        ),
+                        transport,
+                        channels: Some(k),
+                        users,
+                    })
                 })
             })
             .collect());
@@ -118,6 +143,7 @@ fn phases(args: &BenchArgs) -> anyhow::Result<Vec<Phase>> {
             name: format!("{t:?}").to_lowercase(),
             transport: t,
             channels: None,
+            users: false,
         })
         .collect())
 }
@@ -220,6 +246,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             met((ratio - 1.0).abs() <= 0.10),
         );
     }
+    membership_rows(&mut report, &results);
     report.note(
         "User-space memory: the server's RSS after all connections opened minus its RSS \
          before, divided by the connections (one fresh server per transport, no message sent).",
@@ -239,6 +266,48 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     );
     report.live = live.lines();
     Ok(report)
+}
+
+/// With `--channel-users`: per K, what a user per connection adds to the same
+/// connections in the same channels beyond what it adds to a connection without
+/// channels (the user's login), per (user, channel) membership — each
+/// subscription's user in the channel, the user's count of subscriptions, the
+/// user's stream on the connection.
+fn membership_rows(report: &mut Report, results: &[Idle]) {
+    // Same transport and K, one with users and one without: (with, without).
+    let pair = |r: &Idle, k: u32| {
+        let without = results
+            .iter()
+            .find(|w| !w.users && w.channels == Some(k) && r.transport_of() == w.transport_of())?;
+        let with = results
+            .iter()
+            .find(|w| w.users && w.channels == Some(k) && r.transport_of() == w.transport_of())?;
+        Some((with.user_per_conn(), without.user_per_conn()))
+    };
+    for r in results.iter().filter(|r| r.users) {
+        let Some(k) = r.channels.filter(|&k| k > 0) else {
+            continue;
+        };
+        let (Some((with, without)), Some((login_with, login_without))) = (pair(r, k), pair(r, 0))
+        else {
+            continue;
+        };
+        let login = login_with - login_without;
+        let per = (with - without - login) / f64::from(k);
+        report.row(
+            &format!("what users add per (user, channel) membership ({})", r.name),
+            format!(
+                "{} ({} a connection with users, {} without, less {} a login adds \
+                 with no channel)",
+                bytes(per),
+                bytes(with),
+                bytes(without),
+                bytes(login)
+            ),
+            "≤ 16 B (issue 42)",
+            met(per <= 16.0),
+        );
+    }
 }
 
 /// One phase on a fresh server.
@@ -268,10 +337,21 @@ fn measure(
             Transport::Sse => "sse",
             _ => "ws",
         };
-        fa.urls = vec![format!("{}/{path}?channel=%c", base_url(&server))];
+        let user = if phase.users { "/%d" } else { "" };
+        fa.urls = vec![format!("{}/{path}{user}?channel=%c", base_url(&server))];
         fa.rooms = Some(args.channels);
         fa.rooms_per_connection = k;
         fa.room_sep = "&channel=".into();
+        if k == 0 {
+            // No channel, framed as the others (a WebSocket); no rooms to name.
+            let framed = if phase.transport == Transport::Ws {
+                "?framed=1"
+            } else {
+                ""
+            };
+            fa.urls = vec![format!("{}/{path}{user}{framed}", base_url(&server))];
+            fa.rooms = None;
+        }
     }
     let held = Held::start(fa, live.clone(), vec![server.clone()]);
     let open = held.wait_open(n, OPEN_TIMEOUT);
@@ -296,6 +376,7 @@ fn measure(
     Ok(Idle {
         name: phase.name,
         channels: phase.channels,
+        users: phase.users,
         open,
         asked: n,
         failed: summary.failed,

@@ -28,12 +28,12 @@ impl Channels {
             .map
             .iter()
             .filter(|(name, c)| {
-                name.starts_with(prefix) && !name.contains('~') && !c.conns.is_empty()
+                name.starts_with(prefix) && !name.contains('~') && !c.subs.is_empty()
             })
             .map(|(name, c)| Occupied {
                 name: name.to_string(),
-                users: c.members.len() as u32,
-                connections: c.conns.len() as u32,
+                users: c.subs.users() as u32,
+                connections: c.subs.len() as u32,
             })
             .collect();
         out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
@@ -56,7 +56,7 @@ mod tests {
             .unwrap();
         r.handle_join("news", c(3), None, None).unwrap();
         r.handle_join("presence-b", c(4), Some(8), None).unwrap();
-        r.handle_leave("presence-b", c(4), Some(8), std::time::Instant::now());
+        r.handle_leave("presence-b", c(4), std::time::Instant::now());
         let got = r.occupied_channels("presence-");
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(

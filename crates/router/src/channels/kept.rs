@@ -85,7 +85,7 @@ impl Channels {
             // Stale entries: the channel was joined again, or went idle later; a
             // channel with users in their grace goes once they are announced gone.
             let expired = self.map.get(&name).is_some_and(|c| {
-                c.conns.is_empty()
+                c.subs.is_empty()
                     && c.leaving == 0
                     && c.idle_since
                         .is_some_and(|t| now.saturating_duration_since(t) >= ttl)

@@ -105,7 +105,7 @@ impl Membership {
             channel.leaving -= 1;
             return;
         }
-        if channel.members.len() == 1 && channel.leaving == 0 {
+        if channel.subs.users() == 1 && channel.leaving == 0 {
             self.push(EventKind::ChannelOccupied, name, None);
         }
         self.push(EventKind::MemberAdded, name, Some(user));
@@ -155,7 +155,7 @@ impl Membership {
             if let Some(channel) = map.get_mut(&name) {
                 channel.leaving -= 1;
                 self.gone(&name, channel, user);
-                if channel.leaving == 0 && channel.conns.is_empty() {
+                if channel.leaving == 0 && channel.subs.is_empty() {
                     emptied.push(name);
                 }
             }
@@ -167,7 +167,7 @@ impl Membership {
     /// announced is left).
     fn gone(&mut self, name: &str, channel: &Channel, user: UserId) {
         self.push(EventKind::MemberRemoved, name, Some(user));
-        if channel.members.is_empty() && channel.leaving == 0 {
+        if channel.subs.users() == 0 && channel.leaving == 0 {
             self.push(EventKind::ChannelVacated, name, None);
         }
     }

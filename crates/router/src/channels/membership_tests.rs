@@ -60,16 +60,16 @@ fn one_join_and_one_leave_per_user_however_many_connections() {
         r.take_presence_events(),
         [occupied("room"), added("room", 7), added("room", 8)]
     );
-    assert!(r.handle_leave("room", conn(0, 1), Some(7), t0));
+    assert!(r.handle_leave("room", conn(0, 1), t0));
     assert_eq!(r.take_presence_events(), []);
-    r.handle_leave("room", conn(1, 2), Some(7), t0);
-    r.handle_leave("room", conn(0, 3), Some(8), t0);
+    r.handle_leave("room", conn(1, 2), t0);
+    r.handle_leave("room", conn(0, 3), t0);
     assert_eq!(
         r.take_presence_events(),
         [removed("room", 7), removed("room", 8), vacated("room")]
     );
     // Leaving what is not held announces nothing.
-    r.handle_leave("room", conn(0, 3), Some(8), t0);
+    r.handle_leave("room", conn(0, 3), t0);
     assert_eq!(r.take_presence_events(), []);
 }
 
@@ -79,7 +79,7 @@ fn a_user_back_within_the_grace_is_never_announced_gone() {
     let mut r = router(GRACE, &[]);
     r.handle_join("room", conn(0, 1), Some(7), None).unwrap();
     r.take_presence_events();
-    r.handle_leave("room", conn(0, 1), Some(7), t0);
+    r.handle_leave("room", conn(0, 1), t0);
     r.handle_tick(t0 + GRACE / 2);
     assert_eq!(r.take_presence_events(), []);
     r.handle_join("room", conn(1, 9), Some(7), None).unwrap();
@@ -94,10 +94,10 @@ fn a_user_gone_past_the_grace_is_announced_once_and_the_channel_vacated() {
     let mut r = router(GRACE, &[]);
     r.handle_join("room", conn(0, 1), Some(7), None).unwrap();
     r.take_presence_events();
-    r.handle_leave("room", conn(0, 1), Some(7), t0);
+    r.handle_leave("room", conn(0, 1), t0);
     // Still announced: a newcomer does not make the channel occupied again.
     r.handle_join("room", conn(0, 2), Some(8), None).unwrap();
-    r.handle_leave("room", conn(0, 2), Some(8), t0 + GRACE / 2);
+    r.handle_leave("room", conn(0, 2), t0 + GRACE / 2);
     assert_eq!(r.take_presence_events(), [added("room", 8)]);
     r.handle_tick(t0 + GRACE);
     assert_eq!(r.take_presence_events(), [removed("room", 7)]);
@@ -115,9 +115,9 @@ fn a_user_who_comes_back_and_leaves_again_is_announced_after_the_last_grace() {
     let t0 = Instant::now();
     let mut r = router(GRACE, &[]);
     r.handle_join("room", conn(0, 1), Some(7), None).unwrap();
-    r.handle_leave("room", conn(0, 1), Some(7), t0);
+    r.handle_leave("room", conn(0, 1), t0);
     r.handle_join("room", conn(0, 2), Some(7), None).unwrap();
-    r.handle_leave("room", conn(0, 2), Some(7), t0 + GRACE / 2);
+    r.handle_leave("room", conn(0, 2), t0 + GRACE / 2);
     r.take_presence_events();
     r.handle_tick(t0 + GRACE);
     assert_eq!(r.take_presence_events(), []);
@@ -161,7 +161,7 @@ fn the_channel_outlives_the_grace_of_its_last_user_then_expires() {
     };
     let mut r = Router::new(config, SubscriptionIndex::default());
     r.handle_join("room", conn(0, 1), Some(7), None).unwrap();
-    r.handle_leave("room", conn(0, 1), Some(7), t0);
+    r.handle_leave("room", conn(0, 1), t0);
     r.handle_tick(t0 + Duration::from_secs(2));
     assert_eq!(r.channels().len(), 1, "kept while its user is in grace");
     r.handle_tick(t0 + GRACE);
@@ -179,7 +179,7 @@ fn off_prefixes_companions_and_a_disabled_router_announce_nothing() {
     let companion = wire::channel::presence_channel("room");
     r.handle_join(&companion, conn(0, 1), Some(7), None)
         .unwrap();
-    r.handle_leave("big:stadium", conn(0, 1), Some(7), t0);
+    r.handle_leave("big:stadium", conn(0, 1), t0);
     assert_eq!(r.take_presence_events(), []);
     let mut off = Router::new(RouterConfig::default(), SubscriptionIndex::default());
     off.handle_join("room", conn(0, 1), Some(7), None).unwrap();
@@ -194,7 +194,7 @@ fn member_events_reach_the_companion_s_subscribers_only() {
     let companion = wire::channel::presence_channel("room");
     r.handle_join(&companion, watcher, Some(1), None).unwrap();
     r.handle_join("room", conn(0, 2), Some(42), None).unwrap();
-    r.handle_leave("room", conn(0, 2), Some(42), t0);
+    r.handle_leave("room", conn(0, 2), t0);
     let mut got = Vec::new();
     for event in r.take_presence_events() {
         let mut to = Vec::new();
@@ -232,7 +232,7 @@ fn a_leave_after_the_grace_still_names_the_user_s_info() {
     r.handle_join(&companion, watcher, Some(1), None).unwrap();
     r.set_presence_info(42, "{\"n\":1}".into());
     r.handle_join("room", conn(0, 2), Some(42), None).unwrap();
-    r.handle_leave("room", conn(0, 2), Some(42), t0);
+    r.handle_leave("room", conn(0, 2), t0);
     r.handle_tick(t0 + Duration::from_secs(1));
     r.handle_tick(t0 + grace + Duration::from_secs(1));
     let payloads: Vec<bytes::Bytes> = r

@@ -48,7 +48,7 @@ impl super::Channels {
         let c = self.map.get_mut(name)?;
         let m = c
             .mirror
-            .get_or_insert_with(|| Mirror::new(&c.members, c.conns.len()));
+            .get_or_insert_with(|| Mirror::new(c.subs.members(), c.subs.len()));
         Some(m.clone())
     }
 
@@ -67,13 +67,10 @@ impl super::Channels {
 }
 
 impl Mirror {
-    pub(crate) fn new(
-        members: &HashMap<UserId, u32, IdHashBuilder>,
-        connections: usize,
-    ) -> Arc<Mirror> {
+    pub(crate) fn new(members: Vec<(UserId, u32)>, connections: usize) -> Arc<Mirror> {
         Arc::new(Mirror {
             state: Mutex::new(State {
-                members: members.clone(),
+                members: members.into_iter().collect(),
                 connections,
                 version: 0,
             }),
@@ -102,9 +99,10 @@ impl Mirror {
     }
 
     /// The whole channel again (after a gateway's death removed many at once).
-    pub(crate) fn reset(&self, members: &HashMap<UserId, u32, IdHashBuilder>, connections: usize) {
+    pub(crate) fn reset(&self, members: Vec<(UserId, u32)>, connections: usize) {
         let mut s = self.state();
-        s.members.clone_from(members);
+        s.members.clear();
+        s.members.extend(members);
         s.connections = connections;
         s.version += 1;
     }

@@ -121,13 +121,13 @@ fn a_channel_left_empty_is_forgotten_after_the_ttl_with_its_history() {
     let t0 = Instant::now();
     r.handle_join("lobby", conn(1), Some(1), None).unwrap();
     publish(&mut r, "lobby", "m", t0);
-    assert!(r.handle_leave("lobby", conn(1), Some(1), t0));
-    assert!(!r.handle_leave("lobby", conn(1), Some(1), t0), "left once");
+    assert!(r.handle_leave("lobby", conn(1), t0));
+    assert!(!r.handle_leave("lobby", conn(1), t0), "left once");
     r.handle_tick(t0 + Duration::from_secs(30));
     assert_eq!(r.channels().len(), 1, "kept within the ttl");
     // Joined again and left later: the old idle entry is stale.
     r.handle_join("lobby", conn(2), None, None).unwrap();
-    r.handle_leave("lobby", conn(2), None, t0 + Duration::from_secs(50));
+    r.handle_leave("lobby", conn(2), t0 + Duration::from_secs(50));
     r.handle_tick(t0 + Duration::from_secs(61));
     assert_eq!(r.channels().len(), 1);
     r.handle_tick(t0 + Duration::from_secs(111));

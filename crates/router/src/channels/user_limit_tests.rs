@@ -78,16 +78,13 @@ fn a_leave_releases_a_subscription_and_a_user_holding_none_has_no_entry() {
     r.handle_join("x", a, Some(5), None).unwrap();
     r.handle_join("x", b, Some(5), None).unwrap();
     assert!(r.handle_join("y", b, Some(5), None).is_err());
-    assert!(r.handle_leave("x", a, Some(5), now));
-    assert!(
-        !r.handle_leave("x", a, Some(5), now),
-        "left once, counted once"
-    );
+    assert!(r.handle_leave("x", a, now));
+    assert!(!r.handle_leave("x", a, now), "left once, counted once");
     r.handle_join("y", b, Some(5), None).unwrap();
     assert_eq!(r.channels().subscriptions_of(5), 2);
     // A connection closing: the gateway leaves its channels, then logs it out.
     for name in ["x", "y"] {
-        r.handle_leave(name, b, Some(5), now);
+        r.handle_leave(name, b, now);
     }
     r.handle_logout(5, b, now);
     assert_eq!(r.channels().subscriptions_of(5), 0);
@@ -133,7 +130,7 @@ fn a_user_not_logged_in_here_is_counted_as_its_members_are() {
     r.logout_where(|c| c.loop_id == 2, now);
     assert_counts_match_members(&r, &["k", "m"], &[5, 6]);
     for name in ["k", "m"] {
-        r.handle_leave(name, here, Some(5), now);
+        r.handle_leave(name, here, now);
     }
     assert_eq!(r.channels().subscribed_users(), 0);
 }

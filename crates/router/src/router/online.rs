@@ -166,12 +166,17 @@ impl Router {
     }
 
     fn channel_presence(&self, name: &str, list: bool) -> PresenceCopy {
-        let Some((members, connections)) = self.channels.presence_of(name) else {
+        let Some(crate::channels::Present {
+            members,
+            users: count,
+            connections,
+        }) = self.channels.presence_of(name, list)
+        else {
             return PresenceCopy::default();
         };
         let mut copy = PresenceCopy {
             members: Vec::new(),
-            count: members.len() as u64,
+            count: count as u64,
             connections: connections as u64,
             max: self.config.max_presence_members,
             list,
@@ -180,12 +185,12 @@ impl Router {
             copy.members.reserve_exact(members.len());
             if self.infos.is_empty() {
                 copy.members
-                    .extend(members.iter().map(|(&u, &n)| (u, n, None)));
+                    .extend(members.into_iter().map(|(u, n)| (u, n, None)));
             } else {
                 copy.members.extend(
                     members
-                        .iter()
-                        .map(|(&u, &n)| (u, n, self.infos.get(u).map(str::to_string))),
+                        .into_iter()
+                        .map(|(u, n)| (u, n, self.infos.get(u).map(str::to_string))),
                 );
             }
         }

@@ -178,7 +178,7 @@ fn the_watcher_set_follows_the_companion_s_connections() {
     let mut r = router(1000);
     r.subscribe(1, 9);
     watch(&mut r, 1, conn(0, 1));
-    r.handle_leave("1~friends", conn(0, 1), Some(1), t0);
+    r.handle_leave("1~friends", conn(0, 1), t0);
     assert!(!r.channels().watches_friends(1));
     watch(&mut r, 1, conn(0, 2));
     // A dead gateway takes its companions' connections with it.

@@ -57,9 +57,9 @@ fn a_leave_takes_a_user_out_with_their_last_connection_only() {
     let now = Instant::now();
     r.handle_join("room", conn(1), Some(42), None).unwrap();
     r.handle_join("room", conn(2), Some(42), None).unwrap();
-    r.handle_leave("room", conn(1), Some(42), now);
+    r.handle_leave("room", conn(1), now);
     assert_eq!(pairs(&r.presence(&channel("room"), true)), vec![(42, 1)]);
-    r.handle_leave("room", conn(2), Some(42), now);
+    r.handle_leave("room", conn(2), now);
     let p = r.presence(&channel("room"), true);
     assert_eq!((p.users.len(), p.count, p.connections), (0, 0, 0));
 }
@@ -155,8 +155,8 @@ fn a_dead_gateways_members_leave_on_a_shard_without_their_logins() {
     assert_eq!(r.channels().subscriptions_of(42), 1);
     assert_eq!(r.channels().subscriptions_of(5), 0);
     // The survivors leave as usual: nothing of the dead connections is left over.
-    r.handle_leave("room", conn(1), Some(42), now);
-    r.handle_leave("room", conn(2), Some(7), now);
+    r.handle_leave("room", conn(1), now);
+    r.handle_leave("room", conn(2), now);
     assert_eq!(r.presence(&channel("room"), true), Presence::default());
     assert_eq!(r.channels().subscribed_users(), 0);
 }
@@ -176,10 +176,10 @@ fn a_users_info_is_kept_once_and_forgotten_when_they_hold_no_channel() {
             "{name}"
         );
     }
-    r.handle_leave("a", conn(1), Some(5), now);
+    r.handle_leave("a", conn(1), now);
     r.handle_tick(now);
     assert!(r.presence(&channel("b"), true).users[0].info.is_some());
-    r.handle_leave("b", conn(1), Some(5), now);
+    r.handle_leave("b", conn(1), now);
     r.handle_tick(now);
     r.handle_join("a", conn(2), Some(5), None).unwrap();
     assert_eq!(r.presence(&channel("a"), true).users, [Member::new(5, 1)]);
@@ -214,12 +214,12 @@ fn a_mirror_follows_every_change_of_its_channel() {
     r.handle_join("room", dead, Some(9), None).unwrap();
     same(&r, &m);
     assert!(r.presence(&channel("room"), true).cut);
-    r.handle_leave("room", conn(1), Some(42), now);
+    r.handle_leave("room", conn(1), now);
     same(&r, &m);
     r.logout_where(|c| c.loop_id == 1, now);
     same(&r, &m);
-    r.handle_leave("room", conn(2), Some(42), now);
-    r.handle_leave("room", conn(4), None, now);
+    r.handle_leave("room", conn(2), now);
+    r.handle_leave("room", conn(4), now);
     same(&r, &m);
     assert_eq!(
         pairs(&PresenceCopy::of_mirror(&m, true, 2).0.finish()),
