@@ -244,7 +244,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             deadline,
         )
     });
-    let pid = server.child.id();
+    // A supervised server's descriptors are its children's.
+    let pids: Vec<u32> = std::iter::once(server.child.id())
+        .chain(server.workers.iter().copied())
+        .collect();
+    let fds = || pids.iter().map(|&p| open_fds(p)).sum::<u64>();
     let mut probe = Probe::new(vec![server.clone()]);
     let start = probe.sample();
     let cpu_start = probe.cpu();
@@ -259,14 +263,14 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         for _ in 0..FD_READINGS_PER_S {
             std::thread::sleep(Duration::from_secs(1) / FD_READINGS_PER_S);
             if soaking() {
-                soak.push_fds(slot(), open_fds(pid));
+                soak.push_fds(slot(), fds());
             }
         }
         let s = probe.sample();
         live.line(None, &s);
         rss_samples.push(s.rss);
         if soaking() {
-            soak.push(slot(), s.rss, open_fds(pid), s.connections);
+            soak.push(slot(), s.rss, fds(), s.connections);
         }
     }
     for w in workers {
