@@ -41,37 +41,54 @@ fn text(status: u16, body: &str) -> QueryAnswer {
     }
 }
 
-fn answer(hub: &Hub, keys: &ApiKeys, kept: &Answers, q: &Query<'_>) -> QueryAnswer {
+/// Why `q` is refused, or `None` when its credentials are the API's: an API key
+/// (`Authorization: Bearer`), or, with no `--api-key`, a loopback peer.
+pub fn refusal(keys: &ApiKeys, q: &Query<'_>) -> Option<QueryAnswer> {
     let allowed = match keys.is_empty() {
         true => q.loopback,
         false => keys.check(q.authorization).is_ok(),
     };
-    if !allowed {
-        return match keys.is_empty() {
-            true => text(
-                403,
-                "forbidden: presence is answered to loopback peers only",
-            ),
-            false => text(
-                401,
-                "unauthorized: an API key is needed (Authorization: Bearer)",
-            ),
-        };
+    match (allowed, keys.is_empty()) {
+        (true, _) => None,
+        (false, true) => Some(text(
+            403,
+            "forbidden: presence is answered to loopback peers only",
+        )),
+        (false, false) => Some(text(
+            401,
+            "unauthorized: an API key is needed (Authorization: Bearer)",
+        )),
     }
-    // The API port's own parsing: the same names are valid, the same refused.
-    let request = format!("GET {} HTTP/1.1\r\n\r\n", q.path);
+}
+
+/// What `path` asks (`GET /presence/…` as the API port routes it), or the answer
+/// refusing it.
+pub fn parse(path: &str) -> Result<(bus::PresenceOf, bool), QueryAnswer> {
+    let request = format!("GET {path} HTTP/1.1\r\n\r\n");
     let head = match wire::parse_head(request.as_bytes(), &wire::Limits::default()) {
         Ok(Some((head, _))) => head,
-        _ => return text(400, "bad request: not a request path"),
+        _ => return Err(text(400, "bad request: not a request path")),
     };
     let (of, stats) = match wire::route(&head) {
         Ok(wire::Route::Presence { of, stats }) => (of, stats),
-        Ok(_) => return text(404, "not found"),
-        Err(e) => return text(e.status(), &e.to_string()),
+        Ok(_) => return Err(text(404, "not found")),
+        Err(e) => return Err(text(e.status(), &e.to_string())),
     };
     let of = match of {
         wire::Present::Channel(name) => bus::PresenceOf::Channel(name),
         wire::Present::Subject(id) => bus::PresenceOf::Subject(id),
+    };
+    Ok((of, stats))
+}
+
+fn answer(hub: &Hub, keys: &ApiKeys, kept: &Answers, q: &Query<'_>) -> QueryAnswer {
+    if let Some(refused) = refusal(keys, q) {
+        return refused;
+    }
+    // The API port's own parsing: the same names are valid, the same refused.
+    let (of, stats) = match parse(q.path) {
+        Ok(asked) => asked,
+        Err(refused) => return refused,
     };
     let key = match &of {
         bus::PresenceOf::Channel(name) => Some((name.clone(), !stats)),

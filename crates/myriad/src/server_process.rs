@@ -34,6 +34,16 @@ impl ServerProcess {
     /// `bin` (`bench --server-bin`: a baseline build run under the same commands), or
     /// from this executable when `None`.
     pub fn start_bin(bin: Option<&Path>, args: &[String]) -> anyhow::Result<ServerProcess> {
+        Self::start_bin_at(bin, args, "")
+    }
+
+    /// The same, taking the addresses from the first line that contains `marker` (see
+    /// [`ServerProcess::start_command_at`]).
+    pub fn start_bin_at(
+        bin: Option<&Path>,
+        args: &[String],
+        marker: &str,
+    ) -> anyhow::Result<ServerProcess> {
         let mut cmd = serve_command(args);
         if let Some(bin) = bin {
             let mut other = Command::new(bin);
@@ -45,7 +55,7 @@ impl ServerProcess {
                 .stdout(Stdio::null());
             cmd = other;
         }
-        Self::start_command(cmd)
+        Self::start_command_at(cmd, marker, None)
     }
 
     /// Any server command that logs `listen=ADDR` (and optionally `workers=PID,...`)
@@ -220,6 +230,28 @@ impl ServerProcess {
             // only in `drop`, so its pid cannot have been reused yet.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
+    }
+}
+
+impl ServerProcess {
+    /// SIGTERM, then waits up to `timeout` for the server to exit (a supervisor stops
+    /// its children and the NATS server it started, whose store it then removes);
+    /// killed as by [`ServerProcess::stop`] if it does not. Its workers are then
+    /// reaped by it, not ours to kill again.
+    pub fn stop_gracefully(&self, timeout: Duration) {
+        let pid = self.child.id();
+        // SAFETY: kill(2) on our child, not reaped yet (only `drop` reaps it).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < timeout {
+            if !crate::bench::alive(pid) {
+                self.stopped
+                    .store(true, std::sync::atomic::Ordering::Release);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop();
     }
 }
 

@@ -324,6 +324,65 @@ fn churn_rooms_checks_every_join_and_leave_once_in_order() {
     );
 }
 
+/// `--churn-rooms --servers 2`: the same checks over one supervisor of a router and
+/// two gateways linked through NATS (the shape that holds 10,000 members here): the
+/// joins and leaves cross processes and still arrive once and in order, the API
+/// port's list comes from the router, and the supervisor's admin listener answers it
+/// too (from the router's).
+#[test]
+fn churn_rooms_over_a_supervised_server_checks_every_join_and_leave_once() {
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        out.path(),
+        "churn",
+        &[
+            "--connections",
+            "400",
+            "--churn-rate",
+            "400",
+            "--churn-rooms",
+            "8",
+            "--churn-held",
+            "300",
+            "--duration",
+            "4",
+            "--churn-publish-rate",
+            "0",
+            "--servers",
+            "2",
+            "--server-flag=--presence-grace=0",
+        ],
+    );
+    common_parts(&r);
+    assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
+    let once = row(
+        &r,
+        "join/leave pushes to watchers: each once, in order, per (room, user)",
+    );
+    assert_eq!(once[2], "yes", "{once:?}");
+    assert!(
+        first_number(once[0]) >= 400.0,
+        "a join per connect: {once:?}"
+    );
+    // The supervisor's /stats sums its gateways' connects.
+    assert!(
+        first_number(row(&r, "connects / s (server)")[0]) > 0.0,
+        "{r}"
+    );
+    for via in [
+        "API port (event loop)",
+        "admin listener",
+        "router's admin listener",
+    ] {
+        let list = row(
+            &r,
+            &format!("GET /presence/<channel> of 300 members during the churn on the {via}, p99"),
+        );
+        assert!(list[0].ends_with(" ms"), "{list:?}");
+    }
+    assert!(!r.contains("lists on the"), "no lister stopped early: {r}");
+}
+
 /// The soak of issue 10 in two minutes: churn with publishing, RSS and open fds
 /// per 20-s interval. Bounds are in bytes and descriptors, not in time.
 #[test]

@@ -6,7 +6,7 @@
 //! | `/healthz` | `200 ok` while the process runs |
 //! | `/stats` | JSON: `{"sample": Sample, "extra": {...}, "processes": [Sample, ...]}` (this process first, then `Monitor::set_children`'s) |
 //! | `/history` | JSON array of the recent samples, oldest first |
-//! | `/sample` | JSON: the last sample alone, with the live connection count (what a supervisor reads of each child every second, without `extra`'s cost) |
+//! | `/sample` | JSON: the last sample alone, with the live connection count and connect, close and delivery totals (what a supervisor reads of each child every second, without `extra`'s cost) |
 //! | `/` | the live dashboard (self-contained HTML + JS polling `/stats`) |
 //! | `/example/` | the channels example page and the JavaScript client it loads (`example`) |
 //! | `/presence/<channel>`, `/presence/<channel>/stats`, `/presence/<id>` | the server's answer ([`QueryFn`]), as on the API port, with the same credentials (an API key, or a loopback peer without keys) |
@@ -219,6 +219,11 @@ fn route(path: &str, shared: &MonitorState) -> Response<std::io::Cursor<Vec<u8>>
         "/sample" => {
             let mut sample = shared.latest();
             sample.connections = shared.metrics.sum(|l| &l.connections);
+            // Live totals too: a reader differencing two asks (a bench's connects over
+            // a run) must not be up to a sample period behind at either end.
+            sample.connects_total = shared.metrics.sum(|l| &l.connects);
+            sample.closes_total = shared.metrics.sum(|l| &l.closes);
+            sample.messages_out_total = shared.metrics.sum(|l| &l.messages_out);
             // Samples always serialise (numbers only).
             json(&serde_json::to_value(sample).expect("Sample serialises"))
         }

@@ -23,7 +23,17 @@ use mio::{Interest, Token};
 use std::io;
 use std::sync::atomic::Ordering;
 
+/// Sockets accepted (and answered: a request already there is read at once) in one
+/// round. Each answer may fan out (a presence join to a room's watchers), so an
+/// unbounded backlog made rounds of hundreds of ms under a connect storm, with every
+/// keep-alive request of the loop waiting behind it; past this many the rest of the
+/// backlog waits for the next round, after the sockets that became readable. 64
+/// cost connects/s and CPU per connect (docs/decisions/presence-events.md, 9).
+pub(super) const ACCEPTS_PER_ROUND: u32 = 256;
+
 impl EventLoop {
+    /// Accepts what the listener holds, up to the round's [`ACCEPTS_PER_ROUND`];
+    /// what is left sets `accepts_left`, which brings the loop back at once.
     pub(super) fn accept_all(&mut self) {
         if self.drain.is_some() {
             return; // the listener is shut (draining)
@@ -32,6 +42,9 @@ impl EventLoop {
             return self.accept_steered();
         }
         loop {
+            if !self.accept_budget() {
+                return;
+            }
             let Some(accepted) = self.listener.accept() else {
                 return;
             };
@@ -54,7 +67,7 @@ impl EventLoop {
     /// reserved before each accept; when none is left the listener is closed first.
     fn accept_steered(&mut self) {
         loop {
-            if !self.listener.is_listening() {
+            if !self.listener.is_listening() || !self.accept_budget() {
                 return;
             }
             if !self.gateway.reserve() {
@@ -86,6 +99,17 @@ impl EventLoop {
                 }
             }
         }
+    }
+
+    /// Whether this round may accept one more socket; if not, the listener is
+    /// marked as still holding some (edge-triggered: no event would say so again).
+    fn accept_budget(&mut self) -> bool {
+        if self.accepted_in_round >= ACCEPTS_PER_ROUND {
+            self.accepts_left = true;
+            return false;
+        }
+        self.accepted_in_round += 1;
+        true
     }
 
     /// Called every tick with `leave_when_full`: leaves the group when another loop

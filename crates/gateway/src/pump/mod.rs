@@ -132,6 +132,11 @@ pub struct EventLoop {
     reread: Vec<u32>,
     /// A delivery pass ran out of its budget: come back at once after the sockets.
     more_work: bool,
+    /// Sockets this round has accepted (at most `accept::ACCEPTS_PER_ROUND`), and
+    /// whether the listener was left holding more: the next round accepts them
+    /// after its readable sockets.
+    accepted_in_round: u32,
+    accepts_left: bool,
     /// Connection count at the last memory give-back, to notice a mass disconnect.
     peak: usize,
     /// Draining: the listener has left the accept group; when the last drain step
@@ -195,6 +200,8 @@ impl EventLoop {
             resume: Vec::new(),
             reread: Vec::new(),
             more_work: false,
+            accepted_in_round: 0,
+            accepts_left: false,
             peak: 0,
             drain: None,
             tls,
@@ -207,6 +214,8 @@ impl EventLoop {
     /// long to sleep next, or `None` when the loop is done (stop or drain).
     fn round(&mut self, events: &Events) -> Option<Duration> {
         self.set_clock(Instant::now());
+        self.accepted_in_round = 0;
+        let accepts_left = std::mem::take(&mut self.accepts_left);
         for event in events.iter() {
             match event.token() {
                 LISTENER => self.accept_all(),
@@ -220,6 +229,9 @@ impl EventLoop {
                     }
                 }
             }
+        }
+        if accepts_left {
+            self.accept_all();
         }
         if std::mem::take(&mut self.more_work) {
             self.drain_mailbox();
@@ -252,7 +264,7 @@ impl EventLoop {
             self.give_back_memory();
         }
         self.finish_round();
-        Some(if self.more_work {
+        Some(if self.more_work || self.accepts_left {
             Duration::ZERO
         } else {
             self.timers.until_next_tick()

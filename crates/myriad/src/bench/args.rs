@@ -241,7 +241,7 @@ pub struct BenchArgs {
     /// keepalive: the server's keep-alive idle timeout, seconds.
     #[arg(long, default_value_t = 5.0)]
     pub keepalive_timeout: f64,
-    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here); c1m, sprites: gateway processes (default: `--processes auto`).
+    /// c100k: server processes (default: one per 16,000 connections; each process may hold only 20,000 files here); c1m, sprites: gateway processes (default: `--processes auto`); churn: gateway processes of one supervised server (`serve --processes N`; default: one process, no supervisor).
     #[arg(long)]
     pub servers: Option<u32>,
     /// c100k, c1m, sprites: seconds to hold the connections once all are open.

@@ -10,7 +10,9 @@
 //! cycle fits in its period (cycles that did not are counted; one more than half a
 //! period late gives up its next slot). Connects/s and closes/s come from
 //! the server's counters, errors from flood; memory is sampled each second, and again
-//! `--settle` s after the end.
+//! `--settle` s after the end. `--servers N`: the server is one supervisor of a
+//! router and N gateway processes (`serve --processes N`, over a NATS server of its
+//! own), which hold more files than one process may.
 //!
 //! The soak (issue 10): `--churn-rate 5000 --duration 3600` with
 //! `--churn-publish-rate` publishing to random churning users meanwhile; every
@@ -56,6 +58,16 @@ const STABLE_GROWTH: f64 = 0.10;
 const HELD_CHANNEL: &str = "presence-bench";
 const HELD_FIRST_USER: u64 = 10_000_000;
 
+/// A supervised server's router's admin listener, from the supervisor's `/stats`.
+fn router_admin(server: &crate::server_process::ServerProcess) -> Option<std::net::SocketAddr> {
+    let stats = server.stats().ok()?;
+    let router = stats["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["role"] == "router")?;
+    router["admin"].as_str()?.parse().ok()
+}
+
 /// What the workers counted.
 #[derive(Default)]
 struct Tally {
@@ -88,9 +100,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
     let held_transport = args.transport()?;
     let held_n = args.churn_held.max(1);
     let cap = held_n.to_string();
-    // The admin listener answers the list too (off the loops); TLS adds it already.
-    let admin: &[&str] = match super::context::scheme() {
-        "http" => &["--admin", "127.0.0.1:0"],
+    // The admin listener answers the list too (off the loops); TLS and a
+    // supervisor add it already.
+    let admin: &[&str] = match (super::context::scheme(), args.servers) {
+        ("http", None) => &["--admin", "127.0.0.1:0"],
         _ => &[],
     };
     let with_rooms = [&["--max-presence-members", cap.as_str()][..], admin].concat();
@@ -98,7 +111,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         0 => &[],
         _ => &with_rooms,
     };
-    let server = Arc::new(ctx.server(&server_csv, extra)?);
+    let server = Arc::new(match args.servers {
+        Some(gateways) => ctx.supervised_server(&server_csv, extra, gateways)?,
+        None => ctx.server(&server_csv, extra)?,
+    });
     // `--churn-rooms`: a big channel held through the churn, its list timed.
     let held = (args.churn_rooms > 0).then(|| {
         let url = format!(
@@ -218,10 +234,21 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         std::thread::spawn(move || load::msggen::run_with(m, &AtomicBool::new(false)))
     });
     // The list of the held channel, asked every 20 ms while the churn runs.
-    let listers = held
-        .as_ref()
-        .map(|_| Listers::start(server.addr, server.admin, HELD_CHANNEL, deadline));
-    let pid = server.child.id();
+    let router_admin = args.servers.and_then(|_| router_admin(&server));
+    let listers = held.as_ref().map(|_| {
+        Listers::start(
+            server.addr,
+            server.admin,
+            router_admin,
+            HELD_CHANNEL,
+            deadline,
+        )
+    });
+    // A supervised server's descriptors are its children's.
+    let pids: Vec<u32> = std::iter::once(server.child.id())
+        .chain(server.workers.iter().copied())
+        .collect();
+    let fds = || pids.iter().map(|&p| open_fds(p)).sum::<u64>();
     let mut probe = Probe::new(vec![server.clone()]);
     let start = probe.sample();
     let cpu_start = probe.cpu();
@@ -236,14 +263,14 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         for _ in 0..FD_READINGS_PER_S {
             std::thread::sleep(Duration::from_secs(1) / FD_READINGS_PER_S);
             if soaking() {
-                soak.push_fds(slot(), open_fds(pid));
+                soak.push_fds(slot(), fds());
             }
         }
         let s = probe.sample();
         live.line(None, &s);
         rss_samples.push(s.rss);
         if soaking() {
-            soak.push(slot(), s.rss, open_fds(pid), s.connections);
+            soak.push(slot(), s.rss, fds(), s.connections);
         }
     }
     for w in workers {
@@ -418,6 +445,10 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
             None => "as fast as possible, cycles back to back".into(),
         }
     ));
+    if args.servers.is_some() {
+        // Its NATS server's store goes with it.
+        server.stop_gracefully(Duration::from_secs(10));
+    }
     report.live = live.lines();
     Ok(report)
 }

@@ -1,7 +1,8 @@
 //! `bench churn --churn-rooms`: the list of a 10,000-member channel timed while the
 //! churn runs, asked every [`EVERY`] on two ports at once, each on a keep-alive
 //! connection of its own ([`Listers`]): the API port (answered by an event loop,
-//! behind its churn work) and the admin listener (its own thread, off the loops).
+//! behind its churn work) and the admin listener (its own thread, off the loops;
+//! a supervisor's hands the ask to its router's, which is asked directly too).
 //! Each answer is timed as the caller sees it and without the client's own
 //! scheduling (the kernel's receive stamp, see `presence::Api`); the router role's
 //! share (router lock wait and time under it, or a read of the channel's mirror) comes from the server's `/stats`.
@@ -32,17 +33,20 @@ pub(super) struct Listers {
 }
 
 impl Listers {
-    /// Asks `/presence/<channel>` on the API port `api` and on the admin listener
-    /// `admin` until `deadline`.
+    /// Asks `/presence/<channel>` on the API port `api`, on the admin listener
+    /// `admin` and, for a supervised server, on its router's admin listener `router`
+    /// (the supervisor's hands each ask to it) until `deadline`.
     pub(super) fn start(
         api: SocketAddr,
         admin: Option<SocketAddr>,
+        router: Option<SocketAddr>,
         channel: &str,
         deadline: Instant,
     ) -> Listers {
         let ports = [
             ("API port (event loop)", Some(api)),
             ("admin listener", admin),
+            ("router's admin listener", router),
         ];
         let threads = ports
             .into_iter()

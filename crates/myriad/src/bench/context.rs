@@ -142,6 +142,45 @@ impl Ctx {
 
     /// Starts `myriad serve` on a free loopback port, memory store, writing `csv`.
     pub fn server(&self, csv: &Path, extra: &[&str]) -> anyhow::Result<ServerProcess> {
+        let a = self.server_args(csv, extra)?;
+        let server = ServerProcess::start_bin(self.server_bin.as_deref(), &a)?;
+        // Let it finish starting its loops before the first RSS reading.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Ok(server)
+    }
+
+    /// The same server as one supervisor of a router and `gateways` gateway
+    /// processes on the port (`serve --processes`), linked through a NATS server it
+    /// starts on a free port: what holds more than one process's files. Its
+    /// children, that NATS server included, count in its CPU and memory; its
+    /// `/stats` (admin listener) sums the gateways' counters, and its admin listener
+    /// answers `GET /presence/…` from the router.
+    pub fn supervised_server(
+        &self,
+        csv: &Path,
+        extra: &[&str],
+        gateways: u32,
+    ) -> anyhow::Result<ServerProcess> {
+        let nats = format!("nats://127.0.0.1:{}", super::c1m_setup::free_port()?);
+        let gateways = gateways.to_string();
+        let mut own = vec!["--processes", gateways.as_str(), "--nats", nats.as_str()];
+        if TLS.get().is_none() {
+            own.extend(["--admin", "127.0.0.1:0"]);
+        }
+        let a = self.server_args(csv, &[&own[..], extra].concat())?;
+        let mut server = ServerProcess::start_bin_at(
+            self.server_bin.as_deref(),
+            &a,
+            "myriad supervisor serving",
+        )?;
+        // Every child has said it serves before the supervisor's line.
+        server.workers = super::c1m_watch::children_of(server.child.id());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Ok(server)
+    }
+
+    /// The command line of [`Ctx::server`].
+    fn server_args(&self, csv: &Path, extra: &[&str]) -> anyhow::Result<Vec<String>> {
         let (store, history_flags) = super::history::server_store(
             self.durable_history,
             csv,
@@ -169,10 +208,7 @@ impl Ctx {
         }
         a.extend(extra.iter().map(|s| s.to_string()));
         a.extend(self.server_flags.iter().cloned());
-        let server = ServerProcess::start_bin(self.server_bin.as_deref(), &a)?;
-        // Let it finish starting its loops before the first RSS reading.
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        Ok(server)
+        Ok(a)
     }
 
     /// The scenario's server: the `--peer` server when given (it writes no CSV), else

@@ -66,6 +66,7 @@ mod sprites_steps;
 mod unicast;
 
 pub use args::*;
+pub(crate) use c1m_watch::alive;
 pub use context::Ctx;
 pub use report::Report;
 /// `myriad bench`.

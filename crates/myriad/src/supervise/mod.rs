@@ -10,11 +10,13 @@
 //!
 //! Layout: [`plan`] counts gateways; [`child`] starts one child; [`nats`] finds or
 //! starts NATS; [`processes`] gathers every child's figures for `/stats` and
-//! `/metrics`.
+//! `/metrics`; [`presence`] hands `GET /presence/…` on the admin listener to the
+//! owning router.
 
 pub mod child;
 pub mod nats;
 pub mod plan;
+pub mod presence;
 pub mod processes;
 
 use crate::serve::ServeArgs;
@@ -85,7 +87,12 @@ pub fn run(args: &ServeArgs, processes: Processes) -> anyhow::Result<()> {
             csv: args.csv.clone(),
             admin: args.admin,
             extra: table.stats_fn(),
-            query: None,
+            // `GET /presence/…`: asked of the owning router's admin listener.
+            query: Some(presence::hook(
+                members.clone(),
+                shards,
+                cluster::publish_port::api_keys(&args.gateway.api_keys)?,
+            )),
             slab: true,
         },
     )?;

@@ -1,7 +1,8 @@
 //! Every process of a supervised server in one table, for the supervisor's admin
 //! listener: `/stats` lists each child (pid, role, connections, CPU, RSS, loop lag,
 //! restarts) with totals, and the children's [`Sample`]s go to the monitor, which
-//! lists them in `processes` and labels them in `/metrics`. Gateways are read from
+//! lists them in `processes` and labels them in `/metrics`; the totals (connections,
+//! connects, closes, deliveries) are what a bench reads of the whole server. Gateways are read from
 //! their own admin `/sample`, and so is the router (it holds no connections and runs
 //! no event loop); a child whose admin address is not known yet is read from `/proc`
 //! (CPU and RSS). A gateway too busy to answer in time (50 gateways at load 100+ while
@@ -30,6 +31,8 @@ const FORGET_ANSWER: Duration = Duration::from_secs(600);
 #[derive(Clone)]
 struct Row {
     role: Role,
+    /// Its admin listener, where its own `/stats` (and a router's presence) is.
+    admin: Option<SocketAddr>,
     restarts: u32,
     sample: Sample,
     /// How old the answer behind `connections` and lag is (0: answered just now).
@@ -76,6 +79,7 @@ impl Table {
                 serde_json::json!({
                     "pid": s.pid,
                     "role": r.role.name(),
+                    "admin": r.admin.map(|a| a.to_string()),
                     "connections": s.connections,
                     "cpu": s.cpu_user + s.cpu_sys,
                     "rss_bytes": s.rss_bytes,
@@ -93,6 +97,10 @@ impl Table {
             "connections": sum(|s| s.connections as f64) as u64,
             "cpu": sum(|s| s.cpu_user + s.cpu_sys),
             "rss_bytes": sum(|s| s.rss_bytes as f64) as u64,
+            // Since each child's start (a restarted child counts from 0 again).
+            "connects": rows.iter().map(|r| r.sample.connects_total).sum::<u64>(),
+            "closes": rows.iter().map(|r| r.sample.closes_total).sum::<u64>(),
+            "messages_out": rows.iter().map(|r| r.sample.messages_out_total).sum::<u64>(),
             "lag_max_us": rows.iter().map(|r| r.sample.lag_max_us).max().unwrap_or(0),
             "stale_max_ms": rows.iter().map(|r| r.stale.as_millis() as u64).max().unwrap_or(0),
             "processes": list,
@@ -119,12 +127,12 @@ impl Table {
                 .into_iter()
                 .map(|(role, restarts, pid, admin)| {
                     let fetch = admin.map(|addr| scope.spawn(move || fetch_sample(addr)));
-                    (role, restarts, pid, fetch)
+                    (role, restarts, pid, admin, fetch)
                 })
                 .collect();
             fetches
                 .into_iter()
-                .map(|(role, restarts, pid, fetch)| {
+                .map(|(role, restarts, pid, admin, fetch)| {
                     let answer = fetch.and_then(|f| f.join().ok().flatten());
                     let (sample, stale) = match answer {
                         Some(sample) => {
@@ -135,6 +143,7 @@ impl Table {
                     };
                     Row {
                         role,
+                        admin,
                         restarts,
                         sample,
                         stale,
