@@ -9,6 +9,8 @@
 # `cluster_codec`: what crosses NATS, parts put together included; `port_exchange`: the
 # router's publish port on client bytes; `webhook_answer`: a webhook receiver's answer), and what `flood` reads from the server it
 # measures (crates/load/fuzz, target `flood_scan`: its response scanner, Pusher frames included),
+# and the admin listener's HTTP server, the dependency tiny_http, over loopback sockets
+# (crates/observe/fuzz, target `admin_http`),
 # each started
 # from its seed corpus in <fuzz dir>/seeds/<target>/.
 #
@@ -28,13 +30,14 @@ root=$PWD
 fuzz_dir=crates/wire/fuzz
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR="$root/target/fuzz"
-all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack pusher core h2_conn cluster_codec port_exchange webhook_answer flood_scan)
+all_targets=(parse_head body_decoder ws_frame ws_stream batch edges route since jwt h2_frames hpack pusher core h2_conn cluster_codec port_exchange webhook_answer flood_scan admin_http)
 # Which fuzz crate holds a target.
 dir_of() {
   case "$1" in
     core|h2_conn) echo crates/gateway/fuzz ;;
     cluster_codec|port_exchange|webhook_answer) echo crates/cluster/fuzz ;;
     flood_scan) echo crates/load/fuzz ;;
+    admin_http) echo crates/observe/fuzz ;;
     *) echo "$fuzz_dir" ;;
   esac
 }
