@@ -275,30 +275,29 @@ fn abuse_runs_every_hostile_case_beside_honest_subscribers() {
     }
 }
 
-/// `--churn-rooms`: join/leave pushes watched and checked once and in order per
-/// (room, user) against the connects, and the held channel's list timed.
-#[test]
-fn churn_rooms_checks_every_join_and_leave_once_in_order() {
+/// `bench churn --churn-rooms 8` of 400 connects with `held` members in the listed
+/// channel and `extra` flags, checked as every such run must be: no connect error,
+/// each join and leave pushed once and in order per (room, user), a join per
+/// connect, and the list timed on each of `via`'s ports. Returns the report.
+fn churn_rooms(held: &str, extra: &[&str], via: &[&str]) -> String {
     let out = tempfile::tempdir().unwrap();
-    let r = bench(
-        out.path(),
-        "churn",
-        &[
-            "--connections",
-            "400",
-            "--churn-rate",
-            "400",
-            "--churn-rooms",
-            "8",
-            "--churn-held",
-            "400",
-            "--duration",
-            "4",
-            "--churn-publish-rate",
-            "0",
-            "--server-flag=--presence-grace=0",
-        ],
-    );
+    let mut args = vec![
+        "--connections",
+        "400",
+        "--churn-rate",
+        "400",
+        "--churn-rooms",
+        "8",
+        "--churn-held",
+        held,
+        "--duration",
+        "4",
+        "--churn-publish-rate",
+        "0",
+        "--server-flag=--presence-grace=0",
+    ];
+    args.extend_from_slice(extra);
+    let r = bench(out.path(), "churn", &args);
     common_parts(&r);
     assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
     let once = row(
@@ -311,13 +310,23 @@ fn churn_rooms_checks_every_join_and_leave_once_in_order() {
         first_number(once[0]) >= 400.0,
         "a join per connect: {once:?}"
     );
-    for via in ["API port (event loop)", "admin listener"] {
+    for via in via {
         let list = row(
             &r,
-            &format!("GET /presence/<channel> of 400 members during the churn on the {via}, p99"),
+            &format!(
+                "GET /presence/<channel> of {held} members during the churn on the {via}, p99"
+            ),
         );
         assert!(list[0].ends_with(" ms"), "{list:?}");
     }
+    r
+}
+
+/// `--churn-rooms`: join/leave pushes watched and checked once and in order per
+/// (room, user) against the connects, and the held channel's list timed.
+#[test]
+fn churn_rooms_checks_every_join_and_leave_once_in_order() {
+    let r = churn_rooms("400", &[], &["API port (event loop)", "admin listener"]);
     assert!(
         r.contains("answers from the channel's mirror (no router lock): avg / max"),
         "{r}"
@@ -331,55 +340,20 @@ fn churn_rooms_checks_every_join_and_leave_once_in_order() {
 /// too (from the router's).
 #[test]
 fn churn_rooms_over_a_supervised_server_checks_every_join_and_leave_once() {
-    let out = tempfile::tempdir().unwrap();
-    let r = bench(
-        out.path(),
-        "churn",
+    let r = churn_rooms(
+        "300",
+        &["--servers", "2"],
         &[
-            "--connections",
-            "400",
-            "--churn-rate",
-            "400",
-            "--churn-rooms",
-            "8",
-            "--churn-held",
-            "300",
-            "--duration",
-            "4",
-            "--churn-publish-rate",
-            "0",
-            "--servers",
-            "2",
-            "--server-flag=--presence-grace=0",
+            "API port (event loop)",
+            "admin listener",
+            "router's admin listener",
         ],
-    );
-    common_parts(&r);
-    assert_eq!(row(&r, "client errors")[2], "yes", "no connect errors");
-    let once = row(
-        &r,
-        "join/leave pushes to watchers: each once, in order, per (room, user)",
-    );
-    assert_eq!(once[2], "yes", "{once:?}");
-    assert!(
-        first_number(once[0]) >= 400.0,
-        "a join per connect: {once:?}"
     );
     // The supervisor's /stats sums its gateways' connects.
     assert!(
         first_number(row(&r, "connects / s (server)")[0]) > 0.0,
         "{r}"
     );
-    for via in [
-        "API port (event loop)",
-        "admin listener",
-        "router's admin listener",
-    ] {
-        let list = row(
-            &r,
-            &format!("GET /presence/<channel> of 300 members during the churn on the {via}, p99"),
-        );
-        assert!(list[0].ends_with(" ms"), "{list:?}");
-    }
     assert!(!r.contains("lists on the"), "no lister stopped early: {r}");
 }
 
