@@ -515,8 +515,12 @@ impl Connection {
 
     /// Closes after the queued output is written: the caller half-closes (FIN) once
     /// it is out, then waits for the peer's EOF, so our last bytes are not lost to a
-    /// reset.
+    /// reset. The connection is nobody's from here (its channels left, its user
+    /// logged out): a lingering socket that gets no more deliveries is not counted
+    /// in a publish's reach or a presence list.
     fn start_closing(&mut self, cx: &mut Cx) {
+        channels::leave_all(self, cx);
+        self.logout(cx);
         self.state = State::Closing;
         self.pending = None;
         self.arm(cx, cx.config.linger);
