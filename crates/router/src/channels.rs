@@ -121,9 +121,11 @@ pub struct Position {
 /// Every channel of one router.
 #[derive(Debug, Default)]
 pub struct Channels {
-    map: HashMap<Box<str>, Channel>,
+    /// Keyed by the name, shared (`Arc`) with the queues that name a channel (idle,
+    /// users in their grace, events): a mass leave allocates no copy of a name.
+    map: HashMap<Arc<str>, Channel>,
     /// (idle since, name): channels that may have outlived their ttl, oldest first.
-    idle: VecDeque<(Instant, Box<str>)>,
+    idle: VecDeque<(Instant, Arc<str>)>,
     subscriptions: u64,
     /// Each user's subscriptions across channels (what the per-user limit reads).
     per_user: PerUser,
@@ -183,18 +185,18 @@ impl Channels {
         if user.is_some_and(|u| !held && self.per_user.of(u) >= limit) {
             return Err(Refusal::UserLimit);
         }
-        let channel = Self::entry(&mut self.map, name, epochs);
+        let (name, channel) = Self::entry(&mut self.map, name, epochs);
         channel.idle_since = None;
         if let Some(n) = channel.subs.insert(conn, user) {
             self.subscriptions += 1;
             if channel.subs.len() == 1 {
-                if let Some(u) = wire::channel::friends_of(name) {
+                if let Some(u) = wire::channel::friends_of(&name) {
                     self.watchers.insert(u);
                 }
             }
             if let Some(user) = user {
                 if n == 1 {
-                    self.membership.first_join(name, channel, user);
+                    self.membership.first_join(&name, channel, user);
                 }
                 self.per_user.add(user, 1);
             }
@@ -218,16 +220,17 @@ impl Channels {
     /// Unsubscribes `conn` from `name` (as the user it joined as); true if it was
     /// subscribed.
     pub(crate) fn leave(&mut self, name: &str, conn: ConnRef, now: Instant) -> bool {
-        let Some(channel) = self.map.get_mut(name) else {
+        let Some(name) = self.name_of(name) else {
             return false;
         };
+        let channel = self.map.get_mut(&name).expect("named above");
         let Some((user, left)) = channel.subs.remove(conn) else {
             return false;
         };
         self.subscriptions -= 1;
         if let Some(user) = user {
             if left == 0 {
-                self.membership.last_leave(name, channel, user, now);
+                self.membership.last_leave(&name, channel, user, now);
             }
             self.per_user.sub(user, 1);
         }
@@ -236,10 +239,10 @@ impl Channels {
         }
         if channel.subs.is_empty() {
             channel.idle_since = Some(now);
-            self.idle.push_back((now, name.into()));
-            if let Some(u) = wire::channel::friends_of(name) {
+            if let Some(u) = wire::channel::friends_of(&name) {
                 self.watchers.remove(&u);
             }
+            self.idle.push_back((now, name));
         }
         true
     }
@@ -298,7 +301,7 @@ impl Channels {
         deliver: &mut impl FnMut(Delivery),
     ) -> (PublishCounts, Position) {
         let fresh = !self.map.contains_key(name);
-        let channel = Self::entry(&mut self.map, name, keep.epochs);
+        let (held, channel) = Self::entry(&mut self.map, name, keep.epochs);
         let pushed = channel.ring.push(msg, keep.capacity, keep.max_bytes);
         keep.totals.record(&pushed);
         if pushed.stored {
@@ -322,7 +325,7 @@ impl Channels {
         if channel.subs.is_empty() && (fresh || channel.idle_since.is_some()) {
             // Kept for a page that reads it later; its ttl starts again.
             channel.idle_since = Some(now);
-            self.idle.push_back((now, name.into()));
+            self.idle.push_back((now, held));
         }
         channel.subs.for_each(|conn| {
             deliver(Delivery {
@@ -391,33 +394,46 @@ impl Channels {
     /// Heap bytes held (an estimate): names, subscribers, rings and the per-user
     /// counts.
     pub fn heap_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(Box<str>, Channel)>() + 1;
+        let slot = std::mem::size_of::<(Arc<str>, Channel)>() + 1;
         self.map.capacity() * slot
             + self
                 .map
                 .iter()
                 .map(|(name, c)| {
                     name.len()
+                        + 16
                         + c.subs.heap_bytes()
                         + c.mirror.as_ref().map_or(0, |m| m.heap_bytes())
                         + c.ring.heap_bytes()
                 })
                 .sum::<usize>()
-            + self.idle.capacity() * std::mem::size_of::<(Instant, Box<str>)>()
+            + self.idle.capacity() * std::mem::size_of::<(Instant, Arc<str>)>()
             + self.per_user.heap_bytes()
             + self.membership.heap_bytes()
             + self.watchers.capacity() * (std::mem::size_of::<UserId>() + 1)
     }
 
+    /// The map's own name for channel `name` (a count more on it, no copy).
+    fn name_of(&self, name: &str) -> Option<Arc<str>> {
+        self.map.get_key_value(name).map(|(k, _)| k.clone())
+    }
+
+    /// Channel `name`, made now if it did not exist, with the map's name for it.
     fn entry<'m>(
-        map: &'m mut HashMap<Box<str>, Channel>,
+        map: &'m mut HashMap<Arc<str>, Channel>,
         name: &str,
         epochs: &mut Epochs,
-    ) -> &'m mut Channel {
-        if !map.contains_key(name) {
-            map.insert(name.into(), Channel::new(epochs.next()));
-        }
-        map.get_mut(name).expect("inserted above")
+    ) -> (Arc<str>, &'m mut Channel) {
+        let name = match map.get_key_value(name) {
+            Some((k, _)) => k.clone(),
+            None => {
+                let k: Arc<str> = name.into();
+                map.insert(k.clone(), Channel::new(epochs.next()));
+                k
+            }
+        };
+        let channel = map.get_mut(&name).expect("inserted above");
+        (name, channel)
     }
 }
 

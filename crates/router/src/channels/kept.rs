@@ -64,8 +64,9 @@ impl Channels {
         }
         let kept = channel.ring.len();
         channel.idle_since = Some(now);
-        self.idle.push_back((now, name.into()));
-        self.map.insert(name.into(), channel);
+        let name: std::sync::Arc<str> = name.into();
+        self.idle.push_back((now, name.clone()));
+        self.map.insert(name, channel);
         kept
     }
 

@@ -15,6 +15,7 @@ use super::{Channel, Channels};
 use crate::UserId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Default grace before a user whose last connection left is announced gone.
@@ -46,7 +47,8 @@ impl EventKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PresenceEvent {
     pub kind: EventKind,
-    pub channel: Box<str>,
+    /// The router's own name of the channel, shared (serialized as a string).
+    pub channel: Arc<str>,
     pub user: Option<UserId>,
 }
 
@@ -77,9 +79,9 @@ impl Default for PresenceConfig {
 pub(crate) struct Membership {
     pub(crate) config: PresenceConfig,
     /// (channel, user) in their grace → when their last connection left.
-    leaving: HashMap<(Box<str>, UserId), Instant>,
+    leaving: HashMap<(Arc<str>, UserId), Instant>,
     /// The same, oldest first (entries of users back since are stale).
-    queue: VecDeque<(Instant, Box<str>, UserId)>,
+    queue: VecDeque<(Instant, Arc<str>, UserId)>,
     events: Vec<PresenceEvent>,
 }
 
@@ -96,11 +98,11 @@ impl Membership {
     }
 
     /// `user`'s first connection joined `channel` (already counted in its members).
-    pub(super) fn first_join(&mut self, name: &str, channel: &mut Channel, user: UserId) {
+    pub(super) fn first_join(&mut self, name: &Arc<str>, channel: &mut Channel, user: UserId) {
         if !self.watched(name) {
             return;
         }
-        if channel.leaving > 0 && self.leaving.remove(&(name.into(), user)).is_some() {
+        if channel.leaving > 0 && self.leaving.remove(&(name.clone(), user)).is_some() {
             // Back within the grace: never announced as gone.
             channel.leaving -= 1;
             return;
@@ -114,7 +116,7 @@ impl Membership {
     /// `user`'s last connection left `channel` (already gone from its members).
     pub(super) fn last_leave(
         &mut self,
-        name: &str,
+        name: &Arc<str>,
         channel: &mut Channel,
         user: UserId,
         now: Instant,
@@ -127,8 +129,8 @@ impl Membership {
             return;
         }
         channel.leaving += 1;
-        self.leaving.insert((name.into(), user), now);
-        self.queue.push_back((now, name.into(), user));
+        self.leaving.insert((name.clone(), user), now);
+        self.queue.push_back((now, name.clone(), user));
     }
 
     /// Announces users whose grace ran out. Returns the channels left with no
@@ -136,8 +138,8 @@ impl Membership {
     pub(super) fn expire(
         &mut self,
         now: Instant,
-        map: &mut HashMap<Box<str>, Channel>,
-    ) -> Vec<Box<str>> {
+        map: &mut HashMap<Arc<str>, Channel>,
+    ) -> Vec<Arc<str>> {
         let mut emptied = Vec::new();
         while let Some((at, _, _)) = self.queue.front() {
             if now.saturating_duration_since(*at) < self.config.grace {
@@ -165,17 +167,17 @@ impl Membership {
 
     /// Announces `user` gone from `channel` (and the channel vacated when nobody
     /// announced is left).
-    fn gone(&mut self, name: &str, channel: &Channel, user: UserId) {
+    fn gone(&mut self, name: &Arc<str>, channel: &Channel, user: UserId) {
         self.push(EventKind::MemberRemoved, name, Some(user));
         if channel.subs.users() == 0 && channel.leaving == 0 {
             self.push(EventKind::ChannelVacated, name, None);
         }
     }
 
-    fn push(&mut self, kind: EventKind, name: &str, user: Option<UserId>) {
+    fn push(&mut self, kind: EventKind, name: &Arc<str>, user: Option<UserId>) {
         self.events.push(PresenceEvent {
             kind,
-            channel: name.into(),
+            channel: name.clone(),
             user,
         });
     }
@@ -187,10 +189,8 @@ impl Membership {
 
     /// Heap bytes held (an estimate).
     pub(super) fn heap_bytes(&self) -> usize {
-        let names: usize = self.queue.iter().map(|(_, n, _)| 2 * n.len()).sum();
-        self.leaving.capacity() * (std::mem::size_of::<((Box<str>, UserId), Instant)>() + 1)
-            + self.queue.capacity() * std::mem::size_of::<(Instant, Box<str>, UserId)>()
-            + names
+        self.leaving.capacity() * (std::mem::size_of::<((Arc<str>, UserId), Instant)>() + 1)
+            + self.queue.capacity() * std::mem::size_of::<(Instant, Arc<str>, UserId)>()
     }
 }
 
