@@ -237,22 +237,7 @@ fn a_pages_token_may_ask_the_presence_of_its_channels_only() {
 #[test]
 fn every_gateway_of_a_supervised_server_gives_the_same_answer() {
     let nats = Nats::start();
-    let args = [
-        "serve",
-        "--processes",
-        "2",
-        "--loops",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "memory",
-        "--nats",
-        &nats.url,
-        "--max-presence-members",
-        "2",
-    ];
-    let server = Server::start_marked(&args, "supervisor serving");
+    let server = start_supervisor(&nats.url, 2, &["--max-presence-members", "2"]);
     let _open: Vec<TcpStream> = (1..=4)
         .map(|u| sse_on(&server, &format!("/sse/{u}?channel=hall")))
         .collect();

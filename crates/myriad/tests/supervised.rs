@@ -7,20 +7,13 @@
 
 mod common;
 
-use common::{free_port, read_until, subscribe_stream, supervisor_args, Server};
+use common::{free_port, read_until, start_supervisor, subscribe_stream, supervisor_args, Server};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Stream clients, users 1..=CLIENTS, all following SUBJECT.
 const CLIENTS: u64 = 30;
 const SUBJECT: u64 = 1000;
-
-/// [`supervisor_args`] started, once the supervisor serves.
-fn supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {
-    let args = supervisor_args(nats, processes, extra);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Server::start_marked(&args, "supervisor serving")
-}
 
 /// The supervisor's process table (`/stats` `extra` of its admin listener).
 fn table(server: &Server) -> serde_json::Value {
@@ -85,7 +78,7 @@ fn publish_until(server: &Server, payload: &str, want: u64) -> serde_json::Value
 #[test]
 fn supervised_gateways_share_the_port_restart_and_stop() {
     let nats = format!("nats://127.0.0.1:{}", free_port());
-    let server = supervisor(&nats, 3, &["--max-connections", "300"]);
+    let server = start_supervisor(&nats, 3, &["--max-connections", "300"]);
     let start = table(&server);
     assert_eq!(start["gateways"], 3, "{start}");
     let processes = start["processes"].as_array().unwrap().len();
@@ -194,7 +187,7 @@ fn supervised_gateways_share_the_port_restart_and_stop() {
 #[test]
 fn a_supervised_self_signed_server_has_one_certificate_for_every_gateway() {
     let nats = format!("nats://127.0.0.1:{}", free_port());
-    let server = supervisor(&nats, 2, &["--tls", "self-signed"]);
+    let server = start_supervisor(&nats, 2, &["--tls", "self-signed"]);
     let cert = std::env::temp_dir()
         .join(format!("myriad-tls-{}", server.pid()))
         .join("cert.pem");
@@ -241,7 +234,7 @@ fn a_supervised_self_signed_server_has_one_certificate_for_every_gateway() {
 fn a_supervised_router_serves_the_publish_port() {
     let nats = format!("nats://127.0.0.1:{}", free_port());
     let port = format!("127.0.0.1:{}", free_port());
-    let server = supervisor(&nats, 2, &["--publish-listen", &port]);
+    let server = start_supervisor(&nats, 2, &["--publish-listen", &port]);
     let (mut stream, mut buf) = subscribe_stream(&server, 7);
     let deadline = Instant::now() + Duration::from_secs(20);
     let reply = loop {

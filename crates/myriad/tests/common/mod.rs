@@ -478,3 +478,10 @@ pub fn supervisor_args(nats: &str, processes: u32, extra: &[&str]) -> Vec<String
     args.extend(extra.iter().map(|a| a.to_string()));
     args
 }
+
+/// [`supervisor_args`] started, once the supervisor serves.
+pub fn start_supervisor(nats: &str, processes: u32, extra: &[&str]) -> Server {
+    let args = supervisor_args(nats, processes, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Server::start_marked(&args, "supervisor serving")
+}

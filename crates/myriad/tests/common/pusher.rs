@@ -16,9 +16,7 @@ pub fn supervised(extra: &[&str]) -> Server {
     let nats = format!("nats://127.0.0.1:{}", super::free_port());
     let mut flags = vec!["--pusher-app", APP];
     flags.extend_from_slice(extra);
-    let args = super::supervisor_args(&nats, 2, &flags);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Server::start_marked(&args, "supervisor serving")
+    super::start_supervisor(&nats, 2, &flags)
 }
 
 /// One run of `tests/pusher/client.mjs <scenario>` against `server`.
