@@ -181,8 +181,9 @@ impl Channels {
         limit: u32,
         epochs: &mut Epochs,
     ) -> Result<HistoryRead, Refusal> {
-        let held = self.map.get(name).is_some_and(|c| c.subs.contains(conn));
-        if user.is_some_and(|u| !held && self.per_user.of(u) >= limit) {
+        // Only a user at the limit pays for the scan: joining twice is not refused.
+        let at_limit = user.is_some_and(|u| self.per_user.of(u) >= limit);
+        if at_limit && !self.map.get(name).is_some_and(|c| c.subs.contains(conn)) {
             return Err(Refusal::UserLimit);
         }
         let (name, channel) = Self::entry(&mut self.map, name, epochs);
