@@ -82,19 +82,22 @@ fn ask(admin: SocketAddr, q: &Query<'_>) -> std::io::Result<QueryAnswer> {
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP answer"))
 }
 
-/// Status, JSON or not, and body of a whole `Connection: close` answer.
+/// Status, JSON or not, and body of a whole `Connection: close` answer (httparse
+/// reads the head; the admin listener never chunks, so the rest is the body).
 fn parse_answer(raw: &[u8]) -> Option<QueryAnswer> {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..end]).ok()?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    let json = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("content-type:") && l.contains("application/json")
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut head = httparse::Response::new(&mut headers);
+    let httparse::Status::Complete(end) = head.parse(raw).ok()? else {
+        return None;
+    };
+    let json = head.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("content-type")
+            && String::from_utf8_lossy(h.value).contains("application/json")
     });
     Some(QueryAnswer {
-        status,
+        status: head.code?,
         json,
-        body: raw[end + 4..].to_vec(),
+        body: raw[end..].to_vec(),
     })
 }
 
