@@ -82,7 +82,7 @@ pub(super) fn open(
     }
     conn.pending().ws_key = Some(ws_key);
     conn.set(FRAMED, true);
-    channels::join_at_start(conn, cx, None, None, Vec::new(), (None, None));
+    channels::join_at_start(conn, cx, None, None, Vec::new(), (None, None), false);
     conn.state = State::SubscribingWebSocket;
     conn.arm(cx, cx.config.head_timeout);
 }
@@ -205,7 +205,7 @@ fn client_event(conn: &mut Connection, cx: &mut Cx, event: &str, channel: String
         );
     }
     let name = internal(cx, &channel);
-    let held = conn.chans.as_ref().and_then(|c| c.position_joined(&name));
+    let held = conn.chans.as_ref().and_then(|c| c.find(&name));
     if held.is_none() {
         return error(
             cx,
@@ -271,7 +271,7 @@ pub(super) fn subscription_succeeded(cx: &mut Cx, channel: &str, data: &str) {
 /// `{"presence":{"ids","hash","count"}}` (ids as strings, `hash` the members'
 /// `user_info`). A list cut by `--max-presence-members` names fewer than `count`.
 pub(super) fn members(conn: &Connection, cx: &mut Cx, channel: &str, presence: bus::Presence) {
-    let held = conn.chans.as_ref().and_then(|c| c.position_joined(channel));
+    let held = conn.chans.as_ref().and_then(|c| c.find(channel));
     if held.is_none() {
         return; // left before the answer
     }

@@ -118,7 +118,9 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
                 since.is_some() || channels.iter().any(|c| c.1.is_some()),
                 &head,
             );
-            channels::join_at_start(conn, cx, user, since, channels, (allow, info));
+            // SSE writes every stream's position back (its composite id).
+            let placed = transport == Transport::Sse;
+            channels::join_at_start(conn, cx, user, since, channels, (allow, info), placed);
             conn.call_wait(cx, State::subscribing_to(transport));
         }
         Route::Poll {
@@ -148,7 +150,9 @@ fn handle_head(conn: &mut Connection, cx: &mut Cx, head: RequestHead) {
             if !channels.is_empty() {
                 let token = grant.map(|g| (Some(channels::Access::of(&g)), g.info));
                 let (allow, info) = token.unwrap_or_default();
-                channels::join_at_start(conn, cx, user, since, channels.clone(), (allow, info));
+                let (channels, token) = (channels.clone(), (allow, info));
+                // A long-poll's answer gives every stream's position back.
+                channels::join_at_start(conn, cx, user, since, channels, token, true);
                 return conn.call_wait(cx, State::Polling);
             }
             let user = user.expect("the route gives a user or a channel");

@@ -9,7 +9,7 @@
 //! when joined again; a channel joined later goes to the end and leaves no place,
 //! since a reconnect with the URL drops the parts past the URL's (`wire::route`).
 
-use super::{joined, subscribed_json, write_sse_position, ws_text, Sub, REFUSED_WHY};
+use super::{joined, subscribed_json, write_sse_position, ws_text, REFUSED_WHY};
 use crate::{Connection, ControlAnswer, Cx, State, FRAMED, LOGGED_IN};
 use bus::{ChannelJoin, HistoryRead, Refusal, Request};
 use serde::Deserialize;
@@ -177,8 +177,8 @@ pub(crate) fn subscribe_as(
     }
     // A channel of the request left earlier takes its place back.
     match chans.position(name) {
-        Some(i) => chans.replace(i, Sub::new(name, since, false)),
-        None => chans.push(Sub::new_later(name, since)),
+        Some(i) => chans.replace(i, name, since, false),
+        None => chans.push_later(name, since),
     }
     let mut channels = vec![ChannelJoin {
         name: name.to_string(),
@@ -189,7 +189,7 @@ pub(crate) fn subscribe_as(
     // `nopresence` claim: the channel is joined, its pushes are not.
     let watches = chans.allow.as_ref().is_none_or(|g| g.watches(name));
     if presence && watches && chans.find(&companion).is_none() {
-        chans.push(Sub::new_later(&companion, None));
+        chans.push_later(&companion, None);
         channels.push(ChannelJoin {
             name: companion,
             since: None,
@@ -227,21 +227,21 @@ pub(crate) fn unsubscribe_later(
     let Some(chans) = conn.chans.as_mut() else {
         return Err(refused(409, "not subscribed"));
     };
-    if chans.position_joined(name).is_none() {
+    if chans.find(name).is_none() {
         return Err(refused(409, "not subscribed"));
     }
     let mut channels = vec![name.to_string()];
     // Its presence companion goes with it.
     let companion = wire::channel::presence_channel(name);
-    let watched = chans.position_joined(&companion).is_some();
+    let watched = chans.find(&companion).is_some();
     for name in [name, companion.as_str()] {
-        let Some(i) = chans.position_joined(name) else {
+        let Some(i) = chans.find(name) else {
             continue;
         };
-        if chans.at_index(i).later() {
+        if chans.later(i) {
             chans.remove_at(i);
         } else {
-            chans.replace(i, Sub::new(name, None, true));
+            chans.replace(i, name, None, true);
         }
     }
     if watched {
@@ -269,10 +269,10 @@ pub(crate) fn joined_later(
     };
     for (name, why) in refused {
         let held = conn.chans.as_mut().and_then(|c| {
-            let i = c.position_joined(&name)?;
-            match c.at_index(i).later() {
-                true => drop(c.remove_at(i)),
-                false => c.replace(i, Sub::new(&name, None, true)),
+            let i = c.find(&name)?;
+            match c.later(i) {
+                true => c.remove_at(i),
+                false => c.replace(i, &name, None, true),
             }
             Some(())
         });
@@ -294,9 +294,8 @@ pub(crate) fn joined_later(
     for (name, history) in reads {
         let wanted = conn
             .chans
-            .as_mut()
-            .and_then(|c| c.find(&name))
-            .map(|s| s.at().is_some());
+            .as_ref()
+            .and_then(|c| c.find(&name).map(|i| c.has_at(i)));
         if transport != Transport::WebSocket {
             // Answered even when left again before the reply: the join was done,
             // the leave answered after it.

@@ -1,9 +1,14 @@
 //! What a connection with channels keeps (a connection without channels keeps
 //! nothing: `Connection::chans` is `None`, 8 bytes): a boxed [`Chans`] and one
-//! 16-byte [`Sub`] per stream in an exact-size array — the user's place first when
-//! the connection has a user, then its channels. A channel is a 4-byte id in the
-//! process's table of held names ([`names`]), so a name is kept once however many
-//! connections hold it, and a delivery finds its subscription by comparing ids.
+//! exact-size array of 4-byte words — a header, then per stream its tag (the
+//! user's place first when the connection has a user, then its channels), and, on
+//! the transports that write positions back (SSE's composite id, a long-poll's
+//! answer), 12 bytes more of the stream's position beside each tag. A WebSocket or
+//! a chunked stream frames each message's own position and never reads a
+//! stream's back, so it keeps 4 bytes a channel, not 16. A channel is a 4-byte id
+//! in the process's table of held names ([`names`]), so a name is kept once
+//! however many connections hold it, and a delivery finds its subscription by
+//! comparing ids.
 
 use super::{names, REFUSED_WHY};
 use bus::Refusal;
@@ -39,26 +44,24 @@ impl Access {
 }
 
 /// The channels of one connection: 24 bytes (a 32-byte allocation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Chans {
     /// What the token allows (`None`: no JWT configured, all of it).
     pub(super) allow: Option<Box<Access>>,
-    /// The user's place (when the connection has a user), then the channels in the
-    /// request's order (the order of a composite id's parts), then those a WebSocket
-    /// subscribed to later. Exact size: it changes only on a subscribe or leave.
-    list: Box<[Sub]>,
+    /// `words[0]`: [`PLACED`] or not; then each stream, [`STRIDE`] words when
+    /// placed (tag, epoch, seq low, seq high) else its tag alone: the user's place
+    /// (when the connection has a user), then the channels in the request's order
+    /// (the order of a composite id's parts), then those a WebSocket subscribed
+    /// to later. Exact size: it changes only on a subscribe or leave.
+    words: Box<[u32]>,
 }
 
-/// One stream of a connection, 16 bytes: which one and flags in `tag`, the last
-/// position delivered (or where the client resumed) in `epoch` and `seq`.
-#[derive(Debug)]
-pub(super) struct Sub {
-    tag: u32,
-    epoch: u32,
-    seq: u64,
-}
+/// The header's flag: each stream keeps its position.
+const PLACED: u32 = 1;
+/// Words a placed stream takes.
+const STRIDE: usize = 4;
 
-/// `tag`'s flags above the name id (ids stay below 2^26: each needs a held name,
+/// A tag's flags above the name id (ids stay below 2^26: each needs a held name,
 /// so the table would fill memory long before).
 const HAS_AT: u32 = 1 << 31;
 const HAS_EPOCH: u32 = 1 << 30;
@@ -75,190 +78,216 @@ const USER_LIMIT: u32 = 1 << 27;
 const LATER: u32 = 1 << 26;
 const ID: u32 = LATER - 1;
 
-impl Sub {
-    /// A channel stream, its name taken into the process's table.
-    pub(super) fn new(name: &str, at: Option<Since>, refused: bool) -> Sub {
-        let id = names::hold(name);
-        debug_assert!(id <= ID, "name ids stay below 2^26");
-        let mut sub = Sub {
-            tag: id & ID,
-            epoch: 0,
-            seq: 0,
-        };
-        sub.set_at(at);
-        if refused {
-            sub.tag |= REFUSED;
-        }
-        sub
-    }
+/// A channel's tag, its name taken into the process's table (given back by
+/// [`Chans::remove_at`], [`Chans::replace`] or the list's drop).
+fn channel_tag(name: &str, refused: bool) -> u32 {
+    let id = names::hold(name);
+    debug_assert!(id <= ID, "name ids stay below 2^26");
+    (id & ID) | if refused { REFUSED } else { 0 }
+}
 
-    /// A channel joined after the request.
-    pub(super) fn new_later(name: &str, at: Option<Since>) -> Sub {
-        let mut sub = Sub::new(name, at, false);
-        sub.tag |= LATER;
-        sub
-    }
+fn is_user(tag: u32) -> bool {
+    tag & USER != 0
+}
 
-    pub(super) fn later(&self) -> bool {
-        self.tag & LATER != 0
-    }
+fn is_refused(tag: u32) -> bool {
+    tag & REFUSED != 0
+}
 
-    /// The user's stream.
-    fn user(at: Option<Since>) -> Sub {
-        let mut sub = Sub {
-            tag: USER,
-            epoch: 0,
-            seq: 0,
-        };
-        sub.set_at(at);
-        sub
-    }
+/// The channel's name id (`None` for the user's stream).
+fn id_of(tag: u32) -> Option<u32> {
+    (!is_user(tag)).then_some(tag & ID)
+}
 
-    pub(super) fn at(&self) -> Option<Since> {
-        (self.tag & HAS_AT != 0).then_some(Since {
-            epoch: (self.tag & HAS_EPOCH != 0).then_some(self.epoch),
-            seq: self.seq,
-        })
-    }
+/// A joined channel (not the user's stream, not refused) with this id.
+fn is_joined(tag: u32, id: u32) -> bool {
+    tag & (USER | REFUSED) == 0 && tag & ID == id
+}
 
-    pub(super) fn set_at(&mut self, at: Option<Since>) {
-        self.tag &= !(HAS_AT | HAS_EPOCH);
-        if let Some(at) = at {
-            self.tag |= HAS_AT;
-            self.seq = at.seq;
-            if let Some(e) = at.epoch {
-                self.tag |= HAS_EPOCH;
-                self.epoch = e;
-            }
-        }
-    }
-
-    pub(super) fn refused(&self) -> bool {
-        self.tag & REFUSED != 0
-    }
-
-    /// What a refused channel is told.
-    fn why(&self) -> &'static str {
-        match self.tag & USER_LIMIT != 0 {
-            true => Refusal::UserLimit.text(),
-            false => REFUSED_WHY,
-        }
-    }
-
-    fn is_user(&self) -> bool {
-        self.tag & USER != 0
-    }
-
-    /// The channel's name id (`None` for the user's stream).
-    fn id(&self) -> Option<u32> {
-        (!self.is_user()).then_some(self.tag & ID)
-    }
-
-    /// A joined channel (not the user's stream, not refused) with this id.
-    fn is_joined(&self, id: u32) -> bool {
-        self.tag & (USER | REFUSED) == 0 && self.tag & ID == id
-    }
-
-    /// The channel's name (an empty string for the user's stream).
-    pub(super) fn name(&self) -> std::sync::Arc<str> {
-        match self.id() {
-            Some(id) => names::name(id),
-            None => "".into(),
-        }
+/// The channel's name (an empty string for the user's stream).
+fn name_of(tag: u32) -> std::sync::Arc<str> {
+    match id_of(tag) {
+        Some(id) => names::name(id),
+        None => "".into(),
     }
 }
 
-impl Drop for Sub {
-    fn drop(&mut self) {
-        if let Some(id) = self.id() {
-            names::release(id);
-        }
+/// What a refused channel is told.
+fn why(tag: u32) -> &'static str {
+    match tag & USER_LIMIT != 0 {
+        true => Refusal::UserLimit.text(),
+        false => REFUSED_WHY,
     }
 }
 
 impl Chans {
-    /// A connection's streams: the user's at `user` (`None`: no user), then `subs`.
-    pub(super) fn new(
+    /// A connection's streams: the user's at `user` (`None`: no user), then
+    /// `channels` (name, position, refused). `placed`: each stream keeps its
+    /// position (the transport writes it back: SSE, long-poll).
+    pub(super) fn new<'a>(
         allow: Option<Box<Access>>,
+        placed: bool,
         user: Option<Option<Since>>,
-        subs: impl IntoIterator<Item = Sub>,
+        channels: impl IntoIterator<Item = (&'a str, Option<Since>, bool)>,
     ) -> Chans {
-        let list = user.map(Sub::user).into_iter().chain(subs).collect();
-        Chans { allow, list }
+        let mut words = vec![u32::from(placed)];
+        let mut add = |tag: u32, at: Option<Since>| {
+            let i = stream_words(&words, placed);
+            words.extend(std::iter::repeat_n(0, stride(placed)));
+            words[1 + i * stride(placed)] = tag;
+            set_at_in(&mut words, placed, i, at);
+        };
+        if let Some(at) = user {
+            add(USER, at);
+        }
+        for (name, at, refused) in channels {
+            add(channel_tag(name, refused), at);
+        }
+        Chans {
+            allow,
+            words: words.into_boxed_slice(),
+        }
+    }
+
+    fn placed(&self) -> bool {
+        self.words[0] & PLACED != 0
+    }
+
+    /// Streams held.
+    fn streams(&self) -> usize {
+        stream_words(&self.words, self.placed())
+    }
+
+    fn tag(&self, i: usize) -> u32 {
+        self.words[1 + i * stride(self.placed())]
+    }
+
+    fn tag_mut(&mut self, i: usize) -> &mut u32 {
+        let s = stride(self.placed());
+        &mut self.words[1 + i * s]
+    }
+
+    fn tags(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words[1..]
+            .iter()
+            .step_by(stride(self.placed()))
+            .copied()
     }
 
     /// The joined (not refused) channel `name`.
-    pub(super) fn find(&mut self, name: &str) -> Option<&mut Sub> {
+    pub(crate) fn find(&self, name: &str) -> Option<usize> {
         self.find_id(names::id(name)?)
     }
 
     /// The joined channel whose name id is `id` (what a delivery looks for).
-    pub(super) fn find_id(&mut self, id: u32) -> Option<&mut Sub> {
-        self.list.iter_mut().find(|s| s.is_joined(id))
+    pub(super) fn find_id(&self, id: u32) -> Option<usize> {
+        self.tags().position(|t| is_joined(t, id))
     }
 
-    /// Adds a stream after the others (a later subscribe).
-    pub(super) fn push(&mut self, sub: Sub) {
-        let mut list = std::mem::take(&mut self.list).into_vec();
-        list.push(sub);
-        self.list = list.into_boxed_slice();
+    /// Where stream `i` stands: the last position delivered, or where the client
+    /// resumed. Kept only when placed: `None` otherwise ([`Chans::has_at`] says
+    /// whether there is one).
+    pub(super) fn at(&self, i: usize) -> Option<Since> {
+        let tag = self.tag(i);
+        if !self.placed() || tag & HAS_AT == 0 {
+            return None;
+        }
+        let b = 1 + i * STRIDE;
+        let seq = u64::from(self.words[b + 2]) | u64::from(self.words[b + 3]) << 32;
+        Some(Since {
+            epoch: (tag & HAS_EPOCH != 0).then_some(self.words[b + 1]),
+            seq,
+        })
+    }
+
+    /// Whether stream `i` has a position (the client gave one, or a message or
+    /// join moved it), placed or not.
+    pub(super) fn has_at(&self, i: usize) -> bool {
+        self.tag(i) & HAS_AT != 0
+    }
+
+    /// Moves stream `i` to `at`.
+    pub(super) fn set_at(&mut self, i: usize, at: Option<Since>) {
+        let placed = self.placed();
+        set_at_in(&mut self.words, placed, i, at);
+    }
+
+    /// Whether stream `i` was joined after the request.
+    pub(super) fn later(&self, i: usize) -> bool {
+        self.tag(i) & LATER != 0
+    }
+
+    /// Adds channel `name` after the others (a later subscribe) at `at`.
+    pub(super) fn push_later(&mut self, name: &str, at: Option<Since>) {
+        let placed = self.placed();
+        let i = self.streams();
+        let mut words = std::mem::take(&mut self.words).into_vec();
+        words.extend(std::iter::repeat_n(0, stride(placed)));
+        words[1 + i * stride(placed)] = channel_tag(name, false) | LATER;
+        set_at_in(&mut words, placed, i, at);
+        self.words = words.into_boxed_slice();
+    }
+
+    /// Moves joined channel `name` to `at` (nothing when it is not joined).
+    pub(super) fn set_named_at(&mut self, name: &str, at: Option<Since>) {
+        if let Some(i) = self.find(name) {
+            self.set_at(i, at);
+        }
     }
 
     /// Where channel `name` is (joined or not).
     pub(super) fn position(&self, name: &str) -> Option<usize> {
         let id = names::id(name)?;
-        self.list.iter().position(|s| s.id() == Some(id))
+        self.tags().position(|t| id_of(t) == Some(id))
     }
 
-    /// Where joined channel `name` is.
-    pub(crate) fn position_joined(&self, name: &str) -> Option<usize> {
-        let id = names::id(name)?;
-        self.list.iter().position(|s| s.is_joined(id))
+    /// Puts channel `name` (at `at`, refused or not) in the place of stream `i`,
+    /// which lets go of its own name.
+    pub(super) fn replace(&mut self, i: usize, name: &str, at: Option<Since>, refused: bool) {
+        let tag = channel_tag(name, refused);
+        if let Some(id) = id_of(self.tag(i)) {
+            names::release(id);
+        }
+        *self.tag_mut(i) = tag;
+        self.set_at(i, at);
     }
 
-    /// The stream at `i`.
-    pub(super) fn at_index(&self, i: usize) -> &Sub {
-        &self.list[i]
+    /// Takes stream `i` out.
+    pub(super) fn remove_at(&mut self, i: usize) {
+        if let Some(id) = id_of(self.tag(i)) {
+            names::release(id);
+        }
+        let s = stride(self.placed());
+        let mut words = std::mem::take(&mut self.words).into_vec();
+        words.drain(1 + i * s..1 + (i + 1) * s);
+        self.words = words.into_boxed_slice();
     }
 
-    /// Puts `sub` in the place of the stream at `i`.
-    pub(super) fn replace(&mut self, i: usize, sub: Sub) {
-        self.list[i] = sub;
-    }
-
-    /// Takes the stream at `i` out.
-    pub(super) fn remove_at(&mut self, i: usize) -> Sub {
-        let mut list = std::mem::take(&mut self.list).into_vec();
-        let sub = list.remove(i);
-        self.list = list.into_boxed_slice();
-        sub
-    }
-
-    fn channels(&self) -> impl Iterator<Item = &Sub> {
-        self.list.iter().filter(|s| !s.is_user())
+    fn channels(&self) -> impl Iterator<Item = u32> + '_ {
+        self.tags().filter(|&t| !is_user(t))
     }
 
     /// The names joined (not refused).
     pub(super) fn joined(&self) -> Vec<String> {
         self.channels()
-            .filter(|s| !s.refused())
-            .map(|s| s.name().to_string())
+            .filter(|&t| !is_refused(t))
+            .map(|t| name_of(t).to_string())
             .collect()
     }
 
     /// The names refused (by the token, or by the router), each with what it is told.
     pub(super) fn refused(&self) -> Vec<(String, &'static str)> {
         self.channels()
-            .filter(|s| s.refused())
-            .map(|s| (s.name().to_string(), s.why()))
+            .filter(|&t| is_refused(t))
+            .map(|t| (name_of(t).to_string(), why(t)))
             .collect()
     }
 
     /// The router refused joining `name` (`why`): it stays, never joined, for its
     /// place in a composite id, and is reported as a token's refusal is.
     pub(super) fn refuse(&mut self, name: &str, why: Refusal) {
-        if let Some(sub) = self.find(name) {
-            sub.tag |= match why {
+        if let Some(i) = self.find(name) {
+            *self.tag_mut(i) |= match why {
                 Refusal::UserLimit => REFUSED | USER_LIMIT,
             };
         }
@@ -266,32 +295,76 @@ impl Chans {
 
     /// Whether some channel is refused.
     pub(super) fn any_refused(&self) -> bool {
-        self.channels().any(Sub::refused)
+        self.channels().any(is_refused)
     }
 
     /// How many channels count against `--max-channels-per-connection` (a
     /// channel's presence companion rides with it, the friends companion too).
     pub(super) fn len(&self) -> usize {
         self.channels()
-            .filter(|s| !s.refused() && !wire::channel::is_companion(&s.name()))
+            .filter(|&t| !is_refused(t) && !wire::channel::is_companion(&name_of(t)))
             .count()
     }
 
-    /// The user's place (`None` without a user or before a position).
+    /// The user's stream (`None` without a user).
+    fn user_stream(&self) -> Option<usize> {
+        (self.streams() > 0 && is_user(self.tag(0))).then_some(0)
+    }
+
+    /// The user's place (`None` without a user, before a position, or unplaced).
     pub(super) fn user_at(&self) -> Option<Since> {
-        self.list.first().filter(|s| s.is_user()).and_then(Sub::at)
+        self.user_stream().and_then(|i| self.at(i))
     }
 
     /// Moves the user's place (nothing without a user).
     pub(super) fn set_user_at(&mut self, at: Option<Since>) {
-        if let Some(s) = self.list.first_mut().filter(|s| s.is_user()) {
-            s.set_at(at);
+        if let Some(i) = self.user_stream() {
+            self.set_at(i, at);
         }
     }
 
     /// The composite position: the user's part (with a user), then each channel's.
     pub(super) fn write_composite(&self, out: &mut Vec<u8>) {
-        wire::write_positions(out, self.list.iter().map(Sub::at));
+        wire::write_positions(out, (0..self.streams()).map(|i| self.at(i)));
+    }
+}
+
+impl Drop for Chans {
+    fn drop(&mut self) {
+        for id in self.tags().filter_map(id_of).collect::<Vec<_>>() {
+            names::release(id);
+        }
+    }
+}
+
+fn stride(placed: bool) -> usize {
+    match placed {
+        true => STRIDE,
+        false => 1,
+    }
+}
+
+/// Streams in `words` (header included).
+fn stream_words(words: &[u32], placed: bool) -> usize {
+    (words.len() - 1) / stride(placed)
+}
+
+/// Sets stream `i`'s position flags in its tag, and the position itself when
+/// `placed`.
+fn set_at_in(words: &mut [u32], placed: bool, i: usize, at: Option<Since>) {
+    let b = 1 + i * stride(placed);
+    words[b] &= !(HAS_AT | HAS_EPOCH);
+    let Some(at) = at else {
+        return;
+    };
+    words[b] |= HAS_AT;
+    if at.epoch.is_some() {
+        words[b] |= HAS_EPOCH;
+    }
+    if placed {
+        words[b + 1] = at.epoch.unwrap_or(0);
+        words[b + 2] = at.seq as u32;
+        words[b + 3] = (at.seq >> 32) as u32;
     }
 }
 
@@ -299,21 +372,21 @@ impl Chans {
 mod tests {
     use super::*;
 
+    fn at(epoch: Option<u32>, seq: u64) -> Option<Since> {
+        Some(Since { epoch, seq })
+    }
+
     #[test]
-    fn a_subscription_is_16_bytes_and_a_connections_list_one_allocation_of_them() {
-        assert_eq!(std::mem::size_of::<Sub>(), 16);
+    fn a_connections_list_is_one_allocation_of_4_bytes_a_stream_16_when_placed() {
         assert_eq!(std::mem::size_of::<Chans>(), 24);
         let name = "channels-test:list";
-        let mut chans = Chans::new(
-            None,
-            Some(None),
-            [
-                Sub::new(name, None, false),
-                Sub::new("list:refused", None, true),
-            ],
-        );
-        assert!(chans.position_joined(name).is_some());
-        assert!(chans.position_joined("list:refused").is_none());
+        let channels = [(name, None, false), ("list:refused", None, true)];
+        let plain = Chans::new(None, false, Some(None), channels);
+        assert_eq!(plain.words.len(), 1 + 3);
+        let mut chans = Chans::new(None, true, Some(None), channels);
+        assert_eq!(chans.words.len(), 1 + 3 * 4);
+        assert!(chans.find(name).is_some());
+        assert!(chans.find("list:refused").is_none());
         assert_eq!(chans.position("list:refused"), Some(2));
         assert_eq!(chans.joined(), vec![name.to_string()]);
         assert_eq!(
@@ -321,72 +394,62 @@ mod tests {
             vec![("list:refused".to_string(), REFUSED_WHY)]
         );
         assert_eq!(chans.len(), 1);
-        chans.set_user_at(Some(Since {
-            epoch: Some(5),
-            seq: 2,
-        }));
-        chans.push(Sub::new("list:later", None, false));
+        chans.set_user_at(at(Some(5), 2));
+        chans.push_later("list:later", None);
         let mut out = Vec::new();
         chans.write_composite(&mut out);
         assert_eq!(out, b"5-2___");
-        let i = chans.position_joined(name).expect("joined");
+        let i = chans.find(name).expect("joined");
         chans.remove_at(i);
-        assert!(chans.position_joined(name).is_none());
+        assert!(chans.find(name).is_none());
         assert_eq!(chans.joined(), vec!["list:later".to_string()]);
         assert_eq!(chans.user_at().map(|a| a.seq), Some(2));
+        let later = chans.find("list:later").expect("joined later");
+        assert!(chans.later(later) && !chans.later(0));
     }
 
     #[test]
     fn a_place_keeps_a_position_with_or_without_an_epoch_and_its_flags() {
-        let mut s = Sub::new("channels-test:place", None, true);
-        assert_eq!(s.at(), None);
-        let id = s.id();
-        s.set_at(Some(Since {
-            epoch: None,
-            seq: 4,
-        }));
-        assert_eq!(
-            s.at(),
-            Some(Since {
-                epoch: None,
-                seq: 4
-            })
-        );
-        s.set_at(Some(Since {
-            epoch: Some(0),
-            seq: u64::MAX,
-        }));
-        assert_eq!(
-            s.at(),
-            Some(Since {
-                epoch: Some(0),
-                seq: u64::MAX
-            })
-        );
-        assert!(s.refused(), "the refusal stays");
-        assert_eq!(s.id(), id, "and the name");
-        s.set_at(None);
-        assert_eq!(s.at(), None);
+        let name = "channels-test:place";
+        let mut chans = Chans::new(None, true, None, [(name, None, true)]);
+        assert_eq!(chans.at(0), None);
+        let id = id_of(chans.tag(0));
+        chans.set_at(0, at(None, 4));
+        assert_eq!(chans.at(0), at(None, 4));
+        chans.set_at(0, at(Some(0), u64::MAX));
+        assert_eq!(chans.at(0), at(Some(0), u64::MAX));
+        assert!(is_refused(chans.tag(0)), "the refusal stays");
+        assert_eq!(id_of(chans.tag(0)), id, "and the name");
+        chans.set_at(0, None);
+        assert_eq!(chans.at(0), None);
+        assert!(!chans.has_at(0));
+    }
+
+    #[test]
+    fn an_unplaced_list_knows_a_stream_has_a_position_but_keeps_none() {
+        let mut chans = Chans::new(None, false, Some(None), [("place:plain", None, false)]);
+        chans.set_at(1, at(Some(3), 9));
+        chans.set_user_at(at(None, 1));
+        assert!(chans.has_at(1) && chans.has_at(0));
+        assert_eq!((chans.at(1), chans.user_at()), (None, None));
+        chans.replace(1, "place:plain", None, true);
+        assert!(!chans.has_at(1));
+        assert_eq!(chans.refused().len(), 1);
     }
 
     #[test]
     fn a_channel_the_router_refuses_keeps_its_place_and_says_why() {
         let mut chans = Chans::new(
             None,
+            true,
             None,
-            [
-                Sub::new("limit-test:a", None, false),
-                Sub::new("limit-test:b", None, true),
-            ],
+            [("limit-test:a", None, false), ("limit-test:b", None, true)],
         );
         chans.refuse("limit-test:a", Refusal::UserLimit);
-        let at = Since {
-            epoch: Some(1),
-            seq: 2,
-        };
-        chans.list[0].set_at(Some(at));
+        let pos = at(Some(1), 2);
+        chans.set_at(0, pos);
         assert_eq!(chans.len(), 0, "refused channels do not count");
-        assert_eq!(chans.list[0].at(), Some(at));
+        assert_eq!(chans.at(0), pos);
         assert_eq!(
             chans.refused(),
             [
@@ -394,5 +457,17 @@ mod tests {
                 ("limit-test:b".to_string(), REFUSED_WHY)
             ]
         );
+    }
+
+    #[test]
+    fn names_are_held_while_listed_and_let_go_on_leave_and_drop() {
+        let name = "list:held-once";
+        let chans = Chans::new(None, false, None, [(name, None, false)]);
+        let mut other = Chans::new(None, true, None, [(name, None, false)]);
+        assert!(names::id(name).is_some());
+        other.remove_at(0);
+        assert!(names::id(name).is_some(), "the first list still holds it");
+        drop(chans);
+        assert!(names::id(name).is_none(), "forgotten with its last holder");
     }
 }

@@ -20,7 +20,6 @@ pub(super) use control::{
 };
 pub(crate) use list::Access;
 pub(super) use list::Chans;
-use list::Sub;
 pub(crate) use names::id as name_id;
 use poll::poll_delivery;
 pub(super) use poll::{answer_poll_timeout, poll_joined};
@@ -49,6 +48,7 @@ pub(super) fn join_at_start(
     since: Option<Since>,
     channels: Vec<(String, Option<Since>)>,
     (allow, info): (Option<Access>, Option<Box<str>>),
+    placed: bool,
 ) {
     if let Some(old) = conn.chans.take() {
         let same_user = user == conn.has(LOGGED_IN).then_some(conn.user);
@@ -73,10 +73,14 @@ pub(super) fn join_at_start(
             None => allow.as_ref().is_none_or(|g| g.allows(name)),
         }
     };
-    let subs: Vec<Sub> = channels
-        .iter()
-        .map(|(name, at)| Sub::new(name, *at, !allowed(name)))
-        .collect();
+    let mut chans = Chans::new(
+        None,
+        placed,
+        user.map(|_| since),
+        channels
+            .iter()
+            .map(|(n, at)| (n.as_str(), *at, !allowed(n))),
+    );
     // The names move into the request: a join copies none.
     let joins = channels
         .into_iter()
@@ -94,11 +98,8 @@ pub(super) fn join_at_start(
         conn.user = user;
         conn.set(LOGGED_IN, true);
     }
-    conn.chans = Some(Box::new(Chans::new(
-        allow.map(Box::new),
-        user.map(|_| since),
-        subs,
-    )));
+    chans.allow = allow.map(Box::new);
+    conn.chans = Some(Box::new(chans));
     cx.out.request(Request::Join {
         user,
         login: user.is_some(),
@@ -200,11 +201,14 @@ pub(super) fn start(
         }
     }
     for (name, history) in reads {
-        if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(&name)) {
-            sub.set_at(Some(Since {
-                epoch: history.epoch,
-                seq: first_replayed(&history, resume) - 1,
-            }));
+        if let Some(chans) = conn.chans.as_mut() {
+            chans.set_named_at(
+                &name,
+                Some(Since {
+                    epoch: history.epoch,
+                    seq: first_replayed(&history, resume) - 1,
+                }),
+            );
         }
         joined(conn, cx, transport, &name, &history, resume);
     }
@@ -280,11 +284,14 @@ fn joined(
     if resume {
         replay_stream(conn, cx, transport, Some(name), history);
     }
-    if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(name)) {
-        sub.set_at(Some(Since {
-            epoch: history.epoch,
-            seq: history.last,
-        }));
+    if let Some(chans) = conn.chans.as_mut() {
+        chans.set_named_at(
+            name,
+            Some(Since {
+                epoch: history.epoch,
+                seq: history.last,
+            }),
+        );
     }
 }
 
@@ -423,7 +430,7 @@ fn write_message(
     if let Some(chans) = conn.chans.as_mut() {
         match frames.channel_id() {
             Some(id) => match id.and_then(|id| chans.find_id(id)) {
-                Some(sub) => sub.set_at(Some(at)),
+                Some(i) => chans.set_at(i, Some(at)),
                 None => return false,
             },
             None => chans.set_user_at(Some(at)),

@@ -26,9 +26,9 @@ pub(super) fn poll_delivery(
     // The stream's place moves to this message (the answer's composite says so).
     let before = match id {
         Some(id) => match id.and_then(|id| chans.find_id(id)) {
-            Some(sub) => {
-                let before = sub.at();
-                sub.set_at(at);
+            Some(i) => {
+                let before = chans.at(i);
+                chans.set_at(i, at);
                 before
             }
             None => return Outcome::Skipped,
@@ -91,9 +91,8 @@ pub(crate) fn poll_joined(
         let had = match &channel {
             Some(name) => conn
                 .chans
-                .as_mut()
-                .and_then(|c| c.find(name))
-                .and_then(|s| s.at()),
+                .as_ref()
+                .and_then(|c| c.find(name).and_then(|i| c.at(i))),
             None => conn.chans.as_ref().and_then(|c| c.user_at()),
         };
         let messages: Vec<(u64, u64, Vec<u8>)> = if had.is_some() {
@@ -118,8 +117,8 @@ pub(crate) fn poll_joined(
         });
         match &channel {
             Some(name) => {
-                if let Some(sub) = conn.chans.as_mut().and_then(|c| c.find(name)) {
-                    sub.set_at(at);
+                if let Some(c) = conn.chans.as_mut() {
+                    c.set_named_at(name, at);
                 }
             }
             None => {
