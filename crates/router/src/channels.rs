@@ -38,6 +38,7 @@ use crate::budget::HistoryTotals;
 use crate::hash::IdHashBuilder;
 use crate::history::{Epochs, Journal, Ring};
 use crate::{ConnRef, Delivery, HistoryRead, Message, PublishCounts, UserId};
+use blocks::Blocks;
 pub use by_prefix::{Occupied, MAX_LISTED};
 use membership::Membership;
 pub use membership::{EventKind, PresenceConfig, PresenceEvent, DEFAULT_PRESENCE_GRACE};
@@ -45,6 +46,7 @@ use per_user::PerUser;
 use serde::{Deserialize, Serialize};
 use subscribers::Subscribers;
 
+mod blocks;
 mod by_prefix;
 mod kept;
 mod membership;
@@ -135,6 +137,8 @@ pub struct Channels {
     /// (`wire::channel::friends_channel`): whom a friend's `online`/`offline` is
     /// pushed to. A login checks its followers here, one lookup each.
     watchers: HashSet<UserId, IdHashBuilder>,
+    /// Where small channels keep their subscribers.
+    blocks: Blocks,
 }
 
 /// What a publish keeps its message within: the per-ring bounds (the router's
@@ -183,12 +187,17 @@ impl Channels {
     ) -> Result<HistoryRead, Refusal> {
         // Only a user at the limit pays for the scan: joining twice is not refused.
         let at_limit = user.is_some_and(|u| self.per_user.of(u) >= limit);
-        if at_limit && !self.map.get(name).is_some_and(|c| c.subs.contains(conn)) {
+        if at_limit
+            && !self
+                .map
+                .get(name)
+                .is_some_and(|c| c.subs.contains(&self.blocks, conn))
+        {
             return Err(Refusal::UserLimit);
         }
         let (name, channel) = Self::entry(&mut self.map, name, epochs);
         channel.idle_since = None;
-        if let Some(n) = channel.subs.insert(conn, user) {
+        if let Some(n) = channel.subs.insert(&mut self.blocks, conn, user) {
             self.subscriptions += 1;
             if channel.subs.len() == 1 {
                 if let Some(u) = wire::channel::friends_of(&name) {
@@ -225,7 +234,7 @@ impl Channels {
             return false;
         };
         let channel = self.map.get_mut(&name).expect("named above");
-        let Some((user, left)) = channel.subs.remove(conn) else {
+        let Some((user, left)) = channel.subs.remove(&mut self.blocks, conn) else {
             return false;
         };
         self.subscriptions -= 1;
@@ -260,19 +269,21 @@ impl Channels {
             let per_user = &mut self.per_user;
             // Users whose last connection here went (announced after the grace).
             let mut left = Vec::new();
-            let went = channel.subs.remove_where(gone, &mut |user, n| {
-                if let Some(user) = user {
-                    per_user.sub(user, 1);
-                    if n == 0 {
-                        left.push(user);
+            let went = channel
+                .subs
+                .remove_where(&mut self.blocks, gone, &mut |user, n| {
+                    if let Some(user) = user {
+                        per_user.sub(user, 1);
+                        if n == 0 {
+                            left.push(user);
+                        }
                     }
-                }
-            });
+                });
             if went == 0 {
                 continue;
             }
             if let Some(m) = &channel.mirror {
-                m.reset(channel.subs.members(), channel.subs.len());
+                m.reset(channel.subs.members(&self.blocks), channel.subs.len());
             }
             removed += went;
             for user in left {
@@ -328,7 +339,7 @@ impl Channels {
             channel.idle_since = Some(now);
             self.idle.push_back((now, held));
         }
-        channel.subs.for_each(|conn| {
+        channel.subs.for_each(&self.blocks, |conn| {
             deliver(Delivery {
                 conn,
                 seq: position.seq,
@@ -362,7 +373,7 @@ impl Channels {
         let mut out = self
             .map
             .get(name)
-            .map(|c| c.subs.members())
+            .map(|c| c.subs.members(&self.blocks))
             .unwrap_or_default();
         out.sort_unstable();
         out
@@ -372,7 +383,10 @@ impl Channels {
     /// exist. What presence queries read (`Router::presence`).
     pub fn presence_of(&self, name: &str, list: bool) -> Option<Present> {
         self.map.get(name).map(|c| Present {
-            members: if list { c.subs.members() } else { Vec::new() },
+            members: match list {
+                true => c.subs.members(&self.blocks),
+                false => Vec::new(),
+            },
             users: c.subs.users(),
             connections: c.subs.len(),
         })
@@ -412,6 +426,7 @@ impl Channels {
             + self.per_user.heap_bytes()
             + self.membership.heap_bytes()
             + self.watchers.capacity() * (std::mem::size_of::<UserId>() + 1)
+            + self.blocks.heap_bytes()
     }
 
     /// The map's own name for channel `name` (a count more on it, no copy).

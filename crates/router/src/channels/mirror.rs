@@ -46,9 +46,10 @@ impl super::Channels {
     /// channel that does not exist.
     pub fn mirror(&mut self, name: &str) -> Option<Arc<Mirror>> {
         let c = self.map.get_mut(name)?;
+        let blocks = &self.blocks;
         let m = c
             .mirror
-            .get_or_insert_with(|| Mirror::new(c.subs.members(), c.subs.len()));
+            .get_or_insert_with(|| Mirror::new(c.subs.members(blocks), c.subs.len()));
         Some(m.clone())
     }
 

@@ -2,22 +2,24 @@
 //! as: who receives a publish, who is present and with how many connections, and,
 //! when a gateway dies, whose connections went.
 //!
-//! Most channels are small (a room, a document): one array of 8-byte words, at
-//! most a quarter spare, plus counts. A connection is a word; one with a user is
-//! followed by a second word, its user. A join or leave scans it (at most
-//! [`FEW_MAX`] connections), and a user's connection count is read by that scan,
-//! so presence keeps no map per channel and the router no map of connections to
-//! users: a membership costs the 8 bytes of the user beside its connection, and a
-//! connection without a user costs what it did before presence. A channel past
-//! [`FEW_MAX`] becomes two hash maps (connection → user, user → connections: a
-//! join or leave that does not scan), and an array again below half of it.
+//! Most channels are small (a room, a document): a chain of 8-byte words in the
+//! router's [`Blocks`] (no holes as channels grow together, see there), plus
+//! counts. A connection is a word; one with a user is followed by a second word,
+//! its user. A join or leave scans it (at most [`FEW_MAX`] connections), and a
+//! user's connection count is read by that scan, so presence keeps no map per
+//! channel and the router no map of connections to users: a membership costs the
+//! 8 bytes of the user beside its connection, and a connection without a user
+//! costs what it did before presence. A channel past [`FEW_MAX`] becomes two hash
+//! maps (connection → user, user → connections: a join or leave that does not
+//! scan), and a chain again below half of it.
 
 use std::collections::HashMap;
 
+use super::blocks::{Blocks, Chain};
 use crate::hash::IdHashBuilder;
 use crate::{ConnRef, UserId};
 
-/// Most connections an array holds before the maps take over.
+/// Most connections a chain holds before the maps take over.
 const FEW_MAX: usize = 512;
 
 /// A connection's word: followed by a word holding its user.
@@ -35,14 +37,16 @@ fn conn_of(word: u64) -> ConnRef {
 }
 
 /// Each connection of `words` with where its word is and its user.
-fn entries(words: &[u64]) -> impl Iterator<Item = (usize, ConnRef, Option<UserId>)> + '_ {
+fn entries(
+    mut words: impl Iterator<Item = u64>,
+) -> impl Iterator<Item = (usize, ConnRef, Option<UserId>)> {
     let mut i = 0;
     std::iter::from_fn(move || {
         let at = i;
-        let w = *words.get(at)?;
+        let w = words.next()?;
         let user = match w & NAMED {
             0 => None,
-            _ => Some(*words.get(at + 1)?),
+            _ => Some(words.next()?),
         };
         i = at + 1 + usize::from(user.is_some());
         Some((at, conn_of(w & !NAMED), user))
@@ -52,13 +56,13 @@ fn entries(words: &[u64]) -> impl Iterator<Item = (usize, ConnRef, Option<UserId
 #[derive(Debug)]
 pub(super) enum Subscribers {
     Few {
-        words: Vec<u64>,
+        words: Chain,
         /// Connections in `words`.
         conns: u32,
         /// Distinct users in `words`.
         users: u32,
     },
-    /// Boxed so every channel pays 32 bytes for this, not the maps' 64.
+    /// Boxed so every channel pays 24 bytes for this, not the maps' 64.
     Many(Box<Many>),
 }
 
@@ -71,7 +75,7 @@ pub(super) struct Many {
 impl Default for Subscribers {
     fn default() -> Self {
         Subscribers::Few {
-            words: Vec::new(),
+            words: Chain::default(),
             conns: 0,
             users: 0,
         }
@@ -81,7 +85,12 @@ impl Default for Subscribers {
 impl Subscribers {
     /// Adds `conn` (of `user`): `None` if it was there already, else `user`'s
     /// connections here now (0 without a user).
-    pub(super) fn insert(&mut self, conn: ConnRef, user: Option<UserId>) -> Option<u32> {
+    pub(super) fn insert(
+        &mut self,
+        blocks: &mut Blocks,
+        conn: ConnRef,
+        user: Option<UserId>,
+    ) -> Option<u32> {
         match self {
             Subscribers::Few {
                 words,
@@ -89,7 +98,7 @@ impl Subscribers {
                 users,
             } => {
                 let mut same = 0;
-                for (_, c, u) in entries(words) {
+                for (_, c, u) in entries(words.iter(blocks)) {
                     if c == conn {
                         return None;
                     }
@@ -97,19 +106,17 @@ impl Subscribers {
                 }
                 let n = user.map_or(0, |_| same + 1);
                 if *conns as usize == FEW_MAX {
-                    let mut many = Many::from_words(words);
+                    let mut many = Many::from_words(words, blocks);
                     many.insert(conn, user);
                     *self = Subscribers::Many(Box::new(many));
                     return Some(n);
                 }
-                let need = 1 + usize::from(user.is_some());
-                if words.len() + need > words.capacity() {
-                    // A quarter more, not double: a channel's members change one by one.
-                    words.reserve_exact((words.len() / 4).max(need + 1));
-                }
                 match user {
-                    None => words.push(word(conn)),
-                    Some(u) => words.extend([word(conn) | NAMED, u]),
+                    None => words.push(blocks, word(conn)),
+                    Some(u) => {
+                        words.push(blocks, word(conn) | NAMED);
+                        words.push(blocks, u);
+                    }
                 }
                 *conns += 1;
                 *users += u32::from(n == 1);
@@ -119,27 +126,35 @@ impl Subscribers {
         }
     }
 
-    pub(super) fn contains(&self, conn: ConnRef) -> bool {
+    pub(super) fn contains(&self, blocks: &Blocks, conn: ConnRef) -> bool {
         match self {
-            Subscribers::Few { words, .. } => entries(words).any(|(_, c, _)| c == conn),
+            Subscribers::Few { words, .. } => {
+                entries(words.iter(blocks)).any(|(_, c, _)| c == conn)
+            }
             Subscribers::Many(m) => m.conns.contains_key(&conn),
         }
     }
 
     /// Takes `conn` out: `None` if it was not there, else its user and that user's
     /// connections left here (0 without a user, or when it was their last).
-    pub(super) fn remove(&mut self, conn: ConnRef) -> Option<(Option<UserId>, u32)> {
+    pub(super) fn remove(
+        &mut self,
+        blocks: &mut Blocks,
+        conn: ConnRef,
+    ) -> Option<(Option<UserId>, u32)> {
         let out = match self {
             Subscribers::Few {
                 words,
                 conns,
                 users,
             } => {
-                let (at, _, user) = entries(words).find(|&(_, c, _)| c == conn)?;
-                words.drain(at..at + 1 + usize::from(user.is_some()));
+                let (at, _, user) = entries(words.iter(blocks)).find(|&(_, c, _)| c == conn)?;
+                words.remove(blocks, at, 1 + usize::from(user.is_some()));
                 *conns -= 1;
                 let left = user.map_or(0, |u| {
-                    entries(words).filter(|&(_, _, x)| x == Some(u)).count() as u32
+                    entries(words.iter(blocks))
+                        .filter(|&(_, _, x)| x == Some(u))
+                        .count() as u32
                 });
                 if user.is_some() && left == 0 {
                     *users -= 1;
@@ -148,7 +163,7 @@ impl Subscribers {
             }
             Subscribers::Many(m) => m.remove(conn)?,
         };
-        self.tidy();
+        self.tidy(blocks);
         Some(out)
     }
 
@@ -158,37 +173,34 @@ impl Subscribers {
     /// message.
     pub(super) fn remove_where(
         &mut self,
+        blocks: &mut Blocks,
         gone: &impl Fn(ConnRef) -> bool,
         went: &mut impl FnMut(Option<UserId>, u32),
     ) -> u64 {
         let mut removed = Vec::new();
-        self.for_each(|c| {
+        self.for_each(blocks, |c| {
             if gone(c) {
                 removed.push(c);
             }
         });
         for &c in &removed {
-            if let Some((user, left)) = self.remove(c) {
+            if let Some((user, left)) = self.remove(blocks, c) {
                 went(user, left);
             }
         }
         removed.len() as u64
     }
 
-    /// Gives back what a shrunk channel no longer needs.
-    fn tidy(&mut self) {
-        match self {
-            Subscribers::Few { words, .. } if words.capacity() > 2 * words.len() + 2 => {
-                words.shrink_to(words.len() + words.len() / 4)
-            }
-            Subscribers::Many(m) if m.conns.len() < FEW_MAX / 2 => {
+    /// Back to a chain when a big channel shrank.
+    fn tidy(&mut self, blocks: &mut Blocks) {
+        if let Subscribers::Many(m) = self {
+            if m.conns.len() < FEW_MAX / 2 {
                 let mut few = Subscribers::default();
                 for (&c, &u) in &m.conns {
-                    few.insert(c, u);
+                    few.insert(blocks, c, u);
                 }
                 *self = few;
             }
-            _ => {}
         }
     }
 
@@ -213,18 +225,22 @@ impl Subscribers {
     }
 
     /// Every connection, in no particular order.
-    pub(super) fn for_each(&self, mut f: impl FnMut(ConnRef)) {
+    pub(super) fn for_each(&self, blocks: &Blocks, mut f: impl FnMut(ConnRef)) {
         match self {
-            Subscribers::Few { words, .. } => entries(words).for_each(|(_, c, _)| f(c)),
+            Subscribers::Few { words, .. } => {
+                entries(words.iter(blocks)).for_each(|(_, c, _)| f(c))
+            }
             Subscribers::Many(m) => m.conns.keys().for_each(|&c| f(c)),
         }
     }
 
     /// Every user with their connections here, in no particular order.
-    pub(super) fn members(&self) -> Vec<(UserId, u32)> {
+    pub(super) fn members(&self, blocks: &Blocks) -> Vec<(UserId, u32)> {
         match self {
             Subscribers::Few { words, .. } => {
-                let mut users: Vec<UserId> = entries(words).filter_map(|(_, _, u)| u).collect();
+                let mut users: Vec<UserId> = entries(words.iter(blocks))
+                    .filter_map(|(_, _, u)| u)
+                    .collect();
                 users.sort_unstable();
                 let mut out: Vec<(UserId, u32)> = Vec::with_capacity(users.len());
                 for u in users {
@@ -239,10 +255,10 @@ impl Subscribers {
         }
     }
 
-    /// Heap bytes held.
+    /// Heap bytes held beside the blocks ([`Blocks::heap_bytes`] counts those).
     pub(super) fn heap_bytes(&self) -> usize {
         match self {
-            Subscribers::Few { words, .. } => words.capacity() * 8,
+            Subscribers::Few { .. } => 0,
             Subscribers::Many(m) => {
                 std::mem::size_of::<Many>()
                     + m.conns.capacity() * (std::mem::size_of::<(ConnRef, Option<UserId>)>() + 1)
@@ -253,12 +269,12 @@ impl Subscribers {
 }
 
 impl Many {
-    fn from_words(words: &mut Vec<u64>) -> Many {
+    fn from_words(words: &mut Chain, blocks: &mut Blocks) -> Many {
         let mut many = Many::default();
-        for (_, c, u) in entries(words) {
+        for (_, c, u) in entries(words.iter(blocks)) {
             many.insert(c, u);
         }
-        words.clear();
+        words.clear(blocks);
         many
     }
 
@@ -300,70 +316,79 @@ mod tests {
     }
 
     /// Every connection and each user's count, sorted, as a channel would list them.
-    fn seen(s: &Subscribers) -> (Vec<u32>, Vec<(UserId, u32)>) {
+    fn seen(s: &Subscribers, b: &Blocks) -> (Vec<u32>, Vec<(UserId, u32)>) {
         let mut conns = Vec::new();
-        s.for_each(|x| conns.push(x.token));
+        s.for_each(b, |x| conns.push(x.token));
         conns.sort_unstable();
-        let mut members = s.members();
+        let mut members = s.members(b);
         members.sort_unstable();
         (conns, members)
     }
 
     #[test]
-    fn a_channel_pays_32_bytes_then_8_a_connection_and_8_more_for_its_user() {
-        assert!(std::mem::size_of::<Subscribers>() <= 32);
-        let mut s = Subscribers::default();
+    fn a_channel_pays_24_bytes_then_8_a_connection_and_8_more_for_its_user() {
+        assert!(std::mem::size_of::<Subscribers>() <= 24);
+        let (mut s, mut b) = (Subscribers::default(), Blocks::default());
         for t in 0..40 {
-            s.insert(c(t), (t >= 20).then_some(UserId::from(t)));
+            s.insert(&mut b, c(t), (t >= 20).then_some(UserId::from(t)));
         }
         let Subscribers::Few { words, .. } = &s else {
             panic!("40 stay an array")
         };
         assert_eq!(words.len(), 20 + 2 * 20);
+        assert_eq!(b.used_bytes(), words.blocks() * 64);
+        for t in 0..40 {
+            s.remove(&mut b, c(t));
+        }
+        assert_eq!(b.used_bytes(), 0, "an empty channel holds no block");
     }
 
     #[test]
     fn users_are_counted_per_connection_and_once_among_the_members() {
-        let mut s = Subscribers::default();
-        assert_eq!(s.insert(c(1), Some(7)), Some(1));
-        assert_eq!(s.insert(c(2), Some(7)), Some(2), "a second connection of 7");
-        assert_eq!(s.insert(c(2), Some(7)), None, "twice is once");
-        assert_eq!(s.insert(c(3), None), Some(0), "no user");
-        assert_eq!(s.insert(c(4), Some(0)), Some(1), "user 0 is a user");
+        let (mut s, mut b) = (Subscribers::default(), Blocks::default());
+        assert_eq!(s.insert(&mut b, c(1), Some(7)), Some(1));
+        assert_eq!(
+            s.insert(&mut b, c(2), Some(7)),
+            Some(2),
+            "a second connection of 7"
+        );
+        assert_eq!(s.insert(&mut b, c(2), Some(7)), None, "twice is once");
+        assert_eq!(s.insert(&mut b, c(3), None), Some(0), "no user");
+        assert_eq!(s.insert(&mut b, c(4), Some(0)), Some(1), "user 0 is a user");
         assert_eq!((s.len(), s.users()), (4, 2));
-        assert_eq!(seen(&s), (vec![1, 2, 3, 4], vec![(0, 1), (7, 2)]));
-        assert_eq!(s.remove(c(1)), Some((Some(7), 1)));
-        assert_eq!(s.remove(c(1)), None);
-        assert_eq!(s.remove(c(3)), Some((None, 0)));
-        assert_eq!(s.remove(c(2)), Some((Some(7), 0)), "7's last");
+        assert_eq!(seen(&s, &b), (vec![1, 2, 3, 4], vec![(0, 1), (7, 2)]));
+        assert_eq!(s.remove(&mut b, c(1)), Some((Some(7), 1)));
+        assert_eq!(s.remove(&mut b, c(1)), None);
+        assert_eq!(s.remove(&mut b, c(3)), Some((None, 0)));
+        assert_eq!(s.remove(&mut b, c(2)), Some((Some(7), 0)), "7's last");
         assert_eq!((s.len(), s.users()), (1, 1));
-        assert!(s.contains(c(4)) && !s.contains(c(2)));
+        assert!(s.contains(&b, c(4)) && !s.contains(&b, c(2)));
     }
 
     #[test]
     fn a_channel_grows_into_maps_and_back_keeping_every_member_and_count() {
-        let mut s = Subscribers::default();
+        let (mut s, mut b) = (Subscribers::default(), Blocks::default());
         let n = FEW_MAX as u32 + 10;
         // Two connections a user, and every tenth without one.
         let user = |t: u32| (!t.is_multiple_of(10)).then_some(UserId::from(t / 2));
         for t in 0..n {
-            assert!(s.insert(c(t), user(t)).is_some());
-            assert!(s.insert(c(t), user(t)).is_none(), "twice is once");
+            assert!(s.insert(&mut b, c(t), user(t)).is_some());
+            assert!(s.insert(&mut b, c(t), user(t)).is_none(), "twice is once");
         }
         assert!(matches!(s, Subscribers::Many(_)));
-        let before = seen(&s);
+        let before = seen(&s, &b);
         assert_eq!(before.0.len(), n as usize);
         let users = before.1.len();
         assert_eq!(s.users(), users);
         for t in 0..n - 5 {
-            let (u, _) = s.remove(c(t)).expect("there");
+            let (u, _) = s.remove(&mut b, c(t)).expect("there");
             assert_eq!(u, user(t));
         }
         assert!(
             matches!(s, Subscribers::Few { .. }),
             "back to an array when small"
         );
-        let (conns, members) = seen(&s);
+        let (conns, members) = seen(&s, &b);
         assert_eq!(conns, (n - 5..n).collect::<Vec<_>>());
         assert_eq!(s.users(), members.len());
         let expected: usize = members.iter().map(|&(_, k)| k as usize).sum();
@@ -373,17 +398,19 @@ mod tests {
     #[test]
     fn a_gateways_death_reports_each_gone_connection_with_its_users_count_left() {
         for size in [6, FEW_MAX as u32 + 6] {
-            let mut s = Subscribers::default();
+            let (mut s, mut b) = (Subscribers::default(), Blocks::default());
             for t in 0..size {
                 // Loop 1 (even tokens) dies; user 1 has a connection on each side.
                 let conn = ConnRef {
                     loop_id: (t % 2) as u16 + 1,
                     token: t,
                 };
-                s.insert(conn, Some(UserId::from(t / 2)));
+                s.insert(&mut b, conn, Some(UserId::from(t / 2)));
             }
             let mut went = Vec::new();
-            let n = s.remove_where(&|x| x.loop_id == 1, &mut |u, left| went.push((u, left)));
+            let n = s.remove_where(&mut b, &|x| x.loop_id == 1, &mut |u, left| {
+                went.push((u, left))
+            });
             assert_eq!(n, u64::from(size / 2));
             went.sort_unstable();
             let expected: Vec<_> = (0..size / 2).map(|u| (Some(UserId::from(u)), 1)).collect();
@@ -396,15 +423,25 @@ mod tests {
     }
 
     #[test]
-    fn an_array_keeps_at_most_a_quarter_spare_as_it_grows() {
-        let mut s = Subscribers::default();
+    fn a_chain_keeps_at_most_a_block_spare_as_it_grows_and_shrinks() {
+        let (mut s, mut b) = (Subscribers::default(), Blocks::default());
         for t in 0..100 {
-            s.insert(c(t), Some(UserId::from(t)));
+            s.insert(&mut b, c(t), Some(UserId::from(t)));
         }
-        let Subscribers::Few { words, .. } = &s else {
-            panic!("100 members stay an array")
-        };
-        assert!(words.capacity() <= 250, "capacity {}", words.capacity());
-        assert!(s.heap_bytes() >= 100 * 16);
+        assert!(
+            matches!(s, Subscribers::Few { .. }),
+            "100 members stay a chain"
+        );
+        assert_eq!(
+            b.used_bytes(),
+            200usize.div_ceil(super::super::blocks::DATA) * 64
+        );
+        for t in 0..90 {
+            s.remove(&mut b, c(t));
+        }
+        assert_eq!(
+            b.used_bytes(),
+            20usize.div_ceil(super::super::blocks::DATA) * 64
+        );
     }
 }
