@@ -33,6 +33,10 @@ pub struct Credentials {
     /// key, forgotten with the rest.
     pub pusher: crate::PusherSessions,
     entries: HashMap<u32, Entry>,
+    /// What the token of a connection with channels allows of them (no entry: no
+    /// JWT configured, all of it): beside its channel list, not in it, so a
+    /// connection without a token pays nothing for it.
+    access: HashMap<u32, crate::channels::Access>,
     /// `(valid_until, key)`, soonest first. An item whose key no longer has that
     /// expiry (refreshed, closed) is stale and skipped when it comes up.
     expiries: BinaryHeap<Reverse<(u32, u32)>>,
@@ -118,6 +122,9 @@ impl Credentials {
     /// Connection `key` closed.
     pub fn forget(&mut self, key: u32) {
         self.pusher.forget(key);
+        if !self.access.is_empty() {
+            self.access.remove(&key);
+        }
         if self.entries.is_empty() {
             return; // every close asks; most loops hold no entry at all
         }
@@ -126,6 +133,19 @@ impl Credentials {
                 self.expiring -= 1;
             }
         }
+    }
+
+    /// What connection `key`'s token allows of channels (`None`: all of them).
+    pub(crate) fn access(&self, key: u32) -> Option<&crate::channels::Access> {
+        self.access.get(&key)
+    }
+
+    /// Sets (or with `None` clears) what connection `key`'s token allows of channels.
+    pub(crate) fn set_access(&mut self, key: u32, access: Option<crate::channels::Access>) {
+        match access {
+            Some(a) => self.access.insert(key, a),
+            None => self.access.remove(&key),
+        };
     }
 
     /// Failed authentications since the last call.

@@ -143,7 +143,7 @@ pub struct Connection {
     user: u64,
     pending: Option<Box<Pending>>,
     /// The named channels of a connection that has any (`channels`).
-    chans: Option<Box<channels::Chans>>,
+    chans: Option<channels::Chans>,
 }
 
 /// Input and request state that exists only while it is needed.

@@ -65,7 +65,7 @@ pub(super) fn handle_text(conn: &mut Connection, cx: &mut Cx, text: &[u8]) -> bo
     };
     cx.credentials.set_expiry(cx.key, grant.valid_until);
     // Later subscribes follow the new token's `chan` claim.
-    super::channels::regrant(conn, super::channels::Access::of(&grant));
+    super::channels::regrant(conn, cx, super::channels::Access::of(&grant));
     let now = cx.now;
     let p = conn.pending();
     p.publisher = Publisher::regrant(

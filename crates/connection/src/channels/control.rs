@@ -163,7 +163,8 @@ pub(crate) fn subscribe_as(
     let Some(chans) = conn.chans.as_mut() else {
         return Err(refused(409, "not a framed connection"));
     };
-    if !chans.allow.as_ref().is_none_or(|g| g.allows(name)) {
+    let allow = cx.credentials.access(cx.key);
+    if !allow.is_none_or(|g| g.allows(name)) {
         return Err(refused(403, REFUSED_WHY));
     }
     if chans.find(name).is_some() {
@@ -187,7 +188,7 @@ pub(crate) fn subscribe_as(
     }];
     let companion = wire::channel::presence_channel(name);
     // `nopresence` claim: the channel is joined, its pushes are not.
-    let watches = chans.allow.as_ref().is_none_or(|g| g.watches(name));
+    let watches = allow.is_none_or(|g| g.watches(name));
     if presence && watches && chans.find(&companion).is_none() {
         chans.push_later(&companion, None);
         channels.push(ChannelJoin {

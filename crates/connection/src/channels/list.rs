@@ -1,6 +1,7 @@
 //! What a connection with channels keeps (a connection without channels keeps
-//! nothing: `Connection::chans` is `None`, 8 bytes): a boxed [`Chans`] and one
-//! exact-size array of 4-byte words — a header, then per stream its tag (the
+//! nothing: `Connection::chans` is `None`, 8 bytes): [`Chans`], one exact-size
+//! allocation behind an 8-byte pointer (`ThinVec`: its length and capacity in the
+//! allocation, not beside the pointer) of 4-byte words — a header, then per stream its tag (the
 //! user's place first when the connection has a user, then its channels), and, on
 //! the transports that write positions back (SSE's composite id, a long-poll's
 //! answer), 12 bytes more of the stream's position beside each tag. A WebSocket or
@@ -12,6 +13,7 @@
 
 use super::{names, REFUSED_WHY};
 use bus::Refusal;
+use thin_vec::ThinVec;
 use wire::Since;
 
 /// What a token says of channels: which the client may subscribe to (`chan`)
@@ -43,17 +45,16 @@ impl Access {
     }
 }
 
-/// The channels of one connection: 24 bytes (a 32-byte allocation).
+/// The channels of one connection: 8 bytes and one allocation. What its token
+/// allows them is apart (`Credentials::access`): few connections have one.
 #[derive(Debug)]
 pub(crate) struct Chans {
-    /// What the token allows (`None`: no JWT configured, all of it).
-    pub(super) allow: Option<Box<Access>>,
     /// `words[0]`: [`PLACED`] or not; then each stream, [`STRIDE`] words when
     /// placed (tag, epoch, seq low, seq high) else its tag alone: the user's place
     /// (when the connection has a user), then the channels in the request's order
     /// (the order of a composite id's parts), then those a WebSocket subscribed
     /// to later. Exact size: it changes only on a subscribe or leave.
-    words: Box<[u32]>,
+    words: ThinVec<u32>,
 }
 
 /// The header's flag: each stream keeps its position.
@@ -125,7 +126,6 @@ impl Chans {
     /// `channels` (name, position, refused). `placed`: each stream keeps its
     /// position (the transport writes it back: SSE, long-poll).
     pub(super) fn new<'a>(
-        allow: Option<Box<Access>>,
         placed: bool,
         user: Option<Option<Since>>,
         channels: impl IntoIterator<Item = (&'a str, Option<Since>, bool)>,
@@ -143,10 +143,9 @@ impl Chans {
         for (name, at, refused) in channels {
             add(channel_tag(name, refused), at);
         }
-        Chans {
-            allow,
-            words: words.into_boxed_slice(),
-        }
+        let mut exact = ThinVec::with_capacity(words.len());
+        exact.extend(words);
+        Chans { words: exact }
     }
 
     fn placed(&self) -> bool {
@@ -221,11 +220,10 @@ impl Chans {
     pub(super) fn push_later(&mut self, name: &str, at: Option<Since>) {
         let placed = self.placed();
         let i = self.streams();
-        let mut words = std::mem::take(&mut self.words).into_vec();
-        words.extend(std::iter::repeat_n(0, stride(placed)));
-        words[1 + i * stride(placed)] = channel_tag(name, false) | LATER;
-        set_at_in(&mut words, placed, i, at);
-        self.words = words.into_boxed_slice();
+        self.words.reserve_exact(stride(placed));
+        self.words.extend(std::iter::repeat_n(0, stride(placed)));
+        self.words[1 + i * stride(placed)] = channel_tag(name, false) | LATER;
+        set_at_in(&mut self.words, placed, i, at);
     }
 
     /// Moves joined channel `name` to `at` (nothing when it is not joined).
@@ -258,9 +256,8 @@ impl Chans {
             names::release(id);
         }
         let s = stride(self.placed());
-        let mut words = std::mem::take(&mut self.words).into_vec();
-        words.drain(1 + i * s..1 + (i + 1) * s);
-        self.words = words.into_boxed_slice();
+        self.words.drain(1 + i * s..1 + (i + 1) * s);
+        self.words.shrink_to_fit();
     }
 
     fn channels(&self) -> impl Iterator<Item = u32> + '_ {
@@ -378,12 +375,12 @@ mod tests {
 
     #[test]
     fn a_connections_list_is_one_allocation_of_4_bytes_a_stream_16_when_placed() {
-        assert_eq!(std::mem::size_of::<Chans>(), 24);
+        assert_eq!(std::mem::size_of::<Option<Chans>>(), 8);
         let name = "channels-test:list";
         let channels = [(name, None, false), ("list:refused", None, true)];
-        let plain = Chans::new(None, false, Some(None), channels);
+        let plain = Chans::new(false, Some(None), channels);
         assert_eq!(plain.words.len(), 1 + 3);
-        let mut chans = Chans::new(None, true, Some(None), channels);
+        let mut chans = Chans::new(true, Some(None), channels);
         assert_eq!(chans.words.len(), 1 + 3 * 4);
         assert!(chans.find(name).is_some());
         assert!(chans.find("list:refused").is_none());
@@ -411,7 +408,7 @@ mod tests {
     #[test]
     fn a_place_keeps_a_position_with_or_without_an_epoch_and_its_flags() {
         let name = "channels-test:place";
-        let mut chans = Chans::new(None, true, None, [(name, None, true)]);
+        let mut chans = Chans::new(true, None, [(name, None, true)]);
         assert_eq!(chans.at(0), None);
         let id = id_of(chans.tag(0));
         chans.set_at(0, at(None, 4));
@@ -427,7 +424,7 @@ mod tests {
 
     #[test]
     fn an_unplaced_list_knows_a_stream_has_a_position_but_keeps_none() {
-        let mut chans = Chans::new(None, false, Some(None), [("place:plain", None, false)]);
+        let mut chans = Chans::new(false, Some(None), [("place:plain", None, false)]);
         chans.set_at(1, at(Some(3), 9));
         chans.set_user_at(at(None, 1));
         assert!(chans.has_at(1) && chans.has_at(0));
@@ -440,7 +437,6 @@ mod tests {
     #[test]
     fn a_channel_the_router_refuses_keeps_its_place_and_says_why() {
         let mut chans = Chans::new(
-            None,
             true,
             None,
             [("limit-test:a", None, false), ("limit-test:b", None, true)],
@@ -462,8 +458,8 @@ mod tests {
     #[test]
     fn names_are_held_while_listed_and_let_go_on_leave_and_drop() {
         let name = "list:held-once";
-        let chans = Chans::new(None, false, None, [(name, None, false)]);
-        let mut other = Chans::new(None, true, None, [(name, None, false)]);
+        let chans = Chans::new(false, None, [(name, None, false)]);
+        let mut other = Chans::new(true, None, [(name, None, false)]);
         assert!(names::id(name).is_some());
         other.remove_at(0);
         assert!(names::id(name).is_some(), "the first list still holds it");

@@ -73,8 +73,7 @@ pub(super) fn join_at_start(
             None => allow.as_ref().is_none_or(|g| g.allows(name)),
         }
     };
-    let mut chans = Chans::new(
-        None,
+    let chans = Chans::new(
         placed,
         user.map(|_| since),
         channels
@@ -98,8 +97,8 @@ pub(super) fn join_at_start(
         conn.user = user;
         conn.set(LOGGED_IN, true);
     }
-    chans.allow = allow.map(Box::new);
-    conn.chans = Some(Box::new(chans));
+    cx.credentials.set_access(cx.key, allow);
+    conn.chans = Some(chans);
     cx.out.request(Request::Join {
         user,
         login: user.is_some(),
@@ -112,9 +111,9 @@ pub(super) fn join_at_start(
 
 /// A refreshed token's `chan` claim: what later subscribes are judged by (the
 /// channels already joined stay).
-pub(super) fn regrant(conn: &mut Connection, allow: Access) {
-    if let Some(chans) = conn.chans.as_mut() {
-        chans.allow = Some(Box::new(allow));
+pub(super) fn regrant(conn: &Connection, cx: &mut Cx, allow: Access) {
+    if conn.chans.is_some() {
+        cx.credentials.set_access(cx.key, Some(allow));
     }
 }
 
