@@ -444,4 +444,42 @@ mod tests {
             20usize.div_ceil(super::super::blocks::DATA) * 64
         );
     }
+
+    /// Several channels sharing one router's blocks, joined and left at random
+    /// (through the maps and back), each matching a plain model after every step.
+    #[test]
+    fn random_joins_and_leaves_across_channels_match_a_model() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+        let mut b = Blocks::default();
+        let mut chans: Vec<Subscribers> = (0..4).map(|_| Subscribers::default()).collect();
+        let mut models: Vec<HashMap<u32, Option<UserId>>> = vec![HashMap::new(); 4];
+        for step in 0..20_000u32 {
+            let k = rng.gen_range(0..4);
+            // Channel 0 grows past the maps' threshold in the first half.
+            let span = if k == 0 { 2 * FEW_MAX as u32 } else { 40 };
+            let t = rng.gen_range(0..span);
+            let grow = step < 10_000 && k == 0 || rng.gen_bool(0.5);
+            let (s, model) = (&mut chans[k], &mut models[k]);
+            if grow {
+                let user = (t % 3 != 0).then_some(UserId::from(t % 17));
+                let added = s.insert(&mut b, c(t), user).is_some();
+                assert_eq!(added, !model.contains_key(&t));
+                model.entry(t).or_insert(user);
+            } else {
+                let out = s.remove(&mut b, c(t));
+                assert_eq!(out.map(|(u, _)| u), model.remove(&t));
+            }
+            let mut conns: Vec<u32> = model.keys().copied().collect();
+            conns.sort_unstable();
+            let mut members: HashMap<UserId, u32> = HashMap::new();
+            for u in model.values().flatten() {
+                *members.entry(*u).or_default() += 1;
+            }
+            let mut members: Vec<(UserId, u32)> = members.into_iter().collect();
+            members.sort_unstable();
+            assert_eq!(seen(s, &b), (conns, members), "step {step}");
+            assert_eq!((s.len(), s.users()), (model.len(), seen(s, &b).1.len()));
+        }
+    }
 }
