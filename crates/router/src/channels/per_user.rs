@@ -6,40 +6,79 @@
 //! subscription, so the map is as large as the users subscribed now, and it gives
 //! its room back when most of them are gone.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use crate::hash::IdHashBuilder;
 use crate::router::SHRINK_SLACK;
 use crate::UserId;
 
-/// User → channel subscriptions held (never 0: such an entry is removed).
-#[derive(Debug, Default)]
+/// A user's count, 12 bytes: packed to 4-byte alignment, a slot of the table is
+/// 13 bytes with its control byte where a `HashMap<UserId, u32>` pads it to 17
+/// (one entry per user subscribed: 15,000 users in 5 channels paid 37 B a user).
+#[derive(Clone, Copy)]
+#[repr(C, packed(4))]
+struct Held {
+    user: UserId,
+    /// Never 0: such an entry is removed.
+    n: u32,
+}
+
+/// User → channel subscriptions held.
+#[derive(Default)]
 pub(super) struct PerUser {
-    held: HashMap<UserId, u32, IdHashBuilder>,
+    held: HashTable<Held>,
+    hasher: IdHashBuilder,
+}
+
+impl std::fmt::Debug for PerUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerUser")
+            .field("users", &self.held.len())
+            .finish()
+    }
 }
 
 impl PerUser {
+    fn hash(&self, user: UserId) -> u64 {
+        self.hasher.hash_one(user)
+    }
+
     /// The subscriptions `user` holds.
     pub(super) fn of(&self, user: UserId) -> u32 {
-        self.held.get(&user).copied().unwrap_or(0)
+        let found = self.held.find(self.hash(user), |h| { h.user } == user);
+        found.map_or(0, |h| h.n)
     }
 
     pub(super) fn add(&mut self, user: UserId, n: u32) {
-        if n > 0 {
-            *self.held.entry(user).or_insert(0) += n;
+        if n == 0 {
+            return;
+        }
+        let hash = self.hash(user);
+        match self.held.find_mut(hash, |h| { h.user } == user) {
+            Some(h) => h.n = h.n.saturating_add(n),
+            None => {
+                let hasher = &self.hasher;
+                self.held
+                    .insert_unique(hash, Held { user, n }, |h| hasher.hash_one(h.user));
+            }
         }
     }
 
     /// `n` fewer for `user`; the entry goes at 0.
     pub(super) fn sub(&mut self, user: UserId, n: u32) {
-        let Some(held) = self.held.get_mut(&user) else {
+        let hash = self.hash(user);
+        let Ok(mut entry) = self.held.find_entry(hash, |h| { h.user } == user) else {
             return;
         };
-        *held = held.saturating_sub(n);
-        if *held == 0 {
-            self.held.remove(&user);
+        let held = entry.get_mut();
+        held.n = held.n.saturating_sub(n);
+        if held.n == 0 {
+            entry.remove();
             if self.held.capacity() > SHRINK_SLACK * self.held.len().max(16) {
-                self.held.shrink_to_fit();
+                let hasher = &self.hasher;
+                self.held.shrink_to_fit(|h| hasher.hash_one(h.user));
             }
         }
     }
@@ -50,7 +89,7 @@ impl PerUser {
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        self.held.capacity() * (std::mem::size_of::<(UserId, u32)>() + 1)
+        self.held.capacity() * (std::mem::size_of::<Held>() + 1)
     }
 }
 
