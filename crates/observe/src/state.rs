@@ -26,6 +26,29 @@ pub struct QueryAnswer {
     pub body: Vec<u8>,
 }
 
+impl QueryAnswer {
+    /// The answer in `raw`, a whole `Connection: close` answer of an admin
+    /// listener (a supervisor reads its router's): httparse reads the head; the
+    /// rest is the body (asked with `Connection: close`, tiny_http sends it whole
+    /// with a `Content-Length`). `None`: not an HTTP answer's head.
+    pub fn read(raw: &[u8]) -> Option<QueryAnswer> {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut head = httparse::Response::new(&mut headers);
+        let httparse::Status::Complete(end) = head.parse(raw).ok()? else {
+            return None;
+        };
+        let json = head.headers.iter().any(|h| {
+            h.name.eq_ignore_ascii_case("content-type")
+                && String::from_utf8_lossy(h.value).contains("application/json")
+        });
+        Some(QueryAnswer {
+            status: head.code?,
+            json,
+            body: raw[end..].to_vec(),
+        })
+    }
+}
+
 /// The server's query hook on the admin listener: `None` for a path it does not
 /// answer.
 pub type QueryFn = Arc<dyn Fn(&Query<'_>) -> Option<QueryAnswer> + Send + Sync>;
@@ -51,5 +74,22 @@ impl MonitorState {
         let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
         // The history is filled with one sample before any thread starts.
         h.back().cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_read_back_keeps_its_status_type_and_body() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"n\":1}\n";
+        let a = QueryAnswer::read(raw).unwrap();
+        assert_eq!((a.status, a.json), (200, true));
+        assert_eq!(a.body, b"{\"n\":1}\n");
+        let raw = b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\n\r\nno";
+        let a = QueryAnswer::read(raw).unwrap();
+        assert_eq!((a.status, a.json, &a.body[..]), (404, false, &b"no"[..]));
+        assert!(QueryAnswer::read(b"HTTP/1.1 200 OK\r\n").is_none());
     }
 }

@@ -78,42 +78,6 @@ fn ask(admin: SocketAddr, q: &Query<'_>) -> std::io::Result<QueryAnswer> {
     )?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
-    parse_answer(&raw)
+    QueryAnswer::read(&raw)
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP answer"))
-}
-
-/// Status, JSON or not, and body of a whole `Connection: close` answer (httparse
-/// reads the head; the admin listener never chunks, so the rest is the body).
-fn parse_answer(raw: &[u8]) -> Option<QueryAnswer> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut head = httparse::Response::new(&mut headers);
-    let httparse::Status::Complete(end) = head.parse(raw).ok()? else {
-        return None;
-    };
-    let json = head.headers.iter().any(|h| {
-        h.name.eq_ignore_ascii_case("content-type")
-            && String::from_utf8_lossy(h.value).contains("application/json")
-    });
-    Some(QueryAnswer {
-        status: head.code?,
-        json,
-        body: raw[end..].to_vec(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_answer_keeps_its_status_type_and_body() {
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"n\":1}\n";
-        let a = parse_answer(raw).unwrap();
-        assert_eq!((a.status, a.json), (200, true));
-        assert_eq!(a.body, b"{\"n\":1}\n");
-        let a =
-            parse_answer(b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\n\r\nno").unwrap();
-        assert_eq!((a.status, a.json, &a.body[..]), (404, false, &b"no"[..]));
-        assert!(parse_answer(b"HTTP/1.1 200 OK\r\n").is_none());
-    }
 }

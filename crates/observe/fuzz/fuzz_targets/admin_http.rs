@@ -5,7 +5,9 @@
 //! and a presence hook); each input is one client connection that writes the bytes,
 //! closes its sending half and reads until the listener closes. A panic in any of
 //! its threads aborts the run (libFuzzer's panic hook): a crash is a panic
-//! reachable from the admin port.
+//! reachable from the admin port. The other side too: what a supervisor reads back
+//! from its router's admin listener (`QueryAnswer::read`, httparse inside), on the
+//! listener's real answer and on the raw bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -53,4 +55,6 @@ fuzz_target!(|data: &[u8]| {
     let _ = s.shutdown(Shutdown::Write);
     let mut answer = Vec::new();
     let _ = s.read_to_end(&mut answer);
+    let _ = QueryAnswer::read(&answer);
+    let _ = QueryAnswer::read(data);
 });
