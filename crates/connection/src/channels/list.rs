@@ -130,7 +130,10 @@ impl Chans {
         user: Option<Option<Since>>,
         channels: impl IntoIterator<Item = (&'a str, Option<Since>, bool)>,
     ) -> Chans {
-        let mut words = vec![u32::from(placed)];
+        let channels = channels.into_iter();
+        let streams = channels.size_hint().0 + usize::from(user.is_some());
+        let mut words = ThinVec::with_capacity(1 + streams * stride(placed));
+        words.push(u32::from(placed));
         let mut add = |tag: u32, at: Option<Since>| {
             let i = stream_words(&words, placed);
             words.extend(std::iter::repeat_n(0, stride(placed)));
@@ -143,9 +146,7 @@ impl Chans {
         for (name, at, refused) in channels {
             add(channel_tag(name, refused), at);
         }
-        let mut exact = ThinVec::with_capacity(words.len());
-        exact.extend(words);
-        Chans { words: exact }
+        Chans { words }
     }
 
     fn placed(&self) -> bool {

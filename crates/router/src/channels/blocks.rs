@@ -25,8 +25,6 @@ pub(super) struct Blocks {
     pages: Vec<Box<[u64]>>,
     /// Given-back blocks, linked through their link words.
     free: u32,
-    /// Blocks in chains.
-    used: usize,
     /// Blocks made (in chains or given back): the next new one's number.
     made: u32,
 }
@@ -36,7 +34,6 @@ impl Default for Blocks {
         Blocks {
             pages: Vec::new(),
             free: NONE,
-            used: 0,
             made: 0,
         }
     }
@@ -63,7 +60,6 @@ impl Blocks {
 
     /// A block for a chain's end: a given-back one, else a new one.
     fn take(&mut self) -> u32 {
-        self.used += 1;
         let b = match self.free {
             NONE => {
                 let b = self.made;
@@ -85,15 +81,20 @@ impl Blocks {
 
     /// Gives `b` back.
     fn give(&mut self, b: u32) {
-        self.used -= 1;
         self.set_next(b, self.free);
         self.free = b;
     }
 
-    /// Bytes of blocks in chains.
+    /// Bytes of blocks in chains: those made less those given back.
     #[cfg(test)]
     pub(super) fn used_bytes(&self) -> usize {
-        self.used * BLOCK * 8
+        let mut free = 0;
+        let mut b = self.free;
+        while b != NONE {
+            free += 1;
+            b = self.next(b);
+        }
+        (self.made as usize - free) * BLOCK * 8
     }
 
     /// Bytes of every page.
@@ -250,7 +251,7 @@ mod tests {
         }
         assert_eq!(words(&a, &blocks), (0..40).collect::<Vec<_>>());
         assert_eq!(words(&b, &blocks), (1000..1040).collect::<Vec<_>>());
-        assert_eq!(blocks.used, 2 * 40usize.div_ceil(DATA));
+        assert_eq!(blocks.used_bytes(), 2 * 40usize.div_ceil(DATA) * BLOCK * 8);
         // Out of the middle, across a block's end, and the last word.
         a.remove(&mut blocks, 5, 2);
         a.remove(&mut blocks, DATA - 1, 2);
@@ -261,8 +262,8 @@ mod tests {
         expected.pop();
         assert_eq!(words(&a, &blocks), expected);
         assert_eq!(
-            blocks.used,
-            a.blocks() + b.blocks(),
+            blocks.used_bytes(),
+            (a.blocks() + b.blocks()) * BLOCK * 8,
             "emptied blocks given back"
         );
         let pages = blocks.pages.len();
@@ -278,7 +279,7 @@ mod tests {
         assert_eq!(words(&b, &blocks), (1000..1040).collect::<Vec<_>>());
         a.clear(&mut blocks);
         b.clear(&mut blocks);
-        assert_eq!(blocks.used, 0);
+        assert_eq!(blocks.used_bytes(), 0);
     }
 
     #[test]
