@@ -9,7 +9,8 @@ use common::{Kind, Server};
 use harness::start;
 use load::flood::{self, FloodArgs, FloodSummary, Transport};
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn args(url: String, n: u64, transport: Transport) -> FloodArgs {
@@ -299,4 +300,54 @@ fn child_of(parent: u32) -> Option<u32> {
         let stat = observe::procfs::read_proc_stat(pid).ok()?;
         (stat.ppid == parent).then_some(pid)
     })
+}
+
+/// A server's goodbye and its FIN arriving together (myriad's drain: `event:
+/// reconnect`, then the close) still ends the connection, and `--reconnect`
+/// opens it again. Flood used to skip the read that would see the EOF after a
+/// short read, and with edge triggering no event came for it: the connection
+/// looked open for ever.
+#[test]
+fn a_goodbye_with_its_fin_is_seen_and_reconnected() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut s = stream.unwrap();
+                let mut head = [0u8; 1024];
+                let n = s.read(&mut head).unwrap_or(0);
+                if !head[..n].starts_with(b"GET /sse/") {
+                    return;
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n");
+                std::thread::sleep(Duration::from_millis(300));
+                // The goodbye and the FIN in one go, as the client sleeps in epoll.
+                let _ = s.write_all(b"event: reconnect\ndata: {}\n\nretry: 100\n\n");
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                std::thread::sleep(Duration::from_millis(300));
+            });
+        }
+    });
+    let run = start(FloodArgs {
+        reconnect: true,
+        hold: Some(30.0),
+        ..args(format!("http://{addr}/sse/%d"), 1, Transport::Sse)
+    });
+    let end = Instant::now() + Duration::from_secs(10);
+    // The first request, and the one after the goodbye.
+    while accepted.load(Ordering::Relaxed) < 2 {
+        assert!(
+            Instant::now() < end,
+            "flood did not reconnect after the server's goodbye and FIN"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run.stop.store(true, Ordering::Relaxed);
+    run.handle.join().unwrap().unwrap();
 }

@@ -182,7 +182,8 @@ impl<'a> Engine<'a> {
         self.tally.inflight += 1;
     }
 
-    fn handle_event(&mut self, slot: usize, writable: bool, readable: bool) {
+    /// `closed`: the event said the peer's FIN came (see [`Engine::read`]).
+    fn handle_event(&mut self, slot: usize, writable: bool, readable: bool, closed: bool) {
         let Some(Some(conn)) = self.slab.get(slot) else {
             return;
         };
@@ -211,8 +212,8 @@ impl<'a> Engine<'a> {
                 return self.fail(slot, Some(e));
             }
         }
-        if readable {
-            self.read(slot);
+        if readable || closed {
+            self.read(slot, closed);
         }
     }
 
@@ -262,7 +263,8 @@ impl Backend for Engine<'_> {
                 self.handle_event(
                     ev.token().0,
                     ev.is_writable(),
-                    ev.is_readable() || ev.is_read_closed(),
+                    ev.is_readable(),
+                    ev.is_read_closed(),
                 );
             }
         }

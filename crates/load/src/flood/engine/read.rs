@@ -13,7 +13,9 @@ use std::os::fd::AsRawFd;
 impl Engine<'_> {
     /// Takes everything the socket of `slot` holds: decrypts it (TLS), scans it
     /// (response head, messages, stamps, pings, end), and acts on what it found.
-    pub(super) fn read(&mut self, slot: usize) {
+    /// `closed`: the event reported the peer's FIN, which must be read to its EOF
+    /// here — an edge-triggered socket gives no further event for it.
+    pub(super) fn read(&mut self, slot: usize, closed: bool) {
         let transport = self.plan.transport;
         let stamped = self.plan.latency_at == LatencyAt::Socket;
         loop {
@@ -186,7 +188,10 @@ impl Engine<'_> {
             // A short read drained the socket, and with edge triggering later bytes
             // bring a new event: the read that would only say EAGAIN is skipped (it
             // was every other read syscall in a broadcast, one message per event).
-            if n < self.scratch.len() {
+            // Not when the FIN came with the bytes (a server's goodbye, then its
+            // close): no event would come for it, and the connection would look
+            // open forever and never reconnect.
+            if n < self.scratch.len() && !closed {
                 return;
             }
         }
