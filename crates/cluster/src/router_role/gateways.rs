@@ -83,7 +83,8 @@ impl RouterRole {
 
     /// Forgets gateways silent for [`GATEWAY_TIMEOUT`]: logs their connections out.
     /// Right after the router's own loop stalled ([`STALL`]) nobody is: their silence
-    /// counts from now, as after the router's reconnect.
+    /// counts from now, as after the router's reconnect, and so do the ages of the
+    /// bundles kept to send again.
     pub(super) fn forget_silent(&mut self, now: Instant) {
         let checked = self.gateways.checked.replace(now);
         if stalled(checked, now) {
@@ -95,6 +96,7 @@ impl RouterRole {
             for gw in self.gateways.by_id.values_mut() {
                 gw.last_seen = gw.last_seen.max(now);
             }
+            self.rings.restart_ages(now);
             return;
         }
         let newest = self.gateways.by_id.values().map(|gw| gw.last_seen).max();
@@ -118,7 +120,9 @@ impl RouterRole {
     /// that does not come back is forgotten when silent. (Forgetting them all at
     /// once, as before, made every publish until their answers miss their
     /// connections, which were then told to resume.) Their silence counts from now:
-    /// the router heard nothing while it was away.
+    /// the router heard nothing while it was away. What the router sent just
+    /// before it lost NATS may be lost too: each gateway gets its newest bundle
+    /// again ([`super::replay::Rings::newest`]) and asks for what it missed.
     pub(super) fn resync_all(&mut self, now: Instant) {
         for gw in self.gateways.by_id.values_mut() {
             gw.last_seen = now;
@@ -134,6 +138,9 @@ impl RouterRole {
             subjects::GATEWAYS.to_string(),
             codec::encode_to_gateway(&resync),
         ));
+        for (gateway, bundle) in self.rings.newest() {
+            self.out.push((subjects::gateway(gateway), bundle));
+        }
     }
 
     /// `gateway` runs in the supervisor's `place`: another gateway known in that place
@@ -173,17 +180,17 @@ impl RouterRole {
     }
 }
 
-/// Whether a gateway last heard at `last_seen` is gone. Silence counts against the
-/// newest message heard from any gateway, not the clock alone: a router that falls
-/// behind (a backlog of login batches on a loaded machine, measured at 600k
-/// connections by `bench c1m`) has every gateway's heartbeat still queued, and
-/// forgetting them all would log out every connection.
 /// Whether the router's previous silence check, at `checked`, was longer than
 /// [`STALL`] before `now`.
 pub(super) fn stalled(checked: Option<Instant>, now: Instant) -> bool {
     checked.is_some_and(|c| now.saturating_duration_since(c) > STALL)
 }
 
+/// Whether a gateway last heard at `last_seen` is gone. Silence counts against the
+/// newest message heard from any gateway, not the clock alone: a router that falls
+/// behind (a backlog of login batches on a loaded machine, measured at 600k
+/// connections by `bench c1m`) has every gateway's heartbeat still queued, and
+/// forgetting them all would log out every connection.
 pub(super) fn silent(last_seen: Instant, newest: Option<Instant>, now: Instant) -> bool {
     let behind_others =
         newest.is_some_and(|n| n.saturating_duration_since(last_seen) >= GATEWAY_TIMEOUT);

@@ -49,7 +49,12 @@ struct Ring {
     lane: u64,
     /// The number of the next bundle.
     next: u64,
-    /// `(n, when, encoded bundle)`, oldest first.
+    /// `(n, since, encoded bundle)`, oldest first. `since` is when the bundle
+    /// after it was numbered (its own numbering for the newest): the first moment
+    /// its loss could show, a gateway seeing a later number. A bundle's age counts
+    /// from then, so a router that sent a gateway nothing for a while (publishes
+    /// waiting on a stream electing its leader) still has the last bundle before
+    /// the lull when the next one reveals it lost.
     kept: VecDeque<(u64, Instant, Bytes)>,
     bytes: usize,
     last_sent: Instant,
@@ -105,6 +110,10 @@ impl Rings {
         let n = ring.next;
         ring.next += 1;
         ring.last_sent = now;
+        // The bundle before this one could be seen missing only from now on.
+        if let Some(previous) = ring.kept.back_mut() {
+            previous.1 = now;
+        }
         let bytes = codec::encode_to_gateway(&ToGateway::Bundle {
             shard: self.shard,
             lane: ring.lane,
@@ -139,6 +148,27 @@ impl Rings {
                 libc::malloc_trim(0);
             }
         }
+    }
+
+    /// The router's loop stalled: nothing it kept aged meanwhile, as no gateway
+    /// could see a loss while it sent nothing.
+    pub(super) fn restart_ages(&mut self, now: Instant) {
+        for ring in self.by_gateway.values_mut() {
+            for kept in &mut ring.kept {
+                kept.1 = kept.1.max(now);
+            }
+        }
+    }
+
+    /// After the router's own NATS reconnect, which may have lost what it sent
+    /// last: each gateway's newest bundle again. A gateway that had it drops it
+    /// (seen twice); one that missed it, or bundles before it, asks for them at
+    /// once — not when a later bundle shows the hole, perhaps past [`RING_AGE`].
+    pub(super) fn newest(&self) -> Vec<(GatewayId, Bytes)> {
+        self.by_gateway
+            .iter()
+            .filter_map(|(&id, ring)| Some((id, ring.kept.back()?.2.clone())))
+            .collect()
     }
 
     /// What the rings hold.
@@ -182,9 +212,12 @@ impl Rings {
 }
 
 impl Ring {
+    /// Drops bundles past `max_bytes`, and those older than [`RING_AGE`] but the
+    /// newest (nothing after it shows its loss yet).
     fn trim(&mut self, max_bytes: usize, now: Instant) {
-        while let Some((_, when, bytes)) = self.kept.front() {
-            if self.bytes <= max_bytes && now.saturating_duration_since(*when) < RING_AGE {
+        while let Some((_, since, bytes)) = self.kept.front() {
+            let young = self.kept.len() == 1 || now.saturating_duration_since(*since) < RING_AGE;
+            if self.bytes <= max_bytes && young {
                 break;
             }
             self.bytes -= bytes.len();
@@ -270,16 +303,54 @@ mod tests {
         );
         assert_eq!(rings.counts(), (5, 8, 3));
 
-        // Past RING_AGE nothing is kept; a forgotten gateway's ring goes after
-        // RING_KEEP, a known one's stays and keeps numbering.
+        // Past RING_AGE only the newest is kept (nothing after it could show it
+        // lost yet); a forgotten gateway's ring goes after RING_KEEP, a known
+        // one's stays and keeps numbering.
         let later = t0 + RING_AGE;
         rings.number(2, Vec::new(), t0);
         rings.age(|id| id == 1, later);
-        assert_eq!(numbers(&rings.replay(1, lane, 8)), ["missed 8..=8"]);
+        assert_eq!(numbers(&rings.replay(1, lane, 7)), ["missed 7..=7", "8"]);
         rings.age(|id| id == 1, t0 + RING_KEEP);
         assert!(rings.by_gateway.contains_key(&1));
         assert!(!rings.by_gateway.contains_key(&2));
         assert_eq!(numbers(&[rings.number(1, Vec::new(), later)]), ["9"]);
+    }
+
+    /// A bundle's age counts from the next one: after a lull longer than RING_AGE
+    /// (publishes waiting on a stream that elects its leader) the bundle before it
+    /// is still there when the next reveals it lost, and the next tick's aging
+    /// keeps it for RING_AGE more. A stall of the router's loop restarts every age.
+    #[test]
+    fn a_lull_or_a_stall_ages_nothing_a_gateway_could_not_see_lost() {
+        let t0 = Instant::now();
+        let mut rings = Rings::new(usize::MAX);
+        let lane = lane_of(&rings.number(1, Vec::new(), t0));
+        rings.number(1, Vec::new(), t0);
+        let after_lull = t0 + 3 * RING_AGE;
+        rings.age(|_| true, after_lull);
+        rings.number(1, Vec::new(), after_lull);
+        rings.age(|_| true, after_lull + RING_AGE / 2);
+        assert_eq!(numbers(&rings.replay(1, lane, 2)), ["2", "3"]);
+        assert_eq!(
+            numbers(&rings.replay(1, lane, 1)),
+            ["missed 1..=1", "2", "3"]
+        );
+
+        // Bundles 4 and 5 numbered, then the loop stalls past RING_AGE: 4 stays.
+        let t1 = after_lull + RING_AGE;
+        rings.number(1, Vec::new(), t1);
+        rings.number(1, Vec::new(), t1);
+        let woke = t1 + 2 * RING_AGE;
+        rings.restart_ages(woke);
+        rings.age(|_| true, woke);
+        assert_eq!(numbers(&rings.replay(1, lane, 4)), ["4", "5"]);
+        rings.age(|_| true, woke + RING_AGE);
+        assert_eq!(numbers(&rings.replay(1, lane, 4)), ["missed 4..=4", "5"]);
+
+        // The newest bundle of each ring, sent again after a reconnect.
+        let newest = rings.newest();
+        assert_eq!(newest.len(), 1);
+        assert_eq!(numbers(&[newest[0].1.clone()]), ["5"]);
     }
 
     #[test]
