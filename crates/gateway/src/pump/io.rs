@@ -5,7 +5,7 @@
 
 use super::output::{write_now, OutQueue};
 use super::send_batch::{SendBatch, Sent};
-use super::{Call, EventLoop};
+use super::{askers, Call, EventLoop};
 use bus::{ConnRef, Reply, Request};
 use connection::{Connection, Cx};
 use std::io::{self, Read};
@@ -188,7 +188,11 @@ impl EventLoop {
     /// here: the document is this process's.
     fn dispatch(&mut self, token: u32, request: Request) -> Option<Reply> {
         if let Request::Stats = request {
+            self.note_asker(token);
             return Some(Reply::Stats((self.gateway.stats)()));
+        }
+        if askers::is_query(&request) {
+            self.note_asker(token);
         }
         let conn = ConnRef {
             loop_id: self.id,

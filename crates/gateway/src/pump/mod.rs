@@ -32,11 +32,13 @@
 //! [`EventLoop`] holds them and does what needs several at once, borrowing the parts
 //! it uses: [`accept`] admits sockets and steers the loop in and out of the port's
 //! group; [`io`] reads into cores and applies their outboxes (writes, timers, bus
-//! requests, closes) and sends the round's calls; [`inbox`] runs the mailbox (mail, late replies);
+//! requests, closes) and sends the round's calls; [`askers`] reads back-ends' query
+//! connections ahead of the round; [`inbox`] runs the mailbox (mail, late replies);
 //! [`handoff`] settles, at a round's end, the mailboxes its calls filled; [`drain`]
 //! is the loop's side of a graceful drain; [`output`] is the write queue.
 
 mod accept;
+mod askers;
 mod conns;
 mod drain;
 mod h2;
@@ -130,6 +132,9 @@ pub struct EventLoop {
     /// Connections whose reading paused over `max_queued` and whose queue has since
     /// drained: their sockets are read again with the resumes (see `io`).
     reread: Vec<u32>,
+    /// Connections that made a back-end query, read ahead of the round's other
+    /// events ([`askers`]).
+    askers: Vec<u32>,
     /// A delivery pass ran out of its budget: come back at once after the sockets.
     more_work: bool,
     /// Sockets this round has accepted (at most `accept::ACCEPTS_PER_ROUND`), and
@@ -199,6 +204,7 @@ impl EventLoop {
             inbox: Vec::new(),
             resume: Vec::new(),
             reread: Vec::new(),
+            askers: Vec::new(),
             more_work: false,
             accepted_in_round: 0,
             accepts_left: false,
@@ -216,9 +222,15 @@ impl EventLoop {
         self.set_clock(Instant::now());
         self.accepted_in_round = 0;
         let accepts_left = std::mem::take(&mut self.accepts_left);
-        for event in events.iter() {
+        for (i, event) in events.iter().enumerate() {
+            if i % askers::ASK_EVERY == askers::ASK_EVERY - 1 {
+                self.serve_askers();
+            }
             match event.token() {
-                LISTENER => self.accept_all(),
+                LISTENER => {
+                    self.accept_all();
+                    self.serve_askers();
+                }
                 WAKER => self.drain_mailbox(),
                 Token(index) => {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
