@@ -1,14 +1,14 @@
 //! Back-ends' queries ahead of the crowd. A keep-alive connection that asked the
 //! router something a back-end asks (`GET /presence/…`, `/online/…`, `/stats`) is
-//! remembered as an *asker*, and every [`ASK_EVERY`] events of a round its socket
-//! is read, its call sent at once, ahead of the round's others, and what it has
-//! queued written (a long member
-//! list does not fit the socket's buffer in one write), instead of in its turn in
-//! epoll's ready list:
-//! under a connect storm a round ran for hundreds of ms of accepts, closes and
-//! join pushes, and the query waited behind them all (issue 42: a 10,000-member
-//! list p99 of 168–869 ms on the API port, 5–9 ms on the admin listener's own
-//! thread). A read that finds nothing costs one `recv` returning `EAGAIN`.
+//! remembered as an *asker*. Every [`ASK_EVERY`] events of a round, after an
+//! accept batch and every [`ASK_EVERY`] calls sent at the round's end, the loop
+//! reads the askers' sockets, sends their calls ahead of the round's others and
+//! writes what they have queued (a long member list does not fit the socket's
+//! buffer in one write), instead of serving them in their turn: under a connect
+//! storm a round ran for hundreds of ms of accepts, closes and join pushes, and
+//! the query waited behind them all (issue 42: a 10,000-member list p99 of
+//! 168–869 ms on the API port, 5–9 ms on the admin listener's own thread). A read
+//! that finds nothing costs one `recv` returning `EAGAIN`.
 
 use super::EventLoop;
 use bus::Request;
@@ -18,6 +18,15 @@ use bus::Request;
 pub(super) const MAX_ASKERS: usize = 16;
 /// Events handled between two reads of the askers' sockets.
 pub(super) const ASK_EVERY: usize = 32;
+
+/// The askers of one loop.
+#[derive(Default)]
+pub(super) struct Askers {
+    tokens: Vec<u32>,
+    /// Serving them now: the calls they make are sent from here, not again from
+    /// within.
+    busy: bool,
+}
 
 /// Whether `request` is a back-end's query that should not wait behind the loop's
 /// other work.
@@ -31,12 +40,13 @@ pub(super) fn is_query(request: &Request) -> bool {
 impl EventLoop {
     /// Connection `token` made a back-end query: read it early from now on.
     pub(super) fn note_asker(&mut self, token: u32) {
-        if self.askers.contains(&token) {
+        let askers = &mut self.askers.tokens;
+        if askers.contains(&token) {
             return;
         }
-        self.askers.retain(|&t| self.conns.live(t).is_some());
-        if self.askers.len() < MAX_ASKERS {
-            self.askers.push(token);
+        askers.retain(|&t| self.conns.live(t).is_some());
+        if askers.len() < MAX_ASKERS {
+            askers.push(token);
         }
     }
 
@@ -44,27 +54,28 @@ impl EventLoop {
     /// calls: a connection's own calls keep their order, and no other's depend on
     /// them) and writes what they have queued. Closed askers are forgotten.
     pub(super) fn serve_askers(&mut self) {
-        if self.askers.is_empty() {
+        if self.askers.tokens.is_empty() || self.askers.busy {
             return;
         }
+        self.askers.busy = true;
         let mut i = 0;
-        while let Some(&token) = self.askers.get(i) {
+        while let Some(&token) = self.askers.tokens.get(i) {
             match self.conns.live(token) {
                 Some(index) => {
                     self.on_readable(index);
                     i += 1;
                 }
                 None => {
-                    self.askers.swap_remove(i);
+                    self.askers.tokens.swap_remove(i);
                 }
             }
         }
         // Their calls first: the round's others (hundreds of joins and leaves
-        // under a storm) keep their order and go at the round's end.
+        // under a storm) keep their order and go after.
         let mut rest = std::mem::take(&mut self.calls);
         let mut i = 0;
         while i < rest.len() {
-            if self.askers.contains(&rest[i].token) {
+            if self.askers.tokens.contains(&rest[i].token) {
                 self.calls.push(rest.remove(i));
             } else {
                 i += 1;
@@ -74,10 +85,11 @@ impl EventLoop {
             self.send_calls();
         }
         self.calls.append(&mut rest);
-        for i in 0..self.askers.len() {
-            if let Some(index) = self.conns.live(self.askers[i]) {
+        for i in 0..self.askers.tokens.len() {
+            if let Some(index) = self.conns.live(self.askers.tokens[i]) {
                 self.flush(index);
             }
         }
+        self.askers.busy = false;
     }
 }

@@ -163,7 +163,12 @@ impl EventLoop {
     pub(super) fn send_calls(&mut self) {
         while !self.calls.is_empty() {
             let mut calls = std::mem::take(&mut self.calls);
-            for call in calls.drain(..) {
+            for (n, call) in calls.drain(..).enumerate() {
+                // A round's end under a storm is hundreds of calls: a back-end's
+                // query is read and answered between them.
+                if n % askers::ASK_EVERY == askers::ASK_EVERY - 1 {
+                    self.serve_askers();
+                }
                 let reply = self.dispatch(call.token, call.request);
                 let Some(index) = self.conns.live(call.token) else {
                     continue;

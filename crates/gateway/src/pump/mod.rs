@@ -32,8 +32,8 @@
 //! [`EventLoop`] holds them and does what needs several at once, borrowing the parts
 //! it uses: [`accept`] admits sockets and steers the loop in and out of the port's
 //! group; [`io`] reads into cores and applies their outboxes (writes, timers, bus
-//! requests, closes) and sends the round's calls; [`askers`] reads back-ends' query
-//! connections ahead of the round; [`inbox`] runs the mailbox (mail, late replies);
+//! requests, closes) and sends the round's calls; [`askers`] serves back-ends' query
+//! connections ahead of the round's other work; [`inbox`] runs the mailbox (mail, late replies);
 //! [`handoff`] settles, at a round's end, the mailboxes its calls filled; [`drain`]
 //! is the loop's side of a graceful drain; [`output`] is the write queue.
 
@@ -134,7 +134,7 @@ pub struct EventLoop {
     reread: Vec<u32>,
     /// Connections that made a back-end query, read ahead of the round's other
     /// events ([`askers`]).
-    askers: Vec<u32>,
+    askers: askers::Askers,
     /// A delivery pass ran out of its budget: come back at once after the sockets.
     more_work: bool,
     /// Sockets this round has accepted (at most `accept::ACCEPTS_PER_ROUND`), and
@@ -204,7 +204,7 @@ impl EventLoop {
             inbox: Vec::new(),
             resume: Vec::new(),
             reread: Vec::new(),
-            askers: Vec::new(),
+            askers: askers::Askers::default(),
             more_work: false,
             accepted_in_round: 0,
             accepts_left: false,
