@@ -70,7 +70,7 @@ fn a_back_ends_query_is_read_ahead_of_a_round_of_subscriptions() {
         assert!(Instant::now() < deadline, "not all accepted: {stats}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pid = server.child.id() as i32;
+    let pid = server.pid() as i32;
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     for (i, c) in clients.iter_mut().enumerate() {

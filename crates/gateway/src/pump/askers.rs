@@ -73,14 +73,9 @@ impl EventLoop {
         // Their calls first: the round's others (hundreds of joins and leaves
         // under a storm) keep their order and go after.
         let mut rest = std::mem::take(&mut self.calls);
-        let mut i = 0;
-        while i < rest.len() {
-            if self.askers.tokens.contains(&rest[i].token) {
-                self.calls.push(rest.remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        let tokens = &self.askers.tokens;
+        self.calls
+            .extend(rest.extract_if(.., |call| tokens.contains(&call.token)));
         if !self.calls.is_empty() {
             self.send_calls();
         }

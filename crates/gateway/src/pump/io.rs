@@ -192,12 +192,11 @@ impl EventLoop {
     /// Sends one request of connection `token` over the bus. `/stats` is answered
     /// here: the document is this process's.
     fn dispatch(&mut self, token: u32, request: Request) -> Option<Reply> {
-        if let Request::Stats = request {
-            self.note_asker(token);
-            return Some(Reply::Stats((self.gateway.stats)()));
-        }
         if askers::is_query(&request) {
             self.note_asker(token);
+        }
+        if let Request::Stats = request {
+            return Some(Reply::Stats((self.gateway.stats)()));
         }
         let conn = ConnRef {
             loop_id: self.id,
