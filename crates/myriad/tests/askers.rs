@@ -5,6 +5,10 @@
 //! presence stats; the server resumes and finds all 601 requests ready in one
 //! round, the query last in epoll's order. Its answer counts the members joined
 //! before it: all 600 if it waited its turn, a few dozen when it is read ahead.
+//!
+//! And between a mailbox's writes: a batch of messages to a channel of many
+//! subscribers is hundreds of fan-outs the loop works through after answering the
+//! publisher; a query sent on that answer counts the deliveries made before it.
 
 mod common;
 
@@ -108,4 +112,78 @@ fn a_back_ends_query_is_read_ahead_of_a_round_of_subscriptions() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(clients);
+}
+
+#[test]
+fn a_back_ends_query_is_read_between_the_writes_of_a_fan_out() {
+    const SUBSCRIBERS: usize = 800;
+    const MESSAGES: usize = 1000;
+    let server = Server::start(&["--loops", "1"]);
+    let mut backend = TcpStream::connect(server.addr).unwrap();
+    backend
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let stats = |backend: &mut TcpStream| -> serde_json::Value {
+        serde_json::from_str(&ask(backend, "/stats")).unwrap()
+    };
+    let before = stats(&mut backend)["messages_out"].as_u64().unwrap();
+
+    let mut clients: Vec<TcpStream> = (0..SUBSCRIBERS)
+        .map(|i| {
+            let mut c = TcpStream::connect(server.addr).unwrap();
+            write!(
+                c,
+                "GET /sse/{}?channel=feed HTTP/1.1\r\nHost: x\r\n\r\n",
+                i + 1
+            )
+            .unwrap();
+            c
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let doc: serde_json::Value =
+            serde_json::from_str(&ask(&mut backend, "/presence/feed/stats")).unwrap();
+        if doc["connections"] == SUBSCRIBERS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not every client joined: {doc}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // One call, MESSAGES fan-outs of SUBSCRIBERS writes each in the loop's mailbox
+    // once the publisher has its answer.
+    let batch: String = (0..MESSAGES)
+        .map(|i| format!("{{\"channel\":\"feed\",\"data\":\"m{i}\"}}\n"))
+        .collect();
+    let mut publisher = TcpStream::connect(server.addr).unwrap();
+    publisher
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        publisher,
+        "POST /pub HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{batch}",
+        batch.len()
+    )
+    .unwrap();
+    let published = read_answer(&mut publisher);
+    let all = (SUBSCRIBERS * MESSAGES) as u64;
+    assert!(published.contains(&format!("{all}")), "{published}");
+    let during = stats(&mut backend)["messages_out"].as_u64().unwrap() - before;
+    assert!(
+        during < all / 2,
+        "the query waited behind {during} of the batch's {all} writes"
+    );
+    // And every delivery was made all the same.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let sent = stats(&mut backend)["messages_out"].as_u64().unwrap() - before;
+        if sent >= all {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{sent} of {all} delivered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The clients read nothing: what the kernel would not take stayed queued.
+    clients.clear();
 }

@@ -1,8 +1,9 @@
 //! Back-ends' queries ahead of the crowd. A keep-alive connection that asked the
 //! router something a back-end asks (`GET /presence/…`, `/online/…`, `/stats`) is
 //! remembered as an *asker*. Every [`ASK_EVERY`] events of a round, after an
-//! accept batch and every [`ASK_EVERY`] calls sent at the round's end, the loop
-//! reads the askers' sockets, sends their calls ahead of the round's others and
+//! accept batch, every [`ASK_EVERY`] calls sent at the round's end and every
+//! [`ASK_EVERY_WRITES`] connections written from the mailbox, the loop reads the
+//! askers' sockets, sends their calls ahead of the round's others and
 //! writes what they have queued (a long member list does not fit the socket's
 //! buffer in one write), instead of serving them in their turn: under a connect
 //! storm a round ran for hundreds of ms of accepts, closes and join pushes, and
@@ -18,6 +19,9 @@ use bus::Request;
 pub(super) const MAX_ASKERS: usize = 16;
 /// Events handled between two reads of the askers' sockets.
 pub(super) const ASK_EVERY: usize = 32;
+/// Connections written (a fan-out's targets, queued connections flushed) between
+/// two reads of the askers' sockets: well under a millisecond of writes.
+pub(super) const ASK_EVERY_WRITES: usize = 64;
 
 /// The askers of one loop.
 #[derive(Default)]
@@ -26,6 +30,9 @@ pub(super) struct Askers {
     /// Serving them now: the calls they make are sent from here, not again from
     /// within.
     busy: bool,
+    /// Another loop's thread runs this loop's mail (`handoff`): it only writes,
+    /// and the askers wait for their own thread.
+    pub(super) held: bool,
 }
 
 /// Whether `request` is a back-end's query that should not wait behind the loop's
@@ -38,6 +45,11 @@ pub(super) fn is_query(request: &Request) -> bool {
 }
 
 impl EventLoop {
+    /// Whether this loop has askers to read between its writes.
+    pub(super) fn has_askers(&self) -> bool {
+        !self.askers.tokens.is_empty()
+    }
+
     /// Connection `token` made a back-end query: read it early from now on.
     pub(super) fn note_asker(&mut self, token: u32) {
         let askers = &mut self.askers.tokens;
@@ -54,7 +66,7 @@ impl EventLoop {
     /// calls: a connection's own calls keep their order, and no other's depend on
     /// them) and writes what they have queued. Closed askers are forgotten.
     pub(super) fn serve_askers(&mut self) {
-        if self.askers.tokens.is_empty() || self.askers.busy {
+        if self.askers.tokens.is_empty() || self.askers.busy || self.askers.held {
             return;
         }
         self.askers.busy = true;

@@ -67,7 +67,10 @@ impl EventLoop {
     /// (calls, held input, more of a fan-out) wakes this loop to do it.
     fn drain_for_another(&mut self) {
         self.set_clock(Instant::now());
+        // Writes only: its askers' queries are requests, its own thread's to run.
+        self.askers.held = true;
         self.drain_mailbox();
+        self.askers.held = false;
         if self.more_work
             || !self.calls.is_empty()
             || !self.resume.is_empty()

@@ -11,6 +11,7 @@
 //! meanwhile. Over budget, the loop goes back to its sockets (reads, accepts, timers)
 //! and comes back at once.
 
+use super::askers::ASK_EVERY_WRITES;
 use super::EventLoop;
 use bus::{Inbound, Mail, Reply};
 use connection::{Cx, Frames, Outcome};
@@ -38,10 +39,18 @@ impl EventLoop {
                     .count();
                 // Several mails, or output of this pass still queued: merge.
                 let mut queue_only = mails > 1 || self.writer.dirty_pending();
+                let mut since_ask = 0;
                 for item in inbox.drain(..) {
                     match item {
                         Inbound::Deliver(mail) => {
-                            queue_only = self.deliver(&mail, queue_only, deadline)
+                            queue_only = self.deliver(&mail, queue_only, deadline);
+                            // A storm's mailbox is thousands of small fan-outs (joins
+                            // and leaves): a back-end's query is read between them.
+                            since_ask += mail.targets.len();
+                            if since_ask >= ASK_EVERY_WRITES {
+                                since_ask = 0;
+                                self.serve_askers();
+                            }
                         }
                         Inbound::Reply { token, reply } => self.late_reply(token, reply),
                         Inbound::Lost { token } => self.lost(token),
@@ -74,6 +83,9 @@ impl EventLoop {
                 if !queue_only && self.should_merge(deadline) {
                     queue_only = true;
                 }
+            }
+            if i > 0 && i % ASK_EVERY_WRITES == 0 {
+                self.serve_askers();
             }
             // Planned for a connection that has closed since: skip.
             let Some(index) = self.conns.live(token) else {
@@ -136,12 +148,18 @@ impl EventLoop {
     /// out with work left; true when all are flushed or new mail should be merged.
     fn flush_dirty(&mut self, deadline: Instant) -> bool {
         loop {
-            let Some(slice) = self.writer.next_dirty_slice(SLICE) else {
+            // With askers, smaller slices: a query is read between them.
+            let max = match self.has_askers() {
+                true => ASK_EVERY_WRITES,
+                false => SLICE,
+            };
+            let Some(slice) = self.writer.next_dirty_slice(max) else {
                 return true;
             };
             // A slot closed (and maybe reused) meanwhile has nothing queued from
             // this pass: flushing it is harmless.
             self.flush_batched(slice);
+            self.serve_askers();
             if self.gateway.mailboxes[self.id as usize].has_mail() {
                 return true;
             }
