@@ -33,10 +33,11 @@ pub struct HubArgs {
           value_parser = clap::value_parser!(u8).range(1..=5))]
     pub history_replicas: u8,
     /// Channel subscriptions one user's connections may hold together (per router
-    /// shard); a join past it is refused on that channel, the connection stays.
+    /// shard, at most 65,535); a join past it is refused on that channel, the
+    /// connection stays.
     #[arg(long, env = "MYRIAD_MAX_SUBSCRIPTIONS_PER_USER",
           default_value_t = router::DEFAULT_MAX_SUBSCRIPTIONS_PER_USER,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=router::MAX_SUBSCRIPTIONS_PER_USER as i64))]
     pub max_subscriptions_per_user: u32,
     /// Seconds a user whose last connection left a channel is still announced as
     /// a member: back within it, no leave and join are announced.

@@ -118,6 +118,10 @@ pub const DEFAULT_HISTORY_TOTAL_BYTES: usize = 512 << 20;
 /// Default bound on one user's channel subscriptions, all their connections
 /// together: 16 connections (tabs, devices) at the default 64 channels each.
 pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_USER: u32 = 1024;
+/// The highest `max_subscriptions_per_user`: a user's count is kept in 16 bits
+/// (`channels/per_user.rs`: 2 bytes a user subscribed, where presence's budget is
+/// 16 B a membership).
+pub const MAX_SUBSCRIPTIONS_PER_USER: u32 = u16::MAX as u32;
 /// Default bound on the users one presence list answer names.
 pub const DEFAULT_MAX_PRESENCE_MEMBERS: usize = 1000;
 
