@@ -20,7 +20,7 @@ impl Channels {
         limit: usize,
     ) -> HistoryRead {
         match self.map.get(name) {
-            Some(channel) => read(&channel.ring, since, limit),
+            Some(channel) => channel.read_ring(|ring| read(ring, since, limit)),
             None => HistoryRead {
                 messages: Vec::new(),
                 last: 0,
@@ -33,8 +33,8 @@ impl Channels {
     /// The channel's position (`None` while it does not exist).
     pub fn position(&self, name: &str) -> Option<Position> {
         self.map.get(name).map(|c| Position {
-            epoch: c.ring.epoch(),
-            seq: c.ring.last(),
+            epoch: c.epoch,
+            seq: c.ring.as_ref().map_or(0, |r| r.last()),
         })
     }
 
@@ -54,15 +54,17 @@ impl Channels {
             return 0;
         }
         let mut channel = Channel::new(epoch);
-        channel.ring = Ring::resume(epoch, first - 1);
+        let ring = channel
+            .ring
+            .insert(Box::new(Ring::resume(epoch, first - 1)));
         for msg in msgs {
-            let pushed = channel.ring.push(&msg, keep.capacity, keep.max_bytes);
+            let pushed = ring.push(&msg, keep.capacity, keep.max_bytes);
             keep.totals.record(&pushed);
             if pushed.stored {
-                keep.totals.trim(&mut channel.ring);
+                keep.totals.trim(ring);
             }
         }
-        let kept = channel.ring.len();
+        let kept = ring.len();
         channel.idle_since = Some(now);
         let name: std::sync::Arc<str> = name.into();
         self.idle.push_back((now, name.clone()));
@@ -93,7 +95,9 @@ impl Channels {
             });
             if expired {
                 let channel = self.map.remove(&name).expect("checked above");
-                totals.forget(channel.ring.len(), channel.ring.bytes());
+                if let Some(ring) = &channel.ring {
+                    totals.forget(ring.len(), ring.bytes());
+                }
                 if let Some(journal) = journal.as_deref_mut() {
                     journal.push(Journal::Forgot(key(&name)));
                 }

@@ -173,3 +173,14 @@ fn a_dead_gateway_leaves_its_channels_and_members_are_rebuilt() {
     assert_eq!(r.channels().members("room"), [(5, 1)]);
     assert_eq!(r.stats().channel_subscriptions, 1);
 }
+
+#[test]
+fn a_channel_nobody_published_to_keeps_no_ring() {
+    // 64 bytes an entry of the channels' map: the ring is boxed at the first
+    // message (a quiet room would pay 56 bytes more for an empty one).
+    assert!(std::mem::size_of::<Channel>() <= 64);
+    let channel = Channel::new(9);
+    assert!(channel.ring.is_none());
+    let position = channel.read_ring(|ring| (ring.epoch(), ring.last()));
+    assert_eq!(position, (9, 0));
+}
