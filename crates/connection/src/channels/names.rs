@@ -64,6 +64,8 @@ pub(super) fn hold(name: &str) -> u32 {
         let Names {
             ids, hasher, slots, ..
         } = n;
+        // A growth hashes the ids already in the index again: each names a held
+        // slot (an id leaves the index before its slot is freed).
         ids.insert_unique(hash, id, |&id| match &slots[id as usize] {
             Some((held, _)) => hasher.hash_one(&**held),
             None => 0,
