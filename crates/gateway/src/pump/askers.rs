@@ -1,8 +1,8 @@
 //! Back-ends' queries ahead of the crowd. A keep-alive connection that asked the
 //! router something a back-end asks (`GET /presence/…`, `/online/…`, `/stats`) is
-//! remembered as an *asker*. Every [`ASK_EVERY`] events of a round, after an
-//! accept batch, every [`ASK_EVERY`] calls sent at the round's end and every
-//! [`ASK_EVERY_WRITES`] connections written from the mailbox, the loop reads the
+//! remembered as an *asker*. As the loop works ([`EventLoop::worked`]: every
+//! 32 events or calls, every 64 connections written from the mailbox, whichever
+//! phase of the round they fall in) and after an accept batch, it reads the
 //! askers' sockets, sends their calls ahead of the round's others and
 //! writes what they have queued (a long member list does not fit the socket's
 //! buffer in one write), instead of serving them in their turn: under a connect
@@ -17,16 +17,18 @@ use bus::Request;
 /// Askers a loop remembers at most: back-ends keep a few connections each; past
 /// this, the newest wait their turn like any client.
 pub(super) const MAX_ASKERS: usize = 16;
-/// Events handled between two reads of the askers' sockets.
-pub(super) const ASK_EVERY: usize = 32;
-/// Connections written (a fan-out's targets, queued connections flushed) between
-/// two reads of the askers' sockets: well under a millisecond of writes.
+/// Work between two reads of the askers' sockets, in connections written: 64
+/// writes, well under a millisecond.
 pub(super) const ASK_EVERY_WRITES: usize = 64;
+/// What an event handled or a call sent counts in that: 32 of them.
+pub(super) const EVENT: usize = 2;
 
 /// The askers of one loop.
 #[derive(Default)]
 pub(super) struct Askers {
     tokens: Vec<u32>,
+    /// Work done since they were last read (see [`EventLoop::worked`]).
+    done: usize,
     /// Serving them now: the calls they make are sent from here, not again from
     /// within.
     busy: bool,
@@ -50,6 +52,18 @@ impl EventLoop {
         !self.askers.tokens.is_empty()
     }
 
+    /// `units` of work done (an [`EVENT`], or a connection written); the askers
+    /// are read once [`ASK_EVERY_WRITES`] are done since they last were.
+    pub(super) fn worked(&mut self, units: usize) {
+        if self.askers.tokens.is_empty() {
+            return;
+        }
+        self.askers.done += units;
+        if self.askers.done >= ASK_EVERY_WRITES {
+            self.serve_askers();
+        }
+    }
+
     /// Connection `token` made a back-end query: read it early from now on.
     pub(super) fn note_asker(&mut self, token: u32) {
         let askers = &mut self.askers.tokens;
@@ -70,6 +84,7 @@ impl EventLoop {
             return;
         }
         self.askers.busy = true;
+        self.askers.done = 0;
         let mut i = 0;
         while let Some(&token) = self.askers.tokens.get(i) {
             match self.conns.live(token) {

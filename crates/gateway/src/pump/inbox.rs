@@ -39,18 +39,10 @@ impl EventLoop {
                     .count();
                 // Several mails, or output of this pass still queued: merge.
                 let mut queue_only = mails > 1 || self.writer.dirty_pending();
-                let mut since_ask = 0;
                 for item in inbox.drain(..) {
                     match item {
                         Inbound::Deliver(mail) => {
-                            queue_only = self.deliver(&mail, queue_only, deadline);
-                            // A storm's mailbox is thousands of small fan-outs (joins
-                            // and leaves): a back-end's query is read between them.
-                            since_ask += mail.targets.len();
-                            if since_ask >= ASK_EVERY_WRITES {
-                                since_ask = 0;
-                                self.serve_askers();
-                            }
+                            queue_only = self.deliver(&mail, queue_only, deadline)
                         }
                         Inbound::Reply { token, reply } => self.late_reply(token, reply),
                         Inbound::Lost { token } => self.lost(token),
@@ -84,9 +76,9 @@ impl EventLoop {
                     queue_only = true;
                 }
             }
-            if i > 0 && i % ASK_EVERY_WRITES == 0 {
-                self.serve_askers();
-            }
+            // A storm's mailbox is thousands of small fan-outs (joins and leaves),
+            // some long: a back-end's query is read between their writes.
+            self.worked(1);
             // Planned for a connection that has closed since: skip.
             let Some(index) = self.conns.live(token) else {
                 continue;
@@ -158,8 +150,9 @@ impl EventLoop {
             };
             // A slot closed (and maybe reused) meanwhile has nothing queued from
             // this pass: flushing it is harmless.
+            let written = slice.len();
             self.flush_batched(slice);
-            self.serve_askers();
+            self.worked(written);
             if self.gateway.mailboxes[self.id as usize].has_mail() {
                 return true;
             }

@@ -163,12 +163,10 @@ impl EventLoop {
     pub(super) fn send_calls(&mut self) {
         while !self.calls.is_empty() {
             let mut calls = std::mem::take(&mut self.calls);
-            for (n, call) in calls.drain(..).enumerate() {
+            for call in calls.drain(..) {
                 // A round's end under a storm is hundreds of calls: a back-end's
                 // query is read and answered between them.
-                if n % askers::ASK_EVERY == askers::ASK_EVERY - 1 {
-                    self.serve_askers();
-                }
+                self.worked(askers::EVENT);
                 let reply = self.dispatch(call.token, call.request);
                 let Some(index) = self.conns.live(call.token) else {
                     continue;

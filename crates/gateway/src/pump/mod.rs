@@ -222,10 +222,8 @@ impl EventLoop {
         self.set_clock(Instant::now());
         self.accepted_in_round = 0;
         let accepts_left = std::mem::take(&mut self.accepts_left);
-        for (i, event) in events.iter().enumerate() {
-            if i % askers::ASK_EVERY == askers::ASK_EVERY - 1 {
-                self.serve_askers();
-            }
+        for event in events.iter() {
+            self.worked(askers::EVENT);
             match event.token() {
                 LISTENER => {
                     self.accept_all();
