@@ -1,7 +1,7 @@
 //! What a connection with channels keeps (a connection without channels keeps
-//! nothing: `Connection::chans` is `None`, 8 bytes): [`Chans`], one exact-size
-//! allocation behind an 8-byte pointer (`ThinVec`: its length and capacity in the
-//! allocation, not beside the pointer) of 4-byte words — a header, then per stream its tag (the
+//! nothing: `Connection::chans` is `None`, 8 bytes): [`Chans`], one block of the
+//! process's pool behind an 8-byte pointer ([`Words`]: its length in the block, no
+//! allocator's header beside it) of 4-byte words — a header, then per stream its tag (the
 //! user's place first when the connection has a user, then its channels), and, on
 //! the transports that write positions back (SSE's composite id, a long-poll's
 //! answer), 12 bytes more of the stream's position beside each tag. A WebSocket or
@@ -11,9 +11,9 @@
 //! however many connections hold it, and a delivery finds its subscription by
 //! comparing ids.
 
+use super::words::Words;
 use super::{names, REFUSED_WHY};
 use bus::Refusal;
-use thin_vec::ThinVec;
 use wire::Since;
 
 /// What a token says of channels: which the client may subscribe to (`chan`)
@@ -45,7 +45,7 @@ impl Access {
     }
 }
 
-/// The channels of one connection: 8 bytes and one allocation. What its token
+/// The channels of one connection: 8 bytes and one block of the pool. What its token
 /// allows them is apart (`Credentials::access`): few connections have one.
 #[derive(Debug)]
 pub(crate) struct Chans {
@@ -53,8 +53,8 @@ pub(crate) struct Chans {
     /// placed (tag, epoch, seq low, seq high) else its tag alone: the user's place
     /// (when the connection has a user), then the channels in the request's order
     /// (the order of a composite id's parts), then those a WebSocket subscribed
-    /// to later. Exact size: it changes only on a subscribe or leave.
-    words: ThinVec<u32>,
+    /// to later. It changes only on a subscribe or leave.
+    words: Words,
 }
 
 /// The header's flag: each stream keeps its position.
@@ -132,7 +132,7 @@ impl Chans {
     ) -> Chans {
         let channels = channels.into_iter();
         let streams = channels.size_hint().0 + usize::from(user.is_some());
-        let mut words = ThinVec::with_capacity(1 + streams * stride(placed));
+        let mut words = Vec::with_capacity(1 + streams * stride(placed));
         words.push(u32::from(placed));
         let mut add = |tag: u32, at: Option<Since>| {
             let i = stream_words(&words, placed);
@@ -146,7 +146,9 @@ impl Chans {
         for (name, at, refused) in channels {
             add(channel_tag(name, refused), at);
         }
-        Chans { words }
+        Chans {
+            words: Words::from_slice(&words),
+        }
     }
 
     fn placed(&self) -> bool {
@@ -221,8 +223,7 @@ impl Chans {
     pub(super) fn push_later(&mut self, name: &str, at: Option<Since>) {
         let placed = self.placed();
         let i = self.streams();
-        self.words.reserve_exact(stride(placed));
-        self.words.extend(std::iter::repeat_n(0, stride(placed)));
+        self.words.resize(self.words.len() + stride(placed));
         self.words[1 + i * stride(placed)] = channel_tag(name, false) | LATER;
         set_at_in(&mut self.words, placed, i, at);
     }
@@ -257,8 +258,7 @@ impl Chans {
             names::release(id);
         }
         let s = stride(self.placed());
-        self.words.drain(1 + i * s..1 + (i + 1) * s);
-        self.words.shrink_to_fit();
+        self.words.remove(1 + i * s..1 + (i + 1) * s);
     }
 
     fn channels(&self) -> impl Iterator<Item = u32> + '_ {

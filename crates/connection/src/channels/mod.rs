@@ -4,7 +4,7 @@
 //! per transport; the composite position an SSE id carries.
 //!
 //! Layout: this file joins, starts a subscription and writes messages; [`list`] is
-//! what a connection keeps (its channels, packed); [`poll`] answers a long-poll
+//! what a connection keeps (its channels, packed, in [`words`]' pool); [`poll`] answers a long-poll
 //! over channels; [`control`] subscribes and unsubscribes on an open connection (a
 //! framed WebSocket's control frames, an HTTP/2 stream's POSTs).
 
@@ -14,6 +14,7 @@ mod names;
 mod poll;
 #[cfg(test)]
 mod tests;
+mod words;
 
 pub(super) use control::{
     handle_control, handle_stream_control, joined_later, subscribe_as, unsubscribe_later,
