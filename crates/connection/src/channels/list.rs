@@ -1,7 +1,8 @@
 //! What a connection with channels keeps (a connection without channels keeps
-//! nothing: `Connection::chans` is `None`, 8 bytes): [`Chans`], one block of the
-//! process's pool behind an 8-byte pointer ([`Words`]: its length in the block, no
-//! allocator's header beside it) of 4-byte words — a header, then per stream its tag (the
+//! nothing: `Connection::chans` is `None`, 8 bytes): [`Chans`], 4-byte words in
+//! 8 bytes ([`Words`]: one word inside them, more in a block of the process's pool
+//! with no allocator's header) and a byte saying whether positions are kept — per
+//! stream its tag (the
 //! user's place first when the connection has a user, then its channels), and, on
 //! the transports that write positions back (SSE's composite id, a long-poll's
 //! answer), 12 bytes more of the stream's position beside each tag. A WebSocket or
@@ -45,11 +46,11 @@ impl Access {
     }
 }
 
-/// The channels of one connection: 8 bytes and one block of the pool. What its token
+/// The channels of one connection: 8 bytes, and a block of the pool past one stream. What its token
 /// allows them is apart (`Credentials::access`): few connections have one.
 #[derive(Debug)]
 pub(crate) struct Chans {
-    /// `words[0]`: [`PLACED`] or not; then each stream, [`STRIDE`] words when
+    /// Its byte: [`PLACED`] or not; its words: each stream, [`STRIDE`] words when
     /// placed (tag, epoch, seq low, seq high) else its tag alone: the user's place
     /// (when the connection has a user), then the channels in the request's order
     /// (the order of a composite id's parts), then those a WebSocket subscribed
@@ -57,8 +58,8 @@ pub(crate) struct Chans {
     words: Words,
 }
 
-/// The header's flag: each stream keeps its position.
-const PLACED: u32 = 1;
+/// The byte's flag: each stream keeps its position.
+const PLACED: u8 = 1;
 /// Words a placed stream takes.
 const STRIDE: usize = 4;
 
@@ -132,12 +133,11 @@ impl Chans {
     ) -> Chans {
         let channels = channels.into_iter();
         let streams = channels.size_hint().0 + usize::from(user.is_some());
-        let mut words = Vec::with_capacity(1 + streams * stride(placed));
-        words.push(u32::from(placed));
+        let mut words = Vec::with_capacity(streams * stride(placed));
         let mut add = |tag: u32, at: Option<Since>| {
             let i = stream_words(&words, placed);
             words.extend(std::iter::repeat_n(0, stride(placed)));
-            words[1 + i * stride(placed)] = tag;
+            words[i * stride(placed)] = tag;
             set_at_in(&mut words, placed, i, at);
         };
         if let Some(at) = user {
@@ -147,12 +147,12 @@ impl Chans {
             add(channel_tag(name, refused), at);
         }
         Chans {
-            words: Words::from_slice(&words),
+            words: Words::new(u8::from(placed), &words),
         }
     }
 
     fn placed(&self) -> bool {
-        self.words[0] & PLACED != 0
+        self.words.meta() & PLACED != 0
     }
 
     /// Streams held.
@@ -161,19 +161,16 @@ impl Chans {
     }
 
     fn tag(&self, i: usize) -> u32 {
-        self.words[1 + i * stride(self.placed())]
+        self.words[i * stride(self.placed())]
     }
 
     fn tag_mut(&mut self, i: usize) -> &mut u32 {
         let s = stride(self.placed());
-        &mut self.words[1 + i * s]
+        &mut self.words[i * s]
     }
 
     fn tags(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words[1..]
-            .iter()
-            .step_by(stride(self.placed()))
-            .copied()
+        self.words.iter().step_by(stride(self.placed())).copied()
     }
 
     /// The joined (not refused) channel `name`.
@@ -194,7 +191,7 @@ impl Chans {
         if !self.placed() || tag & HAS_AT == 0 {
             return None;
         }
-        let b = 1 + i * STRIDE;
+        let b = i * STRIDE;
         let seq = u64::from(self.words[b + 2]) | u64::from(self.words[b + 3]) << 32;
         Some(Since {
             epoch: (tag & HAS_EPOCH != 0).then_some(self.words[b + 1]),
@@ -224,7 +221,7 @@ impl Chans {
         let placed = self.placed();
         let i = self.streams();
         self.words.resize(self.words.len() + stride(placed));
-        self.words[1 + i * stride(placed)] = channel_tag(name, false) | LATER;
+        self.words[i * stride(placed)] = channel_tag(name, false) | LATER;
         set_at_in(&mut self.words, placed, i, at);
     }
 
@@ -258,7 +255,7 @@ impl Chans {
             names::release(id);
         }
         let s = stride(self.placed());
-        self.words.remove(1 + i * s..1 + (i + 1) * s);
+        self.words.remove(i * s..(i + 1) * s);
     }
 
     fn channels(&self) -> impl Iterator<Item = u32> + '_ {
@@ -342,15 +339,15 @@ fn stride(placed: bool) -> usize {
     }
 }
 
-/// Streams in `words` (header included).
+/// Streams in `words`.
 fn stream_words(words: &[u32], placed: bool) -> usize {
-    (words.len() - 1) / stride(placed)
+    words.len() / stride(placed)
 }
 
 /// Sets stream `i`'s position flags in its tag, and the position itself when
 /// `placed`.
 fn set_at_in(words: &mut [u32], placed: bool, i: usize, at: Option<Since>) {
-    let b = 1 + i * stride(placed);
+    let b = i * stride(placed);
     words[b] &= !(HAS_AT | HAS_EPOCH);
     let Some(at) = at else {
         return;
@@ -380,9 +377,9 @@ mod tests {
         let name = "channels-test:list";
         let channels = [(name, None, false), ("list:refused", None, true)];
         let plain = Chans::new(false, Some(None), channels);
-        assert_eq!(plain.words.len(), 1 + 3);
+        assert_eq!(plain.words.len(), 3);
         let mut chans = Chans::new(true, Some(None), channels);
-        assert_eq!(chans.words.len(), 1 + 3 * 4);
+        assert_eq!(chans.words.len(), 3 * 4);
         assert!(chans.find(name).is_some());
         assert!(chans.find("list:refused").is_none());
         assert_eq!(chans.position("list:refused"), Some(2));

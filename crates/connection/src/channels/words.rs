@@ -8,9 +8,10 @@
 //! chunk an 8-byte header and rounds it to 16 bytes (a 1-channel list of 24 bytes
 //! took 32), and the short-lived chunks freed around the lists stay as holes the
 //! next connect's do not fit (a held 1-channel server: ~30 B a connection free in
-//! holes). Here a block has no header (its first word is the length), the smallest
-//! is 12 bytes, and a class's pages hold only lists, so a block given back is the
-//! next list's of that size. A class whose blocks are all given back gives its
+//! holes). Here a list of one word is kept in the pointer's own 8 bytes (a
+//! WebSocket in one channel: nothing beside its connection), a block has no header
+//! (its first word is the length), the smallest is 12 bytes, and a class's pages
+//! hold only lists, so a block given back is the next list's of that size. A class whose blocks are all given back gives its
 //! pages back to the allocator: memory is back to idle when everyone has left.
 //! Fuzzed through the connection core (`core` target), and tested below against a
 //! plain `Vec`.
@@ -117,6 +118,7 @@ impl Class {
 /// connect, a subscribe or a leave, not per message.
 static POOL: Mutex<[Class; CLASSES.len()]> = Mutex::new([const { Class::new() }; CLASSES.len()]);
 
+/// A block for `len` words besides its first (which the caller writes).
 fn take(len: usize) -> NonNull<u32> {
     let block = match class_of(len) {
         Some(c) => POOL.lock().unwrap_or_else(|e| e.into_inner())[c].take(CLASSES[c]),
@@ -126,8 +128,6 @@ fn take(len: usize) -> NonNull<u32> {
             NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout(len + 1)))
         }
     };
-    // SAFETY: the block holds at least `len + 1` words.
-    unsafe { block.write(len as u32) };
     block
 }
 
@@ -140,53 +140,92 @@ fn give(block: NonNull<u32>, len: usize) {
     }
 }
 
-/// An array of words in the pool: 8 bytes, its length in its block. Every word
-/// is initialised (new words are zero).
+/// An array of words with a byte of its owner's (`meta`), in 8 bytes: a list of
+/// one word or none is kept inside them (an 8-byte pointer, free for a
+/// connection's one channel), a longer one in a block of the pool whose first
+/// word holds its length and the byte. Every word is initialised (new words are
+/// zero).
+///
+/// Inside the 8 bytes, bit 0 set tells the inline form from a block's address
+/// (4-byte aligned, never odd): the low half holds the marker, the length (bit 1)
+/// and the byte (bits 8–15), the high half the word. Little-endian 64-bit only,
+/// where the high half is the second `u32` of the 8 bytes (checked below).
 pub(super) struct Words {
     block: NonNull<u32>,
 }
+
+const _: () = assert!(cfg!(target_endian = "little") && usize::BITS == 64);
+
+/// The inline form's marker.
+const INLINE: usize = 1;
+/// A block's first word: the length below, the byte above.
+const LEN_BITS: u32 = 24;
 
 // SAFETY: a `Words` owns its block alone, as a `Box<[u32]>` owns its memory.
 unsafe impl Send for Words {}
 unsafe impl Sync for Words {}
 
 impl Words {
-    /// A copy of `words`.
-    pub(super) fn from_slice(words: &[u32]) -> Words {
+    /// `words` with the byte `meta`.
+    pub(super) fn new(meta: u8, words: &[u32]) -> Words {
+        if let [] | [_] = words {
+            let word = words.first().map_or(0, |&w| w as usize);
+            let bits = INLINE | words.len() << 1 | usize::from(meta) << 8 | word << 32;
+            // Never read through: an odd value is the inline form, not an address.
+            let block = NonNull::new(bits as *mut u32).expect("bit 0 is set");
+            return Words { block };
+        }
         let block = take(words.len());
-        // SAFETY: the new block holds `words.len()` words besides its length.
+        // SAFETY: the new block holds `words.len()` words besides its first, whose
+        // length `take` wrote.
         unsafe {
-            std::ptr::copy_nonoverlapping(words.as_ptr(), block.add(1).as_ptr(), words.len())
-        };
+            block.write(words.len() as u32 | u32::from(meta) << LEN_BITS);
+            std::ptr::copy_nonoverlapping(words.as_ptr(), block.add(1).as_ptr(), words.len());
+        }
         Words { block }
     }
 
+    fn bits(&self) -> usize {
+        self.block.as_ptr() as usize
+    }
+
+    fn inline(&self) -> bool {
+        self.bits() & INLINE != 0
+    }
+
+    /// The block's first word (not inline).
+    fn head(&self) -> u32 {
+        // SAFETY: not inline: a block of the pool or of its own, its first word set.
+        unsafe { self.block.read() }
+    }
+
+    /// The owner's byte.
+    pub(super) fn meta(&self) -> u8 {
+        match self.inline() {
+            true => (self.bits() >> 8) as u8,
+            false => (self.head() >> LEN_BITS) as u8,
+        }
+    }
+
     /// Makes it `len` words long: the first ones kept, any new ones zero. It moves
-    /// to a block of another size only when its size class changes.
+    /// only when its form or size class changes.
     pub(super) fn resize(&mut self, len: usize) {
         let old = self.len();
         let keep = old.min(len);
-        if class_of(old).is_none() || class_of(old) != class_of(len) {
-            let block = take(len);
-            // SAFETY: both blocks hold at least `keep` words besides their length,
-            // and they are distinct (the old one is still held).
+        if !self.inline() && len > 1 && class_of(old).is_some() && class_of(old) == class_of(len) {
+            // SAFETY: the block holds its class's words, at least `len` besides
+            // its first; the words past `keep` are zeroed before the length
+            // covers them.
             unsafe {
-                std::ptr::copy_nonoverlapping(
-                    self.block.add(1).as_ptr(),
-                    block.add(1).as_ptr(),
-                    keep,
-                )
-            };
-            give(self.block, old);
-            self.block = block;
+                self.block.add(1 + keep).write_bytes(0, len - keep);
+                self.block
+                    .write(len as u32 | u32::from(self.meta()) << LEN_BITS);
+            }
+            return;
         }
-        // SAFETY: the block holds at least `len` words besides its length (its
-        // class's, or `take(len)`'s); the words past `keep` are zeroed before the
-        // length covers them.
-        unsafe {
-            self.block.add(1 + keep).write_bytes(0, len - keep);
-            self.block.write(len as u32);
-        }
+        let mut words = self[..keep].to_vec();
+        words.resize(len, 0);
+        *self = Words::new(self.meta(), &words);
     }
 
     /// Takes the words of `range` out, moving the rest down.
@@ -195,32 +234,54 @@ impl Words {
         self.copy_within(range.end..len, range.start);
         self.resize(len - range.len());
     }
+
+    /// Where the words are, and how many.
+    fn raw(&self) -> (*const u32, usize) {
+        match self.inline() {
+            // The high half of the 8 bytes (little-endian).
+            true => {
+                let at = std::ptr::from_ref(&self.block).cast::<u32>();
+                (at.wrapping_add(1), (self.bits() >> 1) & 1)
+            }
+            // SAFETY: a block's words follow its first.
+            false => (
+                unsafe { self.block.add(1).as_ptr() },
+                (self.head() & ((1 << LEN_BITS) - 1)) as usize,
+            ),
+        }
+    }
 }
 
 impl Deref for Words {
     type Target = [u32];
     fn deref(&self) -> &[u32] {
-        // SAFETY: the block holds its length, then that many initialised words.
-        unsafe {
-            let len = self.block.read() as usize;
-            std::slice::from_raw_parts(self.block.add(1).as_ptr(), len)
-        }
+        let (at, len) = self.raw();
+        // SAFETY: `raw` gives `len` initialised words that live as long as `self`
+        // (inside it, or in its block).
+        unsafe { std::slice::from_raw_parts(at, len) }
     }
 }
 
 impl DerefMut for Words {
     fn deref_mut(&mut self) -> &mut [u32] {
-        // SAFETY: as `deref`, and `&mut self` holds the block alone.
-        unsafe {
-            let len = self.block.read() as usize;
-            std::slice::from_raw_parts_mut(self.block.add(1).as_ptr(), len)
-        }
+        let (at, len) = self.raw();
+        let at = match self.inline() {
+            true => std::ptr::from_mut(&mut self.block)
+                .cast::<u32>()
+                .wrapping_add(1),
+            false => at.cast_mut(),
+        };
+        // SAFETY: as `deref`, and `&mut self` holds them alone (inline: the high
+        // half of its own 8 bytes, reached through `&mut self`).
+        unsafe { std::slice::from_raw_parts_mut(at, len) }
     }
 }
 
 impl Drop for Words {
     fn drop(&mut self) {
-        give(self.block, self.len());
+        if !self.inline() {
+            give(self.block, self.len());
+        }
     }
 }
 
@@ -243,17 +304,18 @@ mod tests {
             seed ^= seed << 17;
             (seed % n as u64) as usize
         };
-        let mut lists: Vec<(Words, Vec<u32>)> = Vec::new();
+        let mut lists: Vec<(Words, Vec<u32>, u8)> = Vec::new();
         for step in 0..20_000u32 {
             match next(6) {
                 0 | 1 if lists.len() < 300 => {
                     let n = next(40);
                     let model: Vec<u32> = (0..n).map(|i| step ^ i as u32).collect();
-                    lists.push((Words::from_slice(&model), model));
+                    let meta = step as u8;
+                    lists.push((Words::new(meta, &model), model, meta));
                 }
                 2 if !lists.is_empty() => {
                     let i = next(lists.len());
-                    let (w, m) = &mut lists[i];
+                    let (w, m, _) = &mut lists[i];
                     let most = if next(20) == 0 { 700 } else { 60 };
                     let len = next(most);
                     w.resize(len);
@@ -261,7 +323,7 @@ mod tests {
                 }
                 3 if !lists.is_empty() => {
                     let i = next(lists.len());
-                    let (w, m) = &mut lists[i];
+                    let (w, m, _) = &mut lists[i];
                     if !m.is_empty() {
                         let at = next(m.len());
                         let span = next(m.len() - at + 1);
@@ -272,7 +334,7 @@ mod tests {
                 }
                 4 if !lists.is_empty() => {
                     let i = next(lists.len());
-                    let (w, m) = &mut lists[i];
+                    let (w, m, _) = &mut lists[i];
                     if !m.is_empty() {
                         let at = next(m.len());
                         w[at] = step;
@@ -285,20 +347,28 @@ mod tests {
                 }
                 _ => {}
             }
-            for (w, m) in &lists {
+            for (w, m, meta) in &lists {
                 assert_eq!(&w[..], &m[..], "step {step}");
+                assert_eq!(w.meta(), *meta, "step {step}");
             }
         }
     }
 
     #[test]
-    fn a_list_is_8_bytes_and_a_short_one_takes_12_bytes_of_a_page() {
+    fn a_list_is_8_bytes_one_word_stays_inside_them_and_a_short_one_takes_12_bytes() {
         assert_eq!(std::mem::size_of::<Option<Words>>(), 8);
-        assert_eq!(
-            class_of(2),
-            Some(0),
-            "a 1-channel list: length, header, tag"
-        );
+        for words in [&[][..], &[u32::MAX][..]] {
+            let mut w = Words::new(0xa5, words);
+            assert!(w.inline(), "{words:?}");
+            assert_eq!((&w[..], w.meta()), (words, 0xa5));
+            w.resize(2);
+            assert!(!w.inline());
+            assert_eq!((w.len(), w.meta()), (2, 0xa5));
+            w.remove(0..1);
+            assert!(w.inline());
+            assert_eq!(w.meta(), 0xa5);
+        }
+        assert_eq!(class_of(2), Some(0), "two words and the length");
         assert_eq!(CLASSES[0] * 4, 12);
         assert_eq!(class_of(255), Some(CLASSES.len() - 1));
         assert_eq!(
