@@ -182,6 +182,14 @@ impl ServerProcess {
         self.pids().map(rss_of).sum()
     }
 
+    /// Anonymous resident memory (heap and private mappings), without the pages of
+    /// the binary it has run: what connections cost, apart from code paid once.
+    pub fn rss_anon(&self) -> u64 {
+        self.pids()
+            .map(|pid| observe::procfs::read_rss_anon(pid).unwrap_or(0))
+            .sum()
+    }
+
     /// The server's process and its workers.
     fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         std::iter::once(self.child.id()).chain(self.workers.iter().copied())

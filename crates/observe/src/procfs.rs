@@ -259,6 +259,28 @@ pub fn read_proc_stat(pid: u32) -> io::Result<ProcStat> {
     parse_proc_stat(&fs::read_to_string(&path)?).ok_or_else(|| bad(&path))
 }
 
+/// A process's anonymous resident memory in bytes (`RssAnon` of
+/// `/proc/<pid>/status`): its heap and private mappings, without the pages of its
+/// binary and libraries it has run (file-backed and shared, paid once, not per
+/// connection).
+pub fn read_rss_anon(pid: u32) -> io::Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    parse_status_kb(&fs::read_to_string(&path)?, "RssAnon")
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| bad(&path))
+}
+
+/// A `Key:  N kB` line of a `/proc/<pid>/status` text.
+pub fn parse_status_kb(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
+    line.split(':')
+        .nth(1)?
+        .split_ascii_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Descriptors this process has open now (entries of `/proc/self/fd`).
 pub fn open_fds() -> io::Result<u64> {
     Ok(fs::read_dir("/proc/self/fd")?.count() as u64)
@@ -351,6 +373,20 @@ mod tests {
         );
         assert_eq!(parse_proc_stat("garbage"), None);
         assert_eq!(parse_statm_resident("1000 222 33 4 0 55 0\n"), Some(222));
+    }
+
+    #[test]
+    fn status_anonymous_rss_of_a_sample_and_of_this_process() {
+        let status = "VmRSS:\t   15512 kB\nRssAnon:\t    2796 kB\nRssFile:\t   12716 kB\n";
+        assert_eq!(parse_status_kb(status, "RssAnon"), Some(2796));
+        assert_eq!(parse_status_kb(status, "RssFile"), Some(12716));
+        assert_eq!(parse_status_kb(status, "RssShmem"), None);
+        let anon = read_rss_anon(std::process::id()).expect("this process's status");
+        let all = read_self().expect("this process's stat").rss_pages * page_size();
+        assert!(
+            anon > 0 && anon < all,
+            "anonymous {anon} within the whole {all}"
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `bench idle`: what an idle connection costs. Per transport, a fresh server takes N
-//! connections as fast as flood can open them; the server's RSS growth divided by N is
-//! the user-space memory per connection, the machine's slab + TCP memory growth
+//! connections as fast as flood can open them; the growth of the server's anonymous
+//! resident memory (heap and private mappings) divided by N is the user-space memory
+//! per connection (the whole RSS is reported beside it: it also counts the pages of
+//! the binary the first connections run, paid once), the machine's slab + TCP memory growth
 //! divided by 2 ends and N the kernel memory per socket. Then everyone leaves at once
 //! and, `--settle` seconds later, the server's RSS is compared with its idle RSS.
 //!
@@ -43,6 +45,11 @@ pub struct Idle {
     pub asked: u64,
     pub failed: u64,
     pub server_conns: u64,
+    /// Anonymous resident memory: before, held.
+    pub anon_idle: u64,
+    pub anon_held: u64,
+    /// The whole RSS, the binary's pages first run included: before, held, after
+    /// everyone left.
     pub rss_idle: u64,
     pub rss_held: u64,
     pub rss_after: u64,
@@ -64,7 +71,14 @@ impl Idle {
         self.name.split(',').next().unwrap_or("")
     }
 
+    /// Anonymous memory growth per connection. The whole RSS also grows by the
+    /// code the first connections run (300–400 KB, once, however many connect:
+    /// ~25 B a connection of 15,000 that would be none of a million's).
     pub fn user_per_conn(&self) -> f64 {
+        self.anon_held.saturating_sub(self.anon_idle) as f64 / self.open.max(1) as f64
+    }
+
+    fn rss_per_conn(&self) -> f64 {
         self.rss_held.saturating_sub(self.rss_idle) as f64 / self.open.max(1) as f64
     }
 }
@@ -197,8 +211,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> anyhow::Result<Report> {
         report.row(
             &format!("user-space memory per idle connection ({name})"),
             format!(
-                "{} (RSS {} → {})",
+                "{} (anonymous {} → {}; whole RSS {} a connection, {} → {}, with the code first run)",
                 bytes(user),
+                bytes(r.anon_idle as f64),
+                bytes(r.anon_held as f64),
+                bytes(r.rss_per_conn()),
                 bytes(r.rss_idle as f64),
                 bytes(r.rss_held as f64)
             ),
@@ -321,7 +338,7 @@ fn measure(
 ) -> anyhow::Result<Idle> {
     let n = args.connections();
     let server = Arc::new(ctx.server(server_csv, &[])?);
-    let rss_idle = server.rss();
+    let (rss_idle, anon_idle) = (server.rss(), server.rss_anon());
     let kernel_idle = kernel_socket_bytes();
     let slab_idle = socket_slab_bytes();
     let overflows = listen_overflows();
@@ -356,7 +373,7 @@ fn measure(
     let held = Held::start(fa, live.clone(), vec![server.clone()]);
     let open = held.wait_open(n, OPEN_TIMEOUT);
     std::thread::sleep(QUIET_BEFORE_READING);
-    let rss_held = server.rss();
+    let (rss_held, anon_held) = (server.rss(), server.rss_anon());
     let kernel_held = kernel_socket_bytes();
     let slab_held = socket_slab_bytes();
     let overflows = listen_overflows().saturating_sub(overflows);
@@ -381,6 +398,8 @@ fn measure(
         asked: n,
         failed: summary.failed,
         server_conns,
+        anon_idle,
+        anon_held,
         rss_idle,
         rss_held,
         rss_after,
