@@ -143,7 +143,9 @@ impl Call {
 /// `since` and `epoch`; no `since`: from now).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelJoin {
-    pub name: String,
+    /// Shared with the gateway's table of held names: a router in the same
+    /// process keeps this allocation as its channel's name, not a copy.
+    pub name: std::sync::Arc<str>,
     pub since: Option<u64>,
     pub epoch: Option<u32>,
 }

@@ -105,7 +105,7 @@ pub(crate) fn subscribe(
         return events(&step.bytes);
     }
     assert!(
-        matches!(&step.requests[..], [Request::Join { channels, .. }] if channels[0].name == channel)
+        matches!(&step.requests[..], [Request::Join { channels, .. }] if &*channels[0].name == channel)
     );
     events(&h.reply(joined(&[channel])).bytes)
 }
@@ -249,7 +249,7 @@ fn a_presence_member_is_its_channel_data_s_user_and_gets_the_members() {
     };
     assert_eq!((*user, *login), (Some(7), true));
     assert_eq!(info.as_deref(), Some(r#"{"n":"a"}"#));
-    let names: Vec<&str> = channels.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = channels.iter().map(|c| &*c.name).collect();
     assert_eq!(names, ["presence-a", "presence-a~presence"]);
     // Joined: the members are asked before the answer.
     let step = h.reply(joined(&["presence-a", "presence-a~presence"]));

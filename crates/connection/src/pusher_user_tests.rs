@@ -38,7 +38,7 @@ fn signed_in() -> (Harness, String) {
         panic!("{:?}", step.requests);
     };
     assert_eq!(*user, None, "a sign-in is not a myriad login");
-    let name = channels[0].name.clone();
+    let name = channels[0].name.to_string();
     assert_eq!(
         name,
         format!("{}~user", auth::pusher_user_key("bob")),
@@ -120,7 +120,7 @@ fn a_later_app_s_channels_are_namespaced_and_shown_without_it() {
     let [Request::Join { channels, .. }] = &step.requests[..] else {
         panic!("{:?}", step.requests);
     };
-    assert_eq!(channels[0].name, "app2:news");
+    assert_eq!(&*channels[0].name, "app2:news");
     let ev = events(&h.reply(joined(&["app2:news"])).bytes);
     assert_eq!(ev[0]["channel"], "news");
     let msg = Message::to_channel("app2:news", bytes::Bytes::from_static(b"x"));

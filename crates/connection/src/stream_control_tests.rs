@@ -72,7 +72,7 @@ fn a_session_stream_joins_later_gets_the_channel_and_leaves_it() {
     assert_eq!(answer, None);
     assert!(
         matches!(&step.requests[..], [Request::Join { login: false, channels, .. }]
-        if channels[0].name == "b" && channels[0].since.is_none())
+        if &*channels[0].name == "b" && channels[0].since.is_none())
     );
     let (answer, _) = ask(&mut h, control(true, "b", None));
     assert_eq!(

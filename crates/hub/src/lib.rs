@@ -367,9 +367,10 @@ impl Hub {
             .partition(|c| wire::channel::presence_of(&c.name).is_some());
         for (i, part) in [join, watch].into_iter().enumerate() {
             for c in part {
-                match router.handle_join(&c.name, conn, user, c.since.map(|s| (c.epoch, s))) {
-                    Ok(read) => reads.push((c.name.clone(), read)),
-                    Err(why) => refused.push((c.name.clone(), why)),
+                match router.handle_join(c.name.clone(), conn, user, c.since.map(|s| (c.epoch, s)))
+                {
+                    Ok(read) => reads.push((c.name.to_string(), read)),
+                    Err(why) => refused.push((c.name.to_string(), why)),
                 }
             }
             if i == 0 {

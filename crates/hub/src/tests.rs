@@ -180,7 +180,7 @@ fn a_join_past_the_users_limit_answers_the_channels_beyond_it_as_refused() {
         channels: names
             .iter()
             .map(|n| bus::ChannelJoin {
-                name: n.to_string(),
+                name: (*n).into(),
                 since: None,
                 epoch: None,
             })

@@ -108,7 +108,8 @@ fn storm(r: &mut Router, n: u64, ticks: u64, friends: bool) -> Cost {
             r.handle_login(user, conn(user));
             if friends {
                 let name = format!("{user}~friends");
-                r.handle_join(&name, conn(user), Some(user), None).unwrap();
+                r.handle_join(name.as_str(), conn(user), Some(user), None)
+                    .unwrap();
             }
         }
         u = end;

@@ -198,7 +198,7 @@ impl Channels {
     /// is refused a new one (and nothing is created for it).
     pub(crate) fn join(
         &mut self,
-        name: &str,
+        name: impl AsRef<str> + Into<Arc<str>>,
         conn: ConnRef,
         user: Option<UserId>,
         since: Option<(Option<u32>, u64)>,
@@ -210,7 +210,7 @@ impl Channels {
         if at_limit
             && !self
                 .map
-                .get(name)
+                .get(name.as_ref())
                 .is_some_and(|c| c.subs.contains(&self.blocks, conn))
         {
             return Err(Refusal::UserLimit);
@@ -458,12 +458,14 @@ impl Channels {
     }
 
     /// Channel `name`, made now if it did not exist, with the map's name for it.
+    /// A new channel keeps the name it is given: a join from a gateway of this
+    /// process gives the gateway's own (one allocation per name for both).
     fn entry<'m>(
         map: &'m mut HashMap<Arc<str>, Channel>,
-        name: &str,
+        name: impl AsRef<str> + Into<Arc<str>>,
         epochs: &mut Epochs,
     ) -> (Arc<str>, &'m mut Channel) {
-        let name = match map.get_key_value(name) {
+        let name = match map.get_key_value(name.as_ref()) {
             Some((k, _)) => k.clone(),
             None => {
                 let k: Arc<str> = name.into();

@@ -174,7 +174,7 @@ impl Router {
     /// `max_subscriptions_per_user` channel subscriptions already.
     pub fn handle_join(
         &mut self,
-        name: &str,
+        name: impl AsRef<str> + Into<Arc<str>>,
         conn: ConnRef,
         user: Option<UserId>,
         since: Option<(Option<u32>, u64)>,

@@ -9,7 +9,7 @@
 //! when joined again; a channel joined later goes to the end and leaves no place,
 //! since a reconnect with the URL drops the parts past the URL's (`wire::route`).
 
-use super::{joined, subscribed_json, write_sse_position, ws_text, REFUSED_WHY};
+use super::{joined, names, subscribed_json, write_sse_position, ws_text, REFUSED_WHY};
 use crate::{Connection, ControlAnswer, Cx, State, FRAMED, LOGGED_IN};
 use bus::{ChannelJoin, HistoryRead, Refusal, Request};
 use serde::Deserialize;
@@ -182,7 +182,7 @@ pub(crate) fn subscribe_as(
         None => chans.push_later(name, since),
     }
     let mut channels = vec![ChannelJoin {
-        name: name.to_string(),
+        name: names::shared(name),
         since: since.map(|s| s.seq),
         epoch: since.and_then(|s| s.epoch),
     }];
@@ -192,7 +192,7 @@ pub(crate) fn subscribe_as(
     if presence && watches && chans.find(&companion).is_none() {
         chans.push_later(&companion, None);
         channels.push(ChannelJoin {
-            name: companion,
+            name: names::shared(&companion),
             since: None,
             epoch: None,
         });

@@ -81,12 +81,12 @@ pub(super) fn join_at_start(
             .iter()
             .map(|(n, at)| (n.as_str(), *at, !allowed(n))),
     );
-    // The names move into the request: a join copies none.
+    // The request's names are the table's: the router keeps them as its channels'.
     let joins = channels
         .into_iter()
         .filter(|(name, _)| allowed(name))
         .map(|(name, at)| ChannelJoin {
-            name,
+            name: names::shared(&name),
             since: at.map(|a| a.seq),
             epoch: at.and_then(|a| a.epoch),
         })

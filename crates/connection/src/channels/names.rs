@@ -104,6 +104,17 @@ pub(crate) fn id(name: &str) -> Option<u32> {
     with(|n| n.find(name))
 }
 
+/// The table's own allocation of `name` (a copy when no connection holds it): a
+/// join gives it to the router, which keeps it as its channel's name.
+pub(super) fn shared(name: &str) -> Arc<str> {
+    with(
+        |n| match n.find(name).and_then(|id| n.slots[id as usize].as_ref()) {
+            Some((held, _)) => held.clone(),
+            None => name.into(),
+        },
+    )
+}
+
 /// The name of a held id.
 pub(super) fn name(id: u32) -> Arc<str> {
     with(|n| match n.slots.get(id as usize) {
@@ -122,6 +133,11 @@ mod tests {
         assert_eq!(hold("names-test:a"), a);
         assert_eq!(id("names-test:a"), Some(a));
         assert_eq!(&*name(a), "names-test:a");
+        assert!(
+            Arc::ptr_eq(&shared("names-test:a"), &name(a)),
+            "the table's own"
+        );
+        assert_eq!(&*shared("names-test:none"), "names-test:none");
         release(a);
         assert_eq!(id("names-test:a"), Some(a), "one holder left");
         release(a);

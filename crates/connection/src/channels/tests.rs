@@ -79,7 +79,7 @@ fn a_channel_the_router_refuses_is_told_on_sse_the_stream_and_long_poll() {
     // The next poll of the keep-alive connection asks for b again.
     let step = h.bytes(b"GET /poll?channel=a&channel=b HTTP/1.1\r\nHost: t\r\n\r\n");
     let asked: Vec<&str> = match &step.requests[..] {
-        [Request::Join { channels, .. }] => channels.iter().map(|c| c.name.as_str()).collect(),
+        [Request::Join { channels, .. }] => channels.iter().map(|c| &*c.name).collect(),
         other => panic!("{other:?}"),
     };
     assert_eq!(asked, ["a", "b"]);
@@ -105,7 +105,7 @@ fn a_framed_websocket_is_told_per_channel_and_may_subscribe_again() {
     for _ in 0..2 {
         let step = h.bytes(&subscribe);
         assert!(
-            matches!(&step.requests[..], [Request::Join { channels, .. }] if channels[0].name == "c"),
+            matches!(&step.requests[..], [Request::Join { channels, .. }] if &*channels[0].name == "c"),
             "a refused channel is not held: subscribing again asks again: {:?}",
             step.requests
         );

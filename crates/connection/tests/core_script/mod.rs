@@ -184,10 +184,10 @@ fn reply_for(request: &Request, seed: u8) -> Reply {
                 channels: channels
                     .iter()
                     .filter(|c| refused.is_none_or(|r| r.name != c.name))
-                    .map(|c| (c.name.clone(), history(seed.wrapping_add(1))))
+                    .map(|c| (c.name.to_string(), history(seed.wrapping_add(1))))
                     .collect(),
                 refused: refused
-                    .map(|c| (c.name.clone(), bus::Refusal::UserLimit))
+                    .map(|c| (c.name.to_string(), bus::Refusal::UserLimit))
                     .into_iter()
                     .collect(),
             }

@@ -177,7 +177,7 @@ fn off_prefixes_companions_and_a_disabled_router_announce_nothing() {
     r.handle_join("big:stadium", conn(0, 1), Some(7), None)
         .unwrap();
     let companion = wire::channel::presence_channel("room");
-    r.handle_join(&companion, conn(0, 1), Some(7), None)
+    r.handle_join(companion.as_str(), conn(0, 1), Some(7), None)
         .unwrap();
     r.handle_leave("big:stadium", conn(0, 1), t0);
     assert_eq!(r.take_presence_events(), []);
@@ -192,7 +192,8 @@ fn member_events_reach_the_companion_s_subscribers_only() {
     let mut r = router(Duration::ZERO, &[]);
     let watcher = conn(0, 1);
     let companion = wire::channel::presence_channel("room");
-    r.handle_join(&companion, watcher, Some(1), None).unwrap();
+    r.handle_join(companion.as_str(), watcher, Some(1), None)
+        .unwrap();
     r.handle_join("room", conn(0, 2), Some(42), None).unwrap();
     r.handle_leave("room", conn(0, 2), t0);
     let mut got = Vec::new();
@@ -229,7 +230,8 @@ fn a_leave_after_the_grace_still_names_the_user_s_info() {
     let mut r = router(grace, &[]);
     let watcher = conn(0, 1);
     let companion = wire::channel::presence_channel("room");
-    r.handle_join(&companion, watcher, Some(1), None).unwrap();
+    r.handle_join(companion.as_str(), watcher, Some(1), None)
+        .unwrap();
     r.set_presence_info(42, "{\"n\":1}".into());
     r.handle_join("room", conn(0, 2), Some(42), None).unwrap();
     r.handle_leave("room", conn(0, 2), t0);

@@ -184,3 +184,15 @@ fn a_channel_nobody_published_to_keeps_no_ring() {
     let position = channel.read_ring(|ring| (ring.epoch(), ring.last()));
     assert_eq!(position, (9, 0));
 }
+
+#[test]
+fn a_new_channel_keeps_the_name_it_is_given_and_a_known_one_its_own() {
+    let mut r = router();
+    let name: Arc<str> = "shared:room".into();
+    r.handle_join(name.clone(), conn(1), None, None).unwrap();
+    assert_eq!(Arc::strong_count(&name), 2, "the channel's name is this allocation");
+    let again: Arc<str> = "shared:room".into();
+    r.handle_join(again.clone(), conn(2), None, None).unwrap();
+    assert_eq!(Arc::strong_count(&again), 1, "a known channel keeps its own name");
+    assert_eq!(Arc::strong_count(&name), 2);
+}

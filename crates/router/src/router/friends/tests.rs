@@ -36,7 +36,7 @@ fn conn(loop_id: u16, token: u32) -> ConnRef {
 fn watch(r: &mut Router, user: UserId, c: ConnRef) {
     r.handle_login(user, c);
     let name = wire::channel::friends_channel(user);
-    r.handle_join(&name, c, Some(user), None).unwrap();
+    r.handle_join(name.as_str(), c, Some(user), None).unwrap();
 }
 
 /// What a tick at `at` pushes: (recipient companion, payload, connections).
