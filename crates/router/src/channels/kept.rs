@@ -65,9 +65,14 @@ impl Channels {
             }
         }
         let kept = ring.len();
-        channel.idle_since = Some(now);
         let name: std::sync::Arc<str> = name.into();
-        self.idle.push_back((now, name.clone()));
+        super::go_idle(
+            &mut self.idle,
+            &mut self.marks,
+            &mut channel,
+            name.clone(),
+            now,
+        );
         self.map.insert(name, channel);
         kept
     }
@@ -80,20 +85,20 @@ impl Channels {
         totals: &mut HistoryTotals,
         mut journal: Option<&mut Vec<Journal>>,
     ) {
-        while let Some((at, _)) = self.idle.front() {
+        while let Some((at, _, _)) = self.idle.front() {
             if now.saturating_duration_since(*at) < ttl {
                 break;
             }
-            let (_, name) = self.idle.pop_front().expect("checked above");
-            // Stale entries: the channel was joined again, or went idle later; a
-            // channel with users in their grace goes once they are announced gone.
-            let expired = self.map.get(&name).is_some_and(|c| {
-                c.subs.is_empty()
-                    && c.leaving == 0
-                    && c.idle_since
-                        .is_some_and(|t| now.saturating_duration_since(t) >= ttl)
-            });
+            let (_, name, mark) = self.idle.pop_front().expect("checked above");
+            // Stale entries: the channel was joined again, or went idle later (a
+            // later mark); a channel with users in their grace goes once they are
+            // announced gone.
+            let expired = self
+                .map
+                .get(&name)
+                .is_some_and(|c| c.subs.is_empty() && c.leaving == 0 && c.idle == mark);
             if expired {
+                self.mirrors.remove(&name);
                 let channel = self.map.remove(&name).expect("checked above");
                 if let Some(ring) = &channel.ring {
                     totals.forget(ring.len(), ring.bytes());

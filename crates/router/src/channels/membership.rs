@@ -199,7 +199,10 @@ impl Channels {
     /// leave without a connection starts its idle ttl again from `now`.
     pub(crate) fn expire_grace(&mut self, now: Instant) {
         for name in self.membership.expire(now, &mut self.map) {
-            self.idle.push_back((now, name));
+            // Its idle period goes on: this entry can end it once the old one is past.
+            if let Some(mark) = self.map.get(&name).map(|c| c.idle).filter(|&m| m != 0) {
+                self.idle.push_back((now, name, mark));
+            }
         }
     }
 

@@ -10,7 +10,8 @@
 //! the same channel (an O(1) update), never for the router.
 //!
 //! Cost: the members once more (~16 B + slack each) for channels someone lists,
-//! dropped with the channel or after [`UNREAD`] without a list.
+//! dropped with the channel or after [`UNREAD`] without a list. Kept beside the
+//! channels' map, not in each channel's entry: few channels have one.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,25 +46,20 @@ impl super::Channels {
     /// Channel `name`'s [`Mirror`], made now if it had none; `None` for a
     /// channel that does not exist.
     pub fn mirror(&mut self, name: &str) -> Option<Arc<Mirror>> {
-        let c = self.map.get_mut(name)?;
+        let (key, c) = self.map.get_key_value(name)?;
         let blocks = &self.blocks;
-        let m = c
-            .mirror
-            .get_or_insert_with(|| Mirror::new(c.subs.members(blocks), c.subs.len()));
+        let m = self
+            .mirrors
+            .entry(key.clone())
+            .or_insert_with(|| Mirror::new(c.subs.members(blocks), c.subs.len()));
         Some(m.clone())
     }
 
-    /// Drops the mirrors not read for [`UNREAD`]. O(channels): called by
-    /// the tick only while some channel has one (`mirrored`).
+    /// Drops the mirrors not read for [`UNREAD`]; how many are left. Called by the
+    /// tick only while some channel has one (`mirrored`).
     pub(crate) fn drop_unread_mirrors(&mut self, now: Instant) -> usize {
-        let mut left = 0;
-        for c in self.map.values_mut() {
-            if c.mirror.as_ref().is_some_and(|m| m.unread(now)) {
-                c.mirror = None;
-            }
-            left += usize::from(c.mirror.is_some());
-        }
-        left
+        self.mirrors.retain(|_, m| !m.unread(now));
+        self.mirrors.len()
     }
 }
 

@@ -190,9 +190,39 @@ fn a_new_channel_keeps_the_name_it_is_given_and_a_known_one_its_own() {
     let mut r = router();
     let name: Arc<str> = "shared:room".into();
     r.handle_join(name.clone(), conn(1), None, None).unwrap();
-    assert_eq!(Arc::strong_count(&name), 2, "the channel's name is this allocation");
+    assert_eq!(
+        Arc::strong_count(&name),
+        2,
+        "the channel's name is this allocation"
+    );
     let again: Arc<str> = "shared:room".into();
     r.handle_join(again.clone(), conn(2), None, None).unwrap();
-    assert_eq!(Arc::strong_count(&again), 1, "a known channel keeps its own name");
+    assert_eq!(
+        Arc::strong_count(&again),
+        1,
+        "a known channel keeps its own name"
+    );
     assert_eq!(Arc::strong_count(&name), 2);
+}
+
+#[test]
+fn a_slot_of_the_channels_map_is_64_bytes() {
+    assert_eq!(std::mem::size_of::<(Arc<str>, Channel)>(), 64);
+}
+
+#[test]
+fn a_publish_to_an_idle_channel_starts_its_ttl_again() {
+    let mut r = router();
+    let t0 = Instant::now();
+    r.handle_join("quiet", conn(1), None, None).unwrap();
+    r.handle_leave("quiet", conn(1), t0);
+    publish(&mut r, "quiet", "late", t0 + Duration::from_secs(50));
+    r.handle_tick(t0 + Duration::from_secs(61));
+    assert_eq!(
+        r.channel_history("quiet", None, 10).messages.len(),
+        1,
+        "kept"
+    );
+    r.handle_tick(t0 + Duration::from_secs(111));
+    assert!(r.channels().is_empty());
 }
