@@ -367,8 +367,8 @@ impl Hub {
             .partition(|c| wire::channel::presence_of(&c.name).is_some());
         for (i, part) in [join, watch].into_iter().enumerate() {
             for c in part {
-                match router.handle_join(c.name.clone(), conn, user, c.since.map(|s| (c.epoch, s)))
-                {
+                let since = c.since.map(|s| (c.epoch, s));
+                match router.handle_join(c.name.clone(), conn, user, since) {
                     Ok(read) => reads.push((c.name.to_string(), read)),
                     Err(why) => refused.push((c.name.to_string(), why)),
                 }

@@ -130,17 +130,7 @@ pub struct MemInfo {
 
 /// Parse `/proc/meminfo` (values in kB).
 pub fn parse_meminfo(text: &str) -> Option<MemInfo> {
-    let get = |key: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
-        let kb: u64 = line
-            .split(':')
-            .nth(1)?
-            .split_ascii_whitespace()
-            .next()?
-            .parse()
-            .ok()?;
-        Some(kb * 1024)
-    };
+    let get = |key: &str| parse_kb_line(text, key).map(|kb| kb * 1024);
     let total = get("MemTotal")?;
     let free = get("MemFree")?;
     let available = get("MemAvailable").unwrap_or(free);
@@ -265,13 +255,13 @@ pub fn read_proc_stat(pid: u32) -> io::Result<ProcStat> {
 /// connection).
 pub fn read_rss_anon(pid: u32) -> io::Result<u64> {
     let path = format!("/proc/{pid}/status");
-    parse_status_kb(&fs::read_to_string(&path)?, "RssAnon")
+    parse_kb_line(&fs::read_to_string(&path)?, "RssAnon")
         .map(|kb| kb * 1024)
         .ok_or_else(|| bad(&path))
 }
 
-/// A `Key:  N kB` line of a `/proc/<pid>/status` text.
-pub fn parse_status_kb(text: &str, key: &str) -> Option<u64> {
+/// The number of a `Key:  N kB` line of a `/proc` text (`status`, `meminfo`).
+pub fn parse_kb_line(text: &str, key: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
     line.split(':')
         .nth(1)?
@@ -378,9 +368,9 @@ mod tests {
     #[test]
     fn status_anonymous_rss_of_a_sample_and_of_this_process() {
         let status = "VmRSS:\t   15512 kB\nRssAnon:\t    2796 kB\nRssFile:\t   12716 kB\n";
-        assert_eq!(parse_status_kb(status, "RssAnon"), Some(2796));
-        assert_eq!(parse_status_kb(status, "RssFile"), Some(12716));
-        assert_eq!(parse_status_kb(status, "RssShmem"), None);
+        assert_eq!(parse_kb_line(status, "RssAnon"), Some(2796));
+        assert_eq!(parse_kb_line(status, "RssFile"), Some(12716));
+        assert_eq!(parse_kb_line(status, "RssShmem"), None);
         let anon = read_rss_anon(std::process::id()).expect("this process's status");
         let all = read_self().expect("this process's stat").rss_pages * page_size();
         assert!(

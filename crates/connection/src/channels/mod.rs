@@ -4,9 +4,9 @@
 //! per transport; the composite position an SSE id carries.
 //!
 //! Layout: this file joins, starts a subscription and writes messages; [`list`] is
-//! what a connection keeps (its channels, packed, in [`words`]' pool); [`poll`] answers a long-poll
-//! over channels; [`control`] subscribes and unsubscribes on an open connection (a
-//! framed WebSocket's control frames, an HTTP/2 stream's POSTs).
+//! what a connection keeps (its channels, packed, in [`words`]' pool); [`poll`]
+//! answers a long-poll over channels; [`control`] subscribes and unsubscribes on an
+//! open connection (a framed WebSocket's control frames, an HTTP/2 stream's POSTs).
 
 mod control;
 mod list;

@@ -11,8 +11,8 @@
 //! holes). Here a list of one word is kept in the pointer's own 8 bytes (a
 //! WebSocket in one channel: nothing beside its connection), a block has no header
 //! (its first word is the length), the smallest is 12 bytes, and a class's pages
-//! hold only lists, so a block given back is the next list's of that size. A class whose blocks are all given back gives its
-//! pages back to the allocator: memory is back to idle when everyone has left.
+//! hold only lists, so a block given back is the next list's of that size. A class
+//! whose blocks are all given back gives its pages back to the allocator.
 //! Fuzzed through the connection core (`core` target), and tested below against a
 //! plain `Vec`.
 
@@ -120,15 +120,14 @@ static POOL: Mutex<[Class; CLASSES.len()]> = Mutex::new([const { Class::new() };
 
 /// A block for `len` words besides its first (which the caller writes).
 fn take(len: usize) -> NonNull<u32> {
-    let block = match class_of(len) {
+    match class_of(len) {
         Some(c) => POOL.lock().unwrap_or_else(|e| e.into_inner())[c].take(CLASSES[c]),
         None => {
             // SAFETY: the layout is non-zero.
             let p = unsafe { alloc(layout(len + 1)) }.cast::<u32>();
             NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout(len + 1)))
         }
-    };
-    block
+    }
 }
 
 /// Gives back `block`, holding `len` words besides its length.
@@ -176,8 +175,8 @@ impl Words {
             return Words { block };
         }
         let block = take(words.len());
-        // SAFETY: the new block holds `words.len()` words besides its first, whose
-        // length `take` wrote.
+        // SAFETY: the new block holds `words.len()` words besides its first, which
+        // is written here (the length and the byte).
         unsafe {
             block.write(words.len() as u32 | u32::from(meta) << LEN_BITS);
             std::ptr::copy_nonoverlapping(words.as_ptr(), block.add(1).as_ptr(), words.len());
