@@ -57,7 +57,8 @@ fn idle_measures_connections_in_channels() {
             &format!("user-space memory per idle connection ({phase})"),
         );
         assert!(
-            user[0].contains(" B (RSS") || user[0].contains("KB (RSS"),
+            (user[0].contains(" B (anonymous") || user[0].contains("KB (anonymous"))
+                && user[0].contains("whole RSS"),
             "{user:?}"
         );
         assert!(user[1].starts_with(&format!("≤ {budget}")), "{user:?}");
