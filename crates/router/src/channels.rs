@@ -30,7 +30,7 @@ pub fn key(name: &str) -> u64 {
     h
 }
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -85,7 +85,8 @@ struct Channel {
     /// Its ring's epoch, fixed when the channel is made.
     epoch: u32,
     /// Its idle period's mark while it has no subscriber (0: it has some): the
-    /// entry of [`Channels::idle`] with this mark is the one its ttl runs from.
+    /// entry of the idle queue ([`kept::Idle`]) with this mark is the one its ttl
+    /// runs from.
     /// Four bytes where an `Option<Instant>` took 16: with the mirrors apart, a
     /// slot of the channels' map is 64 bytes, not 80 (3,000 rooms: 4 B a
     /// connection of 15,000).
@@ -145,13 +146,8 @@ pub struct Channels {
     /// Keyed by the name, shared (`Arc`) with the queues that name a channel (idle,
     /// users in their grace, events): a mass leave allocates no copy of a name.
     map: HashMap<Arc<str>, Channel>,
-    /// (idle since, name, mark): channels that may have outlived their ttl, oldest
-    /// first. A channel is forgotten `ttl` after it was last left empty or
-    /// published to while empty: at its entry whose mark is still its `idle`
-    /// (checked lazily by [`Channels::expire`]).
-    idle: VecDeque<(Instant, Arc<str>, u32)>,
-    /// The last idle mark given.
-    marks: u32,
+    /// Channels that may have outlived their ttl ([`kept::Idle`]).
+    idle: kept::Idle,
     /// The members of channels whose list was asked, mirrored for reads without
     /// the router lock ([`mirror`]): few channels, so apart from the map.
     mirrors: HashMap<Arc<str>, Arc<mirror::Mirror>>,
@@ -278,7 +274,7 @@ impl Channels {
             if let Some(u) = wire::channel::friends_of(&name) {
                 self.watchers.remove(&u);
             }
-            go_idle(&mut self.idle, &mut self.marks, channel, name, now);
+            self.idle.start(channel, name, now);
         }
         true
     }
@@ -316,7 +312,7 @@ impl Channels {
                 self.membership.last_leave(name, channel, user, now);
             }
             if channel.subs.is_empty() {
-                go_idle(&mut self.idle, &mut self.marks, channel, name.clone(), now);
+                self.idle.start(channel, name.clone(), now);
                 if let Some(u) = wire::channel::friends_of(name) {
                     self.watchers.remove(&u);
                 }
@@ -362,7 +358,7 @@ impl Channels {
         }
         if channel.subs.is_empty() && (fresh || channel.idle != 0) {
             // Kept for a page that reads it later; its ttl starts again.
-            go_idle(&mut self.idle, &mut self.marks, channel, held, now);
+            self.idle.start(channel, held, now);
         }
         channel.subs.for_each(&self.blocks, |conn| {
             deliver(Delivery {
@@ -448,7 +444,7 @@ impl Channels {
                             .map_or(0, |r| std::mem::size_of::<Ring>() + r.heap_bytes())
                 })
                 .sum::<usize>()
-            + self.idle.capacity() * std::mem::size_of::<(Instant, Arc<str>, u32)>()
+            + self.idle.heap_bytes()
             + self.mirrors.capacity() * (std::mem::size_of::<(Arc<str>, Arc<mirror::Mirror>)>() + 1)
             + self.mirrors.values().map(|m| m.heap_bytes()).sum::<usize>()
             + self.per_user.heap_bytes()
@@ -481,20 +477,6 @@ impl Channels {
         let channel = map.get_mut(&name).expect("inserted above");
         (name, channel)
     }
-}
-
-/// `channel` (named `name`) has no subscriber from `now`: a new idle period, whose
-/// ttl runs from the entry queued here (any older entry of it is stale).
-fn go_idle(
-    idle: &mut VecDeque<(Instant, Arc<str>, u32)>,
-    marks: &mut u32,
-    channel: &mut Channel,
-    name: Arc<str>,
-    now: Instant,
-) {
-    *marks = marks.checked_add(1).unwrap_or(1);
-    channel.idle = *marks;
-    idle.push_back((now, name, *marks));
 }
 
 #[cfg(test)]

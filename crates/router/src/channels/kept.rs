@@ -6,8 +6,51 @@ use super::{key, Channel, Channels, Keep, Position};
 use crate::budget::HistoryTotals;
 use crate::history::{Journal, Ring};
 use crate::{HistoryRead, Message};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The channels that may have outlived their ttl, oldest first: (idle since,
+/// name, mark). A channel is forgotten `ttl` after it was last left empty or
+/// published to while empty, at its entry whose mark is still its `idle` (checked
+/// lazily by [`Channels::expire`]; an entry of an earlier period is stale).
+#[derive(Debug, Default)]
+pub(super) struct Idle {
+    entries: VecDeque<(Instant, Arc<str>, u32)>,
+    /// The last mark given.
+    marks: u32,
+}
+
+impl Idle {
+    /// `channel` (named `name`) has no subscriber from `now`: a new idle period,
+    /// whose ttl runs from the entry queued here.
+    pub(super) fn start(&mut self, channel: &mut Channel, name: Arc<str>, now: Instant) {
+        self.marks = self.marks.checked_add(1).unwrap_or(1);
+        channel.idle = self.marks;
+        self.entries.push_back((now, name, self.marks));
+    }
+
+    /// Another entry at `now` for `channel`'s idle period going on (none while it
+    /// has subscribers): it can end the period once the older one is past.
+    pub(super) fn again(&mut self, channel: &Channel, name: Arc<str>, now: Instant) {
+        if channel.idle != 0 {
+            self.entries.push_back((now, name, channel.idle));
+        }
+    }
+
+    /// The oldest entry queued `ttl` or longer before `now`, taken out.
+    fn pop_older(&mut self, now: Instant, ttl: Duration) -> Option<(Arc<str>, u32)> {
+        let (at, _, _) = self.entries.front()?;
+        if now.saturating_duration_since(*at) < ttl {
+            return None;
+        }
+        self.entries.pop_front().map(|(_, name, mark)| (name, mark))
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(Instant, Arc<str>, u32)>()
+    }
+}
 
 impl Channels {
     /// What `name` keeps after `since` (`None`: its newest `limit`), at most `limit`
@@ -65,14 +108,8 @@ impl Channels {
             }
         }
         let kept = ring.len();
-        let name: std::sync::Arc<str> = name.into();
-        super::go_idle(
-            &mut self.idle,
-            &mut self.marks,
-            &mut channel,
-            name.clone(),
-            now,
-        );
+        let name: Arc<str> = name.into();
+        self.idle.start(&mut channel, name.clone(), now);
         self.map.insert(name, channel);
         kept
     }
@@ -85,11 +122,7 @@ impl Channels {
         totals: &mut HistoryTotals,
         mut journal: Option<&mut Vec<Journal>>,
     ) {
-        while let Some((at, _, _)) = self.idle.front() {
-            if now.saturating_duration_since(*at) < ttl {
-                break;
-            }
-            let (_, name, mark) = self.idle.pop_front().expect("checked above");
+        while let Some((name, mark)) = self.idle.pop_older(now, ttl) {
             // Stale entries: the channel was joined again, or went idle later (a
             // later mark); a channel with users in their grace goes once they are
             // announced gone.

@@ -199,9 +199,8 @@ impl Channels {
     /// leave without a connection starts its idle ttl again from `now`.
     pub(crate) fn expire_grace(&mut self, now: Instant) {
         for name in self.membership.expire(now, &mut self.map) {
-            // Its idle period goes on: this entry can end it once the old one is past.
-            if let Some(mark) = self.map.get(&name).map(|c| c.idle).filter(|&m| m != 0) {
-                self.idle.push_back((now, name, mark));
+            if let Some(channel) = self.map.get(&name) {
+                self.idle.again(channel, name, now);
             }
         }
     }
